@@ -1,9 +1,84 @@
-//! `agentwatch detect FILE [--json] [--set key=value]`.
-use crate::exit::CliResult;
+//! `agentwatch detect [FILE...] [--json] [--set key=value ...]`: judge sessions on their whole
+//! history. Without FILE it judges the built-in sample (`fixtures/sample.json`).
+
+use crate::exit::{CliError, CliResult, code};
+use crate::input::{read_sessions, sessions_from_text};
+use detect_core::{DetectConfig, Judgement, judge_sessions};
+use std::process::ExitCode;
+
+/// The built-in sample: a landing parent with a looping explorer child, and a busy healthy review.
+pub const SAMPLE: &str = include_str!("../../fixtures/sample.json");
 
 #[derive(Debug, clap::Args)]
-pub struct DetectArgs {}
+pub struct DetectArgs {
+    /// Session files (`agentwatch-sessions/1`) or `opencode export` JSON; `-` reads standard
+    /// input. Without FILE, the built-in sample is judged.
+    pub files: Vec<String>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Override a detector key, e.g. `--set top_min=10` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
 
-pub fn run(_args: DetectArgs) -> CliResult {
-    Ok(std::process::ExitCode::SUCCESS)
+/// Apply `--set key=value` overrides to a config.
+pub fn apply_overrides(config: &mut DetectConfig, overrides: &[String]) -> Result<(), CliError> {
+    for item in overrides {
+        let (key, value) = item.split_once('=').ok_or_else(|| {
+            CliError::new(code::USAGE, format!("--set {item}: expected KEY=VALUE"))
+        })?;
+        config
+            .set(key.trim(), value)
+            .map_err(|e| CliError::new(code::CONFIG, format!("--set {item}: {e}")))?;
+    }
+    Ok(())
+}
+
+pub fn run(args: DetectArgs) -> CliResult {
+    let mut config = DetectConfig::default();
+    apply_overrides(&mut config, &args.set)?;
+    let sessions = if args.files.is_empty() {
+        sessions_from_text("built-in sample", SAMPLE)?
+    } else {
+        read_sessions(&args.files)?
+    };
+    let judgement = judge_sessions(&sessions, &config);
+    if args.json {
+        let text = serde_json::to_string_pretty(&judgement)
+            .map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_table(&judgement));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human form: one line per session, one per tree, a closing count.
+pub fn render_table(judgement: &Judgement) -> String {
+    let mut out = String::new();
+    for v in &judgement.sessions {
+        let mark = if v.flagged { "FLAGGED" } else { "ok" };
+        out.push_str(&format!("session {} {mark} {}\n", v.id, v.summary()));
+    }
+    for t in &judgement.trees {
+        let flagged: Vec<&str> = t.flagged_sessions.iter().map(|s| s.id.as_str()).collect();
+        let state = if t.flagged {
+            format!("FLAGGED by {}", flagged.join(", "))
+        } else {
+            "ok".to_owned()
+        };
+        out.push_str(&format!(
+            "tree {} dedup_key={} sessions={} {state}\n",
+            t.root,
+            t.dedup_key,
+            t.sessions.len()
+        ));
+        for note in &t.notes {
+            out.push_str(&format!("  note: {note}\n"));
+        }
+    }
+    let flagged = judgement.trees.iter().filter(|t| t.flagged).count();
+    out.push_str(&format!("# {flagged}/{} trees flagged\n", judgement.trees.len()));
+    out
 }

@@ -7,6 +7,7 @@
 
 mod detect;
 mod exit;
+mod input;
 mod replay;
 mod replay_alerts;
 

@@ -1,1 +1,55 @@
+//! # detect-core: the loop detector
+//!
+//! A pure library (no clock, file, network, process or environment access) that judges AI
+//! coding-agent sessions for loops from their tool-call history, as specified in the opencode
+//! loop-watchdog design and fixed in `decisions.md` section 1.
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! Session { calls } --matcher--> CallFacts { identity, target, landed, read }
+//!                   --detector--> span (calls after the latest landing) -> window -> signals
+//!                   --tree------> SessionVerdict per session, TreeVerdict per root
+//! ```
+//!
+//! - [`normalize_bash`], [`call_identity`] and the target key decide which calls are "the same".
+//! - A *landed* call (a real edit, a completed write, a successful `git commit`) resets the
+//!   evaluation span; so does a descendant session's landing, matched by time.
+//! - Four signals over the span's last `window` calls: `dup`, `top`, `slow`, `coverage`.
+//! - [`judge_session`] judges a whole history; [`SessionDetector`] takes calls one at a time and
+//!   always agrees with it. [`judge_sessions`] judges every session and tree of a set.
+//!
+//! ```
+//! use detect_core::{Call, DetectConfig, Session, judge_sessions};
+//! use serde_json::json;
+//!
+//! let mut session = Session::new("ses_a");
+//! for _ in 0..40 {
+//!     session.calls.push(Call::completed("bash", json!({"command": "cd /p && pytest -x"})));
+//! }
+//! let judgement = judge_sessions(&[session], &DetectConfig::default());
+//! assert!(judgement.trees[0].flagged);
+//! assert_eq!(judgement.trees[0].dedup_key, "opencode-loop:ses_a");
+//! ```
 #![forbid(unsafe_code)]
+
+mod bash;
+mod config;
+mod detector;
+mod matcher;
+mod model;
+mod tree;
+mod verdict;
+
+pub use bash::{first_tokens, normalize_bash};
+pub use config::{ConfigError, DETECT_KEYS, DetectConfig};
+pub use detector::{SessionDetector, is_read_only, judge_session, subagent_name};
+pub use matcher::{
+    CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, basename,
+    call_identity, canonical_json, resolve_path, total_lines_in_output,
+};
+pub use model::{
+    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
+};
+pub use tree::{Forest, Judgement, judge_sessions};
+pub use verdict::{Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

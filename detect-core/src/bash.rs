@@ -1,0 +1,295 @@
+//! The bash normaliser: two commands that do the same thing in the same place get the same text.
+//!
+//! Rules (decisions.md section 1), in this order:
+//! 1. CRLF becomes LF; backslash-newline continuations are joined.
+//! 2. Full-line comments and trailing ` # comments` outside quotes are dropped.
+//! 3. The remaining non-empty lines are joined with ` ; ` and whitespace is collapsed.
+//! 4. Repeatedly, leading `VAR=value` assignments (also after `export` / `env`) and leading
+//!    `cd DIR &&`, `cd DIR ;`, `pushd DIR &&`, `pushd DIR ;` prefixes are stripped.
+//!
+//! A bare `cd DIR` is left as it is, and so is anything that would leave nothing behind.
+//! The function works on `char`s only, so no input can make it panic, and it is idempotent.
+
+/// Normalise a bash command for call identity and target keys.
+pub fn normalize_bash(command: &str) -> String {
+    let joined = join_lines(command);
+    let mut text = collapse_whitespace(&joined);
+    while let Some(rest) = strip_one_prefix(&text) {
+        text = rest;
+    }
+    text
+}
+
+/// Quote state while scanning a command left to right.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    None,
+    Single,
+    Double,
+}
+
+/// Steps 1-3 up to the join: drop comments, keep non-empty lines, join them with ` ; `.
+fn join_lines(command: &str) -> String {
+    let text = command.replace("\r\n", "\n").replace("\\\n", "");
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut quote = Quote::None;
+    let mut escaped = false;
+    let mut in_comment = false;
+    // Whether the previous character (in the original text) was whitespace or a line start: a `#`
+    // only starts a comment there.
+    let mut at_word_start = true;
+    for ch in text.chars() {
+        if ch == '\n' {
+            // A newline ends a comment; inside quotes it is part of the string but still
+            // splits lines, so that the join is the same on a second pass.
+            in_comment = false;
+            escaped = false;
+            at_word_start = true;
+            lines.push(std::mem::take(&mut line));
+            continue;
+        }
+        if in_comment {
+            continue;
+        }
+        if escaped {
+            escaped = false;
+            line.push(ch);
+            at_word_start = false;
+            continue;
+        }
+        match quote {
+            Quote::None => {
+                if ch == '#' && at_word_start {
+                    in_comment = true;
+                    continue;
+                }
+                match ch {
+                    '\\' => escaped = true,
+                    '\'' => quote = Quote::Single,
+                    '"' => quote = Quote::Double,
+                    _ => {}
+                }
+            }
+            Quote::Single => {
+                if ch == '\'' {
+                    quote = Quote::None;
+                }
+            }
+            Quote::Double => match ch {
+                '\\' => escaped = true,
+                '"' => quote = Quote::None,
+                _ => {}
+            },
+        }
+        at_word_start = ch.is_whitespace();
+        line.push(ch);
+    }
+    lines.push(line);
+    let kept: Vec<&str> = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    kept.join(" ; ")
+}
+
+/// Every run of whitespace becomes one space; leading and trailing whitespace goes.
+fn collapse_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// One shell word at the start of `text` (quotes and escapes respected): `(word, rest)`.
+/// The word stops at whitespace or at a `;` outside quotes. `text` has collapsed whitespace.
+fn split_word(text: &str) -> (&str, &str) {
+    let mut quote = Quote::None;
+    let mut escaped = false;
+    for (i, ch) in text.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match quote {
+            Quote::None => match ch {
+                '\\' => escaped = true,
+                '\'' => quote = Quote::Single,
+                '"' => quote = Quote::Double,
+                ';' => return (&text[..i], &text[i..]),
+                c if c.is_whitespace() => return (&text[..i], &text[i..]),
+                _ => {}
+            },
+            Quote::Single => {
+                if ch == '\'' {
+                    quote = Quote::None;
+                }
+            }
+            Quote::Double => match ch {
+                '\\' => escaped = true,
+                '"' => quote = Quote::None,
+                _ => {}
+            },
+        }
+    }
+    (text, "")
+}
+
+/// `NAME=value` with a shell variable name.
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// If `text` starts with a `&&` or `;` separator (after optional space), the text after it.
+fn after_separator(text: &str) -> Option<&str> {
+    let t = text.trim_start();
+    t.strip_prefix("&&")
+        .or_else(|| t.strip_prefix(';'))
+        .map(str::trim_start)
+}
+
+/// Strip one leading prefix, or `None` when there is none (or nothing would remain).
+fn strip_one_prefix(text: &str) -> Option<String> {
+    let (first, rest) = split_word(text);
+    let rest = rest.trim_start();
+    let remainder = match first {
+        "cd" | "pushd" => {
+            let (dir, after_dir) = split_word(rest);
+            if dir.is_empty() {
+                return None;
+            }
+            after_separator(after_dir)?
+        }
+        "export" | "env" => {
+            let mut cursor = rest;
+            let mut assignments = 0;
+            loop {
+                let (word, after) = split_word(cursor);
+                if !is_assignment(word) {
+                    break;
+                }
+                assignments += 1;
+                cursor = after.trim_start();
+            }
+            if assignments == 0 {
+                return None;
+            }
+            if first == "export" {
+                after_separator(cursor)?
+            } else {
+                after_separator(cursor).unwrap_or(cursor)
+            }
+        }
+        word if is_assignment(word) => after_separator(rest).unwrap_or(rest),
+        _ => return None,
+    };
+    let remainder = remainder.trim();
+    // Never leave a text that would read differently on a second pass (a leading `#` would
+    // become a comment) or that is only a separator.
+    if remainder.is_empty() || remainder.starts_with([';', '#']) || remainder.starts_with("&&") {
+        return None;
+    }
+    Some(remainder.to_owned())
+}
+
+/// The first `n` whitespace-separated tokens of a normalised command, joined by single spaces.
+pub fn first_tokens(normalized: &str, n: usize) -> String {
+    normalized
+        .split_whitespace()
+        .take(n)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_bash;
+
+    /// Each row: (what the rule says, input, expected normal form).
+    const CASES: &[(&str, &str, &str)] = &[
+        (
+            "plain command unchanged",
+            "pytest -x tests",
+            "pytest -x tests",
+        ),
+        ("CRLF becomes LF", "echo a\r\necho b", "echo a ; echo b"),
+        (
+            "continuation joined",
+            "cargo test \\\n  --lib",
+            "cargo test --lib",
+        ),
+        ("full-line comment dropped", "# run tests\npytest", "pytest"),
+        ("trailing comment dropped", "pytest -x # quick", "pytest -x"),
+        ("hash inside quotes kept", "echo 'a # b'", "echo 'a # b'"),
+        (
+            "hash inside double quotes kept",
+            "echo \"a # b\"",
+            "echo \"a # b\"",
+        ),
+        ("hash inside a word kept", "echo a#b $#", "echo a#b $#"),
+        ("escaped quote does not open", "echo \\\" # c", "echo \\\""),
+        ("lines joined with ;", "cd /p\npytest\n\n", "pytest"),
+        ("whitespace collapsed", "ls   -la\t  src", "ls -la src"),
+        (
+            "cd && stripped",
+            "cd /home/u/proj && pytest -x",
+            "pytest -x",
+        ),
+        ("cd ; stripped", "cd /home/u/proj; pytest", "pytest"),
+        ("pushd && stripped", "pushd src && make", "make"),
+        ("quoted cd dir stripped", "cd \"my dir\" && ls", "ls"),
+        ("bare cd kept", "cd /home/u/proj", "cd /home/u/proj"),
+        ("cd with nothing after kept", "cd /p &&", "cd /p &&"),
+        (
+            "assignment stripped",
+            "RUST_LOG=debug cargo run",
+            "cargo run",
+        ),
+        ("several assignments", "A=1 B='x y' make all", "make all"),
+        ("export prefix stripped", "export A=1 B=2 && make", "make"),
+        ("env prefix stripped", "env A=1 make", "make"),
+        (
+            "repeated prefixes",
+            "cd /p && A=1 cd src && B=2 make",
+            "make",
+        ),
+        ("lone assignment kept", "A=1", "A=1"),
+        ("not an assignment", "1A=2 make", "1A=2 make"),
+        (
+            "git commit kept whole",
+            "cd /p && git commit -m 'x'",
+            "git commit -m 'x'",
+        ),
+        ("empty input", "", ""),
+        ("only comments", "# a\n   # b", ""),
+    ];
+
+    #[test]
+    fn normaliser_rules_table() {
+        for (rule, input, expected) in CASES {
+            assert_eq!(
+                normalize_bash(input),
+                *expected,
+                "rule: {rule}; input {input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn normaliser_is_idempotent_on_table() {
+        for (rule, input, _) in CASES {
+            let once = normalize_bash(input);
+            assert_eq!(normalize_bash(&once), once, "rule: {rule}");
+        }
+    }
+}

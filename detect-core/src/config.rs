@@ -1,0 +1,241 @@
+//! Detector thresholds and tool lists, with the design's defaults and validation that names the key.
+
+use serde::{Deserialize, Serialize};
+
+/// Thresholds of the four signals and the tool lists the detector reads.
+///
+/// Keys are named as in the design (`watchdog.detector.*`); [`DetectConfig::set`] accepts either
+/// the short key (`top_min`) or the full one (`watchdog.detector.top_min`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DetectConfig {
+    /// `dup` fires when the most repeated call is more than this fraction of the window (strict).
+    pub dup_min: f64,
+    /// `top` fires when one target is called at least this often in the window.
+    pub top_min: u32,
+    /// `top` threshold for read-only agents.
+    pub top_min_ro: u32,
+    /// `slow` fires when one call is repeated at least this often since the last landing.
+    pub cum_min: u32,
+    /// `coverage` fires when one file is read at least this many times its length in the window.
+    pub cover_min: f64,
+    /// The window: the last this-many calls of the evaluation span.
+    pub window: usize,
+    /// No signal fires before the span holds this many calls.
+    pub min_calls: usize,
+    /// Agent names (case-insensitive) that make a session read-only.
+    pub read_only_agents: Vec<String>,
+    /// Tools that read one file (`filePath`): target by basename, counted for coverage.
+    pub reader_tools: Vec<String>,
+    /// Tools whose target is their pattern (first 60 characters).
+    pub search_tools: Vec<String>,
+    /// Tools that land when their metadata carries a non-empty diff.
+    pub edit_tools: Vec<String>,
+    /// Tools that land when they complete.
+    pub write_tools: Vec<String>,
+}
+
+impl Default for DetectConfig {
+    fn default() -> Self {
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
+        Self {
+            dup_min: 0.25,
+            top_min: 12,
+            top_min_ro: 8,
+            cum_min: 15,
+            cover_min: 4.0,
+            window: 60,
+            min_calls: 40,
+            read_only_agents: names(&["explore", "librarian", "oracle"]),
+            reader_tools: names(&["read"]),
+            search_tools: names(&["grep", "glob"]),
+            edit_tools: names(&["edit", "multiedit", "patch", "apply_patch"]),
+            write_tools: names(&["write"]),
+        }
+    }
+}
+
+/// A configuration value that cannot be used, naming the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown detector key `{key}` (known: {known})")]
+    UnknownKey { key: String, known: String },
+    #[error("detector key `{key}`: cannot parse `{value}` as {expected}")]
+    Parse {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("detector key `{key}` = {value}: {rule}")]
+    OutOfRange {
+        key: &'static str,
+        value: String,
+        rule: &'static str,
+    },
+}
+
+/// The keys [`DetectConfig::set`] accepts.
+pub const DETECT_KEYS: &[&str] = &[
+    "dup_min",
+    "top_min",
+    "top_min_ro",
+    "cum_min",
+    "cover_min",
+    "window",
+    "min_calls",
+    "read_only_agents",
+    "reader_tools",
+    "search_tools",
+    "edit_tools",
+    "write_tools",
+];
+
+impl DetectConfig {
+    /// Check every rule of decisions.md: `0 < dup_min <= 1`, `window >= 1`, `min_calls >= 1`,
+    /// thresholds `>= 1`, `cover_min > 0`. The first broken rule is returned, naming its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let out = |key, value: String, rule| Err(ConfigError::OutOfRange { key, value, rule });
+        if !(self.dup_min > 0.0 && self.dup_min <= 1.0) {
+            return out("dup_min", self.dup_min.to_string(), "must be > 0 and <= 1");
+        }
+        if !(self.cover_min > 0.0 && self.cover_min.is_finite()) {
+            return out(
+                "cover_min",
+                self.cover_min.to_string(),
+                "must be a finite number > 0",
+            );
+        }
+        for (key, value) in [
+            ("top_min", self.top_min as usize),
+            ("top_min_ro", self.top_min_ro as usize),
+            ("cum_min", self.cum_min as usize),
+            ("window", self.window),
+            ("min_calls", self.min_calls),
+        ] {
+            if value < 1 {
+                return out(key, value.to_string(), "must be >= 1");
+            }
+        }
+        Ok(())
+    }
+
+    /// Set one key from its text form (`--set key=value`), then validate the whole config.
+    /// Lists are comma-separated. The `watchdog.detector.` / `watchdog.` prefixes are accepted.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let short = key
+            .strip_prefix("watchdog.detector.")
+            .or_else(|| key.strip_prefix("watchdog."))
+            .unwrap_or(key);
+        let value = value.trim();
+        let parse_err = |expected| ConfigError::Parse {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            expected,
+        };
+        let float = || value.parse::<f64>().map_err(|_| parse_err("a number"));
+        let count = || {
+            value
+                .parse::<u32>()
+                .map_err(|_| parse_err("a whole number"))
+        };
+        let size = || {
+            value
+                .parse::<usize>()
+                .map_err(|_| parse_err("a whole number"))
+        };
+        let list = || -> Vec<String> {
+            value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        match short {
+            "dup_min" => self.dup_min = float()?,
+            "top_min" => self.top_min = count()?,
+            "top_min_ro" => self.top_min_ro = count()?,
+            "cum_min" => self.cum_min = count()?,
+            "cover_min" => self.cover_min = float()?,
+            "window" => self.window = size()?,
+            "min_calls" => self.min_calls = size()?,
+            "read_only_agents" | "read_only_agent_keywords" => self.read_only_agents = list(),
+            "reader_tools" => self.reader_tools = list(),
+            "search_tools" => self.search_tools = list(),
+            "edit_tools" => self.edit_tools = list(),
+            "write_tools" => self.write_tools = list(),
+            _ => {
+                return Err(ConfigError::UnknownKey {
+                    key: key.to_owned(),
+                    known: DETECT_KEYS.join(", "),
+                });
+            }
+        }
+        self.validate()
+    }
+
+    pub(crate) fn is_reader(&self, tool: &str) -> bool {
+        self.reader_tools.iter().any(|t| t == tool)
+    }
+    pub(crate) fn is_search(&self, tool: &str) -> bool {
+        self.search_tools.iter().any(|t| t == tool)
+    }
+    pub(crate) fn is_edit(&self, tool: &str) -> bool {
+        self.edit_tools.iter().any(|t| t == tool)
+    }
+    pub(crate) fn is_write(&self, tool: &str) -> bool {
+        self.write_tools.iter().any(|t| t == tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_designs() {
+        let c = DetectConfig::default();
+        assert_eq!(
+            (c.dup_min, c.top_min, c.top_min_ro, c.cum_min),
+            (0.25, 12, 8, 15)
+        );
+        assert_eq!((c.cover_min, c.window, c.min_calls), (4.0, 60, 40));
+        assert_eq!(c.read_only_agents, ["explore", "librarian", "oracle"]);
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    /// Each row: key, bad value, the key the error must name.
+    #[test]
+    fn invalid_values_name_their_key() {
+        let rows = [
+            ("dup_min", "0", "dup_min"),
+            ("dup_min", "1.5", "dup_min"),
+            ("dup_min", "NaN", "dup_min"),
+            ("cover_min", "0", "cover_min"),
+            ("cover_min", "-1", "cover_min"),
+            ("window", "0", "window"),
+            ("min_calls", "0", "min_calls"),
+            ("top_min", "0", "top_min"),
+            ("top_min_ro", "0", "top_min_ro"),
+            ("cum_min", "0", "cum_min"),
+            ("top_min", "twelve", "top_min"),
+            ("window", "-3", "window"),
+            ("watchdog.detector.window", "x", "watchdog.detector.window"),
+            ("nonsense", "1", "nonsense"),
+        ];
+        for (key, value, named) in rows {
+            let err = DetectConfig::default().set(key, value).unwrap_err();
+            assert!(err.to_string().contains(named), "{key}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn set_accepts_short_and_full_keys_and_lists() {
+        let mut c = DetectConfig::default();
+        c.set("top_min", "10").unwrap();
+        c.set("watchdog.detector.window", "30").unwrap();
+        c.set("read_only_agents", "Scout, explore").unwrap();
+        assert_eq!((c.top_min, c.window), (10, 30));
+        assert_eq!(c.read_only_agents, ["Scout", "explore"]);
+    }
+}

@@ -1,0 +1,383 @@
+//! The detector: the evaluation span, the window and the four signals.
+//!
+//! Two forms that always agree (a proptest pins it):
+//! - [`judge_session`]: judge a whole history at once (batch);
+//! - [`SessionDetector`]: push calls one at a time and read the verdict at any point (incremental),
+//!   O(1) amortised per push; reading a verdict costs O(window).
+
+use crate::config::DetectConfig;
+use crate::matcher::{CallContext, CallFacts};
+use crate::model::{Call, Session};
+use crate::verdict::{Reason, SessionVerdict, Signal};
+use std::collections::{BTreeMap, HashMap};
+
+/// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
+/// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
+/// name at all, its title contains one of them as a word.
+pub fn is_read_only(session: &Session, config: &DetectConfig) -> bool {
+    let listed = |name: &str| {
+        config
+            .read_only_agents
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(name.trim()))
+    };
+    let title = session.title.as_deref().unwrap_or("");
+    let names: Vec<&str> = session
+        .agent
+        .as_deref()
+        .into_iter()
+        .chain(subagent_name(title))
+        .collect();
+    if !names.is_empty() {
+        return names.into_iter().any(listed);
+    }
+    title
+        .split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .any(|word| !word.is_empty() && listed(word))
+}
+
+/// The `NAME` of a child session title ending in `(@NAME subagent)`.
+pub fn subagent_name(title: &str) -> Option<&str> {
+    let inner = title.trim_end().strip_suffix(" subagent)")?;
+    let at = inner.rfind("(@")?;
+    Some(&inner[at + 2..]).filter(|name| !name.is_empty())
+}
+
+/// The figures of a span and its window, shared by both forms so they cannot drift apart.
+fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
+    let mut signals = Vec::new();
+    if reason.calls_since_landed >= config.min_calls {
+        let top_min = if reason.read_only {
+            config.top_min_ro
+        } else {
+            config.top_min
+        };
+        if reason.dup > config.dup_min {
+            signals.push(Signal::Dup);
+        }
+        if reason.top >= top_min {
+            signals.push(Signal::Top);
+        }
+        if reason.slow >= config.cum_min {
+            signals.push(Signal::Slow);
+        }
+        if reason.coverage >= config.cover_min {
+            signals.push(Signal::Coverage);
+        }
+    }
+    SessionVerdict {
+        id: id.to_owned(),
+        flagged: !signals.is_empty(),
+        signals,
+        reason,
+    }
+}
+
+/// The largest count, ties broken by the smallest key, so both forms pick the same `top_what`.
+fn max_by_count<'a, K: Ord + ?Sized + 'a>(
+    counts: impl Iterator<Item = (&'a K, u32)>,
+) -> Option<(&'a K, u32)> {
+    counts.fold(None, |best, (key, n)| match best {
+        Some((bk, bn)) if bn > n || (bn == n && bk <= key) => Some((bk, bn)),
+        _ => Some((key, n)),
+    })
+}
+
+/// The largest ratio, ties broken by the smallest key.
+fn max_by_ratio<'a>(ratios: impl Iterator<Item = (&'a str, f64)>) -> Option<(&'a str, f64)> {
+    ratios.fold(None, |best, (key, r)| match best {
+        Some((bk, br)) if br > r || (br == r && bk <= key) => Some((bk, br)),
+        _ => Some((key, r)),
+    })
+}
+
+/// Judge one session on its own calls (batch form).
+///
+/// `latest_descendant_landing` is the time (unix ms) of the most recent landed call among the
+/// session's transitive descendants, if any: own calls that started at or before it leave the span.
+pub fn judge_session(
+    session: &Session,
+    latest_descendant_landing: Option<i64>,
+    config: &DetectConfig,
+) -> SessionVerdict {
+    let ctx = CallContext {
+        directory: session.directory.as_deref(),
+        line_counts: &session.line_counts,
+    };
+    let facts: Vec<CallFacts> = session
+        .calls
+        .iter()
+        .filter_map(|call| CallFacts::of(call, ctx, config))
+        .collect();
+    let own_cut = facts.iter().rposition(|f| f.landed).map_or(0, |i| i + 1);
+    let descendant_cut = latest_descendant_landing.map_or(0, |t| {
+        facts
+            .iter()
+            .rposition(|f| f.start_ms.is_some_and(|s| s <= t))
+            .map_or(0, |i| i + 1)
+    });
+    let span = &facts[own_cut.max(descendant_cut)..];
+    let window = &span[span.len().saturating_sub(config.window)..];
+
+    let mut identity_in_window: HashMap<&str, u32> = HashMap::new();
+    let mut target_in_window: HashMap<&str, u32> = HashMap::new();
+    // path -> (lines read, the file length of its latest read)
+    let mut files: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for f in window {
+        *identity_in_window.entry(&f.identity).or_default() += 1;
+        *target_in_window.entry(&f.target).or_default() += 1;
+        if let Some(read) = &f.read {
+            let entry = files.entry(&read.path).or_default();
+            entry.0 += read.lines;
+            entry.1 = read.file_lines;
+        }
+    }
+    let mut identity_in_span: HashMap<&str, u32> = HashMap::new();
+    for f in span {
+        *identity_in_span.entry(&f.identity).or_default() += 1;
+    }
+    let dup_count = identity_in_window.values().copied().max().unwrap_or(0);
+    let top = max_by_count(target_in_window.iter().map(|(k, n)| (*k, *n)));
+    let coverage = max_by_ratio(
+        files
+            .iter()
+            .map(|(path, (lines, len))| (*path, ratio(*lines, *len))),
+    );
+    let reason = Reason {
+        dup: share(dup_count, window.len()),
+        top: top.map_or(0, |(_, n)| n),
+        top_what: top.map_or_else(String::new, |(k, _)| k.to_owned()),
+        slow: identity_in_span.values().copied().max().unwrap_or(0),
+        coverage: coverage.map_or(0.0, |(_, r)| r),
+        coverage_file: coverage.map(|(path, _)| path.to_owned()),
+        landed: own_cut > 0 || latest_descendant_landing.is_some(),
+        calls_since_landed: span.len(),
+        window_calls: window.len(),
+        read_only: is_read_only(session, config),
+    };
+    verdict_from_figures(&session.id, reason, config)
+}
+
+fn share(count: u32, total: usize) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        f64::from(count) / total as f64
+    }
+}
+
+fn ratio(lines: u64, file_lines: u64) -> f64 {
+    if file_lines == 0 {
+        0.0
+    } else {
+        lines as f64 / file_lines as f64
+    }
+}
+
+/// One call of the span, interned.
+#[derive(Debug, Clone, Copy)]
+struct SpanCall {
+    identity: u32,
+    target: u32,
+    /// (path, lines read, file length)
+    read: Option<(u32, u64, u64)>,
+    start_ms: Option<i64>,
+}
+
+/// Per-file reads inside the window.
+#[derive(Debug, Clone, Copy, Default)]
+struct FileInWindow {
+    lines: u64,
+    reads: u32,
+    file_lines: u64,
+}
+
+/// The incremental detector for one session: push calls as they complete, read the verdict at
+/// any point. It always equals [`judge_session`] on the calls pushed so far.
+#[derive(Debug, Clone)]
+pub struct SessionDetector {
+    id: String,
+    config: DetectConfig,
+    read_only: bool,
+    directory: Option<String>,
+    line_counts: BTreeMap<String, u64>,
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+    span: Vec<SpanCall>,
+    window_start: usize,
+    identity_in_span: HashMap<u32, u32>,
+    slow: u32,
+    identity_in_window: HashMap<u32, u32>,
+    target_in_window: HashMap<u32, u32>,
+    files_in_window: HashMap<u32, FileInWindow>,
+    landed: bool,
+    latest_descendant_landing: Option<i64>,
+}
+
+impl SessionDetector {
+    /// A detector for `session`'s identity and context (its calls are not pushed).
+    pub fn new(session: &Session, config: &DetectConfig) -> Self {
+        Self {
+            id: session.id.clone(),
+            config: config.clone(),
+            read_only: is_read_only(session, config),
+            directory: session.directory.clone(),
+            line_counts: session.line_counts.clone(),
+            names: Vec::new(),
+            ids: HashMap::new(),
+            span: Vec::new(),
+            window_start: 0,
+            identity_in_span: HashMap::new(),
+            slow: 0,
+            identity_in_window: HashMap::new(),
+            target_in_window: HashMap::new(),
+            files_in_window: HashMap::new(),
+            landed: false,
+            latest_descendant_landing: None,
+        }
+    }
+
+    /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
+    pub fn set_line_count(&mut self, path: impl Into<String>, lines: u64) {
+        self.line_counts.insert(path.into(), lines);
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.to_owned());
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+
+    /// Push the next call of the session. Calls that do not count are ignored.
+    pub fn push(&mut self, call: &Call) {
+        let ctx = CallContext {
+            directory: self.directory.as_deref(),
+            line_counts: &self.line_counts,
+        };
+        let Some(facts) = CallFacts::of(call, ctx, &self.config) else {
+            return;
+        };
+        let before_descendant_landing = matches!(
+            (facts.start_ms, self.latest_descendant_landing),
+            (Some(s), Some(t)) if s <= t
+        );
+        if facts.landed || before_descendant_landing {
+            self.landed |= facts.landed;
+            self.clear_span();
+            return;
+        }
+        let read = facts
+            .read
+            .as_ref()
+            .map(|r| (self.intern(&r.path), r.lines, r.file_lines));
+        let span_call = SpanCall {
+            identity: self.intern(&facts.identity),
+            target: self.intern(&facts.target),
+            read,
+            start_ms: facts.start_ms,
+        };
+        self.span.push(span_call);
+        self.add(span_call);
+    }
+
+    /// A transitive descendant landed at `at_ms`: own calls that started at or before it leave
+    /// the span, whenever the news arrives.
+    pub fn push_descendant_landing(&mut self, at_ms: i64) {
+        self.landed = true;
+        if self.latest_descendant_landing.is_some_and(|t| t >= at_ms) {
+            return;
+        }
+        self.latest_descendant_landing = Some(at_ms);
+        if let Some(last_before) = self
+            .span
+            .iter()
+            .rposition(|c| c.start_ms.is_some_and(|s| s <= at_ms))
+        {
+            let rest = self.span.split_off(last_before + 1);
+            self.clear_span();
+            for call in rest {
+                self.span.push(call);
+                self.add(call);
+            }
+        }
+    }
+
+    fn clear_span(&mut self) {
+        self.span.clear();
+        self.window_start = 0;
+        self.identity_in_span.clear();
+        self.slow = 0;
+        self.identity_in_window.clear();
+        self.target_in_window.clear();
+        self.files_in_window.clear();
+    }
+
+    /// Account for the call just appended to the span, sliding the window.
+    fn add(&mut self, call: SpanCall) {
+        let in_span = self.identity_in_span.entry(call.identity).or_default();
+        *in_span += 1;
+        self.slow = self.slow.max(*in_span);
+        *self.identity_in_window.entry(call.identity).or_default() += 1;
+        *self.target_in_window.entry(call.target).or_default() += 1;
+        if let Some((path, lines, file_lines)) = call.read {
+            let file = self.files_in_window.entry(path).or_default();
+            file.lines += lines;
+            file.reads += 1;
+            file.file_lines = file_lines;
+        }
+        while self.span.len() - self.window_start > self.config.window {
+            let old = self.span[self.window_start];
+            self.window_start += 1;
+            decrement(&mut self.identity_in_window, old.identity);
+            decrement(&mut self.target_in_window, old.target);
+            if let Some((path, lines, _)) = old.read
+                && let Some(file) = self.files_in_window.get_mut(&path)
+            {
+                file.lines -= lines;
+                file.reads -= 1;
+                if file.reads == 0 {
+                    self.files_in_window.remove(&path);
+                }
+            }
+        }
+    }
+
+    /// The verdict on the calls pushed so far.
+    pub fn verdict(&self) -> SessionVerdict {
+        let name = |id: u32| self.names[id as usize].as_str();
+        let window_calls = self.span.len() - self.window_start;
+        let dup_count = self.identity_in_window.values().copied().max().unwrap_or(0);
+        let top = max_by_count(self.target_in_window.iter().map(|(k, n)| (name(*k), *n)));
+        let coverage = max_by_ratio(
+            self.files_in_window
+                .iter()
+                .map(|(path, f)| (name(*path), ratio(f.lines, f.file_lines))),
+        );
+        let reason = Reason {
+            dup: share(dup_count, window_calls),
+            top: top.map_or(0, |(_, n)| n),
+            top_what: top.map_or_else(String::new, |(k, _)| k.to_owned()),
+            slow: self.slow,
+            coverage: coverage.map_or(0.0, |(_, r)| r),
+            coverage_file: coverage.map(|(path, _)| path.to_owned()),
+            landed: self.landed,
+            calls_since_landed: self.span.len(),
+            window_calls,
+            read_only: self.read_only,
+        };
+        verdict_from_figures(&self.id, reason, &self.config)
+    }
+}
+
+fn decrement(counts: &mut HashMap<u32, u32>, key: u32) {
+    if let Some(n) = counts.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&key);
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The session and call model, and the session file (`agentwatch-sessions/1`) that holds it.
+//!
+//! Parsing walks the JSON by hand rather than through derived `Deserialize`, so that every error
+//! names the session and the call index it is about, as the fixture format requires.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+/// The `format` tag of a session file.
+pub const SESSION_FILE_FORMAT: &str = "agentwatch-sessions/1";
+
+/// One agent session: its calls in message order, then part order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Session {
+    pub id: String,
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<Label>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Line counts of files, keyed by full path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub line_counts: BTreeMap<String, u64>,
+    pub calls: Vec<Call>,
+}
+
+/// What a labelled session must do under the detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    MustFlag,
+    MustNotFlag,
+}
+
+impl Label {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::MustFlag => "must_flag",
+            Label::MustNotFlag => "must_not_flag",
+        }
+    }
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub tool: String,
+    /// The tool's input object as the model sent it.
+    pub input: Value,
+    pub status: CallStatus,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub metadata: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<CallTime>,
+}
+
+/// Start and end of a call, unix milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CallTime {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<i64>,
+}
+
+/// A call's status. Only `completed` and `error` calls count; the rest are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    Pending,
+    Running,
+    Completed,
+    Error,
+    /// A status this version does not know: not counted.
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl CallStatus {
+    pub fn from_text(status: &str) -> Self {
+        match status {
+            "pending" => Self::Pending,
+            "running" => Self::Running,
+            "completed" => Self::Completed,
+            "error" => Self::Error,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+
+    /// Whether the detector counts a call with this status.
+    pub fn is_counted(&self) -> bool {
+        matches!(self, Self::Completed | Self::Error)
+    }
+}
+
+impl Call {
+    /// A completed call with no metadata and no time: the usual start when building from code.
+    pub fn completed(tool: impl Into<String>, input: Value) -> Self {
+        Self {
+            tool: tool.into(),
+            input,
+            status: CallStatus::Completed,
+            metadata: Value::Null,
+            time: None,
+        }
+    }
+
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    pub fn with_status(mut self, status: CallStatus) -> Self {
+        self.status = status;
+        self
+    }
+
+    pub fn with_time(mut self, start: i64, end: i64) -> Self {
+        self.time = Some(CallTime {
+            start: Some(start),
+            end: Some(end),
+        });
+        self
+    }
+
+    /// When the call started (unix ms), if known.
+    pub fn start_ms(&self) -> Option<i64> {
+        self.time.and_then(|t| t.start)
+    }
+
+    /// When the call's effect happened (its end, else its start), if known.
+    pub fn end_ms(&self) -> Option<i64> {
+        self.time.and_then(|t| t.end.or(t.start))
+    }
+}
+
+impl Session {
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A session file: `{"format": "agentwatch-sessions/1", "sessions": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionFile {
+    pub format: String,
+    pub sessions: Vec<Session>,
+}
+
+impl SessionFile {
+    pub fn new(sessions: Vec<Session>) -> Self {
+        Self {
+            format: SESSION_FILE_FORMAT.to_owned(),
+            sessions,
+        }
+    }
+
+    /// Parse a session file. Unknown keys are ignored; a missing or mistyped required key is an
+    /// error naming the session and the call index.
+    pub fn from_json(text: &str) -> Result<Self, ParseError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        Self::from_value(&value)
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, ParseError> {
+        let root = value.as_object().ok_or(ParseError::NotAnObject)?;
+        match root.get("format") {
+            Some(Value::String(f)) if f == SESSION_FILE_FORMAT => {}
+            Some(Value::String(f)) => return Err(ParseError::Format(f.clone())),
+            Some(other) => return Err(ParseError::Format(other.to_string())),
+            None => return Err(ParseError::Format("(missing)".to_owned())),
+        }
+        let list = match root.get("sessions") {
+            Some(Value::Array(list)) => list,
+            _ => return Err(ParseError::NoSessions),
+        };
+        let mut sessions = Vec::with_capacity(list.len());
+        let mut seen = HashSet::new();
+        for (index, item) in list.iter().enumerate() {
+            let session = parse_session(index, item)?;
+            if !seen.insert(session.id.clone()) {
+                return Err(ParseError::DuplicateSession(session.id));
+            }
+            sessions.push(session);
+        }
+        Ok(Self::new(sessions))
+    }
+
+    /// Pretty JSON in the on-disk form.
+    pub fn to_json_pretty(&self) -> String {
+        // Serialising plain data (strings, numbers, maps with string keys) cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Why a session file could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParseError {
+    #[error("not JSON (line {line}, column {column}): {message}")]
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("a session file is a JSON object with `format` and `sessions`")]
+    NotAnObject,
+    #[error("unsupported format {0}; expected \"{SESSION_FILE_FORMAT}\"")]
+    Format(String),
+    #[error("`sessions` must be a list")]
+    NoSessions,
+    #[error("session #{index}: {message}")]
+    Session { index: usize, message: String },
+    #[error("session {session}, call {call}: {message}")]
+    Call {
+        session: String,
+        call: usize,
+        message: String,
+    },
+    #[error("session id {0} appears twice")]
+    DuplicateSession(String),
+}
+
+fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("`{key}` must be a string, found {}", kind(other))),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
+    let err = |message: String| ParseError::Session { index, message };
+    let obj = value
+        .as_object()
+        .ok_or_else(|| err("must be an object".to_owned()))?;
+    let id = match obj.get("id") {
+        Some(Value::String(id)) if !id.is_empty() => id.clone(),
+        Some(Value::String(_)) => return Err(err("`id` is empty".to_owned())),
+        Some(other) => return Err(err(format!("`id` must be a string, found {}", kind(other)))),
+        None => return Err(err("missing required key `id`".to_owned())),
+    };
+    let named = |message: String| ParseError::Session {
+        index,
+        message: format!("({id}) {message}"),
+    };
+    let label = match opt_string(obj, "label").map_err(named)?.as_deref() {
+        None => None,
+        Some("must_flag") => Some(Label::MustFlag),
+        Some("must_not_flag") => Some(Label::MustNotFlag),
+        Some(other) => {
+            return Err(named(format!(
+                "`label` must be must_flag or must_not_flag, found {other:?}"
+            )));
+        }
+    };
+    let mut line_counts = BTreeMap::new();
+    match obj.get("line_counts") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (path, lines) in map {
+                let n = lines.as_u64().ok_or_else(|| {
+                    named(format!("line_counts[{path:?}] must be a whole number"))
+                })?;
+                line_counts.insert(path.clone(), n);
+            }
+        }
+        Some(other) => {
+            return Err(named(format!(
+                "`line_counts` must be an object, found {}",
+                kind(other)
+            )));
+        }
+    }
+    let raw_calls = match obj.get("calls") {
+        Some(Value::Array(calls)) => calls,
+        Some(other) => {
+            return Err(named(format!(
+                "`calls` must be a list, found {}",
+                kind(other)
+            )));
+        }
+        None => return Err(named("missing required key `calls`".to_owned())),
+    };
+    let mut calls = Vec::with_capacity(raw_calls.len());
+    for (call_index, raw) in raw_calls.iter().enumerate() {
+        calls.push(parse_call(raw).map_err(|message| ParseError::Call {
+            session: id.clone(),
+            call: call_index,
+            message,
+        })?);
+    }
+    Ok(Session {
+        parent_id: opt_string(obj, "parent_id").map_err(named)?,
+        title: opt_string(obj, "title").map_err(named)?,
+        agent: opt_string(obj, "agent").map_err(named)?,
+        directory: opt_string(obj, "directory").map_err(named)?,
+        note: opt_string(obj, "note").map_err(named)?,
+        label,
+        line_counts,
+        calls,
+        id,
+    })
+}
+
+fn parse_call(value: &Value) -> Result<Call, String> {
+    let obj = value.as_object().ok_or("a call must be an object")?;
+    let tool = match obj.get("tool") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        Some(Value::String(_)) => return Err("`tool` is empty".to_owned()),
+        Some(other) => return Err(format!("`tool` must be a string, found {}", kind(other))),
+        None => return Err("missing required key `tool`".to_owned()),
+    };
+    let input = match obj.get("input") {
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(other) => return Err(format!("`input` must be an object, found {}", kind(other))),
+        None => return Err("missing required key `input`".to_owned()),
+    };
+    if tool == "bash"
+        && let Some(command) = input.get("command")
+        && !command.is_string()
+    {
+        return Err(format!(
+            "bash `input.command` must be a string, found {}",
+            kind(command)
+        ));
+    }
+    let status = match obj.get("status") {
+        Some(Value::String(s)) => CallStatus::from_text(s),
+        Some(other) => return Err(format!("`status` must be a string, found {}", kind(other))),
+        None => return Err("missing required key `status`".to_owned()),
+    };
+    let time = match obj.get("time") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(t)) => {
+            let ms = |key: &str| -> Result<Option<i64>, String> {
+                match t.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v
+                        .as_i64()
+                        .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+                        .map(Some)
+                        .ok_or_else(|| format!("`time.{key}` must be a number (unix ms)")),
+                }
+            };
+            Some(CallTime {
+                start: ms("start")?,
+                end: ms("end")?,
+            })
+        }
+        Some(other) => return Err(format!("`time` must be an object, found {}", kind(other))),
+    };
+    Ok(Call {
+        tool,
+        input,
+        status,
+        metadata: obj.get("metadata").cloned().unwrap_or(Value::Null),
+        time,
+    })
+}

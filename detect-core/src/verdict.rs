@@ -1,0 +1,118 @@
+//! Verdicts: what the detector says about a session and a tree, with every figure of the reason.
+
+use serde::{Deserialize, Serialize};
+
+/// A loop signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// One call is more than `dup_min` of the window.
+    Dup,
+    /// One target is called `top_min` times in the window.
+    Top,
+    /// One call is repeated `cum_min` times since the last landing.
+    Slow,
+    /// One file is read `cover_min` times its length in the window.
+    Coverage,
+}
+
+impl Signal {
+    pub const ALL: [Signal; 4] = [Signal::Dup, Signal::Top, Signal::Slow, Signal::Coverage];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Dup => "dup",
+            Signal::Top => "top",
+            Signal::Slow => "slow",
+            Signal::Coverage => "coverage",
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The figures behind a verdict. They are computed whether or not a signal fires.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Reason {
+    /// Largest share of one call identity in the window (0..=1).
+    pub dup: f64,
+    /// Largest count of one target in the window.
+    pub top: u32,
+    /// That target (`tool what`).
+    pub top_what: String,
+    /// Largest count of one call identity over the span.
+    pub slow: u32,
+    /// Largest reread ratio of one file in the window.
+    pub coverage: f64,
+    /// That file.
+    pub coverage_file: Option<String>,
+    /// Whether a landing (own or a descendant's) has reset the span.
+    pub landed: bool,
+    /// Calls in the span: the calls after the most recent landing.
+    pub calls_since_landed: usize,
+    /// Calls in the window (the last `window` calls of the span).
+    pub window_calls: usize,
+    /// Whether the read-only threshold applied to `top`.
+    pub read_only: bool,
+}
+
+/// The verdict on one session, judged on its own calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionVerdict {
+    pub id: String,
+    pub flagged: bool,
+    pub signals: Vec<Signal>,
+    pub reason: Reason,
+}
+
+impl SessionVerdict {
+    /// One line a person reads in the journal.
+    pub fn summary(&self) -> String {
+        let r = &self.reason;
+        let fired = if self.signals.is_empty() {
+            "none".to_owned()
+        } else {
+            self.signals
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        format!(
+            "signals={fired} dup={:.2} top={} top_what={:?} slow={} coverage={:.2} coverage_file={:?} landed={} calls_since_landed={}",
+            r.dup,
+            r.top,
+            r.top_what,
+            r.slow,
+            r.coverage,
+            r.coverage_file.as_deref().unwrap_or(""),
+            r.landed,
+            r.calls_since_landed
+        )
+    }
+}
+
+/// The verdict on a tree of sessions linked by `parent_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreeVerdict {
+    pub root: String,
+    /// `opencode-loop:{root}`: the alert key of this tree.
+    pub dedup_key: String,
+    pub flagged: bool,
+    /// Every session of the tree, root first, then depth-first in input order.
+    pub sessions: Vec<String>,
+    /// The flagged sessions and why.
+    pub flagged_sessions: Vec<SessionVerdict>,
+    /// Anything odd about the tree's shape (a broken parent cycle), for the journal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The alert key of the tree rooted at `root`.
+pub fn dedup_key(root: &str) -> String {
+    format!("opencode-loop:{root}")
+}

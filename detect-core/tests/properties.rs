@@ -1,0 +1,196 @@
+//! Invariants of the matcher and the detector, under proptest.
+
+use detect_core::{
+    Call, CallStatus, DetectConfig, Session, SessionDetector, call_identity, judge_session,
+    normalize_bash,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// Shell-flavoured text: quotes, escapes, comments, separators, prefixes and newlines.
+fn shellish() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "cd ",
+        "/p",
+        " && ",
+        "; ",
+        ";",
+        "#",
+        " # c",
+        "'",
+        "\"",
+        "\\",
+        "\n",
+        "\r\n",
+        "\\\n",
+        "A=1 ",
+        "export ",
+        "env ",
+        "pushd ",
+        "x",
+        "ls",
+        " ",
+        "\t",
+        "git commit",
+        "é",
+        "&&",
+        "$#",
+        "=",
+    ]);
+    prop::collection::vec(pieces, 0..24).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #[test]
+    fn normaliser_never_panics_and_is_idempotent(s in shellish()) {
+        let once = normalize_bash(&s);
+        prop_assert_eq!(normalize_bash(&once), once);
+    }
+
+    #[test]
+    fn normaliser_is_idempotent_on_any_text(s in any::<String>()) {
+        let once = normalize_bash(&s);
+        prop_assert_eq!(normalize_bash(&once), once);
+    }
+
+    #[test]
+    fn identity_ignores_key_order(
+        entries in prop::collection::btree_map("[a-z]{1,6}", any::<i32>(), 1..8),
+        nested in prop::collection::btree_map("[a-z]{1,4}", "[a-z ]{0,6}", 0..4),
+    ) {
+        // Write the same object as text in two key orders and parse both.
+        let write = |reverse: bool| {
+            let mut parts: Vec<String> = entries.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let mut inner: Vec<String> = nested.iter().map(|(k, v)| format!("\"{k}\":\"{v}\"")).collect();
+            if reverse { parts.reverse(); inner.reverse(); }
+            parts.push(format!("\"zz_nested\":{{{}}}", inner.join(",")));
+            if reverse { parts.rotate_right(1); }
+            serde_json::from_str::<Value>(&format!("{{{}}}", parts.join(","))).unwrap()
+        };
+        prop_assert_eq!(call_identity("read", &write(false)), call_identity("read", &write(true)));
+    }
+}
+
+/// A small pool of calls so histories repeat, land and read files.
+fn pool_call() -> impl Strategy<Value = Call> {
+    prop_oneof![
+        (0u8..4).prop_map(|i| Call::completed(
+            "bash",
+            json!({"command": format!("cd /p && pytest t{i}")})
+        )),
+        (0u8..3).prop_map(|i| Call::completed(
+            "bash",
+            json!({"command": format!("cargo build -p c{i}")})
+        )),
+        (0u64..4, 1u64..40).prop_map(|(o, l)| Call::completed(
+            "read",
+            json!({"filePath": "/p/src/lib.rs", "offset": o * 10 + 1, "limit": l})
+        )),
+        (0u8..3)
+            .prop_map(|i| Call::completed("read", json!({"filePath": format!("/p/m{i}/mod.rs")}))),
+        (0u8..2).prop_map(|i| Call::completed("grep", json!({"pattern": format!("fn main{i}")}))),
+        Just(
+            Call::completed("bash", json!({"command": "git status"}))
+                .with_status(CallStatus::Pending)
+        ),
+        Just(
+            Call::completed("edit", json!({"filePath": "/p/a"}))
+                .with_metadata(json!({"diff": "@@"}))
+        ),
+        Just(
+            Call::completed("edit", json!({"filePath": "/p/a"})).with_metadata(json!({"diff": ""}))
+        ),
+        Just(
+            Call::completed("bash", json!({"command": "git commit -m x"}))
+                .with_metadata(json!({"exit": 0}))
+        ),
+    ]
+}
+
+/// A history: calls with increasing times, and descendant landings arriving between pushes.
+#[derive(Debug, Clone)]
+enum Step {
+    Call(Call),
+    DescendantLanding(i64),
+}
+
+fn history() -> impl Strategy<Value = Vec<Step>> {
+    let step = prop_oneof![
+        12 => pool_call().prop_map(Step::Call),
+        1 => (0i64..90, 0i64..3).prop_map(|(i, k)| Step::DescendantLanding(i * 1000 + k * 250)),
+    ];
+    prop::collection::vec(step, 0..90).prop_map(|steps| {
+        steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                Step::Call(c) => Step::Call(c.with_time(i as i64 * 1000, i as i64 * 1000 + 500)),
+                other => other,
+            })
+            .collect()
+    })
+}
+
+fn small_config() -> DetectConfig {
+    DetectConfig {
+        window: 12,
+        min_calls: 8,
+        top_min: 5,
+        top_min_ro: 3,
+        cum_min: 6,
+        cover_min: 2.0,
+        ..DetectConfig::default()
+    }
+}
+
+fn base_session() -> Session {
+    let mut s = Session::new("ses_prop");
+    s.directory = Some("/p".to_owned());
+    s.line_counts.insert("/p/src/lib.rs".to_owned(), 50);
+    s.line_counts.insert("/p/m0/mod.rs".to_owned(), 30);
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn incremental_equals_batch_at_every_step(steps in history(), default_config in any::<bool>()) {
+        let config = if default_config { DetectConfig::default() } else { small_config() };
+        let mut session = base_session();
+        let mut detector = SessionDetector::new(&session, &config);
+        let mut latest_landing: Option<i64> = None;
+        for step in steps {
+            match step {
+                Step::Call(call) => {
+                    detector.push(&call);
+                    session.calls.push(call);
+                }
+                Step::DescendantLanding(t) => {
+                    detector.push_descendant_landing(t);
+                    latest_landing = latest_landing.max(Some(t));
+                }
+            }
+            prop_assert_eq!(detector.verdict(), judge_session(&session, latest_landing, &config));
+        }
+    }
+
+    #[test]
+    fn a_landed_call_at_the_end_always_unflags(steps in history(), commit in any::<bool>()) {
+        let config = small_config();
+        let mut session = base_session();
+        session.calls.extend(steps.into_iter().filter_map(|s| match s {
+            Step::Call(c) => Some(c),
+            Step::DescendantLanding(_) => None,
+        }));
+        session.calls.push(if commit {
+            Call::completed("bash", json!({"command": "git commit -am wip"})).with_metadata(json!({"exit": 0}))
+        } else {
+            Call::completed("write", json!({"filePath": "/p/new.rs", "content": "x"}))
+        });
+        let v = judge_session(&session, None, &config);
+        prop_assert!(!v.flagged);
+        prop_assert!(v.reason.landed);
+        prop_assert_eq!(v.reason.calls_since_landed, 0);
+    }
+}

@@ -1,0 +1,539 @@
+//! decisions.md section 1, rule by rule. Each test is named after the rule it pins.
+
+use detect_core::{Call, CallStatus, DetectConfig, Session, Signal, judge_session, judge_sessions};
+use serde_json::{Value, json};
+
+const DIR: &str = "/home/user/proj";
+
+fn bash(command: &str) -> Call {
+    Call::completed("bash", json!({ "command": command }))
+}
+
+/// A call no other call matches, in identity or in target.
+fn unique(i: usize) -> Call {
+    bash(&format!("echo{i} step"))
+}
+
+fn read(path: &str, offset: u64, limit: u64) -> Call {
+    Call::completed(
+        "read",
+        json!({"filePath": path, "offset": offset, "limit": limit}),
+    )
+}
+
+fn edit(diff: &str) -> Call {
+    Call::completed(
+        "edit",
+        json!({"filePath": format!("{DIR}/a.py"), "oldString": "a", "newString": "b"}),
+    )
+    .with_metadata(json!({ "diff": diff }))
+}
+
+fn session(id: &str, calls: Vec<Call>) -> Session {
+    Session {
+        directory: Some(DIR.to_owned()),
+        calls,
+        ..Session::new(id)
+    }
+}
+
+/// `repeated` copies of `call` after enough unique calls to make `total`.
+fn with_filler(total: usize, repeated: usize, call: &Call) -> Vec<Call> {
+    let mut calls: Vec<Call> = (0..total - repeated).map(unique).collect();
+    calls.extend(std::iter::repeat_n(call.clone(), repeated));
+    calls
+}
+
+fn judge(calls: Vec<Call>) -> detect_core::SessionVerdict {
+    judge_session(&session("ses_t", calls), None, &DetectConfig::default())
+}
+
+fn fired(calls: Vec<Call>) -> Vec<Signal> {
+    judge(calls).signals
+}
+
+// ---- Input ----------------------------------------------------------------------------------
+
+#[test]
+fn only_completed_and_error_calls_count() {
+    let looping = bash("pytest -x");
+    let mut calls = with_filler(39, 20, &looping);
+    calls.push(looping.clone().with_status(CallStatus::Pending));
+    calls.push(looping.clone().with_status(CallStatus::Running));
+    let v = judge(calls.clone());
+    assert_eq!(v.reason.calls_since_landed, 39);
+    assert!(!v.flagged);
+    calls.push(looping.with_status(CallStatus::Error));
+    assert!(judge(calls).flagged, "an error call counts");
+}
+
+// ---- Signals gate: min_calls ----------------------------------------------------------------
+
+#[test]
+fn min_calls_39_does_not_evaluate_40_does() {
+    let looping = bash("pytest -x");
+    assert_eq!(fired(with_filler(39, 30, &looping)), vec![]);
+    assert_eq!(
+        fired(with_filler(40, 30, &looping)),
+        vec![Signal::Dup, Signal::Top, Signal::Slow]
+    );
+}
+
+// ---- dup ------------------------------------------------------------------------------------
+
+#[test]
+fn dup_exactly_025_does_not_fire() {
+    let v = judge(with_filler(40, 10, &bash("make check")));
+    assert_eq!(v.reason.dup, 0.25);
+    assert_eq!(v.signals, vec![]);
+}
+
+#[test]
+fn dup_just_above_025_fires_alone() {
+    let v = judge(with_filler(40, 11, &bash("make check")));
+    assert_eq!(v.reason.dup, 11.0 / 40.0);
+    assert_eq!(v.signals, vec![Signal::Dup]);
+}
+
+#[test]
+fn dup_counts_only_the_window() {
+    // 30 repeats, then 60 unique calls: the repeats left the window.
+    let mut calls: Vec<Call> = std::iter::repeat_n(bash("make check"), 14).collect();
+    calls.extend((0..60).map(unique));
+    let v = judge(calls);
+    assert_eq!(v.reason.window_calls, 60);
+    assert_eq!(v.reason.dup, 1.0 / 60.0);
+    assert_eq!(v.reason.slow, 14);
+}
+
+// ---- top ------------------------------------------------------------------------------------
+
+fn reads_of_one_file(n: usize) -> Vec<Call> {
+    // Different offsets: different identities, one target `read config.py`.
+    (0..n as u64)
+        .map(|i| read(&format!("{DIR}/src/config.py"), 1 + i * 10, 10))
+        .collect()
+}
+
+#[test]
+fn top_11_does_not_fire_12_does() {
+    let mut calls: Vec<Call> = (0..29).map(unique).collect();
+    calls.extend(reads_of_one_file(11));
+    let v = judge(calls);
+    assert_eq!(
+        (v.reason.top, v.reason.top_what.as_str()),
+        (11, "read config.py")
+    );
+    assert_eq!(v.signals, vec![]);
+
+    let mut calls: Vec<Call> = (0..28).map(unique).collect();
+    calls.extend(reads_of_one_file(12));
+    assert_eq!(fired(calls), vec![Signal::Top]);
+}
+
+#[test]
+fn top_for_read_only_agents_7_does_not_fire_8_does() {
+    let ro = |n: usize| {
+        let mut calls: Vec<Call> = (0..40 - n).map(unique).collect();
+        calls.extend(reads_of_one_file(n));
+        let s = Session {
+            agent: Some("explore".to_owned()),
+            ..session("ses_ro", calls)
+        };
+        judge_session(&s, None, &DetectConfig::default())
+    };
+    assert_eq!(ro(7).signals, vec![]);
+    assert!(ro(7).reason.read_only);
+    assert_eq!(ro(8).signals, vec![Signal::Top]);
+}
+
+#[test]
+fn top_merges_reads_by_basename() {
+    let mut calls: Vec<Call> = (0..28).map(unique).collect();
+    calls.extend((0..12).map(|i| read(&format!("{DIR}/crate{i}/mod.rs"), 1, 2000)));
+    let v = judge(calls);
+    assert_eq!(
+        (v.reason.top, v.reason.top_what.as_str()),
+        (12, "read mod.rs")
+    );
+}
+
+#[test]
+fn top_merges_bash_by_first_two_words_after_normalising() {
+    let mut calls: Vec<Call> = (0..28).map(unique).collect();
+    calls.extend((0..12).map(|i| bash(&format!("cd {DIR} && RUST_LOG=1 cargo test case_{i}"))));
+    let v = judge(calls);
+    assert_eq!(
+        (v.reason.top, v.reason.top_what.as_str()),
+        (12, "bash cargo test")
+    );
+}
+
+#[test]
+fn top_merges_grep_by_first_60_characters_not_bytes() {
+    let head: String = "é".repeat(60);
+    let mut calls: Vec<Call> = (0..28).map(unique).collect();
+    calls.extend((0..12).map(|i| {
+        Call::completed(
+            "grep",
+            json!({"pattern": format!("{head}{i}"), "path": DIR}),
+        )
+    }));
+    let v = judge(calls);
+    assert_eq!(v.reason.top, 12);
+    assert_eq!(v.reason.top_what, format!("grep {head}"));
+}
+
+#[test]
+fn top_of_other_tools_is_their_identity() {
+    let mut calls: Vec<Call> = (0..28).map(unique).collect();
+    calls.extend(
+        (0..12).map(|i| Call::completed("webfetch", json!({"url": format!("https://x/{i}")}))),
+    );
+    assert_eq!(judge(calls).reason.top, 1);
+}
+
+// ---- slow -----------------------------------------------------------------------------------
+
+/// `early` copies of a call, 36 unique calls, then 11 copies inside the 60-call window: `dup`
+/// and `top` stay quiet, only the whole-span count grows.
+fn slow_case(early: usize) -> Vec<Call> {
+    let looping = bash("git status");
+    let mut calls: Vec<Call> = std::iter::repeat_n(looping.clone(), early).collect();
+    calls.extend((0..49).map(unique));
+    calls.extend(std::iter::repeat_n(looping, 11));
+    calls
+}
+
+#[test]
+fn slow_14_does_not_fire_15_does() {
+    let v = judge(slow_case(3));
+    assert_eq!((v.reason.slow, v.reason.top), (14, 11));
+    assert_eq!(v.signals, vec![]);
+    assert_eq!(fired(slow_case(4)), vec![Signal::Slow]);
+}
+
+// ---- coverage -------------------------------------------------------------------------------
+
+fn coverage_case(reads: Vec<Call>) -> detect_core::SessionVerdict {
+    let n = reads.len();
+    let mut calls: Vec<Call> = (0..40 - n).map(unique).collect();
+    calls.extend(reads);
+    let mut s = session("ses_cov", calls);
+    s.line_counts.insert(format!("{DIR}/src/big.py"), 100);
+    judge_session(&s, None, &DetectConfig::default())
+}
+
+#[test]
+fn coverage_399_does_not_fire_400_does() {
+    let path = format!("{DIR}/src/big.py");
+    let v = coverage_case(vec![
+        read(&path, 1, 2000),
+        read(&path, 1, 2000),
+        read(&path, 1, 2000),
+        read(&path, 2, 2000),
+    ]);
+    assert_eq!(v.reason.coverage, 3.99);
+    assert_eq!(v.signals, vec![]);
+    let v = coverage_case(vec![read(&path, 1, 2000); 4]);
+    assert_eq!(v.reason.coverage, 4.0);
+    assert_eq!(v.reason.coverage_file.as_deref(), Some(path.as_str()));
+    assert_eq!(v.signals, vec![Signal::Coverage]);
+}
+
+#[test]
+fn coverage_resolves_relative_paths_against_the_session_directory() {
+    let v = coverage_case(vec![
+        read("src/big.py", 1, 2000),
+        read("./src/../src/big.py", 1, 2000),
+        read(&format!("{DIR}/src/big.py"), 1, 2000),
+        read("src/big.py", 1, 100),
+    ]);
+    assert_eq!(v.reason.coverage, 4.0);
+}
+
+#[test]
+fn coverage_a_read_is_capped_at_file_length() {
+    let path = format!("{DIR}/src/big.py");
+    let huge = read(&path, 1, 2000).with_metadata(json!({"lines_read": 5000}));
+    let v = coverage_case(vec![huge; 3]);
+    assert_eq!(v.reason.coverage, 3.0);
+}
+
+#[test]
+fn coverage_lines_returned_follow_offset_and_limit() {
+    let path = format!("{DIR}/src/big.py");
+    // limit 30 -> 30 lines; offset 91 -> 10 lines; offset past the end -> 0 lines.
+    let v = coverage_case(vec![
+        read(&path, 1, 30),
+        read(&path, 91, 2000),
+        read(&path, 500, 10),
+    ]);
+    assert_eq!(v.reason.coverage, 0.4);
+}
+
+#[test]
+fn coverage_prefers_the_reads_own_total_lines() {
+    let path = format!("{DIR}/src/big.py");
+    // The read says the file has 50 lines (it shrank): each full read is 1.0x.
+    let short = read(&path, 1, 2000).with_metadata(json!({"total_lines": 50}));
+    let v = coverage_case(vec![short; 4]);
+    assert_eq!(v.reason.coverage, 4.0);
+    assert_eq!(v.signals, vec![Signal::Coverage]);
+}
+
+#[test]
+fn coverage_skips_files_of_unknown_length() {
+    let v = coverage_case(vec![read(&format!("{DIR}/src/unknown.py"), 1, 2000); 8]);
+    assert_eq!(v.reason.coverage, 0.0);
+    assert_eq!(v.reason.coverage_file, None);
+}
+
+// ---- landed ---------------------------------------------------------------------------------
+
+fn looping_then(last: Call) -> detect_core::SessionVerdict {
+    let mut calls = with_filler(60, 40, &bash("pytest -x"));
+    calls.push(last);
+    judge(calls)
+}
+
+/// Each row: (rule, the last call, whether it lands).
+#[test]
+fn landed_calls_table() {
+    let a_py = format!("{DIR}/a.py");
+    let rows: Vec<(&str, Call, bool)> = vec![
+        (
+            "edit with a diff lands",
+            edit("@@ -1 +1 @@\n-a\n+b\n"),
+            true,
+        ),
+        ("edit with an empty diff does not land", edit(""), false),
+        (
+            "edit with a whitespace diff does not land",
+            edit("  \n"),
+            false,
+        ),
+        (
+            "edit with filediff additions lands",
+            Call::completed("edit", json!({"filePath": a_py}))
+                .with_metadata(json!({"filediff": {"file": a_py, "additions": 1, "deletions": 0}})),
+            true,
+        ),
+        (
+            "edit with an empty filediff does not land",
+            Call::completed("edit", json!({"filePath": a_py}))
+                .with_metadata(json!({"filediff": {"additions": 0, "deletions": 0}})),
+            false,
+        ),
+        (
+            "apply_patch with a diff lands",
+            Call::completed("apply_patch", json!({"patchText": "*** Begin Patch"}))
+                .with_metadata(json!({"diff": "@@ -1 +1 @@\n-a\n+b\n"})),
+            true,
+        ),
+        (
+            "write completed lands",
+            Call::completed("write", json!({"filePath": a_py, "content": "x"})),
+            true,
+        ),
+        (
+            "write with an error does not land",
+            Call::completed("write", json!({"filePath": a_py, "content": "x"}))
+                .with_status(CallStatus::Error),
+            false,
+        ),
+        (
+            "git commit with exit 0 lands",
+            bash("cd /p && git commit -m fix").with_metadata(json!({"exit": 0})),
+            true,
+        ),
+        (
+            "git commit with exit 1 does not land",
+            bash("git commit -m fix").with_metadata(json!({"exit": 1})),
+            false,
+        ),
+        (
+            "git commit with exit null does not land",
+            bash("git commit -m fix").with_metadata(json!({"exit": Value::Null})),
+            false,
+        ),
+        (
+            "git commit with no exit does not land",
+            bash("git commit -m fix"),
+            false,
+        ),
+        (
+            "git status with exit 0 does not land",
+            bash("git status").with_metadata(json!({"exit": 0})),
+            false,
+        ),
+        (
+            "a pending edit does not land",
+            edit("@@ x").with_status(CallStatus::Pending),
+            false,
+        ),
+    ];
+    for (rule, call, lands) in rows {
+        let v = looping_then(call);
+        assert_eq!(v.reason.landed, lands, "{rule}");
+        assert_eq!(!v.flagged, lands, "{rule}: a landing clears every signal");
+    }
+}
+
+#[test]
+fn landing_resets_the_span_to_the_calls_after_it() {
+    let mut calls = with_filler(60, 40, &bash("pytest -x"));
+    calls.push(edit("@@ -1 +1 @@"));
+    calls.extend(std::iter::repeat_n(bash("pytest -x"), 39));
+    let v = judge(calls.clone());
+    assert_eq!((v.reason.calls_since_landed, v.flagged), (39, false));
+    calls.push(bash("pytest -x"));
+    let v = judge(calls);
+    assert_eq!(v.reason.calls_since_landed, 40);
+    assert_eq!(v.reason.slow, 40);
+    assert!(v.flagged && v.reason.landed);
+}
+
+// ---- trees ----------------------------------------------------------------------------------
+
+fn timed(call: Call, t: i64) -> Call {
+    call.with_time(t, t + 500)
+}
+
+#[test]
+fn a_descendants_landing_resets_its_ancestors_span() {
+    // Parent loops 30 calls (t = 0..30 s), the grandchild edits at t = 31 s, parent loops 20 more.
+    let mut parent_calls: Vec<Call> = (0..30)
+        .map(|i| timed(bash("pytest -x"), i * 1000))
+        .collect();
+    parent_calls.extend((0..30).map(|i| timed(bash("pytest -x"), 40_000 + i * 1000)));
+    let parent = session("ses_p", parent_calls);
+    let child = Session {
+        parent_id: Some("ses_p".to_owned()),
+        ..session("ses_c", vec![timed(unique(1), 30_000)])
+    };
+    let grandchild = Session {
+        parent_id: Some("ses_c".to_owned()),
+        ..session("ses_g", vec![timed(edit("@@ -1 +1 @@"), 31_000)])
+    };
+    let j = judge_sessions(
+        &[parent.clone(), child.clone(), grandchild],
+        &DetectConfig::default(),
+    );
+    assert_eq!(j.sessions[0].reason.calls_since_landed, 30);
+    assert!(j.sessions[0].reason.landed);
+    assert!(!j.trees[0].flagged);
+    assert_eq!(j.trees[0].sessions, ["ses_p", "ses_c", "ses_g"]);
+    // Without the grandchild, the parent is judged on all 60 calls and flags.
+    let j = judge_sessions(&[parent, child], &DetectConfig::default());
+    assert!(j.trees[0].flagged);
+}
+
+#[test]
+fn a_parents_landing_does_not_protect_a_looping_child() {
+    let parent = session("ses_p", vec![timed(edit("@@ -1 +1 @@"), 100_000)]);
+    let child = Session {
+        parent_id: Some("ses_p".to_owned()),
+        title: Some("Investigate test (@general subagent)".to_owned()),
+        ..session(
+            "ses_c",
+            (0..40)
+                .map(|i| timed(bash("pytest -x"), 200_000 + i))
+                .collect(),
+        )
+    };
+    let j = judge_sessions(&[parent, child], &DetectConfig::default());
+    let tree = &j.trees[0];
+    assert_eq!(
+        (tree.root.as_str(), tree.dedup_key.as_str()),
+        ("ses_p", "opencode-loop:ses_p")
+    );
+    assert!(tree.flagged);
+    assert_eq!(tree.flagged_sessions.len(), 1);
+    assert_eq!(tree.flagged_sessions[0].id, "ses_c");
+    assert!(!j.sessions[0].flagged);
+}
+
+#[test]
+fn every_root_is_its_own_tree_and_missing_parents_make_roots() {
+    let orphan = Session {
+        parent_id: Some("ses_gone".to_owned()),
+        ..session("ses_o", vec![unique(1)])
+    };
+    let j = judge_sessions(
+        &[session("ses_a", vec![]), orphan],
+        &DetectConfig::default(),
+    );
+    let roots: Vec<&str> = j.trees.iter().map(|t| t.root.as_str()).collect();
+    assert_eq!(roots, ["ses_a", "ses_o"]);
+}
+
+#[test]
+fn a_parent_cycle_is_broken_at_its_smallest_id() {
+    let a = Session {
+        parent_id: Some("ses_b".into()),
+        ..session("ses_a", vec![])
+    };
+    let b = Session {
+        parent_id: Some("ses_c".into()),
+        ..session("ses_b", vec![])
+    };
+    let c = Session {
+        parent_id: Some("ses_a".into()),
+        ..session("ses_c", vec![])
+    };
+    let j = judge_sessions(&[b, c, a], &DetectConfig::default());
+    assert_eq!(j.trees.len(), 1);
+    assert_eq!(j.trees[0].root, "ses_a");
+    assert_eq!(j.trees[0].sessions, ["ses_a", "ses_c", "ses_b"]);
+    assert_eq!(j.trees[0].notes.len(), 1, "{:?}", j.trees[0].notes);
+}
+
+// ---- read-only agents -----------------------------------------------------------------------
+
+#[test]
+fn read_only_agent_rules() {
+    let config = DetectConfig::default();
+    let ro = |agent: Option<&str>, title: Option<&str>| {
+        let s = Session {
+            agent: agent.map(str::to_owned),
+            title: title.map(str::to_owned),
+            ..Session::new("s")
+        };
+        detect_core::is_read_only(&s, &config)
+    };
+    assert!(ro(Some("Explore"), None), "agent name, case-insensitive");
+    assert!(
+        ro(None, Some("Find uses (@librarian subagent)")),
+        "title suffix"
+    );
+    assert!(
+        ro(Some("build"), Some("x (@oracle subagent)")),
+        "either name"
+    );
+    assert!(
+        !ro(Some("build"), Some("explore the code")),
+        "an agent name wins over title words"
+    );
+    assert!(
+        ro(None, Some("Oracle: why does it fail")),
+        "no agent: a title word"
+    );
+    assert!(
+        !ro(None, Some("exploration notes")),
+        "a word, not a substring"
+    );
+    assert!(!ro(None, None));
+}
+
+// ---- config overrides -----------------------------------------------------------------------
+
+#[test]
+fn thresholds_are_configurable() {
+    let mut config = DetectConfig::default();
+    config.set("top_min", "10").unwrap();
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend(reads_of_one_file(10));
+    let v = judge_session(&session("s", calls), None, &config);
+    assert_eq!(v.signals, vec![Signal::Top]);
+}
