@@ -1,0 +1,185 @@
+//! The HTTP client against loopback servers that speak opencode's protocol, and ones that don't.
+
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
+use agentwatch_testkit::{HttpServer, Reply, Request};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/../../fixtures/opencode/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn quick() -> Timeouts {
+    Timeouts {
+        connect: Duration::from_millis(500),
+        request: Duration::from_millis(700),
+    }
+}
+
+/// Serves the two sample sessions like opencode 1.18.33: newest `limit` messages, oldest first,
+/// with `X-Next-Cursor` pointing at older ones.
+fn opencode_like(request: &Request) -> Reply {
+    let parent = fixture("export_fixture_parent.json");
+    let child = fixture("export_fixture_child.json");
+    let infos = json!([child["info"], parent["info"]]);
+    match request.path() {
+        "/experimental/session" => Reply::json(200, &infos),
+        path => {
+            let Some(id) = path
+                .strip_prefix("/session/")
+                .and_then(|p| p.strip_suffix("/message"))
+            else {
+                return Reply::json(404, &json!({"name": "NotFoundError"}));
+            };
+            let export = if parent["info"]["id"] == id {
+                parent
+            } else {
+                child
+            };
+            let all = export["messages"].as_array().unwrap().clone();
+            let limit: usize = request
+                .query("limit")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0);
+            let end: usize = request
+                .query("before")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(all.len());
+            let start = if limit == 0 {
+                0
+            } else {
+                end.saturating_sub(limit)
+            };
+            let reply = Reply::json(200, &Value::Array(all[start..end].to_vec()));
+            if start > 0 {
+                reply.with_header("X-Next-Cursor", &start.to_string())
+            } else {
+                reply
+            }
+        }
+    }
+}
+
+#[test]
+fn reads_every_session_and_follows_the_message_cursor() {
+    let server = HttpServer::start(opencode_like);
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick()).with_page_size(2);
+    let (sessions, problems) = client.fetch_sessions().unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(sessions.len(), 2);
+    let parent = sessions.iter().find(|s| s.parent_id.is_none()).unwrap();
+    let tools: Vec<&str> = parent.calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(
+        tools,
+        [
+            "read", "grep", "glob", "edit", "write", "bash", "bash", "bash", "bash", "task"
+        ]
+    );
+    // 5 messages in pages of 2: three requests, the later ones with a `before` cursor.
+    let pages: Vec<Request> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path() == format!("/session/{}/message", parent.id))
+        .collect();
+    assert_eq!(pages.len(), 3);
+    assert_eq!(pages[1].query("before"), Some("3"));
+}
+
+#[test]
+fn sends_basic_auth_when_a_password_is_set_and_reports_401() {
+    let server = HttpServer::start(|r: &Request| {
+        if r.headers.get("authorization").map(String::as_str) == Some("Basic b3BlbmNvZGU6czNjcmV0")
+        {
+            Reply::json(200, &json!({"healthy": true, "version": "1.18.33"}))
+        } else {
+            Reply::json(401, &json!({}))
+                .with_header("www-authenticate", "Basic realm=\"Secure Area\"")
+        }
+    });
+    let anonymous = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    assert!(matches!(
+        anonymous.health(),
+        Err(SourceError::Unauthorized { .. })
+    ));
+    let mut spec = ServerSpec::new(server.url());
+    spec.password = Some("s3cret".to_owned());
+    let authed = OpencodeServer::new(spec, quick());
+    assert_eq!(authed.health().unwrap()["healthy"], true);
+}
+
+#[test]
+fn misbehaving_servers_give_errors_naming_the_server() {
+    let cases: Vec<(&str, Reply)> = vec![
+        ("500", Reply::text(500, "boom")),
+        ("garbage", Reply::text(200, "<html>not json")),
+        ("not a list", Reply::json(200, &json!({"sessions": []}))),
+        (
+            "raw bytes",
+            Reply::Raw(b"\x00\x01 not http at all\r\n\r\n".to_vec()),
+        ),
+        ("hang", Reply::Hang),
+    ];
+    for (what, reply) in cases {
+        let server = HttpServer::start(move |_| reply.clone());
+        let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+        let err = client.list_sessions().unwrap_err();
+        assert!(err.to_string().contains(&server.url()), "{what}: {err}");
+        let expected = match what {
+            "500" => matches!(err, SourceError::Status { status: 500, .. }),
+            "garbage" | "not a list" => matches!(err, SourceError::Garbage { .. }),
+            "hang" => matches!(err, SourceError::Timeout { .. }),
+            _ => matches!(
+                err,
+                SourceError::Unreachable { .. } | SourceError::Garbage { .. }
+            ),
+        };
+        assert!(expected, "{what}: {err:?}");
+    }
+}
+
+#[test]
+fn a_closed_port_is_unreachable() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = OpencodeServer::new(ServerSpec::new(format!("http://127.0.0.1:{port}")), quick());
+    assert!(matches!(
+        client.health(),
+        Err(SourceError::Unreachable { .. })
+    ));
+}
+
+#[test]
+fn falls_back_to_the_project_listing_without_the_experimental_route() {
+    let server = HttpServer::start(|r: &Request| match r.path() {
+        "/session" => Reply::json(
+            200,
+            &json!([{"id": "ses_a", "title": "t", "directory": "/p"}]),
+        ),
+        "/session/ses_a/message" => Reply::json(200, &json!([])),
+        _ => Reply::json(404, &json!({"name": "NotFoundError"})),
+    });
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    let (sessions, _) = client.fetch_sessions().unwrap();
+    assert_eq!(sessions[0].id, "ses_a");
+}
+
+#[test]
+fn a_session_whose_messages_fail_is_reported_and_skipped() {
+    let server = HttpServer::start(|r: &Request| match r.path() {
+        "/experimental/session" => Reply::json(200, &json!([{"id": "ses_ok"}, {"id": "ses_bad"}])),
+        "/session/ses_ok/message" => Reply::json(200, &json!([])),
+        _ => Reply::text(500, "db locked"),
+    });
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    let (sessions, problems) = client.fetch_sessions().unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].to_string().contains("ses_bad"));
+}

@@ -1,0 +1,342 @@
+//! # agentwatch-testkit: real parts for tests
+//!
+//! - [`HttpServer`]: an HTTP/1.1 server on 127.0.0.1 that answers with a handler and records every
+//!   request (method, path, headers, body). Replies can also hang, close, or send garbage, to test
+//!   clients against servers that misbehave.
+//! - [`stand_in`]: an executable on a private PATH directory that records its exact argv (one JSON
+//!   list per line) and exits like the real program, for what cannot run here (notify-send without
+//!   a desktop, systemctl without systemd as PID 1).
+//! - [`opencode`]: finds and starts a real opencode server offline for end-to-end tests.
+//!
+//! Used only as a dev-dependency.
+#![forbid(unsafe_code)]
+
+pub mod opencode;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// A request the server received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: String,
+    /// Path and query, as sent.
+    pub target: String,
+    /// Header names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The path without the query.
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+
+    /// A query parameter's raw value.
+    pub fn query(&self, key: &str) -> Option<&str> {
+        let query = self.target.split_once('?')?.1;
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    }
+
+    pub fn body_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// How the server answers one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A status, extra headers and a body.
+    Http {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    /// Bytes that are not HTTP at all.
+    Raw(Vec<u8>),
+    /// Keep the connection open and never answer (until the server is dropped).
+    Hang,
+}
+
+impl Reply {
+    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        Self::Http {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    pub fn text(status: u16, body: &str) -> Self {
+        Self::Http {
+            status,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        if let Self::Http { headers, .. } = &mut self {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+        self
+    }
+}
+
+type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
+
+/// A loopback HTTP server. Stops when dropped.
+pub struct HttpServer {
+    port: u16,
+    requests: Arc<Mutex<Vec<Request>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl HttpServer {
+    /// Start on an ephemeral port of 127.0.0.1.
+    pub fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("local addr").port();
+        listener.set_nonblocking(false).ok();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let thread = {
+            let requests = Arc::clone(&requests);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    let requests = Arc::clone(&requests);
+                    let handler = Arc::clone(&handler);
+                    let stop = Arc::clone(&stop);
+                    std::thread::spawn(move || serve(stream, &*handler, &requests, &stop));
+                }
+            })
+        };
+        Self {
+            port,
+            requests,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Request>>, stop: &AtomicBool) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut stream = stream;
+    // One request per connection: every reply closes it.
+    let Some(request) = read_request(&mut reader) else {
+        return;
+    };
+    if let Ok(mut l) = log.lock() {
+        l.push(request.clone());
+    }
+    match handler(&request) {
+        Reply::Hang => {
+            // Hold the connection until the server stops; the client's timeout is under test.
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
+        }
+        Reply::Raw(bytes) => {
+            let _ = stream.write_all(&bytes);
+        }
+        Reply::Http {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str(&format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            ));
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+            let _ = stream.flush();
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "Status",
+    }
+}
+
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_owned();
+    let target = parts.next()?.to_owned();
+    let mut headers = BTreeMap::new();
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).ok()? == 0 {
+            return None;
+        }
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request {
+        method,
+        target,
+        headers,
+        body,
+    })
+}
+
+/// A directory of stand-in executables, to put first on PATH.
+#[derive(Debug)]
+pub struct StandIns {
+    pub dir: PathBuf,
+}
+
+impl StandIns {
+    pub fn new(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).expect("stand-in dir");
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// PATH with the stand-ins first.
+    pub fn path_env(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
+    /// The argv lines recorded by stand-in `name` (each a JSON list of its arguments).
+    pub fn calls(&self, name: &str) -> Vec<Vec<String>> {
+        let log = self.dir.join(format!("{name}.argv"));
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// Install a stand-in `name` that appends its argv (as a JSON list) to `DIR/NAME.argv`, prints
+/// `stdout`, and exits with `exit_code`.
+pub fn stand_in(stand_ins: &StandIns, name: &str, stdout: &str, exit_code: i32) -> PathBuf {
+    let path = stand_ins.dir.join(name);
+    let log = stand_ins.dir.join(format!("{name}.argv"));
+    let out = stand_ins.dir.join(format!("{name}.stdout"));
+    std::fs::write(&out, stdout).expect("write stand-in output");
+    // python3 writes the argv as JSON exactly, whatever quotes or newlines it holds.
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, sys\nwith open({log:?}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\nsys.stdout.write(open({out:?}).read())\nsys.exit({exit_code})\n",
+        log = log.display().to_string(),
+        out = out.display().to_string(),
+    );
+    std::fs::write(&path, script).expect("write stand-in");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    path
+}
+
+/// A fresh temporary directory under the system temp dir, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(prefix: &str) -> Self {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        Self { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

@@ -1,0 +1,104 @@
+//! `agentwatch detect` end to end: the built binary on files, standard input and bad input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn agentwatch(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn builtin_sample_table() {
+    let out = agentwatch(&["detect"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("detect_builtin_sample", stdout(&out));
+}
+
+#[test]
+fn json_has_sessions_and_trees() {
+    let out = agentwatch(&["detect", "--json"], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let explore = v["sessions"].as_array().unwrap().iter().find(|s| s["id"] == "ses_demo_explore").unwrap();
+    assert_eq!(explore["flagged"], true);
+    assert_eq!(explore["signals"], serde_json::json!(["top", "coverage"]));
+    for key in ["dup", "top", "top_what", "slow", "coverage", "coverage_file", "landed", "calls_since_landed"] {
+        assert!(explore["reason"].get(key).is_some(), "reason.{key}");
+    }
+    let tree = &v["trees"][0];
+    assert_eq!(tree["root"], "ses_demo_build");
+    assert_eq!(tree["dedup_key"], "opencode-loop:ses_demo_build");
+    assert_eq!(tree["flagged"], true);
+}
+
+#[test]
+fn set_overrides_a_threshold() {
+    let out = agentwatch(&["detect", "--json", "--set", "top_min_ro=30", "--set", "cover_min=20"], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["trees"][0]["flagged"], false);
+}
+
+#[test]
+fn reads_opencode_export_json() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/opencode");
+    let parent = format!("{dir}/export_fixture_parent.json");
+    let child = format!("{dir}/export_fixture_child.json");
+    let out = agentwatch(&["detect", "--json", "--set", "min_calls=3", "--set", "top_min=4", "--set", "cum_min=4", "--set", "dup_min=1", &parent, &child], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["trees"].as_array().unwrap().len(), 1, "child joins its parent's tree");
+    assert_eq!(v["trees"][0]["flagged_sessions"][0]["id"], "ses_dd6230bdfffe5bR215DEWc1ZCj");
+}
+
+/// Each row: what is wrong, the input, the exit code, what the message must name.
+#[test]
+fn bad_input_is_a_clear_error_never_a_panic() {
+    let huge = "x".repeat(1_000_000);
+    let huge_command = format!(
+        r#"{{"format":"agentwatch-sessions/1","sessions":[{{"id":"s","calls":[{{"tool":"bash","input":{{"command":"{huge}"}},"status":"completed"}}]}}]}}"#
+    );
+    let rows: Vec<(&str, String, i32, &str)> = vec![
+        ("not JSON", "{oops".into(), 65, "not JSON"),
+        ("wrong format", r#"{"format":"x/2","sessions":[]}"#.into(), 65, "x/2"),
+        ("call without a tool", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"input":{},"status":"completed"}]}]}"#.into(), 65, "session s, call 0: missing required key `tool`"),
+        ("non-string command", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"tool":"bash","input":{"command":42},"status":"completed"}]}]}"#.into(), 65, "command"),
+        ("non-object input", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"tool":"read","input":"x","status":"completed"}]}]}"#.into(), 65, "`input` must be an object"),
+        ("session without calls key", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s"}]}"#.into(), 65, "calls"),
+        ("duplicate ids", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[]},{"id":"s","calls":[]}]}"#.into(), 65, "twice"),
+        ("huge command", huge_command, 0, ""),
+        ("parent cycle", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"a","parent_id":"b","calls":[]},{"id":"b","parent_id":"a","calls":[]}]}"#.into(), 0, ""),
+    ];
+    for (what, input, code, named) in rows {
+        let out = agentwatch(&["detect", "-"], Some(&input));
+        assert_eq!(out.status.code(), Some(code), "{what}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{what}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{what}");
+    }
+}
+
+#[test]
+fn exit_codes_for_missing_files_and_bad_settings() {
+    assert_eq!(agentwatch(&["detect", "/nonexistent/file.json"], None).status.code(), Some(66));
+    let out = agentwatch(&["detect", "--set", "window=0"], None);
+    assert_eq!(out.status.code(), Some(78));
+    assert!(stderr(&out).contains("window"));
+    assert_eq!(agentwatch(&["detect", "--set", "novalue"], None).status.code(), Some(64));
+}
