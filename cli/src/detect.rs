@@ -79,6 +79,9 @@ pub fn render_table(judgement: &Judgement) -> String {
         }
     }
     let flagged = judgement.trees.iter().filter(|t| t.flagged).count();
-    out.push_str(&format!("# {flagged}/{} trees flagged\n", judgement.trees.len()));
+    out.push_str(&format!(
+        "# {flagged}/{} trees flagged\n",
+        judgement.trees.len()
+    ));
     out
 }

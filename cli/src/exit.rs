@@ -24,7 +24,10 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(code: u8, message: impl Into<String>) -> Self {
-        Self { message: message.into(), code }
+        Self {
+            message: message.into(),
+            code,
+        }
     }
 
     pub fn exit_code(&self) -> ExitCode {

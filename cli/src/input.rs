@@ -13,7 +13,11 @@ pub fn read_text(path: &str) -> Result<String, CliError> {
         return Ok(text);
     }
     std::fs::read_to_string(path).map_err(|e| {
-        let c = if e.kind() == std::io::ErrorKind::NotFound { code::NOINPUT } else { code::IOERR };
+        let c = if e.kind() == std::io::ErrorKind::NotFound {
+            code::NOINPUT
+        } else {
+            code::IOERR
+        };
         CliError::new(c, format!("{path}: {e}"))
     })
 }
@@ -21,7 +25,8 @@ pub fn read_text(path: &str) -> Result<String, CliError> {
 /// The sessions of one document: a session file, or an `opencode export` of one session.
 pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, CliError> {
     let data_err = |msg: String| CliError::new(code::DATAERR, format!("{origin}: {msg}"));
-    let value: Value = serde_json::from_str(text).map_err(|e| data_err(format!("not JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| data_err(format!("not JSON: {e}")))?;
     if value.get("info").is_some() && value.get("messages").is_some() {
         let session = agentwatch_opencode::session_from_export(&value)
             .map_err(|e| data_err(format!("opencode export: {e}")))?;

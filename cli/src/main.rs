@@ -15,7 +15,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "agentwatch", version, about = "A watchdog for AI coding-agent sessions")]
+#[command(
+    name = "agentwatch",
+    version,
+    about = "A watchdog for AI coding-agent sessions"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

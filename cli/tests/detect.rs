@@ -12,7 +12,12 @@ fn agentwatch(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .unwrap();
     if let Some(text) = stdin {
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
@@ -37,10 +42,24 @@ fn builtin_sample_table() {
 fn json_has_sessions_and_trees() {
     let out = agentwatch(&["detect", "--json"], None);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let explore = v["sessions"].as_array().unwrap().iter().find(|s| s["id"] == "ses_demo_explore").unwrap();
+    let explore = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "ses_demo_explore")
+        .unwrap();
     assert_eq!(explore["flagged"], true);
     assert_eq!(explore["signals"], serde_json::json!(["top", "coverage"]));
-    for key in ["dup", "top", "top_what", "slow", "coverage", "coverage_file", "landed", "calls_since_landed"] {
+    for key in [
+        "dup",
+        "top",
+        "top_what",
+        "slow",
+        "coverage",
+        "coverage_file",
+        "landed",
+        "calls_since_landed",
+    ] {
         assert!(explore["reason"].get(key).is_some(), "reason.{key}");
     }
     let tree = &v["trees"][0];
@@ -51,7 +70,17 @@ fn json_has_sessions_and_trees() {
 
 #[test]
 fn set_overrides_a_threshold() {
-    let out = agentwatch(&["detect", "--json", "--set", "top_min_ro=30", "--set", "cover_min=20"], None);
+    let out = agentwatch(
+        &[
+            "detect",
+            "--json",
+            "--set",
+            "top_min_ro=30",
+            "--set",
+            "cover_min=20",
+        ],
+        None,
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["trees"][0]["flagged"], false);
 }
@@ -61,11 +90,34 @@ fn reads_opencode_export_json() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/opencode");
     let parent = format!("{dir}/export_fixture_parent.json");
     let child = format!("{dir}/export_fixture_child.json");
-    let out = agentwatch(&["detect", "--json", "--set", "min_calls=3", "--set", "top_min=4", "--set", "cum_min=4", "--set", "dup_min=1", &parent, &child], None);
+    let out = agentwatch(
+        &[
+            "detect",
+            "--json",
+            "--set",
+            "min_calls=3",
+            "--set",
+            "top_min=4",
+            "--set",
+            "cum_min=4",
+            "--set",
+            "dup_min=1",
+            &parent,
+            &child,
+        ],
+        None,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["trees"].as_array().unwrap().len(), 1, "child joins its parent's tree");
-    assert_eq!(v["trees"][0]["flagged_sessions"][0]["id"], "ses_dd6230bdfffe5bR215DEWc1ZCj");
+    assert_eq!(
+        v["trees"].as_array().unwrap().len(),
+        1,
+        "child joins its parent's tree"
+    );
+    assert_eq!(
+        v["trees"][0]["flagged_sessions"][0]["id"],
+        "ses_dd6230bdfffe5bR215DEWc1ZCj"
+    );
 }
 
 /// Each row: what is wrong, the input, the exit code, what the message must name.
@@ -96,9 +148,19 @@ fn bad_input_is_a_clear_error_never_a_panic() {
 
 #[test]
 fn exit_codes_for_missing_files_and_bad_settings() {
-    assert_eq!(agentwatch(&["detect", "/nonexistent/file.json"], None).status.code(), Some(66));
+    assert_eq!(
+        agentwatch(&["detect", "/nonexistent/file.json"], None)
+            .status
+            .code(),
+        Some(66)
+    );
     let out = agentwatch(&["detect", "--set", "window=0"], None);
     assert_eq!(out.status.code(), Some(78));
     assert!(stderr(&out).contains("window"));
-    assert_eq!(agentwatch(&["detect", "--set", "novalue"], None).status.code(), Some(64));
+    assert_eq!(
+        agentwatch(&["detect", "--set", "novalue"], None)
+            .status
+            .code(),
+        Some(64)
+    );
 }

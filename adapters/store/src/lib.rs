@@ -1,0 +1,564 @@
+//! # agentwatch-store: the SQLite store
+//!
+//! One database file (WAL) holds what a oneshot run must remember for the next one:
+//! - `watchdog_ticks`: one row per tick (`ticked_at`, `sessions_seen`, `outcome` ok / flagged /
+//!   no_opencode, alerts fired);
+//! - `watchdog_verdicts`: every session's verdict at each tick, with the reason's figures;
+//! - `watchdog_alerts`: the alert lifecycle, one row per dedup key;
+//! - `watchdog_channel_settings`: per-channel overrides (enabled, min severity) set at run time;
+//! - `agentwatch_state`: the policies' serialised state, by key.
+//!
+//! The schema is versioned with `PRAGMA user_version` and migrated in place on open. A second
+//! run is kept out by [`RunLock`], an exclusive lock on a file beside the database.
+//! A file that is not a database is reported, never overwritten.
+#![forbid(unsafe_code)]
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Why the store cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {message}")]
+    Open { path: String, message: String },
+    #[error("{path}: not an agentwatch database or corrupt ({message}); it was left as it is")]
+    Corrupt { path: String, message: String },
+    #[error("{path}: schema version {found} is newer than this agentwatch understands ({known})")]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// Why the run lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("another agentwatch run holds {0}")]
+    Held(String),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+}
+
+/// An exclusive lock held for the whole run; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+    pub path: PathBuf,
+}
+
+impl RunLock {
+    /// Take the lock at `path` without waiting.
+    pub fn acquire(path: &Path) -> Result<Self, LockError> {
+        let io = |e: std::io::Error| LockError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self {
+                _file: file,
+                path: path.to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(LockError::Held(path.display().to_string()))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+}
+
+/// The schema, one migration per version. Never edit a released step; append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: the four tables of the design, plus policy state.
+    "CREATE TABLE watchdog_ticks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ticked_at INTEGER NOT NULL,
+        sessions_seen INTEGER NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'flagged', 'no_opencode')),
+        alerts_fired INTEGER NOT NULL DEFAULT 0,
+        servers TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX idx_ticks_ticked_at ON watchdog_ticks(ticked_at);
+    CREATE TABLE watchdog_verdicts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tick_id INTEGER NOT NULL REFERENCES watchdog_ticks(id) ON DELETE CASCADE,
+        session_id TEXT NOT NULL,
+        session_root TEXT NOT NULL,
+        flagged INTEGER NOT NULL,
+        signals TEXT NOT NULL,
+        dup REAL NOT NULL,
+        top INTEGER NOT NULL,
+        top_what TEXT NOT NULL,
+        landed INTEGER NOT NULL,
+        slow INTEGER NOT NULL,
+        coverage REAL NOT NULL,
+        coverage_file TEXT,
+        calls_since_landed INTEGER NOT NULL,
+        cost_since_landed_usd REAL,
+        llm_opinion TEXT,
+        model_id TEXT,
+        provider TEXT,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX idx_verdicts_model_id ON watchdog_verdicts(model_id);
+    CREATE INDEX idx_verdicts_created_at ON watchdog_verdicts(created_at);
+    CREATE INDEX idx_verdicts_flagged ON watchdog_verdicts(flagged);
+    CREATE INDEX idx_verdicts_session_root ON watchdog_verdicts(session_root);
+    CREATE INDEX idx_verdicts_tick ON watchdog_verdicts(tick_id);
+    CREATE TABLE watchdog_alerts (
+        dedup_key TEXT PRIMARY KEY,
+        session_root TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('open', 'resolved')),
+        severity TEXT NOT NULL,
+        title TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        flagged_ticks INTEGER NOT NULL,
+        opened_at INTEGER NOT NULL,
+        last_fired_at INTEGER,
+        resolved_at INTEGER
+    );
+    CREATE INDEX idx_alerts_resolved_at ON watchdog_alerts(resolved_at);
+    CREATE TABLE watchdog_channel_settings (
+        name TEXT PRIMARY KEY,
+        enabled INTEGER NOT NULL,
+        min_severity TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE agentwatch_state (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+    );",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// One tick, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TickRow {
+    pub id: i64,
+    pub ticked_at: i64,
+    pub sessions_seen: i64,
+    pub outcome: String,
+    pub alerts_fired: i64,
+    pub servers: Vec<String>,
+}
+
+/// One session's verdict at a tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerdictRow {
+    pub session_id: String,
+    pub session_root: String,
+    pub flagged: bool,
+    pub signals: Vec<String>,
+    pub dup: f64,
+    pub top: i64,
+    pub top_what: String,
+    pub landed: bool,
+    pub slow: i64,
+    pub coverage: f64,
+    pub coverage_file: Option<String>,
+    pub calls_since_landed: i64,
+    pub llm_opinion: Option<String>,
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+}
+
+/// One alert, as stored (the latest alert of its dedup key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertRow {
+    pub dedup_key: String,
+    pub session_root: String,
+    /// `open` or `resolved`.
+    pub state: String,
+    pub severity: String,
+    pub title: String,
+    pub summary: String,
+    pub flagged_ticks: i64,
+    pub opened_at: i64,
+    pub last_fired_at: Option<i64>,
+    pub resolved_at: Option<i64>,
+}
+
+/// A channel's run-time settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelSetting {
+    pub name: String,
+    pub enabled: bool,
+    pub min_severity: String,
+    pub updated_at: i64,
+}
+
+/// Counts of the verdicts of one tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictCounts {
+    pub flagged: i64,
+    pub total: i64,
+}
+
+/// The agentwatch database.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl Store {
+    /// Open (creating the file and its directory when missing) and migrate to [`SCHEMA_VERSION`].
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let mut store = Self { conn, path: shown };
+        store.configure()?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Open an existing database read-only (operator commands): no migration, no writes.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
+                StoreError::Open {
+                    path: shown.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        let store = Self { conn, path: shown };
+        let version = store.version()?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: store.path.clone(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        Ok(store)
+    }
+
+    fn corrupt(&self, e: &rusqlite::Error) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    fn version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.corrupt(&e))
+    }
+
+    fn configure(&self) -> Result<(), StoreError> {
+        // The first statement that reads the file tells a corrupt file from a database.
+        self.version()?;
+        self.conn
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| self.corrupt(&e))?;
+        self.conn.pragma_update(None, "synchronous", "NORMAL")?;
+        self.conn.pragma_update(None, "foreign_keys", "ON")?;
+        self.conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(())
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let version = self.version()?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(step)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// The schema version of the open file.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.version()
+    }
+
+    /// Record a tick and its verdicts in one transaction; returns the tick id.
+    pub fn record_tick(
+        &mut self,
+        ticked_at: i64,
+        outcome: &str,
+        sessions_seen: i64,
+        alerts_fired: i64,
+        servers: &[String],
+        verdicts: &[VerdictRow],
+    ) -> Result<i64, StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO watchdog_ticks (ticked_at, sessions_seen, outcome, alerts_fired, servers)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                ticked_at,
+                sessions_seen,
+                outcome,
+                alerts_fired,
+                serde_json::to_string(servers).unwrap_or_default()
+            ],
+        )?;
+        let tick_id = tx.last_insert_rowid();
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged, signals,
+                   dup, top, top_what, landed, slow, coverage, coverage_file, calls_since_landed,
+                   llm_opinion, model_id, provider, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )?;
+            for v in verdicts {
+                insert.execute(params![
+                    tick_id,
+                    v.session_id,
+                    v.session_root,
+                    v.flagged,
+                    v.signals.join(","),
+                    v.dup,
+                    v.top,
+                    v.top_what,
+                    v.landed,
+                    v.slow,
+                    v.coverage,
+                    v.coverage_file,
+                    v.calls_since_landed,
+                    v.llm_opinion,
+                    v.model_id,
+                    v.provider,
+                    ticked_at
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(tick_id)
+    }
+
+    /// The most recent tick.
+    pub fn last_tick(&self) -> Result<Option<TickRow>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, ticked_at, sessions_seen, outcome, alerts_fired, servers
+                 FROM watchdog_ticks ORDER BY id DESC LIMIT 1",
+                [],
+                |r| {
+                    let servers: String = r.get(5)?;
+                    Ok(TickRow {
+                        id: r.get(0)?,
+                        ticked_at: r.get(1)?,
+                        sessions_seen: r.get(2)?,
+                        outcome: r.get(3)?,
+                        alerts_fired: r.get(4)?,
+                        servers: serde_json::from_str(&servers).unwrap_or_default(),
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Flagged and total verdicts of one tick.
+    pub fn verdict_counts(&self, tick_id: i64) -> Result<VerdictCounts, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(SUM(flagged), 0), COUNT(*) FROM watchdog_verdicts WHERE tick_id = ?1",
+            [tick_id],
+            |r| {
+                Ok(VerdictCounts {
+                    flagged: r.get(0)?,
+                    total: r.get(1)?,
+                })
+            },
+        )?)
+    }
+
+    /// The verdicts of one tick.
+    pub fn verdicts(&self, tick_id: i64) -> Result<Vec<VerdictRow>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT session_id, session_root, flagged, signals, dup, top, top_what, landed, slow,
+                    coverage, coverage_file, calls_since_landed, llm_opinion, model_id, provider
+             FROM watchdog_verdicts WHERE tick_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([tick_id], |r| {
+            let signals: String = r.get(3)?;
+            Ok(VerdictRow {
+                session_id: r.get(0)?,
+                session_root: r.get(1)?,
+                flagged: r.get(2)?,
+                signals: signals
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                dup: r.get(4)?,
+                top: r.get(5)?,
+                top_what: r.get(6)?,
+                landed: r.get(7)?,
+                slow: r.get(8)?,
+                coverage: r.get(9)?,
+                coverage_file: r.get(10)?,
+                calls_since_landed: r.get(11)?,
+                llm_opinion: r.get(12)?,
+                model_id: r.get(13)?,
+                provider: r.get(14)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Insert or replace alert rows (the latest alert of each dedup key).
+    pub fn upsert_alerts(&mut self, alerts: &[AlertRow]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO watchdog_alerts (dedup_key, session_root, state, severity, title,
+                   summary, flagged_ticks, opened_at, last_fired_at, resolved_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(dedup_key) DO UPDATE SET session_root = excluded.session_root,
+                   state = excluded.state, severity = excluded.severity, title = excluded.title,
+                   summary = excluded.summary, flagged_ticks = excluded.flagged_ticks,
+                   opened_at = excluded.opened_at, last_fired_at = excluded.last_fired_at,
+                   resolved_at = excluded.resolved_at",
+            )?;
+            for a in alerts {
+                stmt.execute(params![
+                    a.dedup_key,
+                    a.session_root,
+                    a.state,
+                    a.severity,
+                    a.title,
+                    a.summary,
+                    a.flagged_ticks,
+                    a.opened_at,
+                    a.last_fired_at,
+                    a.resolved_at
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Alerts, newest first; only unresolved ones unless `include_resolved`.
+    pub fn alerts(&self, include_resolved: bool) -> Result<Vec<AlertRow>, StoreError> {
+        let sql = if include_resolved {
+            "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
+                    opened_at, last_fired_at, resolved_at
+             FROM watchdog_alerts ORDER BY opened_at DESC, dedup_key"
+        } else {
+            "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
+                    opened_at, last_fired_at, resolved_at
+             FROM watchdog_alerts WHERE resolved_at IS NULL ORDER BY opened_at DESC, dedup_key"
+        };
+        let mut stmt = self.conn.prepare(sql)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(AlertRow {
+                dedup_key: r.get(0)?,
+                session_root: r.get(1)?,
+                state: r.get(2)?,
+                severity: r.get(3)?,
+                title: r.get(4)?,
+                summary: r.get(5)?,
+                flagged_ticks: r.get(6)?,
+                opened_at: r.get(7)?,
+                last_fired_at: r.get(8)?,
+                resolved_at: r.get(9)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Run-time channel settings.
+    pub fn channel_settings(&self) -> Result<Vec<ChannelSetting>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT name, enabled, min_severity, updated_at FROM watchdog_channel_settings ORDER BY name",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ChannelSetting {
+                name: r.get(0)?,
+                enabled: r.get(1)?,
+                min_severity: r.get(2)?,
+                updated_at: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Insert or update one channel's settings.
+    pub fn set_channel_setting(&mut self, setting: &ChannelSetting) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO watchdog_channel_settings (name, enabled, min_severity, updated_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(name) DO UPDATE SET enabled = excluded.enabled,
+               min_severity = excluded.min_severity, updated_at = excluded.updated_at",
+            params![
+                setting.name,
+                setting.enabled,
+                setting.min_severity,
+                setting.updated_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// A policy's stored state (its JSON text), if any.
+    pub fn load_state(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT value FROM agentwatch_state WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Store a policy's state.
+    pub fn save_state(&mut self, key: &str, value: &str, now: i64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO agentwatch_state (key, value, updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            params![key, value, now],
+        )?;
+        Ok(())
+    }
+
+    /// Keep a state value that could not be read under `KEY.corrupt.NOW`, so nothing is lost
+    /// when the policy starts clean.
+    pub fn set_aside_state(&mut self, key: &str, now: i64) -> Result<Option<String>, StoreError> {
+        let Some(value) = self.load_state(key)? else {
+            return Ok(None);
+        };
+        let aside = format!("{key}.corrupt.{now}");
+        self.save_state(&aside, &value, now)?;
+        Ok(Some(aside))
+    }
+}

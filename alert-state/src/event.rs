@@ -1,0 +1,110 @@
+//! The outgoing event: severity, the PagerDuty-Events-v2-shaped [`AlertEvent`], and the naming
+//! rules for dedup keys and titles.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How loud an alert is. Ordered: `Info < Warning < Critical`, which is what channel
+/// `min_severity` gates compare against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A resolved alert.
+    Info,
+    /// A loop the watchdog is not yet sure about (first ticks, no LLM confirmation).
+    Warning,
+    /// A confirmed or persistent loop.
+    Critical,
+}
+
+impl Severity {
+    /// The lowercase wire name (`info`, `warning`, `critical`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Info => "info",
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which transition of the alert an event announces (the PagerDuty-style `state` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventState {
+    /// A new alert opened.
+    Trigger,
+    /// An open alert became critical.
+    Escalate,
+    /// An open alert is over.
+    Resolve,
+}
+
+impl EventState {
+    /// The lowercase wire name (`trigger`, `escalate`, `resolve`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trigger => "trigger",
+            Self::Escalate => "escalate",
+            Self::Resolve => "resolve",
+        }
+    }
+}
+
+impl fmt::Display for EventState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One notification, in the shape of a `PagerDuty` Events v2 event.
+///
+/// The crate builds it; the caller's channel implementations deliver it (for a desktop channel:
+/// `notify-send -u {urgency} {title} {summary}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertEvent {
+    /// `opencode-loop:{root_session_id}`, see [`dedup_key_for_root`].
+    pub dedup_key: String,
+    /// The alert's severity after this transition (`info` for a resolve).
+    pub severity: Severity,
+    /// `trigger`, `escalate` or `resolve`.
+    pub state: EventState,
+    /// `opencode loop: {agent}`, see [`title_for_agent`].
+    pub title: String,
+    /// One sentence for the operator.
+    pub summary: String,
+    /// Machine-readable context: root, agent, counters, timestamps, LLM opinion, verdict.
+    pub details: serde_json::Value,
+    /// Who sent it, from [`AlertConfig::source`](crate::AlertConfig::source).
+    pub source: String,
+}
+
+/// The prefix of every dedup key this crate builds.
+pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
+
+/// The dedup key of a root session's alert: `opencode-loop:{root}`.
+#[must_use]
+pub fn dedup_key_for_root(root: &str) -> String {
+    format!("{DEDUP_KEY_PREFIX}{root}")
+}
+
+/// The alert title for an agent: `opencode loop: {agent}`; a blank agent name reads
+/// `opencode loop: unknown agent`.
+#[must_use]
+pub fn title_for_agent(agent: &str) -> String {
+    let agent = agent.trim();
+    if agent.is_empty() {
+        "opencode loop: unknown agent".to_owned()
+    } else {
+        format!("opencode loop: {agent}")
+    }
+}

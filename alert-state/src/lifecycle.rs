@@ -1,0 +1,672 @@
+//! The per-dedup-key alert state machine and the one-call-per-tick entry point.
+
+use crate::config::{AlertConfig, ConfigError};
+use crate::event::{AlertEvent, EventState, Severity, dedup_key_for_root, title_for_agent};
+use crate::opinion::{LlmOpinion, OpinionDecision, OpinionPlan, OpinionVerdict, plan_llm_opinions};
+use crate::router::{Route, RouterState};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// One alert of one root session, from trigger to resolve.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Alert {
+    /// `opencode-loop:{root}`.
+    pub dedup_key: String,
+    /// The root session id.
+    pub root: String,
+    /// The agent named when the alert opened.
+    pub agent: String,
+    /// `opencode loop: {agent}`.
+    pub title: String,
+    /// `warning` or `critical` while open, `info` once resolved.
+    pub severity: Severity,
+    /// Flagged ticks since the alert opened, this one included (1 on trigger).
+    pub flagged_ticks: u32,
+    /// When the trigger fired (unix seconds).
+    pub opened_at: i64,
+    /// When the alert's latest event (trigger, escalate, resolve) fired.
+    pub last_fired_at: i64,
+    /// When it resolved; `None` while open.
+    pub resolved_at: Option<i64>,
+}
+
+/// Everything the next tick needs: the open alerts and the router's memory. The caller stores it
+/// between oneshot runs (it is plain serde data) and passes it back unchanged.
+///
+/// Resolved alerts leave the state: the [`Decision`] that resolves one carries its final record
+/// for the caller's history, and a later flag of the same root opens a fresh alert.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertState {
+    /// Open alerts by dedup key; at most one per key by construction.
+    pub open_alerts: BTreeMap<String, Alert>,
+    /// Last deliveries per channel and per open alert.
+    pub router: RouterState,
+}
+
+impl AlertState {
+    /// No open alert, no delivery history.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The open alert of a root session, if any.
+    #[must_use]
+    pub fn open_alert_for_root(&self, root: &str) -> Option<&Alert> {
+        self.open_alerts.get(&dedup_key_for_root(root))
+    }
+}
+
+/// What the detector (and maybe the LLM) said about one root session this tick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootObservation {
+    /// The root session id.
+    pub root: String,
+    /// Whether any session of the root's tree is flagged.
+    pub flagged: bool,
+    /// The agent name, for the title.
+    #[serde(default)]
+    pub agent: String,
+    /// The LLM's second opinion, only for roots the [`OpinionPlan`] said to ask.
+    #[serde(default)]
+    pub opinion: Option<LlmOpinion>,
+    /// One line saying why the tree is flagged (the event summary).
+    #[serde(default)]
+    pub summary: String,
+    /// The detector's verdict or any other context; copied to the event's `details.verdict`.
+    #[serde(default)]
+    pub details: Value,
+}
+
+impl RootObservation {
+    /// A flagged root without an LLM opinion.
+    #[must_use]
+    pub fn flagged(
+        root: impl Into<String>,
+        agent: impl Into<String>,
+        summary: impl Into<String>,
+    ) -> Self {
+        Self {
+            root: root.into(),
+            flagged: true,
+            agent: agent.into(),
+            opinion: None,
+            summary: summary.into(),
+            details: Value::Null,
+        }
+    }
+
+    /// A root whose tree is not flagged.
+    #[must_use]
+    pub fn not_flagged(root: impl Into<String>, agent: impl Into<String>) -> Self {
+        Self {
+            root: root.into(),
+            flagged: false,
+            agent: agent.into(),
+            opinion: None,
+            summary: String::new(),
+            details: Value::Null,
+        }
+    }
+
+    /// The same observation with an LLM opinion.
+    #[must_use]
+    pub fn with_opinion(mut self, opinion: Option<LlmOpinion>) -> Self {
+        self.opinion = opinion;
+        self
+    }
+}
+
+/// One watchdog tick's input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tick {
+    /// Unix seconds.
+    pub now: i64,
+    /// Every root session the server returned, flagged or not, each once.
+    #[serde(default)]
+    pub roots: Vec<RootObservation>,
+    /// Root sessions the server no longer returns.
+    #[serde(default)]
+    pub gone: Vec<String>,
+}
+
+/// What a tick decided about one alert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// A new alert opened; a `trigger` event goes out.
+    Trigger,
+    /// An open warning alert became critical; an `escalate` event goes out.
+    Escalate,
+    /// An open alert is flagged again without a transition; no event.
+    StillFlagged,
+    /// An open alert's root is present and no longer flagged; a `resolve` event goes out.
+    ResolveFixed,
+    /// An open alert's root is gone from the server; a `resolve` event goes out.
+    ResolveGone,
+    /// An LLM opinion was supplied for a root the plan did not ask about; it was not used.
+    OpinionIgnored,
+}
+
+impl DecisionKind {
+    /// The `snake_case` machine name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trigger => "trigger",
+            Self::Escalate => "escalate",
+            Self::StillFlagged => "still_flagged",
+            Self::ResolveFixed => "resolve_fixed",
+            Self::ResolveGone => "resolve_gone",
+            Self::OpinionIgnored => "opinion_ignored",
+        }
+    }
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An event and where it goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dispatch {
+    /// The event to send.
+    pub event: AlertEvent,
+    /// One route per configured channel, in configuration order: delivered or suppressed.
+    pub routes: Vec<Route>,
+}
+
+/// One decision of a tick: one line of the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// What happened.
+    pub kind: DecisionKind,
+    /// The alert's dedup key.
+    pub dedup_key: String,
+    /// The root session id.
+    pub root: String,
+    /// One sentence saying why.
+    pub reason: String,
+    /// The alert record after this decision (the final record for a resolve); `None` for
+    /// [`DecisionKind::OpinionIgnored`].
+    pub alert: Option<Alert>,
+    /// The event and its routes, for trigger, escalate and resolve.
+    pub dispatch: Option<Dispatch>,
+}
+
+/// The result of one tick.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickOutcome {
+    /// The state to store for the next tick.
+    pub state: AlertState,
+    /// The opinion plan this tick honoured (the same as [`plan_llm_opinions`] gave before).
+    pub opinion_plan: OpinionPlan,
+    /// The decisions, ordered by dedup key.
+    pub decisions: Vec<Decision>,
+}
+
+impl TickOutcome {
+    /// Every event decided this tick (trigger, escalate, resolve), delivered anywhere or not.
+    pub fn events(&self) -> impl Iterator<Item = &AlertEvent> {
+        self.decisions
+            .iter()
+            .filter_map(|d| d.dispatch.as_ref().map(|dispatch| &dispatch.event))
+    }
+
+    /// Every (event, route) pair the caller must actually send.
+    pub fn deliveries(&self) -> impl Iterator<Item = (&AlertEvent, &Route)> {
+        self.decisions
+            .iter()
+            .filter_map(|d| d.dispatch.as_ref())
+            .flat_map(|dispatch| {
+                dispatch
+                    .routes
+                    .iter()
+                    .filter(|route| route.delivery.is_delivered())
+                    .map(move |route| (&dispatch.event, route))
+            })
+    }
+}
+
+/// A tick that cannot be processed. The state is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TickError {
+    /// The configuration is invalid.
+    #[error("invalid alert config: {0}")]
+    Config(#[from] ConfigError),
+    /// A root id is empty.
+    #[error("{list}[{index}]: root session id must not be empty")]
+    EmptyRoot {
+        /// `roots` or `gone`.
+        list: &'static str,
+        /// Position in that list.
+        index: usize,
+    },
+    /// A root is observed twice in one tick.
+    #[error("roots[{index}]: root `{root}` is already listed at roots[{first}]")]
+    DuplicateRoot {
+        /// The repeated root.
+        root: String,
+        /// Position of the repeat.
+        index: usize,
+        /// Position of the first observation.
+        first: usize,
+    },
+    /// A root is both observed and gone.
+    #[error("root `{root}` is listed both in roots and in gone")]
+    RootSeenAndGone {
+        /// The contradictory root.
+        root: String,
+    },
+}
+
+/// Runs one tick: every observed root and every gone root through the state machine, then every
+/// resulting event through the router. Pure: the returned state replaces `state`.
+///
+/// Decisions are listed by dedup key. Events compete for rate-limited channels in this order:
+/// resolves (which never consume a channel's rate limit), then critical before warning, then by
+/// dedup key; so when several alerts fire at once, a channel gets the most severe one.
+///
+/// # Errors
+///
+/// [`TickError`] when the config is invalid or the tick contradicts itself (an empty root id, a
+/// root observed twice, a root both observed and gone). The caller's state is untouched.
+pub fn process_tick(
+    state: &AlertState,
+    config: &AlertConfig,
+    tick: &Tick,
+) -> Result<TickOutcome, TickError> {
+    config.validate()?;
+    validate_tick(tick)?;
+    let now = tick.now;
+    let opinion_plan = plan_llm_opinions(
+        state,
+        config,
+        tick.roots
+            .iter()
+            .filter(|r| r.flagged)
+            .map(|r| r.root.as_str()),
+    );
+
+    let mut next = state.clone();
+    let mut decisions: Vec<Decision> = Vec::new();
+    let mut pending: Vec<(usize, AlertEvent)> = Vec::new();
+
+    let mut observations: Vec<&RootObservation> = tick.roots.iter().collect();
+    observations.sort_by(|a, b| a.root.cmp(&b.root));
+    for observation in observations {
+        let step = observe_root(&mut next, config, &opinion_plan, observation, now);
+        for (decision, event) in step {
+            if let Some(event) = event {
+                pending.push((decisions.len(), event));
+            }
+            decisions.push(decision);
+        }
+    }
+
+    let gone: BTreeSet<&str> = tick.gone.iter().map(String::as_str).collect();
+    for root in gone {
+        if let Some(alert) = next.open_alerts.remove(&dedup_key_for_root(root)) {
+            let (decision, event) = resolve(alert, config, now, ResolveCause::Gone);
+            pending.push((decisions.len(), event));
+            decisions.push(decision);
+        }
+    }
+
+    pending.sort_by(|(_, a), (_, b)| {
+        let priority = |e: &AlertEvent| (e.state != EventState::Resolve, Reverse(e.severity));
+        priority(a)
+            .cmp(&priority(b))
+            .then_with(|| a.dedup_key.cmp(&b.dedup_key))
+    });
+    for (index, event) in pending {
+        let routes = next.router.route(&config.channels, &event, now);
+        if let Some(decision) = decisions.get_mut(index) {
+            decision.dispatch = Some(Dispatch { event, routes });
+        }
+    }
+
+    decisions.sort_by(|a, b| a.dedup_key.cmp(&b.dedup_key));
+    Ok(TickOutcome {
+        state: next,
+        opinion_plan,
+        decisions,
+    })
+}
+
+fn validate_tick(tick: &Tick) -> Result<(), TickError> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, observation) in tick.roots.iter().enumerate() {
+        if observation.root.is_empty() {
+            return Err(TickError::EmptyRoot {
+                list: "roots",
+                index,
+            });
+        }
+        if let Some(&first) = seen.get(observation.root.as_str()) {
+            return Err(TickError::DuplicateRoot {
+                root: observation.root.clone(),
+                index,
+                first,
+            });
+        }
+        seen.insert(&observation.root, index);
+    }
+    for (index, root) in tick.gone.iter().enumerate() {
+        if root.is_empty() {
+            return Err(TickError::EmptyRoot {
+                list: "gone",
+                index,
+            });
+        }
+        if seen.contains_key(root.as_str()) {
+            return Err(TickError::RootSeenAndGone { root: root.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// A decision and the event it sends, if any.
+type Step = (Decision, Option<AlertEvent>);
+
+/// The decisions one observed root produces: maybe an ignored opinion, then its lifecycle step.
+fn observe_root(
+    next: &mut AlertState,
+    config: &AlertConfig,
+    plan: &OpinionPlan,
+    observation: &RootObservation,
+    now: i64,
+) -> Vec<Step> {
+    let root = observation.root.as_str();
+    let dedup_key = dedup_key_for_root(root);
+    let planned = plan.decision_for(root);
+    let asked = planned.is_some_and(|d| d.verdict == OpinionVerdict::Ask);
+    let used = if asked { observation.opinion } else { None };
+    let opinion = OpinionUse {
+        used,
+        note: describe_opinion(planned, used),
+    };
+    let mut steps = Vec::new();
+
+    if let Some(supplied) = observation.opinion
+        && !asked
+    {
+        let why = planned.map_or("the root is not flagged this tick", |d| d.reason.as_str());
+        steps.push((
+            Decision {
+                kind: DecisionKind::OpinionIgnored,
+                dedup_key: dedup_key.clone(),
+                root: root.to_owned(),
+                reason: format!("LLM opinion `{supplied}` not used: {why}"),
+                alert: None,
+                dispatch: None,
+            },
+            None,
+        ));
+    }
+
+    let lifecycle = match (observation.flagged, next.open_alerts.get_mut(&dedup_key)) {
+        (false, None) => None,
+        (false, Some(_)) => next
+            .open_alerts
+            .remove(&dedup_key)
+            .map(|alert| resolve(alert, config, now, ResolveCause::Fixed))
+            .map(|(decision, event)| (decision, Some(event))),
+        (true, None) => {
+            let (step, alert) = open_alert(config, observation, &opinion, now);
+            next.open_alerts.insert(dedup_key, alert);
+            Some(step)
+        }
+        (true, Some(alert)) => Some(flag_open_alert(alert, config, observation, &opinion, now)),
+    };
+    steps.extend(lifecycle);
+    steps
+}
+
+/// The LLM opinion a tick uses for one root, and how to say so in a reason.
+struct OpinionUse {
+    used: Option<LlmOpinion>,
+    note: String,
+}
+
+impl OpinionUse {
+    fn said_yes(&self) -> bool {
+        self.used == Some(LlmOpinion::Yes)
+    }
+}
+
+/// First flag with no open alert: a fresh alert at flagged tick 1 and its trigger.
+fn open_alert(
+    config: &AlertConfig,
+    observation: &RootObservation,
+    opinion: &OpinionUse,
+    now: i64,
+) -> (Step, Alert) {
+    let escalate_after = config.escalate_after_ticks;
+    let note = &opinion.note;
+    let (severity, cause) = if opinion.said_yes() {
+        (Severity::Critical, format!("as critical because {note}"))
+    } else if escalate_after <= 1 {
+        let why = format!("escalate_after_ticks is {escalate_after}");
+        (
+            Severity::Critical,
+            format!("as critical because {why}; {note}"),
+        )
+    } else {
+        (Severity::Warning, format!("as warning; {note}"))
+    };
+    let dedup_key = dedup_key_for_root(&observation.root);
+    let alert = Alert {
+        dedup_key: dedup_key.clone(),
+        root: observation.root.clone(),
+        agent: observation.agent.clone(),
+        title: title_for_agent(&observation.agent),
+        severity,
+        flagged_ticks: 1,
+        opened_at: now,
+        last_fired_at: now,
+        resolved_at: None,
+    };
+    let event = event_for(
+        &alert,
+        EventState::Trigger,
+        base_summary(observation),
+        open_details(&alert, observation, opinion.used),
+        config,
+    );
+    let reason = format!("first flagged tick with no open alert: opened {dedup_key} {cause}");
+    (
+        (decision(DecisionKind::Trigger, &alert, reason), Some(event)),
+        alert,
+    )
+}
+
+/// Flagged again: count the tick; escalate a warning once it is due or the LLM says yes.
+fn flag_open_alert(
+    alert: &mut Alert,
+    config: &AlertConfig,
+    observation: &RootObservation,
+    opinion: &OpinionUse,
+    now: i64,
+) -> Step {
+    alert.flagged_ticks = alert.flagged_ticks.saturating_add(1);
+    let ticks = alert.flagged_ticks;
+    let escalate_after = config.escalate_after_ticks;
+    let note = &opinion.note;
+    if alert.severity >= Severity::Critical {
+        let reason =
+            format!("flagged tick {ticks}: the alert is critical already, no repeated escalation");
+        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+    }
+    let by_ticks = ticks >= escalate_after;
+    let by_llm = opinion.said_yes();
+    if !by_ticks && !by_llm {
+        let reason = format!("flagged tick {ticks} of {escalate_after} before escalation; {note}");
+        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+    }
+    let due = format!("flagged tick {ticks} reached escalate_after_ticks {escalate_after}");
+    let (cause, summary) = if by_ticks {
+        let cause = if by_llm {
+            format!("{due} and {note}")
+        } else {
+            due
+        };
+        let summary = format!(
+            "{} (still looping after {ticks} flagged ticks)",
+            base_summary(observation)
+        );
+        (cause, summary)
+    } else {
+        let summary = format!("{} (confirmed by the local LLM)", base_summary(observation));
+        (format!("{note} on flagged tick {ticks}"), summary)
+    };
+    alert.severity = Severity::Critical;
+    alert.last_fired_at = now;
+    let event = event_for(
+        alert,
+        EventState::Escalate,
+        summary,
+        open_details(alert, observation, opinion.used),
+        config,
+    );
+    let reason = format!(
+        "escalated {} from warning to critical: {cause}",
+        alert.dedup_key
+    );
+    (decision(DecisionKind::Escalate, alert, reason), Some(event))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResolveCause {
+    Fixed,
+    Gone,
+}
+
+fn resolve(
+    mut alert: Alert,
+    config: &AlertConfig,
+    now: i64,
+    cause: ResolveCause,
+) -> (Decision, AlertEvent) {
+    let was = alert.severity;
+    alert.severity = Severity::Info;
+    alert.resolved_at = Some(now);
+    alert.last_fired_at = now;
+    let root = alert.root.clone();
+    let ticks = alert.flagged_ticks;
+    let (kind, summary, why, because) = match cause {
+        ResolveCause::Fixed => (
+            DecisionKind::ResolveFixed,
+            format!("loop over: root session {root} is no longer flagged"),
+            format!("root {root} is present and no longer flagged"),
+            "fixed",
+        ),
+        ResolveCause::Gone => (
+            DecisionKind::ResolveGone,
+            format!("loop over: root session {root} is gone from the opencode server"),
+            format!("root {root} is gone from the opencode server"),
+            "gone",
+        ),
+    };
+    let mut details = base_details(&alert);
+    details.insert("resolved_at".to_owned(), Value::from(now));
+    details.insert("resolved_because".to_owned(), Value::from(because));
+    let event = event_for(
+        &alert,
+        EventState::Resolve,
+        summary,
+        Value::Object(details),
+        config,
+    );
+    let reason = format!(
+        "{why}: resolved the {was} alert {} after {ticks} flagged tick(s)",
+        alert.dedup_key
+    );
+    (decision(kind, &alert, reason), event)
+}
+
+fn decision(kind: DecisionKind, alert: &Alert, reason: String) -> Decision {
+    Decision {
+        kind,
+        dedup_key: alert.dedup_key.clone(),
+        root: alert.root.clone(),
+        reason,
+        alert: Some(alert.clone()),
+        dispatch: None,
+    }
+}
+
+fn event_for(
+    alert: &Alert,
+    state: EventState,
+    summary: String,
+    details: Value,
+    config: &AlertConfig,
+) -> AlertEvent {
+    AlertEvent {
+        dedup_key: alert.dedup_key.clone(),
+        severity: alert.severity,
+        state,
+        title: alert.title.clone(),
+        summary,
+        details,
+        source: config.source.clone(),
+    }
+}
+
+fn base_summary(observation: &RootObservation) -> String {
+    let summary = observation.summary.trim();
+    if summary.is_empty() {
+        format!("root session {} is looping", observation.root)
+    } else {
+        summary.to_owned()
+    }
+}
+
+fn base_details(alert: &Alert) -> Map<String, Value> {
+    let mut details = Map::new();
+    details.insert("root".to_owned(), Value::from(alert.root.as_str()));
+    details.insert("agent".to_owned(), Value::from(alert.agent.as_str()));
+    details.insert("flagged_ticks".to_owned(), Value::from(alert.flagged_ticks));
+    details.insert("opened_at".to_owned(), Value::from(alert.opened_at));
+    details
+}
+
+fn open_details(
+    alert: &Alert,
+    observation: &RootObservation,
+    opinion: Option<LlmOpinion>,
+) -> Value {
+    let mut details = base_details(alert);
+    details.insert(
+        "llm_opinion".to_owned(),
+        opinion.map_or(Value::Null, |o| Value::from(o.as_str())),
+    );
+    if !observation.details.is_null() {
+        details.insert("verdict".to_owned(), observation.details.clone());
+    }
+    Value::Object(details)
+}
+
+/// How the opinion figured in this tick, as a clause for a reason sentence.
+fn describe_opinion(planned: Option<&OpinionDecision>, used: Option<LlmOpinion>) -> String {
+    match (planned, used) {
+        (_, Some(opinion)) => format!("the local LLM said {opinion}"),
+        (Some(decision), None) if decision.verdict == OpinionVerdict::Ask => {
+            "the local LLM gave no usable answer".to_owned()
+        }
+        (Some(decision), None) => decision.reason.clone(),
+        (None, None) => "no LLM opinion".to_owned(),
+    }
+}

@@ -1,0 +1,198 @@
+//! Notification routing: which configured channel gets an event, and why not when it does not.
+
+use crate::config::ChannelConfig;
+use crate::event::{AlertEvent, EventState};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why a channel did not get an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suppression {
+    /// The channel is disabled.
+    Disabled,
+    /// A trigger or escalate below the channel's `min_severity`.
+    BelowSeverity,
+    /// The channel delivered a trigger or escalate less than `rate_limit_s` ago.
+    RateLimited,
+    /// A resolve for an alert this channel delivered no event of.
+    NotDeliveredBefore,
+}
+
+/// What happened to an event on one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// The caller must send the event through this channel.
+    Delivered,
+    /// The caller must not send it; the reason says why.
+    Suppressed(Suppression),
+}
+
+impl Delivery {
+    /// Whether the caller sends the event through the channel.
+    #[must_use]
+    pub fn is_delivered(self) -> bool {
+        self == Self::Delivered
+    }
+}
+
+/// The routing decision for one event on one configured channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// The channel's name.
+    pub channel: String,
+    /// The channel's type, so the caller knows how to deliver.
+    #[serde(rename = "type")]
+    pub channel_type: String,
+    /// Delivered or suppressed (with the machine reason).
+    pub delivery: Delivery,
+    /// One sentence for the journal.
+    pub reason: String,
+}
+
+/// The last trigger or escalate a channel delivered: the start of its rate-limit window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LastAlarm {
+    /// When (unix seconds).
+    pub at: i64,
+    /// Which alert.
+    pub dedup_key: String,
+}
+
+/// What routing remembers between ticks.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouterState {
+    /// Per channel name, its last delivered trigger or escalate (resolves do not count).
+    pub last_alarm: BTreeMap<String, LastAlarm>,
+    /// Per open alert's dedup key, the channels that delivered at least one of its events; a
+    /// resolve goes only to these. The entry is dropped when the alert resolves.
+    pub delivered: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl RouterState {
+    /// Routes `event` to every configured channel, in configuration order, and records the
+    /// deliveries.
+    ///
+    /// Trigger and escalate events are delivered to a channel when it is enabled, the event's
+    /// severity is at least its `min_severity`, and it delivered no trigger or escalate in the
+    /// half-open window `(now - rate_limit_s, now]`: a channel that delivered at `t` is free
+    /// again at exactly `t + rate_limit_s`. A delivery stamped after `now` (the clock went back)
+    /// counts as recent. Reasons are checked in this order: disabled, below severity, rate
+    /// limited.
+    ///
+    /// A resolve bypasses the severity gate and the rate limit, and does not start a rate-limit
+    /// window, but goes only to enabled channels that delivered an earlier event of the alert;
+    /// afterwards the alert's delivery record is dropped.
+    #[must_use = "the routes say which channels must send the event"]
+    pub fn route(
+        &mut self,
+        channels: &[ChannelConfig],
+        event: &AlertEvent,
+        now: i64,
+    ) -> Vec<Route> {
+        let routes = channels
+            .iter()
+            .map(|channel| {
+                let (delivery, reason) = self.decide(channel, event, now);
+                if delivery.is_delivered() && event.state != EventState::Resolve {
+                    self.last_alarm.insert(
+                        channel.name.clone(),
+                        LastAlarm {
+                            at: now,
+                            dedup_key: event.dedup_key.clone(),
+                        },
+                    );
+                    self.delivered
+                        .entry(event.dedup_key.clone())
+                        .or_default()
+                        .insert(channel.name.clone());
+                }
+                Route {
+                    channel: channel.name.clone(),
+                    channel_type: channel.channel_type.clone(),
+                    delivery,
+                    reason,
+                }
+            })
+            .collect();
+        if event.state == EventState::Resolve {
+            self.delivered.remove(&event.dedup_key);
+        }
+        routes
+    }
+
+    fn decide(&self, channel: &ChannelConfig, event: &AlertEvent, now: i64) -> (Delivery, String) {
+        let name = &channel.name;
+        let suppressed = |why: Suppression, reason: String| (Delivery::Suppressed(why), reason);
+        if event.state == EventState::Resolve {
+            let delivered_before = self
+                .delivered
+                .get(&event.dedup_key)
+                .is_some_and(|channels| channels.contains(name));
+            if !delivered_before {
+                return suppressed(
+                    Suppression::NotDeliveredBefore,
+                    format!("`{name}` delivered no earlier event of this alert, so no resolve"),
+                );
+            }
+            if !channel.enabled {
+                return suppressed(
+                    Suppression::Disabled,
+                    format!("`{name}` is disabled (it had delivered this alert before)"),
+                );
+            }
+            return (
+                Delivery::Delivered,
+                format!(
+                    "resolve delivered to `{name}`: it delivered an earlier event of this alert \
+                     (resolves bypass min_severity and the rate limit)"
+                ),
+            );
+        }
+
+        if !channel.enabled {
+            return suppressed(Suppression::Disabled, format!("`{name}` is disabled"));
+        }
+        if event.severity < channel.min_severity {
+            return suppressed(
+                Suppression::BelowSeverity,
+                format!(
+                    "{} is below `{name}`'s min_severity {}",
+                    event.severity, channel.min_severity
+                ),
+            );
+        }
+        let limit = i128::from(channel.rate_limit_s);
+        if let Some(last) = self.last_alarm.get(name) {
+            let elapsed = i128::from(now) - i128::from(last.at);
+            if elapsed < limit {
+                let free_at = i128::from(last.at) + limit;
+                let when = if elapsed >= 0 {
+                    format!("{elapsed} s ago")
+                } else {
+                    format!("{} s after now (the clock went back)", -elapsed)
+                };
+                return suppressed(
+                    Suppression::RateLimited,
+                    format!(
+                        "`{name}` delivered {} at {} ({when}); rate limit {limit} s, free again \
+                         at {free_at}",
+                        last.dedup_key, last.at
+                    ),
+                );
+            }
+        }
+        (
+            Delivery::Delivered,
+            format!(
+                "delivered to `{name}`: {} >= min_severity {} and no trigger or escalate in the \
+                 last {limit} s",
+                event.severity, channel.min_severity
+            ),
+        )
+    }
+}
