@@ -5,9 +5,16 @@
 //! sysexits-style exit code (see [`exit`]).
 #![forbid(unsafe_code)]
 
+mod clock;
+mod config;
 mod detect;
 mod exit;
+mod export_fixture;
+mod import_export;
 mod input;
+mod notify;
+mod opencode;
+mod operator;
 mod replay;
 mod replay_alerts;
 
@@ -31,6 +38,22 @@ enum Command {
     Detect(detect::DetectArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
     Replay(replay::ReplayArgs),
+    /// One tick of the opencode loop watchdog: read sessions, judge trees, alert, store.
+    Opencode(opencode::OpencodeArgs),
+    /// Last tick, sessions seen, flagged/total verdicts, open alerts, channels.
+    Status(operator::StatusArgs),
+    /// Open alerts (all with --all).
+    Alerts(operator::AlertsArgs),
+    /// List notification channels, or `set` one's run-time settings.
+    Channels(operator::ChannelsArgs),
+    /// Send a test alert through the channels.
+    TestAlert(operator::TestAlertArgs),
+    /// Print the effective configuration.
+    Config(operator::ConfigArgs),
+    /// Export labelled sessions from opencode's database as a scrubbed fixture (session file).
+    ExportFixture(export_fixture::ExportFixtureArgs),
+    /// Turn `opencode export` JSON files into one session file.
+    ImportExport(import_export::ImportExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +61,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
         Command::Replay(args) => replay::run_cli(args),
+        Command::Opencode(args) => opencode::run(args),
+        Command::Status(args) => operator::status(args),
+        Command::Alerts(args) => operator::alerts(args),
+        Command::Channels(args) => operator::channels(args),
+        Command::TestAlert(args) => operator::test_alert(args),
+        Command::Config(args) => operator::show_config(args),
+        Command::ExportFixture(args) => export_fixture::run(args),
+        Command::ImportExport(args) => import_export::run(args),
     };
     match result {
         Ok(code) => code,

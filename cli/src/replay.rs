@@ -1,6 +1,31 @@
-//! `agentwatch replay POLICY [FILE|-]` (owned by the recovery-policy work; see docs/replay.md).
+//! `agentwatch replay POLICY [FILE|-]`: drive one policy from a JSON-lines timeline of observations
+//! and print one JSON line per decision (schemas and examples: `docs/replay.md`).
+//!
+//! Each input line is one JSON object: `{"now": UNIX_SECONDS, "<event>": payload}` with exactly one
+//! event key, or, before the first event, `{"config": {...}}`. Blank lines are skipped. Each output
+//! line is `{"now": N, "decision": NAME, "reason": TEXT[, "session": ID], "action": {...}|null}`.
+//! The `alerts` policy is `replay_alerts::run` (alert-state work), with its own line schema.
+//!
+//! Exit codes: 64 unknown policy, 65 a bad line (the message names its number), 66 unreadable
+//! FILE, 74 an I/O error on standard output.
 
 use crate::exit::{CliError, CliResult, code};
+use recovery_policy::loop_recovery::{
+    ActionOutcome, LoopEvent, LoopRecoveryConfig, LoopRecoveryState, LoopReport, RouterVerdict,
+};
+use recovery_policy::restart_guard::{
+    GuardEvent, RestartGuardConfig, RestartGuardState, RestartReply, RestartResult,
+    SessionObservation,
+};
+use recovery_policy::waiting_patrol::{
+    PatrolEvent, PatrolObservation, WaitingPatrolConfig, WaitingPatrolState,
+};
+use recovery_policy::{Decision, DecisionName};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
@@ -10,8 +35,314 @@ pub struct ReplayArgs {
     pub file: Option<String>,
 }
 
+const POLICIES: &str = "loop-recovery, restart-guard, waiting-patrol or alerts";
+
+#[derive(Debug, Clone, Copy)]
+enum Policy {
+    LoopRecovery,
+    RestartGuard,
+    WaitingPatrol,
+    Alerts,
+}
+
+impl Policy {
+    fn parse(name: &str) -> Result<Self, CliError> {
+        match name {
+            "loop-recovery" => Ok(Self::LoopRecovery),
+            "restart-guard" => Ok(Self::RestartGuard),
+            "waiting-patrol" => Ok(Self::WaitingPatrol),
+            "alerts" => Ok(Self::Alerts),
+            other => Err(CliError::new(
+                code::USAGE,
+                format!(
+                    "replay: unknown policy `{other}` (expected {POLICIES})\nusage: agentwatch replay POLICY [FILE|-]"
+                ),
+            )),
+        }
+    }
+}
+
 pub fn run_cli(args: ReplayArgs) -> CliResult {
-    let _ = &args;
-    let _ = crate::replay_alerts::PLACEHOLDER;
-    Err(CliError::new(code::USAGE, format!("replay: policy `{}` is not implemented yet", args.policy)))
+    let policy = Policy::parse(&args.policy)?;
+    let stdin = io::stdin();
+    let mut input: Box<dyn BufRead> = match args.file.as_deref() {
+        None | Some("-") => Box::new(stdin.lock()),
+        Some(path) => {
+            let file = std::fs::File::open(path).map_err(|err| {
+                CliError::new(code::NOINPUT, format!("replay: cannot open {path}: {err}"))
+            })?;
+            Box::new(BufReader::new(file))
+        }
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = match policy {
+        Policy::LoopRecovery => replay_loop_recovery(&mut *input, &mut out),
+        Policy::RestartGuard => replay_restart_guard(&mut *input, &mut out),
+        Policy::WaitingPatrol => replay_waiting_patrol(&mut *input, &mut out),
+        Policy::Alerts => crate::replay_alerts::run(&mut *input, &mut out),
+    };
+    // Whatever was decided before an error is still printed.
+    let flushed = out.flush().map_err(output_error);
+    result?;
+    flushed?;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Timeline reading
+
+/// One event line: its number (1-based), `now`, the event key and its payload.
+struct EventLine {
+    number: usize,
+    now: i64,
+    key: String,
+    payload: Value,
+}
+
+/// A line of the timeline.
+enum TimelineLine {
+    /// `{"config": {...}}`, only before the first event.
+    Config(Value, usize),
+    Event(EventLine),
+}
+
+/// Reads the timeline and hands each non-blank line to `on_line`. Errors name the line.
+fn read_timeline(
+    input: &mut dyn BufRead,
+    event_keys: &[&str],
+    mut on_line: impl FnMut(TimelineLine) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let mut buffer = Vec::new();
+    let mut number = 0usize;
+    let mut last_now: Option<i64> = None;
+    let mut config_seen = false;
+    loop {
+        buffer.clear();
+        let read = input.read_until(b'\n', &mut buffer).map_err(|err| {
+            CliError::new(code::IOERR, format!("replay: cannot read input: {err}"))
+        })?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let bad =
+            |msg: String| CliError::new(code::DATAERR, format!("replay: line {number}: {msg}"));
+        let text = std::str::from_utf8(&buffer).map_err(|_| bad("not valid UTF-8".into()))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let value: Value =
+            serde_json::from_str(text).map_err(|err| bad(format!("invalid JSON: {err}")))?;
+        let Value::Object(mut object) = value else {
+            return Err(bad("expected a JSON object".into()));
+        };
+        if let Some(config) = object.remove("config") {
+            if last_now.is_some() || config_seen {
+                return Err(bad(
+                    "`config` may appear once, before the first event".into()
+                ));
+            }
+            if let Some(extra) = object.keys().next() {
+                return Err(bad(format!("unexpected key `{extra}` on the config line")));
+            }
+            config_seen = true;
+            on_line(TimelineLine::Config(config, number))?;
+            continue;
+        }
+        let now = match object.remove("now") {
+            Some(now) => now
+                .as_i64()
+                .ok_or_else(|| bad("`now` must be an integer (unix seconds)".into()))?,
+            None => return Err(bad("missing `now`".into())),
+        };
+        if let Some(previous) = last_now
+            && now < previous
+        {
+            return Err(bad(format!(
+                "now {now} is earlier than the previous line's {previous}"
+            )));
+        }
+        last_now = Some(now);
+        let expected = || format!("expected exactly one of {}", event_keys.join(", "));
+        let mut entries = object.into_iter();
+        let (key, payload) = entries
+            .next()
+            .ok_or_else(|| bad(format!("no event: {}", expected())))?;
+        if let Some((other, _)) = entries.next() {
+            return Err(bad(format!("both `{key}` and `{other}`: {}", expected())));
+        }
+        if !event_keys.contains(&key.as_str()) {
+            return Err(bad(format!("unknown event `{key}`: {}", expected())));
+        }
+        on_line(TimelineLine::Event(EventLine {
+            number,
+            now,
+            key,
+            payload,
+        }))?;
+    }
+}
+
+impl EventLine {
+    fn error(&self, msg: impl std::fmt::Display) -> CliError {
+        CliError::new(
+            code::DATAERR,
+            format!("replay: line {}: `{}`: {msg}", self.number, self.key),
+        )
+    }
+
+    fn parse<T: DeserializeOwned>(&self) -> Result<T, CliError> {
+        serde_json::from_value(self.payload.clone()).map_err(|err| self.error(err))
+    }
+
+    fn text(&self) -> Result<String, CliError> {
+        self.payload
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| self.error("expected a string"))
+    }
+}
+
+fn config_from<T: DeserializeOwned>(value: Value, number: usize) -> Result<T, CliError> {
+    serde_json::from_value(value).map_err(|err| {
+        CliError::new(
+            code::DATAERR,
+            format!("replay: line {number}: invalid config: {err}"),
+        )
+    })
+}
+
+fn output_error(err: io::Error) -> CliError {
+    CliError::new(code::IOERR, format!("replay: cannot write output: {err}"))
+}
+
+#[derive(Serialize)]
+struct OutputLine<'a, D> {
+    now: i64,
+    #[serde(flatten)]
+    decision: &'a D,
+}
+
+fn emit<N: DecisionName, A: Serialize>(
+    out: &mut dyn Write,
+    now: i64,
+    decision: &Decision<N, A>,
+) -> Result<(), CliError> {
+    let line = serde_json::to_string(&OutputLine { now, decision }).map_err(|err| {
+        CliError::new(
+            code::SOFTWARE,
+            format!("replay: cannot encode a decision: {err}"),
+        )
+    })?;
+    writeln!(out, "{line}").map_err(output_error)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Policies
+
+fn replay_loop_recovery(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+    const KEYS: &[&str] = &[
+        "report",
+        "report_unreadable",
+        "router_reply",
+        "router_unreachable",
+        "outcome",
+    ];
+    let mut config = LoopRecoveryConfig::default();
+    let mut state = LoopRecoveryState::default();
+    read_timeline(input, KEYS, |line| {
+        let line = match line {
+            TimelineLine::Config(value, number) => {
+                config = config_from::<LoopRecoveryConfig>(value, number)?;
+                return Ok(());
+            }
+            TimelineLine::Event(line) => line,
+        };
+        let event = match line.key.as_str() {
+            "report" => match LoopReport::from_value(line.payload.clone()) {
+                Ok(report) => LoopEvent::Report(report),
+                Err(err) => LoopEvent::ReportUnreadable(err.to_string()),
+            },
+            "report_unreadable" => LoopEvent::ReportUnreadable(line.text()?),
+            "router_reply" => LoopEvent::RouterVerdict(RouterVerdict::from_content(&line.text()?)),
+            "router_unreachable" => {
+                LoopEvent::RouterVerdict(RouterVerdict::Unreachable(line.text()?))
+            }
+            _ => LoopEvent::Outcome(line.parse::<ActionOutcome>()?),
+        };
+        let decision = state.handle(&config, &event, line.now);
+        emit(out, line.now, &decision)
+    })
+}
+
+/// The `restart_result` payload: what `agent-deck session restart --json` printed.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestartResultLine {
+    session: String,
+    #[serde(default)]
+    exit_code: i32,
+    /// The reply: its JSON object, or the raw standard output as a string.
+    reply: Value,
+    #[serde(default)]
+    last_output: Option<String>,
+}
+
+fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+    const KEYS: &[&str] = &["sessions", "recheck", "restart_result"];
+    let mut config = RestartGuardConfig::default();
+    let mut state = RestartGuardState::default();
+    read_timeline(input, KEYS, |line| {
+        let line = match line {
+            TimelineLine::Config(value, number) => {
+                config = config_from::<RestartGuardConfig>(value, number)?;
+                return Ok(());
+            }
+            TimelineLine::Event(line) => line,
+        };
+        let event = match line.key.as_str() {
+            "sessions" => GuardEvent::Tick(line.parse::<Vec<SessionObservation>>()?),
+            "recheck" => GuardEvent::Recheck(line.parse::<SessionObservation>()?),
+            _ => {
+                let result = line.parse::<RestartResultLine>()?;
+                let stdout = match result.reply {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                };
+                GuardEvent::RestartResult(RestartResult {
+                    session: result.session,
+                    reply: RestartReply::from_cli(result.exit_code, &stdout),
+                    last_output: result.last_output,
+                })
+            }
+        };
+        for decision in state.handle(&config, &event, line.now) {
+            emit(out, line.now, &decision)?;
+        }
+        Ok(())
+    })
+}
+
+fn replay_waiting_patrol(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+    const KEYS: &[&str] = &["sessions"];
+    let mut config = WaitingPatrolConfig::default();
+    let mut state = WaitingPatrolState::default();
+    read_timeline(input, KEYS, |line| {
+        let line = match line {
+            TimelineLine::Config(value, number) => {
+                config = config_from::<WaitingPatrolConfig>(value, number)?;
+                return Ok(());
+            }
+            TimelineLine::Event(line) => line,
+        };
+        let event = match line.payload {
+            Value::Null => PatrolEvent::ListingUnavailable,
+            _ => PatrolEvent::Tick(line.parse::<Vec<PatrolObservation>>()?),
+        };
+        for decision in state.handle(&config, &event, line.now) {
+            emit(out, line.now, &decision)?;
+        }
+        Ok(())
+    })
 }

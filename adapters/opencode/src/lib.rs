@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod convert;
+pub mod db;
 pub mod http;
 
 pub use convert::{ConvertError, call_from_part, session_from_export, session_from_messages};

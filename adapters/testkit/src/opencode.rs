@@ -153,3 +153,104 @@ impl Drop for RunningServer {
         let _ = self.child.wait();
     }
 }
+
+/// Builds `opencode export` documents (`{info, messages: [{info, parts}]}`) that `opencode
+/// import` accepts: ids in opencode's shape (`prefix_` + 12 hex digits of `ms * 0x1000 + n` +
+/// 14 base62 characters), one assistant message per step, one tool part per call.
+#[derive(Debug, Clone)]
+pub struct ExportBuilder {
+    info: serde_json::Value,
+    messages: Vec<serde_json::Value>,
+    clock_ms: i64,
+    counter: u64,
+}
+
+impl ExportBuilder {
+    /// A session `id` (must start with `ses_`) titled `title`, starting at `start_ms`.
+    pub fn new(id: &str, title: &str, parent: Option<&str>, start_ms: i64) -> Self {
+        let mut info = serde_json::json!({
+            "id": id, "slug": "agentwatch-test", "projectID": "global", "directory": "/tmp/proj",
+            "path": "", "title": title, "version": "1.18.33", "cost": 0,
+            "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+            "time": {"created": start_ms, "updated": start_ms}
+        });
+        if let Some(p) = parent {
+            info["parentID"] = serde_json::Value::String(p.to_owned());
+        }
+        Self {
+            info,
+            messages: Vec::new(),
+            clock_ms: start_ms,
+            counter: 0,
+        }
+    }
+
+    /// A new id of opencode's shape for `prefix` at the builder's clock.
+    fn next_id(&mut self, prefix: &str) -> String {
+        self.counter += 1;
+        let value = ((self.clock_ms as u64).wrapping_mul(0x1000) + self.counter) & 0xFFFF_FFFF_FFFF;
+        const B62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        let mut tail = String::new();
+        let mut n = value ^ 0x5DEECE66D;
+        for _ in 0..14 {
+            tail.push(B62[(n % 62) as usize] as char);
+            n = n / 62 + 7919;
+        }
+        format!("{prefix}_{value:012x}{tail}")
+    }
+
+    /// A user message, then one assistant step per call (each call: tool, input, metadata,
+    /// output). Each step takes `step_ms`.
+    pub fn steps(
+        mut self,
+        agent: &str,
+        calls: &[(&str, serde_json::Value, serde_json::Value, &str)],
+        step_ms: i64,
+    ) -> Self {
+        let session = self.info["id"].as_str().unwrap_or_default().to_owned();
+        let user_id = self.next_id("msg");
+        let text_part = self.next_id("prt");
+        self.messages.push(serde_json::json!({
+            "info": {"id": user_id, "sessionID": session, "role": "user", "time": {"created": self.clock_ms},
+                     "agent": agent, "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}},
+            "parts": [{"id": text_part, "sessionID": session, "messageID": user_id, "type": "text", "text": "go on"}]
+        }));
+        for (tool, input, metadata, output) in calls {
+            self.clock_ms += step_ms;
+            let start = self.clock_ms;
+            let msg_id = self.next_id("msg");
+            let part_id = self.next_id("prt");
+            let call_id = self.next_id("call");
+            self.messages.push(serde_json::json!({
+                "info": {"id": msg_id, "sessionID": session, "role": "assistant", "parentID": user_id,
+                         "time": {"created": start, "completed": start + step_ms / 2},
+                         "modelID": "claude-sonnet-4-5", "providerID": "anthropic", "mode": agent, "agent": agent,
+                         "path": {"cwd": "/tmp/proj", "root": "/tmp/proj"}, "cost": 0,
+                         "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+                         "finish": "tool-calls"},
+                "parts": [{"id": part_id, "sessionID": session, "messageID": msg_id, "type": "tool", "tool": tool,
+                           "callID": call_id,
+                           "state": {"status": "completed", "input": input, "output": output, "title": tool,
+                                     "metadata": metadata, "time": {"start": start + 1, "end": start + step_ms / 4}}}]
+            }));
+        }
+        self.info["time"]["updated"] = serde_json::Value::from(self.clock_ms);
+        self
+    }
+
+    /// The export document.
+    pub fn build(&self) -> serde_json::Value {
+        serde_json::json!({"info": self.info, "messages": self.messages})
+    }
+
+    /// Write the export document to `path`.
+    pub fn write(&self, path: &Path) -> PathBuf {
+        std::fs::write(path, self.build().to_string()).expect("write export");
+        path.to_path_buf()
+    }
+
+    /// The builder's clock (ms).
+    pub fn clock_ms(&self) -> i64 {
+        self.clock_ms
+    }
+}

@@ -1,0 +1,667 @@
+//! opencode's own SQLite database (`opencode.db`, opencode 1.2 and later), read-only, and the
+//! fixture exporter built on it.
+//!
+//! opencode keeps sessions in three tables (see `fixtures/opencode/db_schema.sql`):
+//! `session` (one row per session, `parent_id` links subagent sessions to their parent),
+//! `message` (`data` = the message JSON minus `id` / `sessionID`) and `part` (`data` = the part
+//! JSON minus `id` / `sessionID` / `messageID`). Messages are read in `(time_created, id)` order as
+//! opencode's API returns them; parts in id order within their message (part ids ascend in creation
+//! order; `part.time_created` is the import time for imported sessions, so it is not used).
+//! The rows are put back into the `{info, parts}` shape and converted with
+//! [`session_from_messages`], exactly as the HTTP API and export files are.
+//!
+//! The database is opened with `SQLITE_OPEN_READ_ONLY` and a busy timeout, and every read of an
+//! export happens in one read transaction, so a running opencode is never disturbed and the
+//! export is one consistent snapshot.
+//!
+//! [`export_fixture`] turns labelled sessions and their descendants into a scrubbed session file
+//! ([`scrub`]); [`testing`] builds databases without (or with) a real opencode, for tests.
+
+pub mod scrub;
+pub mod testing;
+
+use crate::convert::session_from_messages;
+use detect_core::{
+    DetectConfig, Label, Session, SessionFile, judge_sessions, resolve_path,
+};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+/// opencode's default busy timeout, which the exporter uses too.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// The tables and columns the reader needs. A database without them is of another schema
+/// version (opencode before 1.2 kept JSON files; a future one may move things).
+pub const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
+    (
+        "session",
+        &[
+            "id",
+            "parent_id",
+            "title",
+            "directory",
+            "agent",
+            "time_created",
+        ],
+    ),
+    ("message", &["id", "session_id", "time_created", "data"]),
+    ("part", &["id", "message_id", "session_id", "data"]),
+];
+
+/// Why the database could not be read or a fixture could not be exported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DbError {
+    #[error("{path}: no such database file")]
+    Missing { path: String },
+    #[error(
+        "{path}: the database is locked by another process (gave up after {waited_ms} ms); \
+         retry when opencode is idle, or raise the busy timeout"
+    )]
+    Locked { path: String, waited_ms: u128 },
+    #[error("{path}: not an SQLite database")]
+    NotADatabase { path: String },
+    #[error(
+        "{path}: not an opencode database of a supported schema version ({detail}); \
+         agentwatch reads opencode 1.2+ databases (tables session, message, part)"
+    )]
+    Schema { path: String, detail: String },
+    #[error("{path}: {message}")]
+    Sqlite { path: String, message: String },
+    #[error("{path}: session {session}: {message}")]
+    BadRow {
+        path: String,
+        session: String,
+        message: String,
+    },
+    #[error("{path}: no such session{}: {}", if .ids.len() == 1 { "" } else { "s" }, .ids.join(", "))]
+    UnknownSessions { path: String, ids: Vec<String> },
+    #[error(
+        "session {id} has no tool calls, so there is nothing to judge: remove it from the labels"
+    )]
+    NoCalls { id: String },
+    #[error("internal error: scrubbing changed the verdict of session {id} ({detail})")]
+    ScrubChangedVerdict { id: String, detail: String },
+}
+
+/// A session row: what the `session` table says about a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub title: String,
+    pub directory: String,
+    pub agent: Option<String>,
+    pub time_created: i64,
+}
+
+/// A session read from the database, with the directories its paths may be relative to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadedSession {
+    pub session: Session,
+    /// The session directory and the assistant messages' `path.root` / `path.cwd`, deduplicated,
+    /// in that order: where the session's files live relative to (for `git show REV:path`).
+    pub roots: Vec<String>,
+}
+
+/// An `opencode.db` opened read-only.
+#[derive(Debug)]
+pub struct OpencodeDb {
+    conn: Connection,
+    path: String,
+    busy_timeout: Duration,
+}
+
+impl OpencodeDb {
+    /// Open a database read-only with a busy timeout and check its schema.
+    pub fn open(path: &Path, busy_timeout: Duration) -> Result<Self, DbError> {
+        let shown = path.display().to_string();
+        if !path.is_file() {
+            return Err(DbError::Missing { path: shown });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| Self::map(&shown, busy_timeout, e))?;
+        conn.busy_timeout(busy_timeout)
+            .map_err(|e| Self::map(&shown, busy_timeout, e))?;
+        let db = Self {
+            conn,
+            path: shown,
+            busy_timeout,
+        };
+        db.check_schema()?;
+        Ok(db)
+    }
+
+    /// The path the database was opened from, as shown in messages.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn map(path: &str, busy_timeout: Duration, err: rusqlite::Error) -> DbError {
+        let path = path.to_owned();
+        if let rusqlite::Error::SqliteFailure(e, _) = &err {
+            match e.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    return DbError::Locked {
+                        path,
+                        waited_ms: busy_timeout.as_millis(),
+                    };
+                }
+                ErrorCode::NotADatabase => return DbError::NotADatabase { path },
+                _ => {}
+            }
+        }
+        DbError::Sqlite {
+            path,
+            message: err.to_string(),
+        }
+    }
+
+    fn err(&self, e: rusqlite::Error) -> DbError {
+        Self::map(&self.path, self.busy_timeout, e)
+    }
+
+    fn check_schema(&self) -> Result<(), DbError> {
+        let mut missing = Vec::new();
+        for (table, columns) in REQUIRED_COLUMNS {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT name FROM pragma_table_info(?1)")
+                .map_err(|e| self.err(e))?;
+            let have: HashSet<String> = stmt
+                .query_map([table], |row| row.get::<_, String>(0))
+                .map_err(|e| self.err(e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| self.err(e))?;
+            if have.is_empty() {
+                missing.push(format!("no table `{table}`"));
+                continue;
+            }
+            for column in *columns {
+                if !have.contains(*column) {
+                    missing.push(format!("table `{table}` has no column `{column}`"));
+                }
+            }
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(DbError::Schema {
+                path: self.path.clone(),
+                detail: missing.join("; "),
+            })
+        }
+    }
+
+    /// Run `f` inside one read transaction: every query sees the same snapshot.
+    pub fn snapshot<T>(
+        &self,
+        f: impl FnOnce(&Self) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
+        let result = f(self);
+        // Ending a read transaction cannot lose anything; a failure here is not worth reporting
+        // over the result.
+        let _ = self.conn.execute_batch("COMMIT");
+        result
+    }
+
+    /// Every session row, oldest first.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, DbError> {
+        self.session_rows("SELECT id, parent_id, title, directory, agent, time_created FROM session ORDER BY time_created, id", [])
+    }
+
+    /// One session row, if the session exists.
+    pub fn session(&self, id: &str) -> Result<Option<SessionRow>, DbError> {
+        Ok(self
+            .session_rows(
+                "SELECT id, parent_id, title, directory, agent, time_created FROM session WHERE id = ?1",
+                [id],
+            )?
+            .pop())
+    }
+
+    /// The direct children of a session (its subagent sessions), oldest first.
+    pub fn children(&self, id: &str) -> Result<Vec<SessionRow>, DbError> {
+        self.session_rows(
+            "SELECT id, parent_id, title, directory, agent, time_created FROM session \
+             WHERE parent_id = ?1 ORDER BY time_created, id",
+            [id],
+        )
+    }
+
+    fn session_rows<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> Result<Vec<SessionRow>, DbError> {
+        let mut stmt = self.conn.prepare(sql).map_err(|e| self.err(e))?;
+        stmt.query_map(params, |row| {
+            Ok(SessionRow {
+                id: row.get(0)?,
+                parent_id: row.get(1)?,
+                title: row.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                directory: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                agent: row.get(4)?,
+                time_created: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
+            })
+        })
+        .map_err(|e| self.err(e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| self.err(e))
+    }
+
+    /// A session and every transitive descendant, parent before children (depth-first, children
+    /// oldest first). A `parent_id` cycle is cut where it closes.
+    pub fn tree(&self, id: &str) -> Result<Vec<SessionRow>, DbError> {
+        let Some(root) = self.session(id)? else {
+            return Err(DbError::UnknownSessions {
+                path: self.path.clone(),
+                ids: vec![id.to_owned()],
+            });
+        };
+        let mut seen = HashSet::from([root.id.clone()]);
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(row) = stack.pop() {
+            let children = self.children(&row.id)?;
+            out.push(row);
+            for child in children.into_iter().rev() {
+                if seen.insert(child.id.clone()) {
+                    stack.push(child);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Load one session's calls: its messages and their parts, converted like the HTTP API's.
+    pub fn load(&self, row: &SessionRow) -> Result<LoadedSession, DbError> {
+        let bad = |message: String| DbError::BadRow {
+            path: self.path.clone(),
+            session: row.id.clone(),
+            message,
+        };
+        let mut messages: Vec<(String, Map<String, Value>, Vec<Value>)> = Vec::new();
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([&row.id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(|e| self.err(e))?;
+            for item in rows {
+                let (id, data) = item.map_err(|e| self.err(e))?;
+                let mut info = json_object(&data)
+                    .map_err(|e| bad(format!("message {id}: data is not a JSON object: {e}")))?;
+                info.insert("id".to_owned(), Value::String(id.clone()));
+                info.insert("sessionID".to_owned(), Value::String(row.id.clone()));
+                index.insert(id.clone(), messages.len());
+                messages.push((id, info, Vec::new()));
+            }
+        }
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id")
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([&row.id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })
+                .map_err(|e| self.err(e))?;
+            for item in rows {
+                let (id, message_id, data) = item.map_err(|e| self.err(e))?;
+                // A part of a message of another session (or of none) is not this session's.
+                let Some(&at) = index.get(&message_id) else {
+                    continue;
+                };
+                let mut part = json_object(&data)
+                    .map_err(|e| bad(format!("part {id}: data is not a JSON object: {e}")))?;
+                part.insert("id".to_owned(), Value::String(id));
+                part.insert("sessionID".to_owned(), Value::String(row.id.clone()));
+                part.insert("messageID".to_owned(), Value::String(message_id));
+                messages[at].2.push(Value::Object(part));
+            }
+        }
+        let mut roots = vec![row.directory.clone()];
+        for (_, info, _) in &messages {
+            if let Some(path) = info.get("path") {
+                for key in ["root", "cwd"] {
+                    if let Some(dir) = path.get(key).and_then(Value::as_str)
+                        && !dir.is_empty()
+                        && !roots.iter().any(|r| r == dir)
+                    {
+                        roots.push(dir.to_owned());
+                    }
+                }
+            }
+        }
+        roots.retain(|r| !r.is_empty());
+        let messages: Vec<Value> = messages
+            .into_iter()
+            .map(|(_, info, parts)| {
+                let mut m = Map::new();
+                m.insert("info".to_owned(), Value::Object(info));
+                m.insert("parts".to_owned(), Value::Array(parts));
+                Value::Object(m)
+            })
+            .collect();
+        let mut info = Map::new();
+        info.insert("id".to_owned(), Value::String(row.id.clone()));
+        if let Some(parent) = &row.parent_id {
+            info.insert("parentID".to_owned(), Value::String(parent.clone()));
+        }
+        info.insert("title".to_owned(), Value::String(row.title.clone()));
+        info.insert("directory".to_owned(), Value::String(row.directory.clone()));
+        if let Some(agent) = &row.agent {
+            info.insert("agent".to_owned(), Value::String(agent.clone()));
+        }
+        let session = session_from_messages(&Value::Object(info), &messages)
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(LoadedSession { session, roots })
+    }
+}
+
+fn json_object(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("not an object".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// What to do with one session of the labels file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelEntry {
+    /// `None`: export the session unlabelled (reported by the backtest, not scored).
+    pub label: Option<Label>,
+    /// Why it has its label; copied into the session's `note`.
+    pub note: Option<String>,
+}
+
+/// The labels file: session id to label, in id order.
+pub type Labels = BTreeMap<String, LabelEntry>;
+
+/// Parse a labels file: a JSON object from session id to `"must_flag"`, `"must_not_flag"`,
+/// `null` (export unlabelled), or `{"label": ..., "note": "..."}`.
+pub fn parse_labels(text: &str) -> Result<Labels, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(map) = value else {
+        return Err(
+            "expected a JSON object from session id to label, e.g. {\"ses_…\": \"must_flag\"}"
+                .to_owned(),
+        );
+    };
+    if map.is_empty() {
+        return Err("no sessions: the labels object is empty".to_owned());
+    }
+    let label_of = |id: &str, v: &Value| -> Result<Option<Label>, String> {
+        match v {
+            Value::Null => Ok(None),
+            Value::String(s) if s == "must_flag" => Ok(Some(Label::MustFlag)),
+            Value::String(s) if s == "must_not_flag" => Ok(Some(Label::MustNotFlag)),
+            other => Err(format!(
+                "{id}: label must be \"must_flag\", \"must_not_flag\" or null, found {other}"
+            )),
+        }
+    };
+    let mut labels = Labels::new();
+    for (id, v) in &map {
+        if id.trim().is_empty() {
+            return Err("an empty session id".to_owned());
+        }
+        let entry = match v {
+            Value::Object(obj) => {
+                let note = match obj.get("note") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(other) => return Err(format!("{id}: note must be a string, found {other}")),
+                };
+                LabelEntry {
+                    label: label_of(id, obj.get("label").unwrap_or(&Value::Null))?,
+                    note,
+                }
+            }
+            other => LabelEntry {
+                label: label_of(id, other)?,
+                note: None,
+            },
+        };
+        labels.insert(id.clone(), entry);
+    }
+    Ok(labels)
+}
+
+/// A file whose length in lines the exporter asks about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRef {
+    /// The full path, resolved against the session directory (the key of `line_counts`).
+    pub path: String,
+    /// The root of [`LoadedSession::roots`] the path lies under (longest first), if any.
+    pub root: Option<String>,
+    /// The path relative to that root (for `git show REV:relative`).
+    pub relative: Option<String>,
+}
+
+/// `path` relative to the longest of `roots` it lies under (component-wise).
+pub fn relative_to_roots(path: &str, roots: &[String]) -> Option<(String, String)> {
+    roots
+        .iter()
+        .filter_map(|root| {
+            let root_trimmed = root.trim_end_matches('/');
+            let rest = path.strip_prefix(root_trimmed)?.strip_prefix('/')?;
+            (!rest.is_empty()).then(|| (root.clone(), rest.to_owned()))
+        })
+        .max_by_key(|(root, _)| root.len())
+}
+
+/// The result of an export: the scrubbed session file and what a person should know about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    pub file: SessionFile,
+    /// Files read whose length stayed unknown (the coverage signal skips them).
+    pub unknown_lengths: Vec<String>,
+}
+
+/// Export the labelled sessions and all their descendants as a scrubbed session file.
+///
+/// - Every labelled id must exist; otherwise [`DbError::UnknownSessions`] lists all the missing.
+/// - A labelled session without a single tool call is an error ([`DbError::NoCalls`]).
+/// - Reads whose output did not say the file's length ("total N lines") get it from `lines`
+///   (the caller looks on disk or in git); the answers go to the session's `line_counts`.
+/// - Strings are scrubbed by [`scrub::scrub_session`]; the scrubbed sessions are judged against
+///   the raw ones with `config` and must get the same verdicts.
+///
+/// Everything is read in one snapshot; nothing is written.
+pub fn export_fixture(
+    db: &OpencodeDb,
+    labels: &Labels,
+    lines: &mut dyn FnMut(&FileRef) -> Option<u64>,
+    config: &DetectConfig,
+) -> Result<Export, DbError> {
+    let loaded = db.snapshot(|db| {
+        let mut unknown = Vec::new();
+        for id in labels.keys() {
+            if db.session(id)?.is_none() {
+                unknown.push(id.clone());
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(DbError::UnknownSessions {
+                path: db.path.clone(),
+                ids: unknown,
+            });
+        }
+        let mut seen = HashSet::new();
+        let mut loaded = Vec::new();
+        for id in labels.keys() {
+            if seen.contains(id) {
+                continue;
+            }
+            for row in db.tree(id)? {
+                if seen.insert(row.id.clone()) {
+                    loaded.push(db.load(&row)?);
+                }
+            }
+        }
+        Ok(loaded)
+    })?;
+
+    let mut sessions = Vec::with_capacity(loaded.len());
+    let mut unknown_lengths = BTreeSet::new();
+    for LoadedSession { mut session, roots } in loaded {
+        if let Some(entry) = labels.get(&session.id) {
+            if session.calls.iter().all(|c| !c.status.is_counted()) {
+                return Err(DbError::NoCalls { id: session.id });
+            }
+            session.label = entry.label;
+            session.note = entry.note.clone();
+        }
+        fill_line_counts(&mut session, &roots, config, lines, &mut unknown_lengths);
+        sessions.push(session);
+    }
+
+    let scrubbed: Vec<Session> = sessions
+        .iter()
+        .map(|s| scrub::scrub_session(s, config))
+        .collect();
+    let raw_verdicts = judge_sessions(&sessions, config);
+    let scrubbed_verdicts = judge_sessions(&scrubbed, config);
+    for (raw, clean) in raw_verdicts.sessions.iter().zip(&scrubbed_verdicts.sessions) {
+        if raw.flagged != clean.flagged
+            || raw.signals != clean.signals
+            || raw.reason.calls_since_landed != clean.reason.calls_since_landed
+        {
+            return Err(DbError::ScrubChangedVerdict {
+                id: raw.id.clone(),
+                detail: format!("raw: {}; scrubbed: {}", raw.summary(), clean.summary()),
+            });
+        }
+    }
+    Ok(Export {
+        file: SessionFile::new(scrubbed),
+        unknown_lengths: unknown_lengths.into_iter().collect(),
+    })
+}
+
+/// Ask `lines` for the length of every file the session reads whose read did not report it.
+fn fill_line_counts(
+    session: &mut Session,
+    roots: &[String],
+    config: &DetectConfig,
+    lines: &mut dyn FnMut(&FileRef) -> Option<u64>,
+    unknown: &mut BTreeSet<String>,
+) {
+    let mut asked = HashSet::new();
+    for call in &session.calls {
+        if !config.reader_tools.iter().any(|t| *t == call.tool) {
+            continue;
+        }
+        let has_total = call
+            .metadata
+            .get("total_lines")
+            .and_then(Value::as_u64)
+            .is_some();
+        let Some(file_path) = call.input.get("filePath").and_then(Value::as_str) else {
+            continue;
+        };
+        if has_total {
+            continue;
+        }
+        let path = resolve_path(session.directory.as_deref(), file_path);
+        if session.line_counts.contains_key(&path) || !asked.insert(path.clone()) {
+            continue;
+        }
+        let (root, relative) = match relative_to_roots(&path, roots) {
+            Some((root, rel)) => (Some(root), Some(rel)),
+            None => (None, None),
+        };
+        let file = FileRef {
+            path: path.clone(),
+            root,
+            relative,
+        };
+        match lines(&file) {
+            Some(n) => {
+                session.line_counts.insert(path, n);
+            }
+            None => {
+                unknown.insert(path);
+            }
+        }
+    }
+}
+
+/// Count lines the way a reader sees them: newline-terminated lines plus a last unterminated one.
+pub fn count_lines(bytes: &[u8]) -> u64 {
+    let newlines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+    match bytes.last() {
+        Some(b'\n') | None => newlines,
+        Some(_) => newlines + 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_accept_strings_null_and_objects() {
+        let labels = parse_labels(
+            r#"{"ses_b": "must_flag", "ses_a": {"label": "must_not_flag", "note": "lands"},
+                "ses_c": null}"#,
+        )
+        .unwrap();
+        let ids: Vec<&str> = labels.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["ses_a", "ses_b", "ses_c"]);
+        assert_eq!(labels["ses_a"].label, Some(Label::MustNotFlag));
+        assert_eq!(labels["ses_a"].note.as_deref(), Some("lands"));
+        assert_eq!(labels["ses_b"].label, Some(Label::MustFlag));
+        assert_eq!(labels["ses_c"].label, None);
+    }
+
+    #[test]
+    fn bad_labels_say_what_is_wrong() {
+        for (text, needle) in [
+            ("[]", "JSON object"),
+            ("{}", "empty"),
+            ("{\"ses_a\": \"flag\"}", "ses_a: label must be"),
+            ("{\"ses_a\": {\"label\": \"must_flag\", \"note\": 3}}", "note must be a string"),
+            ("not json", "not JSON"),
+        ] {
+            let err = parse_labels(text).unwrap_err();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_use_the_longest_root() {
+        let roots = vec!["/home/u".to_owned(), "/home/u/proj/".to_owned()];
+        assert_eq!(
+            relative_to_roots("/home/u/proj/src/lib.rs", &roots),
+            Some(("/home/u/proj/".to_owned(), "src/lib.rs".to_owned()))
+        );
+        assert_eq!(relative_to_roots("/home/user/x", &roots), None);
+        assert_eq!(relative_to_roots("/home/u", &roots), None);
+    }
+
+    #[test]
+    fn lines_are_counted_like_a_reader_sees_them() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a"), 1);
+        assert_eq!(count_lines(b"a\n"), 1);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert_eq!(count_lines(b"a\n\nb\n"), 3);
+    }
+}

@@ -1,0 +1,586 @@
+//! The effective configuration: defaults, the TOML file, its machine-local overlay, environment
+//! variables, then `--set` flags, in that order (later wins).
+//!
+//! Keys are named as in the designs: `watchdog.detector.window` is `[watchdog.detector] window`.
+//! Every file is checked on its own first, so an unknown key or a bad value is reported with the
+//! file it came from; secrets are never stored here, only the names of the variables that hold them.
+
+use crate::exit::{CliError, code};
+use alert_state::{AlertConfig, ChannelConfig, Severity};
+use detect_core::DetectConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use toml::{Table, Value};
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub watchdog: WatchdogSection,
+    pub opencode: OpencodeSection,
+    pub store: StoreSection,
+    /// Notification channels (`[[channels]]`).
+    pub channels: Vec<ChannelSection>,
+}
+
+/// `[watchdog]`: the opencode loop watchdog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchdogSection {
+    /// Gates the whole watchdog: a disabled tick records nothing and exits 0.
+    pub enabled: bool,
+    /// Ask the local LLM for a second opinion on flagged trees.
+    pub local_llm_enabled: bool,
+    /// The model asked for second opinions.
+    pub model: String,
+    pub escalate_after_ticks: u32,
+    pub max_llm_opinions_per_tick: u32,
+    /// Agent names with the lower `top` threshold (the design's `watchdog.read_only_agents`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_agents: Option<Vec<String>>,
+    /// The `source` of alert events; default `agentwatch@<host>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Base URL for links in alerts.
+    pub dashboard_base_url: String,
+    pub detector: DetectConfig,
+    pub llm: LlmSection,
+}
+
+impl Default for WatchdogSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            local_llm_enabled: true,
+            model: "qwen2.5-coder-router:14b".to_owned(),
+            escalate_after_ticks: alert_state::DEFAULT_ESCALATE_AFTER_TICKS,
+            max_llm_opinions_per_tick: alert_state::DEFAULT_MAX_LLM_OPINIONS_PER_TICK,
+            read_only_agents: None,
+            source: None,
+            dashboard_base_url: "http://127.0.0.1:8080/admin".to_owned(),
+            detector: DetectConfig::default(),
+            llm: LlmSection::default(),
+        }
+    }
+}
+
+/// `[watchdog.llm]`: where the second opinion comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmSection {
+    /// `http://127.0.0.1:11434` for Ollama, or an OpenAI-compatible base such as `…/v1`.
+    pub url: String,
+    /// `ollama` or `openai`.
+    pub dialect: String,
+    /// The environment variable holding the API key, if the endpoint needs one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    pub timeout_s: f64,
+}
+
+impl Default for LlmSection {
+    fn default() -> Self {
+        Self {
+            url: "http://127.0.0.1:11434".to_owned(),
+            dialect: "ollama".to_owned(),
+            api_key_env: None,
+            timeout_s: 20.0,
+        }
+    }
+}
+
+/// `[opencode]`: where sessions come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpencodeSection {
+    /// Server base URLs, all read every tick.
+    pub servers: Vec<String>,
+    /// A registry file listing servers: a JSON list of URLs or of objects with a `url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// opencode's own database, read-only (sessions of TUIs that open no port).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db: Option<String>,
+    /// Basic-auth user.
+    pub username: String,
+    /// The environment variable holding the servers' password.
+    pub password_env: String,
+    pub connect_timeout_s: f64,
+    pub request_timeout_s: f64,
+}
+
+impl Default for OpencodeSection {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            registry: None,
+            db: None,
+            username: "opencode".to_owned(),
+            password_env: "OPENCODE_SERVER_PASSWORD".to_owned(),
+            connect_timeout_s: 2.0,
+            request_timeout_s: 10.0,
+        }
+    }
+}
+
+/// `[store]`: the SQLite database.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    /// Default `$XDG_STATE_HOME/agentwatch/agentwatch.db`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// One `[[channels]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelSection {
+    pub name: String,
+    /// `desktop`, `webhook`, `log` or `telegram`.
+    #[serde(rename = "type")]
+    pub channel_type: String,
+    pub enabled: bool,
+    pub min_severity: String,
+    pub rate_limit_s: u64,
+    /// webhook: the URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// webhook: `json` (default) or `pagerduty`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// webhook in pagerduty mode: the variable holding the routing key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_key_env: Option<String>,
+    /// desktop: the program (default `notify-send`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// log: a file to append JSON lines to (default standard error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// telegram: the variable holding the bot token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// telegram: the chat id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<String>,
+    /// telegram: the API base (default `https://api.telegram.org`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_base: Option<String>,
+    pub timeout_s: f64,
+}
+
+impl Default for ChannelSection {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            channel_type: String::new(),
+            enabled: true,
+            min_severity: "warning".to_owned(),
+            rate_limit_s: alert_state::DEFAULT_RATE_LIMIT_S,
+            url: None,
+            mode: None,
+            routing_key_env: None,
+            program: None,
+            path: None,
+            token_env: None,
+            chat_id: None,
+            api_base: None,
+            timeout_s: 10.0,
+        }
+    }
+}
+
+/// The channel types this build can deliver to.
+pub const CHANNEL_TYPES: &[&str] = &["desktop", "webhook", "log", "telegram"];
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Loaded {
+    pub config: Config,
+    /// Files read, in order.
+    pub files: Vec<PathBuf>,
+}
+
+/// Environment lookups, passed in so tests and callers control them.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment.
+pub fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// `$XDG_CONFIG_HOME/agentwatch/config.toml` (or `~/.config/…`).
+pub fn default_config_path(env: Env<'_>) -> Option<PathBuf> {
+    env("AGENTWATCH_CONFIG").map(PathBuf::from).or_else(|| {
+        xdg_dir(env, "XDG_CONFIG_HOME", ".config").map(|d| d.join("agentwatch/config.toml"))
+    })
+}
+
+/// `$XDG_STATE_HOME/agentwatch/agentwatch.db` (or `~/.local/state/…`).
+pub fn default_db_path(env: Env<'_>) -> PathBuf {
+    xdg_dir(env, "XDG_STATE_HOME", ".local/state")
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("agentwatch/agentwatch.db")
+}
+
+fn xdg_dir(env: Env<'_>, var: &str, fallback: &str) -> Option<PathBuf> {
+    env(var)
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(fallback)))
+}
+
+/// Expand a leading `~/` with `$HOME`.
+pub fn expand_home(path: &str, env: Env<'_>) -> PathBuf {
+    match (path.strip_prefix("~/"), env("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+fn config_err(message: String) -> CliError {
+    CliError::new(code::CONFIG, message)
+}
+
+/// Read and check one TOML file on its own.
+fn read_table(path: &Path) -> Result<Table, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        let c = if e.kind() == std::io::ErrorKind::NotFound {
+            code::NOINPUT
+        } else {
+            code::IOERR
+        };
+        CliError::new(c, format!("{}: {e}", path.display()))
+    })?;
+    let table: Table = toml::from_str(&text)
+        .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
+    Config::deserialize(Value::Table(table.clone()))
+        .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
+    Ok(table)
+}
+
+/// Deep-merge `overlay` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut Table, overlay: Table) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Table(b)), Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
+/// Set `a.b.c = value` in a table, creating tables on the way.
+fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<(), CliError> {
+    let mut parts: Vec<&str> = dotted.split('.').collect();
+    let Some(last) = parts.pop().filter(|k| !k.is_empty()) else {
+        return Err(CliError::new(
+            code::USAGE,
+            format!("--set {dotted}: empty key"),
+        ));
+    };
+    let mut here = table;
+    for part in parts {
+        let entry = here
+            .entry(part.to_owned())
+            .or_insert_with(|| Value::Table(Table::new()));
+        here = match entry {
+            Value::Table(t) => t,
+            _ => {
+                return Err(config_err(format!(
+                    "--set {dotted}: `{part}` is not a table"
+                )));
+            }
+        };
+    }
+    here.insert(last.to_owned(), value);
+    Ok(())
+}
+
+/// A `--set` value: a TOML literal (`10`, `true`, `["a"]`, `"x"`), else a plain string.
+fn parse_value(text: &str) -> Value {
+    toml::from_str::<Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| Value::String(text.to_owned()))
+}
+
+/// Load the effective configuration.
+///
+/// `explicit`: `--config FILE` (must exist). Otherwise the default file if it exists. The overlay
+/// is `config.local.toml` beside the main file. `sets`: `--set key=value` flags (dotted keys;
+/// the detector's short keys such as `top_min` are accepted too).
+pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Loaded, CliError> {
+    let mut table = Table::new();
+    let mut files = Vec::new();
+    let main = match explicit {
+        Some(p) => Some(p.to_path_buf()),
+        None => default_config_path(env).filter(|p| p.is_file()),
+    };
+    if let Some(main) = main {
+        merge(&mut table, read_table(&main)?);
+        files.push(main.clone());
+        let overlay = main.with_file_name("config.local.toml");
+        if overlay.is_file() {
+            merge(&mut table, read_table(&overlay)?);
+            files.push(overlay);
+        }
+    }
+    if let Some(db) = env("AGENTWATCH_DB") {
+        set_path(&mut table, "store.path", Value::String(db))?;
+    }
+    if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
+        set_path(&mut table, "opencode.username", Value::String(user))?;
+    }
+    for item in sets {
+        let (key, value) = item.split_once('=').ok_or_else(|| {
+            CliError::new(code::USAGE, format!("--set {item}: expected KEY=VALUE"))
+        })?;
+        let key = key.trim();
+        let key = if detect_core::DETECT_KEYS.contains(&key) {
+            format!("watchdog.detector.{key}")
+        } else {
+            key.to_owned()
+        };
+        set_path(&mut table, &key, parse_value(value.trim()))?;
+    }
+    let config = Config::deserialize(Value::Table(table))
+        .map_err(|e| config_err(format!("configuration: {}", e.to_string().trim_end())))?;
+    config.validate()?;
+    Ok(Loaded { config, files })
+}
+
+impl Config {
+    /// Check the values no type can: ranges, known names, required companions.
+    pub fn validate(&self) -> Result<(), CliError> {
+        self.detector()
+            .validate()
+            .map_err(|e| config_err(format!("watchdog.detector: {e}")))?;
+        self.alert_config("check")
+            .validate()
+            .map_err(|e| config_err(format!("watchdog: {e}")))?;
+        for (key, value) in [
+            (
+                "opencode.connect_timeout_s",
+                self.opencode.connect_timeout_s,
+            ),
+            (
+                "opencode.request_timeout_s",
+                self.opencode.request_timeout_s,
+            ),
+            ("watchdog.llm.timeout_s", self.watchdog.llm.timeout_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(config_err(format!(
+                    "{key} = {value}: must be a number of seconds > 0"
+                )));
+            }
+        }
+        if !["ollama", "openai"].contains(&self.watchdog.llm.dialect.as_str()) {
+            return Err(config_err(format!(
+                "watchdog.llm.dialect = {:?}: must be ollama or openai",
+                self.watchdog.llm.dialect
+            )));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, ch) in self.channels.iter().enumerate() {
+            let at = format!("channels[{i}]");
+            if ch.name.is_empty() {
+                return Err(config_err(format!("{at}.name: required")));
+            }
+            if !names.insert(ch.name.as_str()) {
+                return Err(config_err(format!("{at}.name = {:?}: used twice", ch.name)));
+            }
+            if !CHANNEL_TYPES.contains(&ch.channel_type.as_str()) {
+                return Err(config_err(format!(
+                    "{at}.type = {:?}: must be one of {}",
+                    ch.channel_type,
+                    CHANNEL_TYPES.join(", ")
+                )));
+            }
+            parse_severity(&ch.min_severity)
+                .map_err(|e| config_err(format!("{at}.min_severity: {e}")))?;
+            if ch.channel_type == "webhook" && ch.url.is_none() {
+                return Err(config_err(format!("{at}.url: required for a webhook")));
+            }
+            if let Some(mode) = &ch.mode
+                && !["json", "pagerduty"].contains(&mode.as_str())
+            {
+                return Err(config_err(format!(
+                    "{at}.mode = {mode:?}: must be json or pagerduty"
+                )));
+            }
+            if ch.channel_type == "telegram" && (ch.token_env.is_none() || ch.chat_id.is_none()) {
+                return Err(config_err(format!(
+                    "{at}: telegram needs token_env and chat_id"
+                )));
+            }
+            if !(ch.timeout_s.is_finite() && ch.timeout_s > 0.0) {
+                return Err(config_err(format!("{at}.timeout_s: must be > 0")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The detector's config, with `watchdog.read_only_agents` applied.
+    pub fn detector(&self) -> DetectConfig {
+        let mut detector = self.watchdog.detector.clone();
+        if let Some(agents) = &self.watchdog.read_only_agents {
+            detector.read_only_agents = agents.clone();
+        }
+        detector
+    }
+
+    /// The alert pipeline's config; `host` fills the default source `agentwatch@<host>`.
+    pub fn alert_config(&self, host: &str) -> AlertConfig {
+        AlertConfig {
+            escalate_after_ticks: self.watchdog.escalate_after_ticks,
+            max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
+            local_llm_enabled: self.watchdog.local_llm_enabled,
+            source: self
+                .watchdog
+                .source
+                .clone()
+                .unwrap_or_else(|| alert_state::source_for_host(host)),
+            channels: self
+                .channels
+                .iter()
+                .map(|c| ChannelConfig {
+                    name: c.name.clone(),
+                    channel_type: c.channel_type.clone(),
+                    enabled: c.enabled,
+                    min_severity: parse_severity(&c.min_severity).unwrap_or(Severity::Warning),
+                    rate_limit_s: c.rate_limit_s,
+                })
+                .collect(),
+        }
+    }
+
+    /// The configuration as TOML, for `agentwatch config`.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// `info`, `warning` or `critical`.
+pub fn parse_severity(text: &str) -> Result<Severity, String> {
+    match text {
+        "info" => Ok(Severity::Info),
+        "warning" => Ok(Severity::Warning),
+        "critical" => Ok(Severity::Critical),
+        other => Err(format!("{other:?} is not info, warning or critical")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("aw-config-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let loaded = load(None, &[], &no_env).unwrap();
+        let c = loaded.config;
+        assert!(c.watchdog.enabled && c.watchdog.local_llm_enabled);
+        assert_eq!(c.watchdog.detector, DetectConfig::default());
+        assert_eq!(
+            (
+                c.watchdog.escalate_after_ticks,
+                c.watchdog.max_llm_opinions_per_tick
+            ),
+            (3, 3)
+        );
+        assert!(loaded.files.is_empty());
+    }
+
+    #[test]
+    fn file_then_overlay_then_env_then_flags() {
+        let dir = temp("layers");
+        let main = write(
+            &dir,
+            "config.toml",
+            "[watchdog.detector]\nwindow = 50\ntop_min = 11\n[store]\npath = \"/from/file.db\"\n",
+        );
+        write(
+            &dir,
+            "config.local.toml",
+            "[watchdog.detector]\ntop_min = 9\n",
+        );
+        let env = |k: &str| (k == "AGENTWATCH_DB").then(|| "/from/env.db".to_owned());
+        let sets = [
+            "window=45".to_owned(),
+            "watchdog.local_llm_enabled=false".to_owned(),
+        ];
+        let loaded = load(Some(&main), &sets, &env).unwrap();
+        let c = &loaded.config;
+        assert_eq!(c.watchdog.detector.top_min, 9, "overlay wins over file");
+        assert_eq!(c.watchdog.detector.window, 45, "flag wins over file");
+        assert_eq!(
+            c.store.path.as_deref(),
+            Some("/from/env.db"),
+            "env wins over file"
+        );
+        assert!(!c.watchdog.local_llm_enabled);
+        assert_eq!(loaded.files.len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Each row: file text or flag, what the error must name.
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let dir = temp("bad");
+        let rows = [
+            ("[watchdog]\nenabeld = true\n", "enabeld"),
+            ("[watchdog.detector]\nwindow = 0\n", "window"),
+            ("[watchdog.detector]\ndup_min = 2.0\n", "dup_min"),
+            ("[watchdog.detector]\ntop_min = \"x\"\n", "top_min"),
+            ("[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n", "pigeon"),
+            ("[[channels]]\nname = \"a\"\ntype = \"webhook\"\n", "url"),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"desktop\"\nmin_severity = \"loud\"\n",
+                "min_severity",
+            ),
+            ("[watchdog\nbroken", "config.toml"),
+            ("[opencode]\nrequest_timeout_s = -1\n", "request_timeout_s"),
+        ];
+        for (text, named) in rows {
+            let path = write(&dir, "config.toml", text);
+            let err = load(Some(&path), &[], &no_env).unwrap_err();
+            assert!(err.to_string().contains(named), "{text:?}: {err}");
+            assert_eq!(err.code, code::CONFIG, "{text:?}");
+        }
+        let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
+        assert!(err.to_string().contains("nonsense"), "{err}");
+        let err = load(Some(&dir.join("missing.toml")), &[], &no_env).unwrap_err();
+        assert_eq!(err.code, code::NOINPUT);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn printed_config_loads_back_identical() {
+        let sets = [
+            "top_min=7".to_owned(),
+            "opencode.servers=[\"http://127.0.0.1:4096\"]".to_owned(),
+        ];
+        let c = load(None, &sets, &no_env).unwrap().config;
+        let back: Config = toml::from_str(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+    }
+}

@@ -1,0 +1,226 @@
+//! `agentwatch export-fixture --db PATH --labels FILE --out FILE [--commit REV] [--repo DIR]`:
+//! labelled sessions from opencode's own database, with their descendants, as a scrubbed session
+//! file for the backtest (`cargo xtask backtest --fixture FILE`).
+//!
+//! - The database is opened read-only with a busy timeout and read in one snapshot
+//!   ([`agentwatch_opencode::db`]).
+//! - The labels file is a JSON object from session id to `"must_flag"`, `"must_not_flag"`, `null`
+//!   (export unlabelled) or `{"label": …, "note": "why"}`. Every id must exist; children are
+//!   followed through `session.parent_id` and exported unlabelled unless labelled too.
+//! - Files read whose length the read's output did not state get it from disk (the path as
+//!   recorded, or under `--repo DIR`), or with `--commit REV` from `git show REV:PATH` (PATH
+//!   relative to the session's worktree root; run in `--repo DIR`, else in that root): the
+//!   worktree may be gone or moved on since the session ran.
+//! - The output is written to a temporary file in the same directory, synced, then renamed over
+//!   `--out`: a failed export never leaves a partial file, and never replaces a good one.
+
+use crate::exit::{CliError, CliResult, code};
+use agentwatch_opencode::db::{
+    DbError, Export, FileRef, OpencodeDb, count_lines, export_fixture, parse_labels,
+};
+use detect_core::DetectConfig;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct ExportFixtureArgs {
+    /// opencode's database, e.g. ~/.local/share/opencode/opencode.db (opened read-only).
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+    /// JSON object: session id -> "must_flag" | "must_not_flag" | null | {"label", "note"}.
+    #[arg(long, value_name = "FILE")]
+    pub labels: PathBuf,
+    /// The session file to write (atomically: temporary file, then rename).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Take file lengths from this git revision (`git show REV:PATH`) instead of the disk.
+    #[arg(long, value_name = "REV")]
+    pub commit: Option<String>,
+    /// The work tree the sessions' files live in now [default: where the session recorded them].
+    #[arg(long, value_name = "DIR")]
+    pub repo: Option<PathBuf>,
+    /// How long to wait for a database another process holds, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub busy_timeout_ms: u64,
+}
+
+/// The exit code for a database or export error.
+pub fn db_error(err: DbError) -> CliError {
+    let c = match &err {
+        DbError::Missing { .. } => code::NOINPUT,
+        DbError::Locked { .. } => code::TEMPFAIL,
+        DbError::NotADatabase { .. }
+        | DbError::Schema { .. }
+        | DbError::BadRow { .. }
+        | DbError::UnknownSessions { .. }
+        | DbError::NoCalls { .. } => code::DATAERR,
+        DbError::Sqlite { .. } => code::IOERR,
+        DbError::ScrubChangedVerdict { .. } => code::SOFTWARE,
+    };
+    CliError::new(c, err.to_string())
+}
+
+pub fn run(args: ExportFixtureArgs) -> CliResult {
+    let labels_text = std::fs::read_to_string(&args.labels).map_err(|e| {
+        let c = if e.kind() == std::io::ErrorKind::NotFound {
+            code::NOINPUT
+        } else {
+            code::IOERR
+        };
+        CliError::new(c, format!("labels {}: {e}", args.labels.display()))
+    })?;
+    let labels = parse_labels(&labels_text).map_err(|e| {
+        CliError::new(
+            code::DATAERR,
+            format!("labels {}: {e}", args.labels.display()),
+        )
+    })?;
+    let db = OpencodeDb::open(&args.db, Duration::from_millis(args.busy_timeout_ms))
+        .map_err(db_error)?;
+    let mut source = LineSource::new(args.commit.clone(), args.repo.clone());
+    let Export {
+        file,
+        unknown_lengths,
+    } = export_fixture(
+        &db,
+        &labels,
+        &mut |f| source.lines(f),
+        &DetectConfig::default(),
+    )
+    .map_err(db_error)?;
+    let mut text = file.to_json_pretty();
+    text.push('\n');
+    write_atomic(&args.out, &text)?;
+
+    let labelled = file.sessions.iter().filter(|s| s.label.is_some()).count();
+    println!(
+        "wrote {}: {} sessions ({labelled} labelled, {} descendants), {} calls",
+        args.out.display(),
+        file.sessions.len(),
+        file.sessions.len() - labelled,
+        file.sessions.iter().map(|s| s.calls.len()).sum::<usize>(),
+    );
+    if !unknown_lengths.is_empty() {
+        let shown: Vec<&str> = unknown_lengths
+            .iter()
+            .take(10)
+            .map(String::as_str)
+            .collect();
+        let more = unknown_lengths.len().saturating_sub(shown.len());
+        eprintln!(
+            "agentwatch: note: the length of {} file(s) read is unknown, the coverage signal skips them{}: {}{}",
+            unknown_lengths.len(),
+            if args.commit.is_some() {
+                " (not in that revision)"
+            } else {
+                " (not on disk; try --repo DIR or --commit REV)"
+            },
+            shown.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where file lengths come from: the disk, or a git revision.
+#[derive(Debug)]
+struct LineSource {
+    commit: Option<String>,
+    repo: Option<PathBuf>,
+    cache: HashMap<PathBuf, Option<u64>>,
+}
+
+impl LineSource {
+    fn new(commit: Option<String>, repo: Option<PathBuf>) -> Self {
+        Self {
+            commit,
+            repo,
+            cache: HashMap::new(),
+        }
+    }
+
+    fn lines(&mut self, file: &FileRef) -> Option<u64> {
+        match &self.commit {
+            Some(rev) => {
+                let relative = file.relative.as_deref()?;
+                let dir = self
+                    .repo
+                    .clone()
+                    .or_else(|| file.root.as_deref().map(PathBuf::from))?;
+                let key = dir.join(format!("{rev}:{relative}"));
+                if let Some(hit) = self.cache.get(&key) {
+                    return *hit;
+                }
+                let found = git_show_lines(&dir, rev, relative);
+                self.cache.insert(key, found);
+                found
+            }
+            None => {
+                let path = match (&self.repo, &file.relative) {
+                    (Some(repo), Some(relative)) => repo.join(relative),
+                    _ => PathBuf::from(&file.path),
+                };
+                if let Some(hit) = self.cache.get(&path) {
+                    return *hit;
+                }
+                let found = std::fs::read(&path).ok().map(|b| count_lines(&b));
+                self.cache.insert(path, found);
+                found
+            }
+        }
+    }
+}
+
+/// `git -C DIR show REV:PATH`, counted; `None` when git fails (no such revision or path).
+fn git_show_lines(dir: &Path, rev: &str, relative: &str) -> Option<u64> {
+    let out = Command::new("git")
+        .arg("--no-pager")
+        .arg("-C")
+        .arg(dir)
+        .arg("show")
+        .arg(format!("{rev}:{relative}"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then(|| count_lines(&out.stdout))
+}
+
+/// Write `text` to `path` atomically: a temporary file in the same directory, synced, renamed
+/// over `path`. On any failure the temporary file is removed and `path` is left as it was.
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), CliError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| {
+            CliError::new(code::USAGE, format!("{}: not a file name", path.display()))
+        })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let attempt = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // Make the rename itself durable; not every file system can sync a directory.
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    attempt().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        CliError::new(code::IOERR, format!("writing {}: {e}", path.display()))
+    })
+}

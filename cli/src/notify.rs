@@ -1,0 +1,127 @@
+//! From configured channels to delivered events: builds the channel adapters (secrets read from
+//! the environment variables the config names) and sends one event, reporting the outcome.
+
+use crate::config::{ChannelSection, Config, Env, parse_severity};
+use agentwatch_channels::{
+    ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel, WebhookChannel, WebhookMode,
+    deliver,
+};
+use agentwatch_store::{ChannelSetting, Store};
+use alert_state::AlertEvent;
+use std::time::Duration;
+
+/// Apply the run-time settings stored by `agentwatch channels set` over the configured ones.
+pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
+    for setting in settings {
+        if let Some(ch) = config.channels.iter_mut().find(|c| c.name == setting.name)
+            && parse_severity(&setting.min_severity).is_ok()
+        {
+            ch.enabled = setting.enabled;
+            ch.min_severity = setting.min_severity.clone();
+        }
+    }
+}
+
+/// Load stored channel settings and apply them (a store that cannot be read changes nothing).
+pub fn apply_stored_settings(config: &mut Config, store: &Store) {
+    if let Ok(settings) = store.channel_settings() {
+        apply_settings(config, &settings);
+    }
+}
+
+/// The adapter for one configured channel.
+pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKind, String> {
+    let timeout = Duration::from_secs_f64(section.timeout_s);
+    match section.channel_type.as_str() {
+        "desktop" => Ok(ChannelKind::Desktop(DesktopChannel {
+            program: section
+                .program
+                .clone()
+                .unwrap_or_else(|| "notify-send".to_owned()),
+        })),
+        "webhook" => {
+            let mode = match section.mode.as_deref() {
+                Some("pagerduty") => WebhookMode::PagerDuty,
+                _ => WebhookMode::Json,
+            };
+            let routing_key = match (&mode, &section.routing_key_env) {
+                (WebhookMode::PagerDuty, Some(var)) => Some(env(var).ok_or_else(|| {
+                    format!(
+                        "channel {}: routing key variable {var} is not set",
+                        section.name
+                    )
+                })?),
+                (WebhookMode::PagerDuty, None) => {
+                    return Err(format!(
+                        "channel {}: pagerduty mode needs routing_key_env",
+                        section.name
+                    ));
+                }
+                _ => None,
+            };
+            Ok(ChannelKind::Webhook(WebhookChannel {
+                url: section.url.clone().unwrap_or_default(),
+                mode,
+                routing_key,
+                timeout,
+            }))
+        }
+        "log" => Ok(ChannelKind::Log(LogChannel {
+            path: section.path.as_ref().map(std::path::PathBuf::from),
+        })),
+        "telegram" => {
+            let var = section.token_env.clone().unwrap_or_default();
+            let token = env(&var).ok_or_else(|| {
+                format!("channel {}: token variable {var} is not set", section.name)
+            })?;
+            Ok(ChannelKind::Telegram(TelegramChannel {
+                api_base: section
+                    .api_base
+                    .clone()
+                    .unwrap_or_else(|| "https://api.telegram.org".to_owned()),
+                token,
+                chat_id: section.chat_id.clone().unwrap_or_default(),
+                timeout,
+            }))
+        }
+        other => Err(format!("channel {}: unknown type {other}", section.name)),
+    }
+}
+
+/// What happened to one delivery.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SendReport {
+    pub channel: String,
+    /// `sent`, `warning`, `failed` or `dry_run`.
+    pub result: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Send `event` to the channel named `name` (or only report, in a dry run).
+pub fn send(
+    config: &Config,
+    name: &str,
+    event: &AlertEvent,
+    dry_run: bool,
+    env: Env<'_>,
+) -> SendReport {
+    let report = |result: &str, message: Option<String>| SendReport {
+        channel: name.to_owned(),
+        result: result.to_owned(),
+        message,
+    };
+    let Some(section) = config.channels.iter().find(|c| c.name == name) else {
+        return report("failed", Some(format!("channel {name} is not configured")));
+    };
+    if dry_run {
+        return report("dry_run", None);
+    }
+    match channel_kind(section, env)
+        .and_then(|kind| deliver(&kind, event).map_err(|e| e.to_string()))
+    {
+        Ok(Outcome::Sent) => report("sent", None),
+        Ok(Outcome::Warning(w)) => report("warning", Some(w)),
+        Err(e) => report("failed", Some(e)),
+    }
+}

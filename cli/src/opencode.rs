@@ -1,0 +1,738 @@
+//! `agentwatch opencode --once`: one tick of the opencode loop watchdog.
+//!
+//! read sessions (servers, registry, opencode.db, session files) -> judge trees (detect-core)
+//! -> ask the LLM where the plan allows -> alert lifecycle and routing (alert-state)
+//! -> deliver (channels) -> store tick, verdicts, alerts and state (SQLite).
+//!
+//! A tick exits 0 however many alerts fired; sources that fail are reported and skipped.
+//! Every transition is one `key=value` line on standard error.
+
+use crate::clock::{host_name, iso8601, now_or_clock};
+use crate::config::{self, Config, Env};
+use crate::exit::{CliError, CliResult, code};
+use crate::input::read_sessions;
+use crate::notify::{SendReport, apply_stored_settings, send};
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
+use agentwatch_store::{AlertRow, RunLock, Store, VerdictRow};
+use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
+use detect_core::{Judgement, Session, TreeVerdict, judge_sessions};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The store key of the alert state.
+pub const ALERT_STATE_KEY: &str = "alerts";
+
+#[derive(Debug, clap::Args)]
+pub struct OpencodeArgs {
+    /// Run one tick and exit (the systemd timer repeats it). This is the only mode.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, send nothing, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print every session's verdict.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print one JSON object describing the tick.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// An opencode server URL, in addition to the configured ones (repeatable).
+    #[arg(long = "server", value_name = "URL")]
+    pub servers: Vec<String>,
+    /// A session file or `opencode export` JSON to judge as a source (repeatable).
+    #[arg(long = "sessions", value_name = "FILE")]
+    pub session_files: Vec<String>,
+    /// Judge the built-in demo sessions, with a fresh store in a temporary directory.
+    #[arg(long)]
+    pub demo: bool,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set watchdog.detector.top_min=10`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The tick's time, unix seconds (for tests and replays; default the clock).
+    #[arg(long)]
+    pub now: Option<i64>,
+}
+
+/// Sessions gathered from every source, and what went wrong.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub sessions: Vec<Session>,
+    /// Sources that answered.
+    pub answered: Vec<String>,
+    /// Sources that failed, with why.
+    pub failed: Vec<(String, String)>,
+    /// Sessions some source could not read (their roots must not look "gone").
+    pub unreadable: usize,
+}
+
+impl Collected {
+    fn add(&mut self, sessions: Vec<Session>) {
+        let seen: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+        self.sessions
+            .extend(sessions.into_iter().filter(|s| !seen.contains(&s.id)));
+    }
+}
+
+/// Server URLs from a registry file: a JSON list of URLs or of objects with a `url`.
+pub fn registry_servers(path: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    let list = value
+        .as_array()
+        .ok_or_else(|| format!("{}: expected a JSON list of servers", path.display()))?;
+    Ok(list
+        .iter()
+        .filter_map(|item| match item {
+            Value::String(url) => Some(url.clone()),
+            Value::Object(o) => o.get("url").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The servers to read: configured, from the registry, and from flags, each once.
+pub fn server_urls(
+    config: &Config,
+    extra: &[String],
+    env: Env<'_>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut urls: Vec<String> = config.opencode.servers.clone();
+    let mut problems = Vec::new();
+    if let Some(registry) = &config.opencode.registry {
+        let path = config::expand_home(registry, env);
+        if path.exists() {
+            match registry_servers(&path) {
+                Ok(found) => urls.extend(found),
+                Err(e) => problems.push((registry.clone(), e)),
+            }
+        }
+    }
+    urls.extend(extra.iter().cloned());
+    let mut seen = HashSet::new();
+    urls.retain(|u| seen.insert(u.trim_end_matches('/').to_owned()));
+    (urls, problems)
+}
+
+/// Read every source.
+pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected {
+    let mut collected = Collected::default();
+    let (urls, problems) = server_urls(config, &args.servers, env);
+    collected.failed.extend(problems);
+    let timeouts = Timeouts {
+        connect: Duration::from_secs_f64(config.opencode.connect_timeout_s),
+        request: Duration::from_secs_f64(config.opencode.request_timeout_s),
+    };
+    for url in urls {
+        let mut spec = ServerSpec::new(&url);
+        spec.username = config.opencode.username.clone();
+        spec.password = env(&config.opencode.password_env);
+        let server = OpencodeServer::new(spec, timeouts);
+        match server.fetch_sessions() {
+            Ok((sessions, problems)) => {
+                collected.unreadable += problems.len();
+                for p in problems {
+                    collected.failed.push((url.clone(), p.to_string()));
+                }
+                collected.add(sessions);
+                collected.answered.push(url);
+            }
+            Err(e) => collected.failed.push((url, e.to_string())),
+        }
+    }
+    if let Some(db) = &config.opencode.db {
+        let path = config::expand_home(db, env);
+        if path.exists() {
+            match read_opencode_db(&path) {
+                Ok(sessions) => {
+                    collected.add(sessions);
+                    collected.answered.push(path.display().to_string());
+                }
+                Err(e) => collected.failed.push((path.display().to_string(), e)),
+            }
+        }
+    }
+    let mut files = args.session_files.clone();
+    if args.demo {
+        files.clear();
+        match crate::input::sessions_from_text("demo", crate::detect::SAMPLE) {
+            Ok(sessions) => {
+                collected.add(sessions);
+                collected.answered.push("built-in demo".to_owned());
+            }
+            Err(e) => collected
+                .failed
+                .push(("built-in demo".to_owned(), e.to_string())),
+        }
+    }
+    for file in files {
+        match read_sessions(std::slice::from_ref(&file)) {
+            Ok(sessions) => {
+                collected.add(sessions);
+                collected.answered.push(file);
+            }
+            Err(e) => collected.failed.push((file, e.to_string())),
+        }
+    }
+    collected
+}
+
+/// Sessions from opencode's own database, read-only.
+fn read_opencode_db(path: &Path) -> Result<Vec<Session>, String> {
+    let db = agentwatch_opencode::db::OpencodeDb::open(path, Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    let rows = db.sessions().map_err(|e| e.to_string())?;
+    let mut sessions = Vec::with_capacity(rows.len());
+    for row in &rows {
+        sessions.push(db.load(row).map_err(|e| e.to_string())?.session);
+    }
+    Ok(sessions)
+}
+
+/// The agent a tree's alert is titled with: the first flagged session's, else the root's.
+fn tree_agent(tree: &TreeVerdict, sessions: &BTreeMap<&str, &Session>) -> String {
+    let agent_of = |id: &str| {
+        sessions.get(id).and_then(|s| {
+            s.agent.clone().or_else(|| {
+                s.title
+                    .as_deref()
+                    .and_then(detect_core::subagent_name)
+                    .map(str::to_owned)
+            })
+        })
+    };
+    tree.flagged_sessions
+        .first()
+        .and_then(|s| agent_of(&s.id))
+        .or_else(|| agent_of(&tree.root))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn tree_summary(tree: &TreeVerdict) -> String {
+    tree.flagged_sessions
+        .iter()
+        .map(|v| format!("{}: {}", v.id, v.summary()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Load the alert state; a corrupt one is set aside and replaced by a clean state, with a warning.
+fn load_alert_state(store: &mut Store, now: i64, dry_run: bool) -> Result<AlertState, CliError> {
+    let Some(text) = store.load_state(ALERT_STATE_KEY).map_err(store_err)? else {
+        return Ok(AlertState::new());
+    };
+    match serde_json::from_str(&text) {
+        Ok(state) => Ok(state),
+        Err(e) => {
+            let aside = if dry_run {
+                "(dry run: left in place)".to_owned()
+            } else {
+                store
+                    .set_aside_state(ALERT_STATE_KEY, now)
+                    .map_err(store_err)?
+                    .unwrap_or_default()
+            };
+            eprintln!(
+                "watchdog=warning state=alerts problem={:?} action=start_clean kept_as={aside:?}",
+                e.to_string()
+            );
+            Ok(AlertState::new())
+        }
+    }
+}
+
+fn store_err(e: agentwatch_store::StoreError) -> CliError {
+    let c = match e {
+        agentwatch_store::StoreError::Corrupt { .. }
+        | agentwatch_store::StoreError::TooNew { .. } => code::DATAERR,
+        _ => code::IOERR,
+    };
+    CliError::new(c, e.to_string())
+}
+
+/// Where the store lives for this run.
+pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| {
+            config
+                .store
+                .path
+                .as_deref()
+                .map(|p| config::expand_home(p, env))
+        })
+        .unwrap_or_else(|| config::default_db_path(env))
+}
+
+/// The run lock beside the database.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "agentwatch.db".to_owned());
+    db.with_file_name(format!(".{name}.lock"))
+}
+
+/// Take the run lock, or exit 75 saying who holds it.
+pub fn take_lock(db: &Path) -> Result<RunLock, CliError> {
+    RunLock::acquire(&lock_path(db)).map_err(|e| match e {
+        agentwatch_store::LockError::Held(path) => CliError::new(
+            code::TEMPFAIL,
+            format!("another agentwatch run holds {path}; exiting"),
+        ),
+        other => CliError::new(code::IOERR, other.to_string()),
+    })
+}
+
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "\\'"))
+}
+
+pub fn run(args: OpencodeArgs) -> CliResult {
+    let env: Env<'_> = &config::process_env;
+    let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let now = now_or_clock(args.now);
+    if !loaded.config.watchdog.enabled {
+        eprintln!(
+            "watchdog={} state=disabled reason=\"watchdog.enabled = false\"",
+            iso8601(now)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let demo_dir;
+    let db_path = if args.demo && args.db.is_none() {
+        demo_dir = std::env::temp_dir().join(format!("agentwatch-demo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&demo_dir);
+        if loaded.config.channels.is_empty() {
+            loaded.config.channels.push(config::ChannelSection {
+                name: "log".to_owned(),
+                channel_type: "log".to_owned(),
+                ..Default::default()
+            });
+        }
+        loaded.config.watchdog.local_llm_enabled = false;
+        Some(demo_dir.join("agentwatch.db"))
+    } else {
+        demo_dir = PathBuf::new();
+        None
+    };
+    let db_path = db_path.unwrap_or_else(|| store_path(&loaded.config, args.db.as_deref(), env));
+    let _lock = take_lock(&db_path)?;
+    let mut store = Store::open(&db_path).map_err(store_err)?;
+    let mut config = loaded.config;
+    apply_stored_settings(&mut config, &store);
+
+    let collected = collect(&config, &args, env);
+    for (source, problem) in &collected.failed {
+        eprintln!(
+            "watchdog={} source={source:?} problem={problem:?} action=skip",
+            iso8601(now)
+        );
+    }
+    let result = if collected.answered.is_empty() {
+        eprintln!(
+            "watchdog={} outcome=no_opencode reason=\"no source answered\"",
+            iso8601(now)
+        );
+        if !args.dry_run {
+            store
+                .record_tick(now, "no_opencode", 0, 0, &[], &[])
+                .map_err(store_err)?;
+        }
+        TickReport::empty(now, &collected)
+    } else {
+        tick(&config, &mut store, &collected, now, &args, env)?
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result.to_json()).unwrap_or_default()
+        );
+    } else {
+        print!("{}", result.render(args.verbose));
+    }
+    eprintln!("tick done: {} alert(s) fired", result.fired());
+    if args.demo && args.db.is_none() {
+        let _ = std::fs::remove_dir_all(&demo_dir);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What one tick saw and did.
+#[derive(Debug)]
+pub struct TickReport {
+    pub now: i64,
+    pub outcome: &'static str,
+    pub sources: Vec<String>,
+    pub failed: Vec<(String, String)>,
+    pub judgement: Judgement,
+    pub decisions: Vec<Decision>,
+    pub sends: Vec<(String, SendReport)>,
+}
+
+impl TickReport {
+    fn empty(now: i64, collected: &Collected) -> Self {
+        Self {
+            now,
+            outcome: "no_opencode",
+            sources: collected.answered.clone(),
+            failed: collected.failed.clone(),
+            judgement: Judgement {
+                sessions: vec![],
+                trees: vec![],
+            },
+            decisions: vec![],
+            sends: vec![],
+        }
+    }
+
+    /// Events fired (trigger, escalate, resolve).
+    pub fn fired(&self) -> usize {
+        self.decisions
+            .iter()
+            .filter(|d| d.dispatch.is_some())
+            .count()
+    }
+
+    fn render(&self, verbose: bool) -> String {
+        let mut out = String::new();
+        if verbose {
+            for v in &self.judgement.sessions {
+                let mark = if v.flagged { "FLAGGED" } else { "ok" };
+                out.push_str(&format!("session {} {mark} {}\n", v.id, v.summary()));
+            }
+        }
+        for t in &self.judgement.trees {
+            let state = if t.flagged {
+                let ids: Vec<&str> = t.flagged_sessions.iter().map(|s| s.id.as_str()).collect();
+                format!("FLAGGED by {}", ids.join(", "))
+            } else {
+                "ok".to_owned()
+            };
+            out.push_str(&format!(
+                "tree {} sessions={} {state}\n",
+                t.root,
+                t.sessions.len()
+            ));
+        }
+        for d in &self.decisions {
+            let Some(dispatch) = &d.dispatch else {
+                continue;
+            };
+            let e = &dispatch.event;
+            out.push_str(&format!(
+                "alert {} {} severity={} title={:?}\n",
+                e.state.as_str(),
+                e.dedup_key,
+                e.severity.as_str(),
+                e.title
+            ));
+            for route in &dispatch.routes {
+                let sent = self
+                    .sends
+                    .iter()
+                    .find(|(key, s)| key == &e.dedup_key && s.channel == route.channel)
+                    .map(|(_, s)| s.result.as_str());
+                out.push_str(&format!(
+                    "  -> {}: {}\n",
+                    route.channel,
+                    sent.unwrap_or(&route.reason)
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "# {}: {} session(s), {}/{} tree(s) flagged, {} alert event(s)\n",
+            self.outcome,
+            self.judgement.sessions.len(),
+            self.judgement.trees.iter().filter(|t| t.flagged).count(),
+            self.judgement.trees.len(),
+            self.fired()
+        ));
+        out
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "now": self.now,
+            "outcome": self.outcome,
+            "sources": self.sources,
+            "failed": self.failed.iter().map(|(s, p)| json!({"source": s, "problem": p})).collect::<Vec<_>>(),
+            "sessions": self.judgement.sessions,
+            "trees": self.judgement.trees,
+            "decisions": self.decisions,
+            "sends": self.sends.iter().map(|(k, s)| json!({"dedup_key": k, "channel": s.channel, "result": s.result, "message": s.message})).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn tick(
+    config: &Config,
+    store: &mut Store,
+    collected: &Collected,
+    now: i64,
+    args: &OpencodeArgs,
+    env: Env<'_>,
+) -> Result<TickReport, CliError> {
+    let detector = config.detector();
+    let judgement = judge_sessions(&collected.sessions, &detector);
+    let by_id: BTreeMap<&str, &Session> = collected
+        .sessions
+        .iter()
+        .map(|s| (s.id.as_str(), s))
+        .collect();
+    let alert_config = config.alert_config(&host_name());
+    let state = load_alert_state(store, now, args.dry_run)?;
+
+    // Only a complete picture may resolve an alert whose root is missing.
+    let complete = collected.failed.is_empty() && collected.unreadable == 0;
+    let present: HashSet<&str> = judgement.trees.iter().map(|t| t.root.as_str()).collect();
+    let gone: Vec<String> = state
+        .open_alerts
+        .values()
+        .map(|a| a.root.clone())
+        .filter(|root| !present.contains(root.as_str()))
+        .collect();
+    if !complete && !gone.is_empty() {
+        eprintln!(
+            "watchdog={} missing_roots={} action=keep_open reason=\"a source failed, so missing is not gone\"",
+            iso8601(now),
+            gone.len()
+        );
+    }
+    let gone = if complete { gone } else { Vec::new() };
+
+    let mut roots: Vec<RootObservation> = judgement
+        .trees
+        .iter()
+        .map(|t| {
+            let agent = tree_agent(t, &by_id);
+            if t.flagged {
+                let mut obs = RootObservation::flagged(&t.root, agent, tree_summary(t));
+                obs.details =
+                    json!({"flagged_sessions": t.flagged_sessions, "sessions": t.sessions});
+                obs
+            } else {
+                RootObservation::not_flagged(&t.root, agent)
+            }
+        })
+        .collect();
+    let plan = alert_state::plan_llm_opinions(
+        &state,
+        &alert_config,
+        roots.iter().filter(|r| r.flagged).map(|r| r.root.as_str()),
+    );
+    let opinions: BTreeMap<String, Option<LlmOpinion>> = plan
+        .roots_to_ask()
+        .map(|root| (root.to_owned(), None))
+        .collect();
+    let opinions = ask_opinions(config, &roots, opinions, now, env);
+    for root in &mut roots {
+        if let Some(opinion) = opinions.get(&root.root) {
+            root.opinion = *opinion;
+        }
+    }
+    let outcome = process_tick(&state, &alert_config, &Tick { now, roots, gone })
+        .map_err(|e| CliError::new(code::SOFTWARE, format!("alert tick: {e}")))?;
+
+    let mut sends = Vec::new();
+    for decision in &outcome.decisions {
+        let fields = match &decision.alert {
+            Some(a) => format!(
+                "severity={} title={} flagged_ticks={}",
+                a.severity.as_str(),
+                quote(&a.title),
+                a.flagged_ticks
+            ),
+            None => String::new(),
+        };
+        eprintln!(
+            "watchdog={} dedup={} state={} {fields} reason={:?}",
+            iso8601(now),
+            quote(&decision.dedup_key),
+            decision.kind.as_str(),
+            decision.reason
+        );
+        let Some(dispatch) = &decision.dispatch else {
+            continue;
+        };
+        for route in &dispatch.routes {
+            if route.delivery.is_delivered() {
+                let report = send(config, &route.channel, &dispatch.event, args.dry_run, env);
+                eprintln!(
+                    "watchdog={} dedup={} channel={} delivery={}{}",
+                    iso8601(now),
+                    quote(&decision.dedup_key),
+                    route.channel,
+                    report.result,
+                    report
+                        .message
+                        .as_deref()
+                        .map(|m| format!(" message={m:?}"))
+                        .unwrap_or_default()
+                );
+                sends.push((decision.dedup_key.clone(), report));
+            } else {
+                eprintln!(
+                    "watchdog={} dedup={} channel={} delivery=suppressed reason={:?}",
+                    iso8601(now),
+                    quote(&decision.dedup_key),
+                    route.channel,
+                    route.reason
+                );
+            }
+        }
+    }
+
+    let fired = outcome
+        .decisions
+        .iter()
+        .filter(|d| d.dispatch.is_some())
+        .count();
+    let any_flagged = judgement.trees.iter().any(|t| t.flagged);
+    let tick_outcome = if any_flagged { "flagged" } else { "ok" };
+    if !args.dry_run {
+        let root_of: BTreeMap<&str, &str> = judgement
+            .trees
+            .iter()
+            .flat_map(|t| {
+                t.sessions
+                    .iter()
+                    .map(move |s| (s.as_str(), t.root.as_str()))
+            })
+            .collect();
+        let verdict_rows: Vec<VerdictRow> = judgement
+            .sessions
+            .iter()
+            .map(|v| {
+                let root = root_of.get(v.id.as_str()).copied().unwrap_or(v.id.as_str());
+                VerdictRow {
+                    session_id: v.id.clone(),
+                    session_root: root.to_owned(),
+                    flagged: v.flagged,
+                    signals: v.signals.iter().map(|s| s.as_str().to_owned()).collect(),
+                    dup: v.reason.dup,
+                    top: i64::from(v.reason.top),
+                    top_what: v.reason.top_what.clone(),
+                    landed: v.reason.landed,
+                    slow: i64::from(v.reason.slow),
+                    coverage: v.reason.coverage,
+                    coverage_file: v.reason.coverage_file.clone(),
+                    calls_since_landed: i64::try_from(v.reason.calls_since_landed)
+                        .unwrap_or(i64::MAX),
+                    llm_opinion: opinions
+                        .get(root)
+                        .copied()
+                        .flatten()
+                        .map(|o| o.as_str().to_owned()),
+                    model_id: None,
+                    provider: None,
+                }
+            })
+            .collect();
+        store
+            .record_tick(
+                now,
+                tick_outcome,
+                i64::try_from(collected.sessions.len()).unwrap_or(i64::MAX),
+                i64::try_from(fired).unwrap_or(i64::MAX),
+                &collected.answered,
+                &verdict_rows,
+            )
+            .map_err(store_err)?;
+        let alert_rows: Vec<AlertRow> = outcome
+            .decisions
+            .iter()
+            .filter_map(|d| d.alert.as_ref().map(|a| (d, a)))
+            .map(|(d, a)| AlertRow {
+                dedup_key: a.dedup_key.clone(),
+                session_root: a.root.clone(),
+                state: if a.resolved_at.is_some() {
+                    "resolved"
+                } else {
+                    "open"
+                }
+                .to_owned(),
+                severity: a.severity.as_str().to_owned(),
+                title: a.title.clone(),
+                summary: d
+                    .dispatch
+                    .as_ref()
+                    .map(|x| x.event.summary.clone())
+                    .unwrap_or_else(|| d.reason.clone()),
+                flagged_ticks: i64::from(a.flagged_ticks),
+                opened_at: a.opened_at,
+                last_fired_at: Some(a.last_fired_at),
+                resolved_at: a.resolved_at,
+            })
+            .collect();
+        store.upsert_alerts(&alert_rows).map_err(store_err)?;
+        let state_json = serde_json::to_string(&outcome.state)
+            .map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+        store
+            .save_state(ALERT_STATE_KEY, &state_json, now)
+            .map_err(store_err)?;
+    }
+    Ok(TickReport {
+        now,
+        outcome: tick_outcome,
+        sources: collected.answered.clone(),
+        failed: collected.failed.clone(),
+        judgement,
+        decisions: outcome.decisions,
+        sends,
+    })
+}
+
+/// Ask the LLM about the planned roots; failures leave the opinion empty and are logged.
+fn ask_opinions(
+    config: &Config,
+    roots: &[RootObservation],
+    mut opinions: BTreeMap<String, Option<LlmOpinion>>,
+    now: i64,
+    env: Env<'_>,
+) -> BTreeMap<String, Option<LlmOpinion>> {
+    if opinions.is_empty() {
+        return opinions;
+    }
+    let llm = &config.watchdog.llm;
+    let endpoint = agentwatch_llm::ChatEndpoint {
+        base_url: llm.url.clone(),
+        dialect: if llm.dialect == "openai" {
+            agentwatch_llm::Dialect::OpenAi
+        } else {
+            agentwatch_llm::Dialect::Ollama
+        },
+        model: config.watchdog.model.clone(),
+        api_key: llm.api_key_env.as_deref().and_then(env),
+        timeout: Duration::from_secs_f64(llm.timeout_s),
+    };
+    for (root, slot) in opinions.iter_mut() {
+        let Some(obs) = roots.iter().find(|r| &r.root == root) else {
+            continue;
+        };
+        match agentwatch_llm::ask_loop_opinion(&endpoint, &obs.agent, &obs.summary) {
+            Ok(opinion) => {
+                *slot = opinion;
+                eprintln!(
+                    "watchdog={} root={root:?} llm_opinion={}",
+                    iso8601(now),
+                    opinion.map_or("none", |o| o.as_str())
+                );
+            }
+            Err(e) => eprintln!(
+                "watchdog={} root={root:?} llm_opinion=none problem={:?}",
+                iso8601(now),
+                e.to_string()
+            ),
+        }
+    }
+    opinions
+}

@@ -1,0 +1,477 @@
+//! `agentwatch opencode --once` end to end: a real opencode server, a real SQLite file, a
+//! loopback webhook receiver, a loopback Ollama-style model, and a notify-send stand-in.
+
+use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, find_binary};
+use agentwatch_testkit::{HttpServer, Reply, Request, StandIns, TempDir, stand_in};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const T0: i64 = 1_796_000_000;
+
+struct Run {
+    out: Output,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", self.stdout()))
+    }
+}
+
+/// Run the binary with an isolated environment rooted at `home`.
+fn agentwatch(home: &Path, path_env: Option<&str>, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentwatch"));
+    cmd.args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env(
+            "PATH",
+            path_env
+                .map(str::to_owned)
+                .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default()),
+        );
+    Run {
+        out: cmd.output().unwrap(),
+    }
+}
+
+fn write_config(home: &Path, text: &str) -> PathBuf {
+    let dir = home.join("config/agentwatch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn bash(command: &str, exit: i64) -> (&'static str, Value, Value, &'static str) {
+    (
+        "bash",
+        json!({"command": command, "description": "run"}),
+        json!({"output": "FAILED", "exit": exit, "truncated": false}),
+        "FAILED",
+    )
+}
+
+fn read(path: &str, offset: i64) -> (&'static str, Value, Value, &'static str) {
+    (
+        "read",
+        json!({"filePath": path, "offset": offset, "limit": 40}),
+        json!({"preview": "x", "truncated": false, "loaded": []}),
+        "<content>",
+    )
+}
+
+/// A looping tree (a parent that edits, a child that rereads one file and reruns one test) and
+/// a healthy session.
+fn exports(dir: &Path) -> (PathBuf, PathBuf, PathBuf, ExportBuilder) {
+    let start = T0 * 1000 - 3_600_000;
+    let edit = (
+        "edit",
+        json!({"filePath": "/tmp/proj/src/lib.rs", "oldString": "a", "newString": "b"}),
+        json!({"diff": "Index: /tmp/proj/src/lib.rs\n@@ -1 +1 @@\n-a\n+b\n", "filediff": {"file": "/tmp/proj/src/lib.rs", "additions": 1, "deletions": 1}}),
+        "Edit applied successfully.",
+    );
+    let parent = ExportBuilder::new(
+        "ses_e2e0000000001parentAAAA",
+        "Fix the money rounding",
+        None,
+        start,
+    )
+    .steps(
+        "build",
+        &[read("/tmp/proj/src/lib.rs", 1), edit.clone()],
+        1000,
+    );
+    let mut loop_calls = Vec::new();
+    for i in 0..45 {
+        loop_calls.push(if i % 3 == 0 {
+            bash("cd /tmp/proj && pytest -x tests/test_money.py", 1)
+        } else {
+            read("/tmp/proj/src/money.py", 1 + (i % 5) * 40)
+        });
+    }
+    let child = ExportBuilder::new(
+        "ses_e2e0000000002childBBBBB",
+        "Find rounding bugs (@explore subagent)",
+        Some("ses_e2e0000000001parentAAAA"),
+        start + 60_000,
+    )
+    .steps("explore", &loop_calls, 1000);
+    let mut healthy_calls = Vec::new();
+    for i in 0..50 {
+        healthy_calls.push(read(&format!("/tmp/proj/migrations/{i:04}.py"), 1));
+    }
+    let healthy = ExportBuilder::new(
+        "ses_e2e0000000003healthyCCC",
+        "Review migrations",
+        None,
+        start + 120_000,
+    )
+    .steps("build", &healthy_calls, 1000);
+    (
+        parent.write(&dir.join("parent.json")),
+        child.write(&dir.join("child.json")),
+        healthy.write(&dir.join("healthy.json")),
+        child,
+    )
+}
+
+#[test]
+fn real_server_trigger_escalate_resolve() {
+    let Some(bin) = find_binary() else {
+        assert!(
+            std::env::var("AGENTWATCH_REQUIRE_OPENCODE").is_err(),
+            "opencode required: run .ci/install-opencode.sh"
+        );
+        eprintln!("opencode not installed (.ci/install-opencode.sh): end-to-end tick not run");
+        return;
+    };
+    let tmp = TempDir::new("aw-tick-e2e");
+    let oc = OpencodeHome::new(bin, &tmp.path.join("oc"));
+    let (parent, child_file, healthy, child) = exports(&tmp.path);
+    for f in [&parent, &child_file, &healthy] {
+        oc.import(f).unwrap();
+    }
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+
+    let webhook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+    let model = HttpServer::start(|_: &Request| {
+        Reply::json(
+            200,
+            &json!({"model": "m", "message": {"role": "assistant", "content": "no"}, "done": true}),
+        )
+    });
+    let home = tmp.path.join("home");
+    let stand_ins = StandIns::new(&tmp.path.join("bin"));
+    let notify = stand_in(&stand_ins, "notify-send", "", 0);
+    write_config(
+        &home,
+        &format!(
+            r#"
+[watchdog]
+local_llm_enabled = true
+[watchdog.llm]
+url = "{model}"
+dialect = "ollama"
+timeout_s = 5
+[opencode]
+servers = ["{server}"]
+[[channels]]
+name = "hook"
+type = "webhook"
+url = "{hook}/events"
+[[channels]]
+name = "desktop"
+type = "desktop"
+program = "{notify}"
+"#,
+            model = model.url(),
+            server = server.url(),
+            hook = webhook.url(),
+            notify = notify.display()
+        ),
+    );
+
+    let tick = |at: i64| {
+        let run = agentwatch(
+            &home,
+            None,
+            &["opencode", "--once", "--json", "--now", &at.to_string()],
+        );
+        assert_eq!(run.code(), Some(0), "{}", run.stderr());
+        run
+    };
+    let events_of = |run: &Run| -> Vec<(String, String)> {
+        run.json()["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| !d["dispatch"].is_null())
+            .map(|d| {
+                (
+                    d["dispatch"]["event"]["state"].as_str().unwrap().to_owned(),
+                    d["dedup_key"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let key = "opencode-loop:ses_e2e0000000001parentAAAA".to_owned();
+
+    let t1 = tick(T0);
+    assert_eq!(
+        events_of(&t1),
+        vec![("trigger".to_owned(), key.clone())],
+        "{}",
+        t1.stderr()
+    );
+    assert!(
+        t1.stderr().contains("tick done: 1 alert(s) fired"),
+        "{}",
+        t1.stderr()
+    );
+    assert!(
+        t1.stderr()
+            .contains("state=trigger severity=warning title='opencode loop: explore'"),
+        "{}",
+        t1.stderr()
+    );
+    assert!(t1.stderr().contains("llm_opinion=no"), "{}", t1.stderr());
+    let t2 = tick(T0 + 300);
+    assert_eq!(events_of(&t2), vec![]);
+    let t3 = tick(T0 + 600);
+    assert_eq!(events_of(&t3), vec![("escalate".to_owned(), key.clone())]);
+
+    // The explorer finally edits: import the same session with one more, landed, step.
+    let landed = child.steps("explore", &[("edit", json!({"filePath": "/tmp/proj/src/money.py", "oldString": "round(", "newString": "quantize("}),
+        json!({"diff": "@@ -1 +1 @@\n-round(\n+quantize(\n"}), "Edit applied successfully.")], 1000);
+    oc.import(&landed.write(&tmp.path.join("child-landed.json")))
+        .unwrap();
+    let t4 = tick(T0 + 900);
+    assert_eq!(
+        events_of(&t4),
+        vec![("resolve".to_owned(), key.clone())],
+        "{}",
+        t4.stderr()
+    );
+
+    // Webhook bodies: trigger, escalate, resolve, as PagerDuty-shaped events.
+    let bodies: Vec<Value> = webhook.requests().iter().map(Request::body_json).collect();
+    let states: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["state"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(states, ["trigger", "escalate", "resolve"]);
+    assert_eq!(bodies[0]["dedup_key"], key.as_str());
+    assert_eq!(bodies[1]["severity"], "critical");
+    // notify-send: warning trigger and critical escalate (resolve bypasses the gate).
+    let argv = stand_ins.calls("notify-send");
+    assert_eq!(argv.len(), 3, "{argv:?}");
+    assert_eq!(
+        argv[0][..4],
+        ["-u", "normal", "--", "opencode loop: explore"]
+    );
+    assert_eq!(argv[1][..2], ["-u", "critical"]);
+
+    // The store holds it all.
+    let status = agentwatch(&home, None, &["status", "--json"]).json();
+    assert_eq!(status["open_alerts"], 0);
+    assert_eq!(status["last_tick"]["sessions_seen"], 3);
+    let alerts = agentwatch(&home, None, &["alerts", "--all", "--json"]).json();
+    assert_eq!(alerts["alerts"][0]["state"], "resolved");
+    assert_eq!(alerts["alerts"][0]["resolved_at"], T0 + 900);
+}
+
+#[test]
+fn misbehaving_servers_are_skipped_and_a_silent_world_is_no_opencode() {
+    let tmp = TempDir::new("aw-tick-bad");
+    let home = tmp.path.join("home");
+    let hang = HttpServer::start(|_: &Request| Reply::Hang);
+    let boom = HttpServer::start(|_: &Request| Reply::text(500, "boom"));
+    let garbage = HttpServer::start(|_: &Request| Reply::text(200, "<html>"));
+    write_config(
+        &home,
+        &format!(
+            "[opencode]\nservers = [\"{}\", \"{}\", \"{}\"]\nrequest_timeout_s = 0.5\nconnect_timeout_s = 0.5\n",
+            hang.url(),
+            boom.url(),
+            garbage.url()
+        ),
+    );
+    let run = agentwatch(
+        &home,
+        None,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    for server in [&hang, &boom, &garbage] {
+        assert!(run.stderr().contains(&server.url()), "{}", run.stderr());
+    }
+    assert!(
+        run.stderr().contains("outcome=no_opencode"),
+        "{}",
+        run.stderr()
+    );
+    let status = agentwatch(&home, None, &["status", "--json"]).json();
+    assert_eq!(status["last_tick"]["outcome"], "no_opencode");
+}
+
+#[test]
+fn demo_tick_shows_verdicts_and_events() {
+    let tmp = TempDir::new("aw-tick-demo");
+    let run = agentwatch(
+        &tmp.path,
+        None,
+        &["opencode", "--once", "--demo", "--now", &T0.to_string()],
+    );
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    let out = run.stdout();
+    assert!(
+        out.contains("tree ses_demo_build sessions=2 FLAGGED by ses_demo_explore"),
+        "{out}"
+    );
+    assert!(
+        out.contains("alert trigger opencode-loop:ses_demo_build severity=warning"),
+        "{out}"
+    );
+    assert!(run.stderr().contains("tick done: 1 alert(s) fired"));
+}
+
+#[test]
+fn a_corrupt_database_is_reported_and_kept() {
+    let tmp = TempDir::new("aw-tick-corrupt");
+    let db = tmp.path.join("state/agentwatch/agentwatch.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let junk = b"definitely not sqlite\n".repeat(200);
+    std::fs::write(&db, &junk).unwrap();
+    let run = agentwatch(
+        &tmp.path,
+        None,
+        &["opencode", "--once", "--sessions", "-", "--now", "1"],
+    );
+    assert_eq!(run.code(), Some(65), "{}", run.stderr());
+    assert!(run.stderr().contains("agentwatch.db"), "{}", run.stderr());
+    assert_eq!(std::fs::read(&db).unwrap(), junk);
+}
+
+#[test]
+fn a_held_lock_exits_75_at_once() {
+    let tmp = TempDir::new("aw-tick-lock");
+    let db = tmp.path.join("state/agentwatch/agentwatch.db");
+    let lock_path = db.with_file_name(".agentwatch.db.lock");
+    let _held = agentwatch_store::RunLock::acquire(&lock_path).unwrap();
+    let run = agentwatch(&tmp.path, None, &["opencode", "--once", "--now", "1"]);
+    assert_eq!(run.code(), Some(75), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("another agentwatch run holds"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn config_prints_the_effective_config_and_rejects_unknown_keys() {
+    let tmp = TempDir::new("aw-config");
+    let run = agentwatch(&tmp.path, None, &["config", "--set", "top_min=10"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(run.stdout().contains("top_min = 10"), "{}", run.stdout());
+    write_config(&tmp.path, "[watchdog]\nwindo = 3\n");
+    let run = agentwatch(&tmp.path, None, &["config"]);
+    assert_eq!(run.code(), Some(78));
+    assert!(run.stderr().contains("windo"), "{}", run.stderr());
+}
+
+#[test]
+fn channels_set_and_test_alert_through_a_stand_in() {
+    let tmp = TempDir::new("aw-channels");
+    let stand_ins = StandIns::new(&tmp.path.join("bin"));
+    let notify = stand_in(&stand_ins, "notify-send", "", 0);
+    write_config(
+        &tmp.path,
+        &format!(
+            "[[channels]]\nname = \"desktop\"\ntype = \"desktop\"\nprogram = \"{}\"\n[[channels]]\nname = \"missing\"\ntype = \"desktop\"\nprogram = \"/nonexistent/notify-send\"\n",
+            notify.display()
+        ),
+    );
+    let run = agentwatch(
+        &tmp.path,
+        None,
+        &[
+            "test-alert",
+            "--severity",
+            "critical",
+            "--channel",
+            "desktop",
+            "--now",
+            "0",
+        ],
+    );
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    let argv = stand_ins.calls("notify-send");
+    assert_eq!(
+        argv,
+        [[
+            "-u",
+            "critical",
+            "--",
+            "agentwatch test alert",
+            "test alert sent at 1970-01-01T00:00:00+00:00"
+        ]]
+    );
+    // A missing notify-send is a warning, not a failure.
+    let run = agentwatch(&tmp.path, None, &["test-alert", "--channel", "missing"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(
+        run.stdout().contains("missing: warning"),
+        "{}",
+        run.stdout()
+    );
+    // Disable the desktop channel at run time; the setting is stored and shown.
+    let run = agentwatch(
+        &tmp.path,
+        None,
+        &[
+            "channels",
+            "set",
+            "desktop",
+            "--enabled",
+            "false",
+            "--now",
+            "5",
+        ],
+    );
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    let list = agentwatch(&tmp.path, None, &["channels", "--json"]).json();
+    assert_eq!(list["channels"][0]["enabled"], false);
+    let run = agentwatch(
+        &tmp.path,
+        None,
+        &["channels", "set", "nope", "--enabled", "true"],
+    );
+    assert_eq!(run.code(), Some(64));
+}
+
+#[test]
+fn the_shipped_units_run_without_editing_paths() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/agentwatch-opencode.service"
+    ))
+    .unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap();
+    let mut words = exec.split_whitespace();
+    assert_eq!(
+        words.next(),
+        Some("%h/.cargo/bin/agentwatch"),
+        "installed by `cargo install --path cli`"
+    );
+    let args: Vec<&str> = words.collect();
+    assert_eq!(args, ["opencode", "--once"]);
+    let timer = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/agentwatch-opencode.timer"
+    ))
+    .unwrap();
+    assert!(timer.contains("OnUnitActiveSec=5min"));
+    // The unit's command works on a machine with no opencode at all: a no_opencode tick.
+    let tmp = TempDir::new("aw-unit");
+    let run = agentwatch(&tmp.path, None, &args);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(run.stderr().contains("outcome=no_opencode"));
+}

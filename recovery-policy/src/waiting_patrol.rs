@@ -1,0 +1,314 @@
+//! Waiting patrol: a child session that sits in `waiting` with an unchanged pane gets one gentle
+//! `report status?` nudge, so a question nobody is looking at gets answered.
+//!
+//! # Rules (decisions.md section 3; defaults in brackets)
+//!
+//! * Only child sessions (a non-empty `parent_session_id`) in status `waiting` are watched.
+//! * The caller hashes the captured pane (SHA-256, any stable hex string works) and passes
+//!   `pane_hash`. The hash first seen starts the timer; a different hash resets it.
+//! * When the pane has been unchanged for **more than** `threshold` \[600 s\], the session is nudged
+//!   (action [`PatrolAction::Nudge`], `report status?`, no-wait). After a nudge, no other nudge for
+//!   `nudge_dedup` \[3600 s\] (one at exactly 3600 s is allowed). The nudge counts when it is
+//!   decided, whether or not the send succeeds, so a broken session is not hammered.
+//! * A pane change resets the timer but keeps the time of the last nudge.
+//! * A status change (not `waiting` any more), a session gone from the listing, or a session that
+//!   is no longer a child forgets the session entirely.
+//! * An unreadable pane (`pane_hash` absent) neither nudges nor resets: the tracker is kept.
+//! * A failed listing must be passed as `None` ([`PatrolEvent::ListingUnavailable`]), never as an
+//!   empty list: it keeps every tracker (agent-deck's own patrol wiped them all).
+//!
+//! # Decisions
+//!
+//! | name | when |
+//! |---|---|
+//! | `watching` | a waiting child seen for the first time; timer started |
+//! | `pane-changed` | its pane hash changed; timer reset |
+//! | `unchanged` | pane unchanged, not longer than `threshold` yet |
+//! | `nudge` | unchanged for more than `threshold`, no nudge in the last `nudge_dedup`; action: nudge |
+//! | `nudge-deduped` | would nudge, but the last nudge was less than `nudge_dedup` ago |
+//! | `pane-unreadable` | no pane hash this time; tracker kept, no nudge |
+//! | `forgotten` | the status changed, the session is gone or no longer a child |
+//! | `listing-unavailable` | the caller could not list sessions; trackers kept |
+
+use crate::restart_guard::SessionStatus;
+use crate::{Decision, PolicyState, UnixSeconds, decision_names, elapsed};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The nudge text.
+pub const NUDGE_MESSAGE: &str = "report status?";
+
+/// Tunables of the waiting patrol; defaults follow the design.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WaitingPatrolConfig {
+    /// Nudge when the pane has been unchanged for more than this (seconds).
+    pub threshold: u32,
+    /// Least time between two nudges of one session (seconds).
+    pub nudge_dedup: u32,
+    /// The text sent.
+    pub message: String,
+    /// Mark actions as a dry run; decisions are unchanged.
+    pub dry_run: bool,
+}
+
+impl Default for WaitingPatrolConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 600,
+            nudge_dedup: 3600,
+            message: NUDGE_MESSAGE.to_owned(),
+            dry_run: false,
+        }
+    }
+}
+
+/// What the caller knows about one session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+pub struct PatrolObservation {
+    pub id: String,
+    #[serde(default)]
+    pub parent_session_id: Option<String>,
+    #[serde(default)]
+    pub status: SessionStatus,
+    /// Hash of the captured pane; `None` when the pane could not be captured.
+    #[serde(default)]
+    pub pane_hash: Option<String>,
+}
+
+impl PatrolObservation {
+    fn is_child(&self) -> bool {
+        self.parent_session_id
+            .as_deref()
+            .is_some_and(|p| !p.trim().is_empty())
+    }
+}
+
+/// What the caller saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatrolEvent {
+    /// The session listing (all sessions, children or not).
+    Tick(Vec<PatrolObservation>),
+    /// Listing the sessions failed.
+    ListingUnavailable,
+}
+
+decision_names! {
+    /// The machine names of the waiting patrol's decisions (see the module docs).
+    pub enum PatrolDecisionName {
+        Watching => "watching",
+        PaneChanged => "pane-changed",
+        Unchanged => "unchanged",
+        Nudge => "nudge",
+        NudgeDeduped => "nudge-deduped",
+        PaneUnreadable => "pane-unreadable",
+        Forgotten => "forgotten",
+        ListingUnavailable => "listing-unavailable",
+    }
+}
+
+/// What the caller must do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PatrolAction {
+    /// `agent-deck [-p P] session send <session> "<message>" --no-wait`.
+    Nudge {
+        session: String,
+        message: String,
+        no_wait: bool,
+        dry_run: bool,
+    },
+}
+
+/// A decision of this policy.
+pub type PatrolDecision = Decision<PatrolDecisionName, PatrolAction>;
+
+/// One watched session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracker {
+    pub pane_hash: String,
+    /// Since when the pane has had this hash.
+    pub unchanged_since: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_nudge_at: Option<i64>,
+}
+
+/// What the patrol remembers between runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WaitingPatrolState {
+    pub trackers: BTreeMap<String, Tracker>,
+}
+
+impl PolicyState for WaitingPatrolState {
+    const POLICY: &'static str = "waiting-patrol";
+    const VERSION: u32 = 1;
+}
+
+use PatrolDecisionName as Name;
+
+fn short(hash: &str) -> &str {
+    hash.char_indices()
+        .nth(12)
+        .map_or(hash, |(cut, _)| &hash[..cut])
+}
+
+impl WaitingPatrolState {
+    /// Applies one observation at `now` and returns its decisions, in a stable order.
+    pub fn handle(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        event: &PatrolEvent,
+        now: UnixSeconds,
+    ) -> Vec<PatrolDecision> {
+        for tracker in self.trackers.values_mut() {
+            tracker.unchanged_since = tracker.unchanged_since.min(now);
+            if let Some(t) = tracker.last_nudge_at.as_mut() {
+                *t = (*t).min(now);
+            }
+        }
+        match event {
+            PatrolEvent::ListingUnavailable => vec![PatrolDecision::new(
+                Name::ListingUnavailable,
+                format!(
+                    "session listing unavailable; {} tracker(s) kept",
+                    self.trackers.len()
+                ),
+            )],
+            PatrolEvent::Tick(sessions) => self.on_tick(config, sessions, now),
+        }
+    }
+
+    fn on_tick(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        sessions: &[PatrolObservation],
+        now: UnixSeconds,
+    ) -> Vec<PatrolDecision> {
+        let mut decisions = Vec::new();
+        let mut seen = BTreeSet::new();
+        for obs in sessions {
+            if !seen.insert(obs.id.as_str()) {
+                continue; // a duplicate id: the first listing wins
+            }
+            if let Some(decision) = self.observe(config, obs, now) {
+                decisions.push(decision.about(&obs.id));
+            }
+        }
+        let gone: Vec<String> = self
+            .trackers
+            .keys()
+            .filter(|id| !seen.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.trackers.remove(&id);
+            decisions.push(
+                PatrolDecision::new(Name::Forgotten, "session gone from the listing; forgotten")
+                    .about(&id),
+            );
+        }
+        decisions
+    }
+
+    fn observe(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        obs: &PatrolObservation,
+        now: UnixSeconds,
+    ) -> Option<PatrolDecision> {
+        if !obs.is_child() || obs.status != SessionStatus::Waiting {
+            self.trackers.remove(&obs.id)?;
+            let why = if obs.is_child() {
+                format!("status is now {}", obs.status.as_str())
+            } else {
+                "no longer a child session".to_owned()
+            };
+            return Some(PatrolDecision::new(
+                Name::Forgotten,
+                format!("{why}; forgotten"),
+            ));
+        }
+        let Some(hash) = obs.pane_hash.as_deref() else {
+            let kept = if self.trackers.contains_key(&obs.id) {
+                "tracker kept"
+            } else {
+                "not tracked yet"
+            };
+            return Some(PatrolDecision::new(
+                Name::PaneUnreadable,
+                format!("pane could not be captured; {kept}, no nudge"),
+            ));
+        };
+        let threshold = i64::from(config.threshold);
+        let Some(tracker) = self.trackers.get_mut(&obs.id) else {
+            self.trackers.insert(
+                obs.id.clone(),
+                Tracker {
+                    pane_hash: hash.to_owned(),
+                    unchanged_since: now,
+                    last_nudge_at: None,
+                },
+            );
+            return Some(PatrolDecision::new(
+                Name::Watching,
+                format!(
+                    "child waiting with pane {}; nudge if unchanged for more than {threshold} s",
+                    short(hash)
+                ),
+            ));
+        };
+        if tracker.pane_hash != hash {
+            tracker.pane_hash = hash.to_owned();
+            tracker.unchanged_since = now;
+            return Some(PatrolDecision::new(
+                Name::PaneChanged,
+                format!("pane changed to {}; timer reset", short(hash)),
+            ));
+        }
+        let unchanged = elapsed(now, tracker.unchanged_since);
+        if unchanged <= threshold {
+            return Some(PatrolDecision::new(
+                Name::Unchanged,
+                format!("pane unchanged for {unchanged} s; nudge after more than {threshold} s"),
+            ));
+        }
+        let dedup = i64::from(config.nudge_dedup);
+        if let Some(last) = tracker.last_nudge_at
+            && elapsed(now, last) < dedup
+        {
+            let ago = elapsed(now, last);
+            return Some(PatrolDecision::new(
+                Name::NudgeDeduped,
+                format!(
+                    "pane unchanged for {unchanged} s; last nudge {ago} s ago, next in {} s",
+                    dedup.saturating_sub(ago)
+                ),
+            ));
+        }
+        tracker.last_nudge_at = Some(now);
+        Some(
+            PatrolDecision::new(
+                Name::Nudge,
+                format!("waiting with an unchanged pane for {unchanged} s; nudging"),
+            )
+            .with_action(PatrolAction::Nudge {
+                session: obs.id.clone(),
+                message: config.message.clone(),
+                no_wait: true,
+                dry_run: config.dry_run,
+            }),
+        )
+    }
+}
+
+/// The pure step: `(state, observation, now) -> (state', decisions)`.
+pub fn step(
+    config: &WaitingPatrolConfig,
+    mut state: WaitingPatrolState,
+    event: &PatrolEvent,
+    now: UnixSeconds,
+) -> (WaitingPatrolState, Vec<PatrolDecision>) {
+    let decisions = state.handle(config, event, now);
+    (state, decisions)
+}
