@@ -19,6 +19,7 @@ pub struct Config {
     pub watchdog: WatchdogSection,
     pub opencode: OpencodeSection,
     pub store: StoreSection,
+    pub recover: RecoverSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
 }
@@ -131,6 +132,80 @@ pub struct StoreSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }
+
+/// `[recover]`: `agentwatch recover`, the confirmed-loop restart of a service (the spec
+/// `loop-recovery.md`). Paths default to the spec's; its environment variables override them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecoverSection {
+    /// The watchdog's loop report (`$FLY_LOOP_REPORT`).
+    pub report: String,
+    /// The unit restarted on a confirmed loop.
+    pub unit: String,
+    /// Restart through the user's service manager (`systemctl --user`).
+    pub user: bool,
+    /// The program and leading arguments that run systemctl, as an argv (no shell).
+    pub systemctl: Vec<String>,
+    /// The restart is killed and counts as failed after this long.
+    pub restart_timeout_s: f64,
+    /// The recovery notice the stream page polls (`$FLY_RECOVERY_NOTICE`).
+    pub notice: String,
+    /// `KEY=value` file with `FLY_LOOP_ROUTER_URL`, `FLY_LOOP_MODEL`, `FLY_LOOP_ROUTER_KEY`;
+    /// optional, refused when its mode is wider than 0640. Empty: none.
+    pub env_file: String,
+    /// OpenAI-compatible router base URL ending in `/v1` (`$FLY_LOOP_ROUTER_URL`). Needs `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router_url: Option<String>,
+    /// The router's model (`$FLY_LOOP_MODEL`). Needs `router_url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub router_timeout_s: f64,
+    /// Seconds between the `countdown` notice and the restart.
+    pub countdown: u32,
+    /// Nothing acts for this long after a successful restart.
+    pub cooldown: u32,
+    /// Two probes confirm a loop when at least this far apart (`$WD_LOOP_INTERVAL` - 30).
+    pub min_probe_gap: u32,
+    /// A report older than this is stale.
+    pub max_report_age: u32,
+    /// How long a loop had lasted when first reported (the notice's `stuckSeconds`).
+    pub report_window: u32,
+    /// After this many router vetoes of one streak, act without asking. Unset: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub veto_limit: Option<u32>,
+}
+
+impl Default for RecoverSection {
+    fn default() -> Self {
+        let policy = recovery_policy::loop_recovery::LoopRecoveryConfig::default();
+        Self {
+            report: "/run/fly/wd/loop.json".to_owned(),
+            unit: "flysim.service".to_owned(),
+            user: false,
+            systemctl: vec!["sudo".to_owned(), "-n".to_owned(), "systemctl".to_owned()],
+            restart_timeout_s: 180.0,
+            notice: "/run/fly/wd/recovery-notice.json".to_owned(),
+            env_file: "/etc/fly/loop-recovery.env".to_owned(),
+            router_url: None,
+            model: None,
+            router_timeout_s: 20.0,
+            countdown: policy.countdown,
+            cooldown: policy.cooldown,
+            min_probe_gap: policy.min_probe_gap,
+            max_report_age: policy.max_report_age,
+            report_window: policy.report_window,
+            veto_limit: None,
+        }
+    }
+}
+
+/// The spec's variables that set `[recover]` keys (the router key is read by `recover` itself).
+pub const RECOVER_ENV: &[(&str, &str)] = &[
+    ("FLY_LOOP_REPORT", "recover.report"),
+    ("FLY_RECOVERY_NOTICE", "recover.notice"),
+    ("FLY_LOOP_ROUTER_URL", "recover.router_url"),
+    ("FLY_LOOP_MODEL", "recover.model"),
+];
 
 /// One `[[channels]]` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,6 +408,28 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
     if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
         set_path(&mut table, "opencode.username", Value::String(user))?;
     }
+    for (var, key) in RECOVER_ENV {
+        if let Some(value) = env(var) {
+            set_path(&mut table, key, Value::String(value))?;
+        }
+    }
+    if let Some(interval) = env("WD_LOOP_INTERVAL") {
+        let gap = interval
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|s| *s >= 0)
+            .ok_or_else(|| {
+                config_err(format!(
+                    "WD_LOOP_INTERVAL = {interval:?}: must be a whole number of seconds"
+                ))
+            })?;
+        set_path(
+            &mut table,
+            "recover.min_probe_gap",
+            Value::Integer((gap - 30).max(0)),
+        )?;
+    }
     for item in sets {
         let (key, value) = item.split_once('=').ok_or_else(|| {
             CliError::new(code::USAGE, format!("--set {item}: expected KEY=VALUE"))
@@ -370,6 +467,8 @@ impl Config {
                 self.opencode.request_timeout_s,
             ),
             ("watchdog.llm.timeout_s", self.watchdog.llm.timeout_s),
+            ("recover.restart_timeout_s", self.recover.restart_timeout_s),
+            ("recover.router_timeout_s", self.recover.router_timeout_s),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(config_err(format!(
@@ -383,6 +482,14 @@ impl Config {
                 self.watchdog.llm.dialect
             )));
         }
+        if self.recover.systemctl.first().is_none_or(|p| p.is_empty()) {
+            return Err(config_err(
+                "recover.systemctl: must name a program, e.g. [\"sudo\", \"-n\", \"systemctl\"]"
+                    .to_owned(),
+            ));
+        }
+        agentwatch_systemd::check_unit_name(&self.recover.unit)
+            .map_err(|e| config_err(format!("recover.unit: {e}")))?;
         let mut names = std::collections::HashSet::new();
         for (i, ch) in self.channels.iter().enumerate() {
             let at = format!("channels[{i}]");
@@ -582,5 +689,35 @@ mod tests {
         let c = load(None, &sets, &no_env).unwrap().config;
         let back: Config = toml::from_str(&c.to_toml()).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn recover_follows_the_spec_variables() {
+        let c = load(None, &[], &no_env).unwrap().config.recover;
+        assert_eq!(c.report, "/run/fly/wd/loop.json");
+        assert_eq!(c.notice, "/run/fly/wd/recovery-notice.json");
+        assert_eq!(c.systemctl, ["sudo", "-n", "systemctl"]);
+        assert_eq!((c.min_probe_gap, c.cooldown, c.countdown), (270, 3600, 60));
+        let env = |k: &str| match k {
+            "FLY_LOOP_REPORT" => Some("/r/loop.json".to_owned()),
+            "FLY_RECOVERY_NOTICE" => Some("/n/notice.json".to_owned()),
+            "FLY_LOOP_ROUTER_URL" => Some("http://127.0.0.1:4000/v1".to_owned()),
+            "FLY_LOOP_MODEL" => Some("free".to_owned()),
+            "WD_LOOP_INTERVAL" => Some("600".to_owned()),
+            _ => None,
+        };
+        let c = load(None, &[], &env).unwrap().config.recover;
+        assert_eq!(c.report, "/r/loop.json");
+        assert_eq!(c.notice, "/n/notice.json");
+        assert_eq!(c.router_url.as_deref(), Some("http://127.0.0.1:4000/v1"));
+        assert_eq!(c.model.as_deref(), Some("free"));
+        assert_eq!(c.min_probe_gap, 570);
+        let bad = |k: &str| (k == "WD_LOOP_INTERVAL").then(|| "5m".to_owned());
+        let err = load(None, &[], &bad).unwrap_err();
+        assert!(err.to_string().contains("WD_LOOP_INTERVAL"), "{err}");
+        for set in ["recover.unit=-x", "recover.systemctl=[]"] {
+            let err = load(None, &[set.to_owned()], &no_env).unwrap_err();
+            assert_eq!(err.code, code::CONFIG, "{set}: {err}");
+        }
     }
 }

@@ -15,8 +15,10 @@ mod input;
 mod notify;
 mod opencode;
 mod operator;
+mod recover;
 mod replay;
 mod replay_alerts;
+mod tracked;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -54,6 +56,8 @@ enum Command {
     ExportFixture(export_fixture::ExportFixtureArgs),
     /// Turn `opencode export` JSON files into one session file.
     ImportExport(import_export::ImportExportArgs),
+    /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
+    Recover(recover::RecoverArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Command::Config(args) => operator::show_config(args),
         Command::ExportFixture(args) => export_fixture::run(args),
         Command::ImportExport(args) => import_export::run(args),
+        Command::Recover(args) => recover::run(args),
     };
     match result {
         Ok(code) => code,

@@ -15,7 +15,8 @@ use crate::notify::{SendReport, apply_stored_settings, send};
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_store::{AlertRow, RunLock, Store, VerdictRow};
 use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
-use detect_core::{Judgement, Session, TreeVerdict, judge_sessions};
+use crate::tracked::{self, Tracked};
+use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -65,7 +66,9 @@ pub struct OpencodeArgs {
 /// Sessions gathered from every source, and what went wrong.
 #[derive(Debug, Default)]
 pub struct Collected {
-    pub sessions: Vec<Session>,
+    pub sessions: Vec<Tracked>,
+    /// Server URLs read incrementally (their cache rows are stored after the tick).
+    pub cached_sources: Vec<String>,
     /// Sources that answered.
     pub answered: Vec<String>,
     /// Sources that failed, with why.
@@ -75,10 +78,19 @@ pub struct Collected {
 }
 
 impl Collected {
-    fn add(&mut self, sessions: Vec<Session>) {
-        let seen: HashSet<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+    /// Add sessions; one seen already (from an earlier source) is judged once.
+    fn add(&mut self, sessions: Vec<Tracked>) {
+        let seen: HashSet<String> = self.sessions.iter().map(|s| s.info.id.clone()).collect();
         self.sessions
-            .extend(sessions.into_iter().filter(|s| !seen.contains(&s.id)));
+            .extend(sessions.into_iter().filter(|s| !seen.contains(&s.info.id)));
+    }
+
+    fn add_whole(&mut self, source: &str, sessions: Vec<Session>, config: &DetectConfig) {
+        let tracked = sessions
+            .iter()
+            .map(|s| Tracked::whole(source, s, config))
+            .collect();
+        self.add(tracked);
     }
 }
 
@@ -123,8 +135,9 @@ pub fn server_urls(
     (urls, problems)
 }
 
-/// Read every source.
-pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected {
+/// Read every source. Servers are read incrementally against what `store` holds.
+pub fn collect(config: &Config, args: &OpencodeArgs, store: &Store, env: Env<'_>) -> Collected {
+    let detector = config.detector();
     let mut collected = Collected::default();
     let (urls, problems) = server_urls(config, &args.servers, env);
     collected.failed.extend(problems);
@@ -137,13 +150,14 @@ pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected 
         spec.username = config.opencode.username.clone();
         spec.password = env(&config.opencode.password_env);
         let server = OpencodeServer::new(spec, timeouts);
-        match server.fetch_sessions() {
-            Ok((sessions, problems)) => {
-                collected.unreadable += problems.len();
-                for p in problems {
+        match tracked::read_server(&server, store, &detector) {
+            Ok(read) => {
+                collected.unreadable += read.problems.len();
+                for p in read.problems {
                     collected.failed.push((url.clone(), p.to_string()));
                 }
-                collected.add(sessions);
+                collected.add(read.sessions);
+                collected.cached_sources.push(server.url().to_owned());
                 collected.answered.push(url);
             }
             Err(e) => collected.failed.push((url, e.to_string())),
@@ -154,8 +168,9 @@ pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected 
         if path.exists() {
             match read_opencode_db(&path) {
                 Ok(sessions) => {
-                    collected.add(sessions);
-                    collected.answered.push(path.display().to_string());
+                    let source = path.display().to_string();
+                    collected.add_whole(&source, sessions, &detector);
+                    collected.answered.push(source);
                 }
                 Err(e) => collected.failed.push((path.display().to_string(), e)),
             }
@@ -166,7 +181,7 @@ pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected 
         files.clear();
         match crate::input::sessions_from_text("demo", crate::detect::SAMPLE) {
             Ok(sessions) => {
-                collected.add(sessions);
+                collected.add_whole("built-in demo", sessions, &detector);
                 collected.answered.push("built-in demo".to_owned());
             }
             Err(e) => collected
@@ -177,7 +192,7 @@ pub fn collect(config: &Config, args: &OpencodeArgs, env: Env<'_>) -> Collected 
     for file in files {
         match read_sessions(std::slice::from_ref(&file)) {
             Ok(sessions) => {
-                collected.add(sessions);
+                collected.add_whole(&file, sessions, &detector);
                 collected.answered.push(file);
             }
             Err(e) => collected.failed.push((file, e.to_string())),
@@ -330,7 +345,7 @@ pub fn run(args: OpencodeArgs) -> CliResult {
     let mut config = loaded.config;
     apply_stored_settings(&mut config, &store);
 
-    let collected = collect(&config, &args, env);
+    let mut collected = collect(&config, &args, &store, env);
     for (source, problem) in &collected.failed {
         eprintln!(
             "watchdog={} source={source:?} problem={problem:?} action=skip",
@@ -349,7 +364,7 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         }
         TickReport::empty(now, &collected)
     } else {
-        tick(&config, &mut store, &collected, now, &args, env)?
+        tick(&config, &mut store, &mut collected, now, &args, env)?
     };
     if args.json {
         println!(
@@ -476,17 +491,27 @@ impl TickReport {
 fn tick(
     config: &Config,
     store: &mut Store,
-    collected: &Collected,
+    collected: &mut Collected,
     now: i64,
     args: &OpencodeArgs,
     env: Env<'_>,
 ) -> Result<TickReport, CliError> {
     let detector = config.detector();
-    let judgement = judge_sessions(&collected.sessions, &detector);
+    let (judgement, cache_rows) = tracked::judge(&mut collected.sessions, &detector, now);
+    let read_now = collected.sessions.iter().filter(|s| s.was_read()).count();
+    if args.verbose {
+        eprintln!(
+            "watchdog={} sessions={} read={} from_store={}",
+            iso8601(now),
+            collected.sessions.len(),
+            read_now,
+            collected.sessions.len() - read_now
+        );
+    }
     let by_id: BTreeMap<&str, &Session> = collected
         .sessions
         .iter()
-        .map(|s| (s.id.as_str(), s))
+        .map(|s| (s.info.id.as_str(), &s.info))
         .collect();
     let alert_config = config.alert_config(&host_name());
     let state = load_alert_state(store, now, args.dry_run)?;
@@ -674,6 +699,12 @@ fn tick(
             })
             .collect();
         store.upsert_alerts(&alert_rows).map_err(store_err)?;
+        for source in &collected.cached_sources {
+            let rows = cache_rows.get(source).map(Vec::as_slice).unwrap_or_default();
+            store
+                .replace_session_cache(source, rows)
+                .map_err(store_err)?;
+        }
         let state_json = serde_json::to_string(&outcome.state)
             .map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
         store

@@ -18,11 +18,7 @@ use std::sync::OnceLock;
 
 const PARENT: &str = "ses_dd623f63fffee71lHFE8l6hlvY";
 const CHILD: &str = "ses_dd6230bdfffe5bR215DEWc1ZCj";
-const SAMPLES: [&str; 3] = [
-    "export_fixture_parent.json",
-    "export_fixture_child.json",
-    "export_real_shell_session.json",
-];
+const SAMPLES: [&str; 2] = ["export_fixture_parent.json", "export_fixture_child.json"];
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(format!(
@@ -100,10 +96,18 @@ fn work_tree(tmp: &TempDir) -> PathBuf {
     let repo = tmp.path.join("repo");
     std::fs::create_dir_all(repo.join("src")).unwrap();
     git(&repo, &["init", "-q"]);
-    std::fs::write(repo.join("src/lib.rs"), "fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n").unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
+    )
+    .unwrap();
     git(&repo, &["add", "src/lib.rs"]);
     git(&repo, &["commit", "-q", "-m", "three lines"]);
-    std::fs::write(repo.join("src/lib.rs"), "// a\n// b\nfn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n").unwrap();
+    std::fs::write(
+        repo.join("src/lib.rs"),
+        "// a\n// b\nfn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n",
+    )
+    .unwrap();
     repo
 }
 
@@ -120,7 +124,14 @@ fn verdicts(args: &[&str]) -> Value {
 }
 
 const SENSITIVE: [&str; 8] = [
-    "--set", "min_calls=3", "--set", "top_min=3", "--set", "cum_min=3", "--set", "window=10",
+    "--set",
+    "min_calls=3",
+    "--set",
+    "top_min=3",
+    "--set",
+    "cum_min=3",
+    "--set",
+    "window=10",
 ];
 
 #[test]
@@ -134,11 +145,29 @@ fn round_trip_db_to_fixture_to_detect() {
     let out_path = tmp.path.join("fixture.json");
     let db = sample_db();
     let out = agentwatch(&[
-        "export-fixture", "--db", s(&db), "--labels", s(&labels), "--out", s(&out_path),
-        "--commit", "HEAD", "--repo", s(&repo),
+        "export-fixture",
+        "--db",
+        s(&db),
+        "--labels",
+        s(&labels),
+        "--out",
+        s(&out_path),
+        "--commit",
+        "HEAD",
+        "--repo",
+        s(&repo),
     ]);
-    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stdout).contains("2 sessions (1 labelled, 1 descendants)"), "{}", text(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("2 sessions (1 labelled, 1 descendants)"),
+        "{}",
+        text(&out.stdout)
+    );
 
     let file = SessionFile::from_json(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     let ids: Vec<&str> = file.sessions.iter().map(|s| s.id.as_str()).collect();
@@ -146,7 +175,10 @@ fn round_trip_db_to_fixture_to_detect() {
     assert_eq!(file.sessions[0].label, Some(Label::MustFlag));
     assert_eq!(file.sessions[1].parent_id.as_deref(), Some(PARENT));
     // The length came from the commit (3 lines), not the disk (5).
-    assert_eq!(file.sessions[1].line_counts["/home/user/proj/src/lib.rs"], 3);
+    assert_eq!(
+        file.sessions[1].line_counts["/home/user/proj/src/lib.rs"],
+        3
+    );
     let raw = std::fs::read_to_string(&out_path).unwrap();
     assert!(!raw.contains("Find why tests fail") && !raw.contains("a + b"));
 
@@ -162,34 +194,72 @@ fn round_trip_db_to_fixture_to_detect() {
         let b = &from_exports["sessions"][i];
         assert_eq!(a["flagged"], b["flagged"], "{i}");
         let without_coverage = |v: &Value| -> Vec<Value> {
-            v["signals"].as_array().unwrap().iter().filter(|s| *s != "coverage").cloned().collect()
+            v["signals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| *s != "coverage")
+                .cloned()
+                .collect()
         };
         assert_eq!(without_coverage(a), without_coverage(b), "{i}");
     }
-    assert!(from_fixture["sessions"][1]["signals"].as_array().unwrap().contains(&json!("coverage")));
-    assert_eq!(from_fixture["trees"][0]["dedup_key"], format!("opencode-loop:{PARENT}"));
+    assert!(
+        from_fixture["sessions"][1]["signals"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("coverage"))
+    );
+    assert_eq!(
+        from_fixture["trees"][0]["dedup_key"],
+        format!("opencode-loop:{PARENT}")
+    );
 
     // From disk under --repo instead: the current 5 lines.
     let out = agentwatch(&[
-        "export-fixture", "--db", s(&db), "--labels", s(&labels), "--out", s(&out_path),
-        "--repo", s(&repo),
+        "export-fixture",
+        "--db",
+        s(&db),
+        "--labels",
+        s(&labels),
+        "--out",
+        s(&out_path),
+        "--repo",
+        s(&repo),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let file = SessionFile::from_json(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
-    assert_eq!(file.sessions[1].line_counts["/home/user/proj/src/lib.rs"], 5);
+    assert_eq!(
+        file.sessions[1].line_counts["/home/user/proj/src/lib.rs"],
+        5
+    );
     // Without either, the recorded path does not exist here: a note says so.
     let out = agentwatch(&[
-        "export-fixture", "--db", s(&db), "--labels", s(&labels), "--out", s(&out_path),
+        "export-fixture",
+        "--db",
+        s(&db),
+        "--labels",
+        s(&labels),
+        "--out",
+        s(&out_path),
     ]);
     assert!(out.status.success());
-    assert!(text(&out.stderr).contains("the length of 1 file(s) read is unknown"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the length of 1 file(s) read is unknown"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// Run a failing export over a good file: the message, the code, the good file untouched and no
 /// temporary file left behind.
 fn assert_fails_cleanly(tmp: &TempDir, args: &[&str], exit: i32, needles: &[&str]) {
     let out_path = tmp.path.join("good.json");
-    std::fs::write(&out_path, "{\"format\": \"agentwatch-sessions/1\", \"sessions\": []}\n").unwrap();
+    std::fs::write(
+        &out_path,
+        "{\"format\": \"agentwatch-sessions/1\", \"sessions\": []}\n",
+    )
+    .unwrap();
     let mut all = args.to_vec();
     all.extend(["--out", s(&out_path)]);
     let out = agentwatch(&all);
@@ -220,7 +290,11 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
 
     // Labels naming unknown sessions: every one is named.
     let unknown = tmp.path.join("unknown.json");
-    std::fs::write(&unknown, json!({"ses_nope": "must_flag", PARENT: "must_flag", "ses_gone": null}).to_string()).unwrap();
+    std::fs::write(
+        &unknown,
+        json!({"ses_nope": "must_flag", PARENT: "must_flag", "ses_gone": null}).to_string(),
+    )
+    .unwrap();
     assert_fails_cleanly(
         &tmp,
         &["export-fixture", "--db", s(&db), "--labels", s(&unknown)],
@@ -230,7 +304,13 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
     // A labels file that is missing, or not a label map.
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&db), "--labels", "/nonexistent/labels.json"],
+        &[
+            "export-fixture",
+            "--db",
+            s(&db),
+            "--labels",
+            "/nonexistent/labels.json",
+        ],
         66,
         &["labels /nonexistent/labels.json"],
     );
@@ -245,25 +325,50 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
     // A missing database.
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", "/nonexistent/opencode.db", "--labels", s(&good_labels)],
+        &[
+            "export-fixture",
+            "--db",
+            "/nonexistent/opencode.db",
+            "--labels",
+            s(&good_labels),
+        ],
         66,
         &["/nonexistent/opencode.db: no such database file"],
     );
     // A database of another schema version.
     let old = tmp.path.join("old.db");
-    create_db_with_schema(&old, "CREATE TABLE session (id TEXT PRIMARY KEY, data TEXT);").unwrap();
+    create_db_with_schema(
+        &old,
+        "CREATE TABLE session (id TEXT PRIMARY KEY, data TEXT);",
+    )
+    .unwrap();
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&old), "--labels", s(&good_labels)],
+        &[
+            "export-fixture",
+            "--db",
+            s(&old),
+            "--labels",
+            s(&good_labels),
+        ],
         65,
-        &["not an opencode database of a supported schema version", "no table `part`"],
+        &[
+            "not an opencode database of a supported schema version",
+            "no table `part`",
+        ],
     );
     // A file that is not a database at all.
     let junk = tmp.path.join("junk.db");
     std::fs::write(&junk, "x".repeat(200)).unwrap();
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&junk), "--labels", s(&good_labels)],
+        &[
+            "export-fixture",
+            "--db",
+            s(&junk),
+            "--labels",
+            s(&good_labels),
+        ],
         65,
         &["not an SQLite database"],
     );
@@ -288,7 +393,13 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
     std::fs::write(&quiet_labels, "{\"ses_quiet\": \"must_not_flag\"}").unwrap();
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&quiet_db), "--labels", s(&quiet_labels)],
+        &[
+            "export-fixture",
+            "--db",
+            s(&quiet_db),
+            "--labels",
+            s(&quiet_labels),
+        ],
         65,
         &["session ses_quiet has no tool calls"],
     );
@@ -304,14 +415,28 @@ fn a_locked_database_is_reported_with_tempfail() {
     let lock = lock_exclusively(&db).unwrap();
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&db), "--labels", s(&labels), "--busy-timeout-ms", "50"],
+        &[
+            "export-fixture",
+            "--db",
+            s(&db),
+            "--labels",
+            s(&labels),
+            "--busy-timeout-ms",
+            "50",
+        ],
         75,
         &["locked by another process (gave up after 50 ms)"],
     );
     drop(lock);
     let out_path = tmp.path.join("after.json");
     let out = agentwatch(&[
-        "export-fixture", "--db", s(&db), "--labels", s(&labels), "--out", s(&out_path),
+        "export-fixture",
+        "--db",
+        s(&db),
+        "--labels",
+        s(&labels),
+        "--out",
+        s(&out_path),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
@@ -330,7 +455,13 @@ fn import_export_makes_one_session_file() {
 
     // --out: written atomically; detect reads it like the exports themselves.
     let out_path = tmp.path.join("sessions.json");
-    let out = agentwatch(&["import-export", s(&parent), s(&child), "--out", s(&out_path)]);
+    let out = agentwatch(&[
+        "import-export",
+        s(&parent),
+        s(&child),
+        "--out",
+        s(&out_path),
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());
     let a = verdicts(&[&["detect", s(&out_path), "--json"][..], &SENSITIVE].concat());
@@ -342,16 +473,37 @@ fn import_export_makes_one_session_file() {
     std::fs::write(&junk, "{\"info\": {}, \"messages\": []}").unwrap();
     let before = std::fs::read_to_string(&out_path).unwrap();
     for (args, exit, needle) in [
-        (vec!["import-export", "/nonexistent/x.json"], 66, "/nonexistent/x.json"),
-        (vec!["import-export", s(&junk)], 65, "junk.json: opencode export"),
-        (vec!["import-export", s(&parent), s(&parent)], 65, "appears in both"),
+        (
+            vec!["import-export", "/nonexistent/x.json"],
+            66,
+            "/nonexistent/x.json",
+        ),
+        (
+            vec!["import-export", s(&junk)],
+            65,
+            "junk.json: opencode export",
+        ),
+        (
+            vec!["import-export", s(&parent), s(&parent)],
+            65,
+            "appears in both",
+        ),
         (vec!["import-export", "-", "-"], 64, "standard input"),
     ] {
         let mut all = args.clone();
         all.extend(["--out", s(&out_path)]);
         let out = agentwatch(&all);
-        assert_eq!(out.status.code(), Some(exit), "{args:?}: {}", text(&out.stderr));
-        assert!(text(&out.stderr).contains(needle), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(exit),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), before);
 }

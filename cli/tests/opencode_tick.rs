@@ -190,7 +190,7 @@ program = "{notify}"
         let run = agentwatch(
             &home,
             None,
-            &["opencode", "--once", "--json", "--now", &at.to_string()],
+            &["opencode", "--once", "--json", "--verbose", "--now", &at.to_string()],
         );
         assert_eq!(run.code(), Some(0), "{}", run.stderr());
         run
@@ -230,8 +230,11 @@ program = "{notify}"
         t1.stderr()
     );
     assert!(t1.stderr().contains("llm_opinion=no"), "{}", t1.stderr());
+    assert!(t1.stderr().contains("sessions=3 read=3 from_store=0"), "{}", t1.stderr());
     let t2 = tick(T0 + 300);
     assert_eq!(events_of(&t2), vec![]);
+    // Nothing changed on the server: the second tick reads no session, the store has them all.
+    assert!(t2.stderr().contains("sessions=3 read=0 from_store=3"), "{}", t2.stderr());
     let t3 = tick(T0 + 600);
     assert_eq!(events_of(&t3), vec![("escalate".to_owned(), key.clone())]);
 

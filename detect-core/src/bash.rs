@@ -13,11 +13,12 @@
 /// Normalise a bash command for call identity and target keys.
 pub fn normalize_bash(command: &str) -> String {
     let joined = join_lines(command);
-    let mut text = collapse_whitespace(&joined);
-    while let Some(rest) = strip_one_prefix(&text) {
+    let collapsed = collapse_whitespace(&joined);
+    let mut text = collapsed.as_str();
+    while let Some(rest) = strip_one_prefix(text) {
         text = rest;
     }
-    text
+    text.to_owned()
 }
 
 /// Quote state while scanning a command left to right.
@@ -30,8 +31,23 @@ enum Quote {
 
 /// Steps 1-3 up to the join: drop comments, keep non-empty lines, join them with ` ; `.
 fn join_lines(command: &str) -> String {
-    let text = command.replace("\r\n", "\n").replace("\\\n", "");
-    let mut lines: Vec<String> = Vec::new();
+    let text: std::borrow::Cow<'_, str> = if command.contains('\r') || command.contains("\\\n") {
+        command.replace("\r\n", "\n").replace("\\\n", "").into()
+    } else {
+        command.into()
+    };
+    let mut joined = String::with_capacity(text.len());
+    // Append a finished line, trimmed, unless it is empty.
+    let flush = |line: &mut String, joined: &mut String| {
+        let trimmed = line.trim();
+        if !trimmed.is_empty() {
+            if !joined.is_empty() {
+                joined.push_str(" ; ");
+            }
+            joined.push_str(trimmed);
+        }
+        line.clear();
+    };
     let mut line = String::new();
     let mut quote = Quote::None;
     let mut escaped = false;
@@ -46,7 +62,7 @@ fn join_lines(command: &str) -> String {
             in_comment = false;
             escaped = false;
             at_word_start = true;
-            lines.push(std::mem::take(&mut line));
+            flush(&mut line, &mut joined);
             continue;
         }
         if in_comment {
@@ -85,13 +101,8 @@ fn join_lines(command: &str) -> String {
         at_word_start = ch.is_whitespace();
         line.push(ch);
     }
-    lines.push(line);
-    let kept: Vec<&str> = lines
-        .iter()
-        .map(|l| l.trim())
-        .filter(|l| !l.is_empty())
-        .collect();
-    kept.join(" ; ")
+    flush(&mut line, &mut joined);
+    joined
 }
 
 /// Every run of whitespace becomes one space; leading and trailing whitespace goes.
@@ -158,8 +169,9 @@ fn after_separator(text: &str) -> Option<&str> {
         .map(str::trim_start)
 }
 
-/// Strip one leading prefix, or `None` when there is none (or nothing would remain).
-fn strip_one_prefix(text: &str) -> Option<String> {
+/// Strip one leading prefix, or `None` when there is none (or nothing would remain). The
+/// remainder is always a suffix of `text`.
+fn strip_one_prefix(text: &str) -> Option<&str> {
     let (first, rest) = split_word(text);
     let rest = rest.trim_start();
     let remainder = match first {
@@ -199,7 +211,7 @@ fn strip_one_prefix(text: &str) -> Option<String> {
     if remainder.is_empty() || remainder.starts_with([';', '#']) || remainder.starts_with("&&") {
         return None;
     }
-    Some(remainder.to_owned())
+    Some(remainder)
 }
 
 /// The first `n` whitespace-separated tokens of a normalised command, joined by single spaces.

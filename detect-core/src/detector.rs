@@ -6,10 +6,12 @@
 //!   O(1) amortised per push; reading a verdict costs O(window).
 
 use crate::config::DetectConfig;
+use crate::fxhash::FxHashMap;
 use crate::matcher::{CallContext, CallFacts};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
-use std::collections::{BTreeMap, HashMap};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
 /// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
@@ -91,6 +93,28 @@ fn max_by_ratio<'a>(ratios: impl Iterator<Item = (&'a str, f64)>) -> Option<(&'a
     })
 }
 
+/// The facts of a session's counted calls, in order.
+pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts> {
+    let ctx = CallContext {
+        directory: session.directory.as_deref(),
+        line_counts: &session.line_counts,
+    };
+    session
+        .calls
+        .iter()
+        .filter_map(|call| CallFacts::of(call, ctx, config))
+        .collect()
+}
+
+/// The time of a session's latest own landed call, from its facts.
+pub fn latest_own_landing(facts: &[CallFacts]) -> Option<i64> {
+    facts
+        .iter()
+        .filter(|f| f.landed)
+        .filter_map(|f| f.end_ms)
+        .max()
+}
+
 /// Judge one session on its own calls (batch form).
 ///
 /// `latest_descendant_landing` is the time (unix ms) of the most recent landed call among the
@@ -100,15 +124,21 @@ pub fn judge_session(
     latest_descendant_landing: Option<i64>,
     config: &DetectConfig,
 ) -> SessionVerdict {
-    let ctx = CallContext {
-        directory: session.directory.as_deref(),
-        line_counts: &session.line_counts,
-    };
-    let facts: Vec<CallFacts> = session
-        .calls
-        .iter()
-        .filter_map(|call| CallFacts::of(call, ctx, config))
-        .collect();
+    judge_facts(
+        session,
+        &session_facts(session, config),
+        latest_descendant_landing,
+        config,
+    )
+}
+
+/// [`judge_session`] on facts computed already.
+pub fn judge_facts(
+    session: &Session,
+    facts: &[CallFacts],
+    latest_descendant_landing: Option<i64>,
+    config: &DetectConfig,
+) -> SessionVerdict {
     let own_cut = facts.iter().rposition(|f| f.landed).map_or(0, |i| i + 1);
     let descendant_cut = latest_descendant_landing.map_or(0, |t| {
         facts
@@ -119,8 +149,8 @@ pub fn judge_session(
     let span = &facts[own_cut.max(descendant_cut)..];
     let window = &span[span.len().saturating_sub(config.window)..];
 
-    let mut identity_in_window: HashMap<&str, u32> = HashMap::new();
-    let mut target_in_window: HashMap<&str, u32> = HashMap::new();
+    let mut identity_in_window: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut target_in_window: FxHashMap<&str, u32> = FxHashMap::default();
     // path -> (lines read, the file length of its latest read)
     let mut files: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     for f in window {
@@ -132,7 +162,7 @@ pub fn judge_session(
             entry.1 = read.file_lines;
         }
     }
-    let mut identity_in_span: HashMap<&str, u32> = HashMap::new();
+    let mut identity_in_span: FxHashMap<&str, u32> = FxHashMap::default();
     for f in span {
         *identity_in_span.entry(&f.identity).or_default() += 1;
     }
@@ -175,7 +205,7 @@ fn ratio(lines: u64, file_lines: u64) -> f64 {
 }
 
 /// One call of the span, interned.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct SpanCall {
     identity: u32,
     target: u32,
@@ -202,16 +232,32 @@ pub struct SessionDetector {
     directory: Option<String>,
     line_counts: BTreeMap<String, u64>,
     names: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: FxHashMap<String, u32>,
     span: Vec<SpanCall>,
     window_start: usize,
-    identity_in_span: HashMap<u32, u32>,
+    identity_in_span: FxHashMap<u32, u32>,
     slow: u32,
-    identity_in_window: HashMap<u32, u32>,
-    target_in_window: HashMap<u32, u32>,
-    files_in_window: HashMap<u32, FileInWindow>,
+    identity_in_window: FxHashMap<u32, u32>,
+    target_in_window: FxHashMap<u32, u32>,
+    files_in_window: FxHashMap<u32, FileInWindow>,
     landed: bool,
     latest_descendant_landing: Option<i64>,
+    latest_own_landing: Option<i64>,
+}
+
+/// What a [`SessionDetector`] must remember between runs: its context and the span, with only
+/// the names the span uses. Counts are rebuilt from the span on [`SessionDetector::restore`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectorSnapshot {
+    pub id: String,
+    pub read_only: bool,
+    pub directory: Option<String>,
+    pub line_counts: BTreeMap<String, u64>,
+    names: Vec<String>,
+    span: Vec<SpanCall>,
+    pub landed: bool,
+    pub latest_descendant_landing: Option<i64>,
+    pub latest_own_landing: Option<i64>,
 }
 
 impl SessionDetector {
@@ -224,17 +270,107 @@ impl SessionDetector {
             directory: session.directory.clone(),
             line_counts: session.line_counts.clone(),
             names: Vec::new(),
-            ids: HashMap::new(),
+            ids: FxHashMap::default(),
             span: Vec::new(),
             window_start: 0,
-            identity_in_span: HashMap::new(),
+            identity_in_span: FxHashMap::default(),
             slow: 0,
-            identity_in_window: HashMap::new(),
-            target_in_window: HashMap::new(),
-            files_in_window: HashMap::new(),
+            identity_in_window: FxHashMap::default(),
+            target_in_window: FxHashMap::default(),
+            files_in_window: FxHashMap::default(),
             landed: false,
             latest_descendant_landing: None,
+            latest_own_landing: None,
         }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The time of the latest landed call pushed (its end, else its start), if any.
+    pub fn latest_own_landing(&self) -> Option<i64> {
+        self.latest_own_landing
+    }
+
+    /// The latest descendant landing pushed, if any.
+    pub fn latest_descendant_landing(&self) -> Option<i64> {
+        self.latest_descendant_landing
+    }
+
+    /// A compact copy of what this detector must remember (see [`DetectorSnapshot`]).
+    pub fn snapshot(&self) -> DetectorSnapshot {
+        let mut names = Vec::new();
+        let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut map = |old: u32, names: &mut Vec<String>| {
+            *renumber.entry(old).or_insert_with(|| {
+                names.push(self.names[old as usize].clone());
+                u32::try_from(names.len() - 1).unwrap_or(u32::MAX)
+            })
+        };
+        let span = self
+            .span
+            .iter()
+            .map(|c| SpanCall {
+                identity: map(c.identity, &mut names),
+                target: map(c.target, &mut names),
+                read: c.read.map(|(p, l, f)| (map(p, &mut names), l, f)),
+                start_ms: c.start_ms,
+            })
+            .collect();
+        DetectorSnapshot {
+            id: self.id.clone(),
+            read_only: self.read_only,
+            directory: self.directory.clone(),
+            line_counts: self.line_counts.clone(),
+            names,
+            span,
+            landed: self.landed,
+            latest_descendant_landing: self.latest_descendant_landing,
+            latest_own_landing: self.latest_own_landing,
+        }
+    }
+
+    /// Rebuild a detector from a snapshot taken under the same `config`. A snapshot whose span
+    /// names something it does not hold is refused (`None`): the caller starts over.
+    pub fn restore(snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
+        let known = snapshot.names.len();
+        let valid = |i: u32| (i as usize) < known;
+        if !snapshot.span.iter().all(|c| {
+            valid(c.identity) && valid(c.target) && c.read.is_none_or(|(p, _, _)| valid(p))
+        }) {
+            return None;
+        }
+        let mut detector = Self {
+            id: snapshot.id,
+            config: config.clone(),
+            read_only: snapshot.read_only,
+            directory: snapshot.directory,
+            line_counts: snapshot.line_counts,
+            ids: snapshot
+                .names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), u32::try_from(i).unwrap_or(u32::MAX)))
+                .collect(),
+            names: snapshot.names,
+            span: Vec::with_capacity(snapshot.span.len()),
+            window_start: 0,
+            identity_in_span: FxHashMap::default(),
+            slow: 0,
+            identity_in_window: FxHashMap::default(),
+            target_in_window: FxHashMap::default(),
+            files_in_window: FxHashMap::default(),
+            landed: snapshot.landed,
+            latest_descendant_landing: snapshot.latest_descendant_landing,
+            latest_own_landing: snapshot.latest_own_landing,
+        };
+        for call in snapshot.span {
+            detector.span.push(call);
+            detector.add(call);
+        }
+        Some(detector)
     }
 
     /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
@@ -266,7 +402,10 @@ impl SessionDetector {
             (Some(s), Some(t)) if s <= t
         );
         if facts.landed || before_descendant_landing {
-            self.landed |= facts.landed;
+            if facts.landed {
+                self.landed = true;
+                self.latest_own_landing = self.latest_own_landing.max(facts.end_ms);
+            }
             self.clear_span();
             return;
         }
@@ -373,7 +512,7 @@ impl SessionDetector {
     }
 }
 
-fn decrement(counts: &mut HashMap<u32, u32>, key: u32) {
+fn decrement(counts: &mut FxHashMap<u32, u32>, key: u32) {
     if let Some(n) = counts.get_mut(&key) {
         *n -= 1;
         if *n == 0 {

@@ -36,6 +36,7 @@
 mod bash;
 mod config;
 mod detector;
+mod fxhash;
 mod matcher;
 mod model;
 mod tree;
@@ -43,7 +44,10 @@ mod verdict;
 
 pub use bash::{first_tokens, normalize_bash};
 pub use config::{ConfigError, DETECT_KEYS, DetectConfig};
-pub use detector::{SessionDetector, is_read_only, judge_session, subagent_name};
+pub use detector::{
+    DetectorSnapshot, SessionDetector, is_read_only, judge_facts, judge_session,
+    latest_own_landing, session_facts, subagent_name,
+};
 pub use matcher::{
     CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, basename,
     call_identity, canonical_json, resolve_path, total_lines_in_output,

@@ -93,20 +93,37 @@ const BASH_NOISE_KEYS: &[&str] = &["description", "timeout"];
 /// Call identity: `tool` + canonical JSON of the input, with the bash command normalised and the
 /// bash noise keys removed.
 pub fn call_identity(tool: &str, input: &Value) -> String {
-    let mut out = String::with_capacity(64);
+    identity_with_command(tool, input, None)
+}
+
+/// [`call_identity`], reusing a bash command normalised already (the matcher needs it twice).
+fn identity_with_command(tool: &str, input: &Value, normalized: Option<&str>) -> String {
+    let mut out = String::with_capacity(96);
     out.push_str(tool);
     out.push(' ');
     match (tool, input) {
         ("bash", Value::Object(map)) => {
-            let mut clean = map.clone();
-            for key in BASH_NOISE_KEYS {
-                clean.remove(*key);
+            let mut keys: Vec<&String> = map
+                .keys()
+                .filter(|k| !BASH_NOISE_KEYS.contains(&k.as_str()))
+                .collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json_string(key, &mut out);
+                out.push(':');
+                match (key.as_str(), &map[key]) {
+                    ("command", Value::String(command)) => match normalized {
+                        Some(n) => write_json_string(n, &mut out),
+                        None => write_json_string(&normalize_bash(command), &mut out),
+                    },
+                    (_, value) => write_canonical(value, &mut out),
+                }
             }
-            if let Some(Value::String(command)) = clean.get("command") {
-                let normalized = normalize_bash(command);
-                clean.insert("command".to_owned(), Value::String(normalized));
-            }
-            write_canonical(&Value::Object(clean), &mut out);
+            out.push('}');
         }
         _ => write_canonical(input, &mut out),
     }
@@ -183,13 +200,13 @@ impl CallFacts {
             return None;
         }
         let tool = call.tool.as_str();
-        let identity = call_identity(tool, &call.input);
         let str_input = |key: &str| call.input.get(key).and_then(Value::as_str);
         let normalized_command = if tool == "bash" {
             str_input("command").map(normalize_bash)
         } else {
             None
         };
+        let identity = identity_with_command(tool, &call.input, normalized_command.as_deref());
         let target = if config.is_reader(tool)
             && let Some(path) = str_input("filePath")
         {

@@ -2,8 +2,8 @@
 //! is, descendants' landings passed up to their ancestors.
 
 use crate::config::DetectConfig;
-use crate::detector::judge_session;
-use crate::matcher::{CallContext, CallFacts};
+use crate::detector::{judge_facts, latest_own_landing, session_facts};
+use crate::matcher::CallFacts;
 use crate::model::Session;
 use crate::verdict::{SessionVerdict, TreeVerdict, dedup_key};
 use serde::{Deserialize, Serialize};
@@ -125,70 +125,63 @@ impl Forest {
         out
     }
 
-    /// For each session, the time of the latest landed call among its transitive descendants.
-    pub fn latest_descendant_landings(
-        &self,
-        sessions: &[Session],
-        config: &DetectConfig,
-    ) -> Vec<Option<i64>> {
-        let own: Vec<Option<i64>> = sessions
-            .iter()
-            .map(|s| {
-                let ctx = CallContext {
-                    directory: s.directory.as_deref(),
-                    line_counts: &s.line_counts,
-                };
-                s.calls
-                    .iter()
-                    .filter_map(|c| CallFacts::of(c, ctx, config))
-                    .filter(|f| f.landed)
-                    .filter_map(|f| f.end_ms)
-                    .max()
-            })
-            .collect();
-        let mut below = vec![None; sessions.len()];
+    /// For each session, the time of the latest landed call among its transitive descendants,
+    /// from each session's own latest landing (`own[i]`).
+    pub fn latest_descendant_landings(&self, own: &[Option<i64>]) -> Vec<Option<i64>> {
+        let mut below = vec![None; self.parent.len()];
         for &root in &self.roots {
             // Post-order: children before parents.
             for &n in self.tree(root).iter().rev() {
                 if let Some(p) = self.parent[n] {
-                    below[p] = below[p].max(below[n]).max(own[n]);
+                    below[p] = below[p].max(below[n]).max(own.get(n).copied().flatten());
                 }
             }
         }
         below
+    }
+
+    /// Tree verdicts from the session verdicts (`verdicts[i]` is session `i`'s).
+    pub fn tree_verdicts(
+        &self,
+        sessions: &[Session],
+        verdicts: &[SessionVerdict],
+    ) -> Vec<TreeVerdict> {
+        self.roots
+            .iter()
+            .map(|&root| {
+                let members = self.tree(root);
+                let flagged_sessions: Vec<SessionVerdict> = members
+                    .iter()
+                    .filter(|&&m| verdicts[m].flagged)
+                    .map(|&m| verdicts[m].clone())
+                    .collect();
+                let root_id = &sessions[root].id;
+                TreeVerdict {
+                    root: root_id.clone(),
+                    dedup_key: dedup_key(root_id),
+                    flagged: !flagged_sessions.is_empty(),
+                    sessions: members.iter().map(|&m| sessions[m].id.clone()).collect(),
+                    flagged_sessions,
+                    notes: self.notes.get(&root).cloned().unwrap_or_default(),
+                }
+            })
+            .collect()
     }
 }
 
 /// Judge every session and every tree.
 pub fn judge_sessions(sessions: &[Session], config: &DetectConfig) -> Judgement {
     let forest = Forest::build(sessions);
-    let landings = forest.latest_descendant_landings(sessions, config);
+    let facts: Vec<Vec<CallFacts>> = sessions.iter().map(|s| session_facts(s, config)).collect();
+    let own: Vec<Option<i64>> = facts.iter().map(|f| latest_own_landing(f)).collect();
+    let landings = forest.latest_descendant_landings(&own);
     let verdicts: Vec<SessionVerdict> = sessions
         .iter()
+        .zip(&facts)
         .zip(&landings)
-        .map(|(s, landing)| judge_session(s, *landing, config))
+        .map(|((s, f), landing)| judge_facts(s, f, *landing, config))
         .collect();
-    let trees = forest
-        .roots()
-        .iter()
-        .map(|&root| {
-            let members = forest.tree(root);
-            let flagged_sessions: Vec<SessionVerdict> = members
-                .iter()
-                .filter(|&&m| verdicts[m].flagged)
-                .map(|&m| verdicts[m].clone())
-                .collect();
-            let root_id = &sessions[root].id;
-            TreeVerdict {
-                root: root_id.clone(),
-                dedup_key: dedup_key(root_id),
-                flagged: !flagged_sessions.is_empty(),
-                sessions: members.iter().map(|&m| sessions[m].id.clone()).collect(),
-                flagged_sessions,
-                notes: forest.notes.get(&root).cloned().unwrap_or_default(),
-            }
-        })
-        .collect();
+    let trees = forest.tree_verdicts(sessions, &verdicts);
     Judgement {
         sessions: verdicts,
         trees,

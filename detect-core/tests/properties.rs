@@ -194,3 +194,42 @@ proptest! {
         prop_assert_eq!(v.reason.calls_since_landed, 0);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// A detector stored as JSON between runs and restored judges exactly as one that never
+    /// stopped, and knows the session's latest own landing.
+    #[test]
+    fn snapshot_restore_continues_exactly(steps in history(), cut in 0usize..90) {
+        let config = small_config();
+        let session = base_session();
+        let mut straight = SessionDetector::new(&session, &config);
+        let mut resumed = SessionDetector::new(&session, &config);
+        let mut own_landing: Option<i64> = None;
+        for (i, step) in steps.iter().enumerate() {
+            if i == cut {
+                let json = serde_json::to_string(&resumed.snapshot()).unwrap();
+                resumed = SessionDetector::restore(serde_json::from_str(&json).unwrap(), &config).unwrap();
+            }
+            match step {
+                Step::Call(call) => {
+                    straight.push(call);
+                    resumed.push(call);
+                    if detect_core::session_facts(&Session { calls: vec![call.clone()], ..base_session() }, &config)
+                        .first()
+                        .is_some_and(|f| f.landed)
+                    {
+                        own_landing = own_landing.max(call.end_ms());
+                    }
+                }
+                Step::DescendantLanding(t) => {
+                    straight.push_descendant_landing(*t);
+                    resumed.push_descendant_landing(*t);
+                }
+            }
+            prop_assert_eq!(resumed.verdict(), straight.verdict());
+        }
+        prop_assert_eq!(resumed.latest_own_landing(), own_landing);
+    }
+}

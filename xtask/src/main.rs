@@ -1,2 +1,11 @@
+//! `cargo xtask`: see [`xtask::cli`].
 #![forbid(unsafe_code)]
-fn main() {}
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let code = xtask::cli::run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock());
+    ExitCode::from(code)
+}

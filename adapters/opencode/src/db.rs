@@ -21,9 +21,7 @@ pub mod scrub;
 pub mod testing;
 
 use crate::convert::session_from_messages;
-use detect_core::{
-    DetectConfig, Label, Session, SessionFile, judge_sessions, resolve_path,
-};
+use detect_core::{DetectConfig, Label, Session, SessionFile, judge_sessions, resolve_path};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -122,7 +120,8 @@ impl OpencodeDb {
             return Err(DbError::Missing { path: shown });
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| Self::map(&shown, busy_timeout, e))?;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| Self::map(&shown, busy_timeout, e))?;
         conn.busy_timeout(busy_timeout)
             .map_err(|e| Self::map(&shown, busy_timeout, e))?;
         let db = Self {
@@ -196,10 +195,7 @@ impl OpencodeDb {
     }
 
     /// Run `f` inside one read transaction: every query sees the same snapshot.
-    pub fn snapshot<T>(
-        &self,
-        f: impl FnOnce(&Self) -> Result<T, DbError>,
-    ) -> Result<T, DbError> {
+    pub fn snapshot<T>(&self, f: impl FnOnce(&Self) -> Result<T, DbError>) -> Result<T, DbError> {
         self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
         let result = f(self);
         // Ending a read transaction cannot lose anything; a failure here is not worth reporting
@@ -294,7 +290,9 @@ impl OpencodeDb {
                 )
                 .map_err(|e| self.err(e))?;
             let rows = stmt
-                .query_map([&row.id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .query_map([&row.id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
                 .map_err(|e| self.err(e))?;
             for item in rows {
                 let (id, data) = item.map_err(|e| self.err(e))?;
@@ -426,7 +424,9 @@ pub fn parse_labels(text: &str) -> Result<Labels, String> {
                 let note = match obj.get("note") {
                     None | Some(Value::Null) => None,
                     Some(Value::String(s)) => Some(s.clone()),
-                    Some(other) => return Err(format!("{id}: note must be a string, found {other}")),
+                    Some(other) => {
+                        return Err(format!("{id}: note must be a string, found {other}"));
+                    }
                 };
                 LabelEntry {
                     label: label_of(id, obj.get("label").unwrap_or(&Value::Null))?,
@@ -503,16 +503,22 @@ pub fn export_fixture(
                 ids: unknown,
             });
         }
+        // Each labelled session's tree; a labelled session inside another's tree is no root.
+        let mut trees = Vec::new();
+        let mut inside = HashSet::new();
+        for id in labels.keys() {
+            let tree = db.tree(id)?;
+            inside.extend(tree.iter().skip(1).map(|r| r.id.clone()));
+            trees.push(tree);
+        }
+        trees.retain(|t| !inside.contains(&t[0].id));
+        trees.sort_by(|a, b| (a[0].time_created, &a[0].id).cmp(&(b[0].time_created, &b[0].id)));
+        // Parents before children, trees oldest first.
         let mut seen = HashSet::new();
         let mut loaded = Vec::new();
-        for id in labels.keys() {
-            if seen.contains(id) {
-                continue;
-            }
-            for row in db.tree(id)? {
-                if seen.insert(row.id.clone()) {
-                    loaded.push(db.load(&row)?);
-                }
+        for row in trees.into_iter().flatten() {
+            if seen.insert(row.id.clone()) {
+                loaded.push(db.load(&row)?);
             }
         }
         Ok(loaded)
@@ -538,7 +544,11 @@ pub fn export_fixture(
         .collect();
     let raw_verdicts = judge_sessions(&sessions, config);
     let scrubbed_verdicts = judge_sessions(&scrubbed, config);
-    for (raw, clean) in raw_verdicts.sessions.iter().zip(&scrubbed_verdicts.sessions) {
+    for (raw, clean) in raw_verdicts
+        .sessions
+        .iter()
+        .zip(&scrubbed_verdicts.sessions)
+    {
         if raw.flagged != clean.flagged
             || raw.signals != clean.signals
             || raw.reason.calls_since_landed != clean.reason.calls_since_landed
@@ -565,7 +575,7 @@ fn fill_line_counts(
 ) {
     let mut asked = HashSet::new();
     for call in &session.calls {
-        if !config.reader_tools.iter().any(|t| *t == call.tool) {
+        if !config.reader_tools.contains(&call.tool) {
             continue;
         }
         let has_total = call
@@ -637,7 +647,10 @@ mod tests {
             ("[]", "JSON object"),
             ("{}", "empty"),
             ("{\"ses_a\": \"flag\"}", "ses_a: label must be"),
-            ("{\"ses_a\": {\"label\": \"must_flag\", \"note\": 3}}", "note must be a string"),
+            (
+                "{\"ses_a\": {\"label\": \"must_flag\", \"note\": 3}}",
+                "note must be a string",
+            ),
             ("not json", "not JSON"),
         ] {
             let err = parse_labels(text).unwrap_err();

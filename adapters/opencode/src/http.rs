@@ -6,6 +6,7 @@
 //! Failures come back as [`SourceError`]s naming the server; the caller skips and reports them.
 
 use crate::convert::session_from_messages;
+use crate::lite::{LiteMessage, parse_messages};
 use detect_core::Session;
 use serde_json::Value;
 use std::time::Duration;
@@ -82,8 +83,8 @@ pub struct OpencodeServer {
 }
 
 /// One page of a JSON answer and the cursor to the page before it.
-struct Page {
-    body: Value,
+struct Page<T> {
+    body: T,
     next_cursor: Option<String>,
 }
 
@@ -119,7 +120,16 @@ impl OpencodeServer {
         &self.spec.url
     }
 
-    fn get(&self, path_and_query: &str) -> Result<Page, SourceError> {
+    fn get(&self, path_and_query: &str) -> Result<Page<Value>, SourceError> {
+        self.get_parsed(path_and_query, |text| serde_json::from_str(text))
+    }
+
+    /// GET a JSON answer and parse it with `parse`.
+    fn get_parsed<T>(
+        &self,
+        path_and_query: &str,
+        parse: impl Fn(&str) -> Result<T, serde_json::Error>,
+    ) -> Result<Page<T>, SourceError> {
         let url = format!("{}{path_and_query}", self.spec.url);
         let mut request = self.agent.get(&url);
         if let Some(auth) = &self.authorization {
@@ -154,7 +164,7 @@ impl OpencodeServer {
                 });
             }
         }
-        let body = serde_json::from_str(&text).map_err(|e| SourceError::Garbage {
+        let body = parse(&text).map_err(|e| SourceError::Garbage {
             url,
             message: e.to_string(),
         })?;
@@ -207,19 +217,38 @@ impl OpencodeServer {
 
     /// All messages of a session in chronological order, following the `before` cursor.
     pub fn messages(&self, session_id: &str) -> Result<Vec<Value>, SourceError> {
-        self.messages_until(session_id, |_| false)
+        let parse = |text: &str| match serde_json::from_str(text)? {
+            Value::Array(list) => Ok(list),
+            _ => Err(serde::de::Error::custom("expected a list of messages")),
+        };
+        Ok(self.paged_messages(session_id, parse, |_| false)?.0)
     }
 
-    /// Messages of a session, newest pages first, stopping once a page holds a message for which
-    /// `known` is true (messages up to and including it are dropped). Chronological order.
-    pub fn messages_until(
+    /// The messages of a session after the one with id `cursor` (all of them without a cursor),
+    /// read leanly (see [`crate::lite`]). The flag says whether the cursor was found; if not,
+    /// the whole history came back.
+    pub fn messages_after(
         &self,
         session_id: &str,
-        known: impl Fn(&Value) -> bool,
-    ) -> Result<Vec<Value>, SourceError> {
+        cursor: Option<&str>,
+    ) -> Result<(Vec<LiteMessage>, bool), SourceError> {
+        self.paged_messages(session_id, parse_messages, |m: &LiteMessage| {
+            cursor.is_some_and(|c| m.info.id == c)
+        })
+    }
+
+    /// Pages of `/session/:id/message`, newest first, until a page holds a message for which
+    /// `known` is true (that message and the older ones are dropped). Chronological order.
+    fn paged_messages<T>(
+        &self,
+        session_id: &str,
+        parse: impl Fn(&str) -> Result<Vec<T>, serde_json::Error>,
+        known: impl Fn(&T) -> bool,
+    ) -> Result<(Vec<T>, bool), SourceError> {
         let id = encode_component(session_id);
-        let mut pages: Vec<Vec<Value>> = Vec::new();
+        let mut pages: Vec<Vec<T>> = Vec::new();
         let mut cursor: Option<String> = None;
+        let mut found = false;
         loop {
             let path = match &cursor {
                 None => format!("/session/{id}/message?limit={}", self.page_size),
@@ -229,13 +258,12 @@ impl OpencodeServer {
                     encode_component(c)
                 ),
             };
-            let page = self.get(&path)?;
-            let Value::Array(mut messages) = page.body else {
-                return Err(self.garbage(&path, &page.body, "a list of messages"));
-            };
+            let page = self.get_parsed(&path, &parse)?;
+            let mut messages = page.body;
             if let Some(at) = messages.iter().rposition(&known) {
                 messages.drain(..=at);
                 pages.push(messages);
+                found = true;
                 break;
             }
             let done = messages.is_empty() || page.next_cursor.is_none();
@@ -245,7 +273,7 @@ impl OpencodeServer {
             }
             cursor = page.next_cursor;
         }
-        Ok(pages.into_iter().rev().flatten().collect())
+        Ok((pages.into_iter().rev().flatten().collect(), found))
     }
 
     /// Every session of the server with its calls. A session whose messages cannot be read is

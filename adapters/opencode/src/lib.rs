@@ -8,5 +8,6 @@
 pub mod convert;
 pub mod db;
 pub mod http;
+pub mod lite;
 
 pub use convert::{ConvertError, call_from_part, session_from_export, session_from_messages};

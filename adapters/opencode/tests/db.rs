@@ -98,7 +98,11 @@ fn sessions_read_from_the_db_match_the_exports() {
         assert_eq!(loaded.session.parent_id, expected.parent_id);
         assert_eq!(loaded.session.title, expected.title);
         assert_eq!(loaded.session.agent, expected.agent);
-        assert!(loaded.roots.contains(&"/home/user/proj".to_owned()), "{:?}", loaded.roots);
+        assert!(
+            loaded.roots.contains(&"/home/user/proj".to_owned()),
+            "{:?}",
+            loaded.roots
+        );
     }
     let all: Vec<String> = db.sessions().unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(all.len(), 3, "{all:?}");
@@ -124,7 +128,10 @@ fn export_follows_children_scrubs_and_keeps_verdicts() {
     let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, [PARENT, CHILD], "{how}");
     assert_eq!(sessions[0].label, Some(Label::MustFlag));
-    assert_eq!(sessions[0].note.as_deref(), Some("three identical failing test runs"));
+    assert_eq!(
+        sessions[0].note.as_deref(),
+        Some("three identical failing test runs")
+    );
     assert_eq!(sessions[1].label, None, "children are exported unlabelled");
     // The file's length was asked once per session, relative to the worktree root.
     assert!(asked.iter().all(|f| f.path == "/home/user/proj/src/lib.rs"));
@@ -141,17 +148,33 @@ fn export_follows_children_scrubs_and_keeps_verdicts() {
     let bash = parent.calls.iter().find(|c| c.tool == "bash").unwrap();
     assert_eq!(bash.input["command"], "cargo test");
     assert_eq!(bash.metadata["exit"], 101);
-    assert_eq!(parent.title, Some(hash12("Fixture parent: fix failing test")));
+    assert_eq!(
+        parent.title,
+        Some(hash12("Fixture parent: fix failing test"))
+    );
     let child_title = sessions[1].title.as_deref().unwrap();
-    assert!(child_title.ends_with(" (@general subagent)"), "{child_title}");
+    assert!(
+        child_title.ends_with(" (@general subagent)"),
+        "{child_title}"
+    );
     let text = export.file.to_json_pretty();
-    for secret in ["a + b", "Find why tests fail", "running 1 test", "Investigate test\""] {
+    for secret in [
+        "a + b",
+        "Find why tests fail",
+        "running 1 test",
+        "Investigate test\"",
+    ] {
         assert!(!text.contains(secret), "{secret:?} survived scrubbing");
     }
 
     // The same verdicts as the raw exports, under a config sensitive enough to fire.
     let mut sensitive = DetectConfig::default();
-    for (k, v) in [("min_calls", "3"), ("top_min", "3"), ("cum_min", "3"), ("window", "10")] {
+    for (k, v) in [
+        ("min_calls", "3"),
+        ("top_min", "3"),
+        ("cum_min", "3"),
+        ("window", "10"),
+    ] {
         sensitive.set(k, v).unwrap();
     }
     let mut raw = [
@@ -171,6 +194,21 @@ fn export_follows_children_scrubs_and_keeps_verdicts() {
 }
 
 #[test]
+fn parents_come_before_children_whatever_the_label_order() {
+    let (path, how) = sample_db();
+    let db = open(&path);
+    // The child's id sorts first; a labelled child inside a labelled tree is exported once.
+    let labels = parse_labels(&format!(
+        r#"{{"{CHILD}": "must_flag", "{PARENT}": "must_not_flag"}}"#
+    ))
+    .unwrap();
+    let export = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap();
+    let ids: Vec<&str> = export.file.sessions.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, [PARENT, CHILD], "{how}");
+    assert_eq!(export.file.sessions[1].label, Some(Label::MustFlag));
+}
+
+#[test]
 fn unknown_labelled_sessions_are_all_named() {
     let (path, _) = sample_db();
     let db = open(&path);
@@ -179,7 +217,10 @@ fn unknown_labelled_sessions_are_all_named() {
     let err = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap_err();
     assert!(matches!(err, DbError::UnknownSessions { .. }));
     let text = err.to_string();
-    assert!(text.contains("no such sessions: ses_nope1, ses_nope2"), "{text}");
+    assert!(
+        text.contains("no such sessions: ses_nope1, ses_nope2"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -187,7 +228,10 @@ fn a_missing_file_is_named() {
     let tmp = TempDir::new("aw-db-missing");
     let err = OpencodeDb::open(&tmp.path.join("nope.db"), Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, DbError::Missing { .. }), "{err}");
-    assert!(err.to_string().contains("nope.db: no such database file"), "{err}");
+    assert!(
+        err.to_string().contains("nope.db: no such database file"),
+        "{err}"
+    );
     // Opening read-only never creates it.
     assert!(!tmp.path.join("nope.db").exists());
 }
@@ -196,8 +240,11 @@ fn a_missing_file_is_named() {
 fn a_file_that_is_not_sqlite_is_named() {
     let tmp = TempDir::new("aw-db-notdb");
     let path = tmp.path.join("opencode.db");
-    std::fs::write(&path, "this is not a database, just text long enough to have a header ....")
-        .unwrap();
+    std::fs::write(
+        &path,
+        "this is not a database, just text long enough to have a header ....",
+    )
+    .unwrap();
     let err = OpencodeDb::open(&path, Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, DbError::NotADatabase { .. }), "{err}");
     assert!(err.to_string().contains("not an SQLite database"), "{err}");
@@ -247,7 +294,11 @@ fn a_locked_database_is_reported_not_waited_on_forever() {
         })
         .unwrap_err();
     assert!(matches!(err, DbError::Locked { .. }), "{err}");
-    assert!(err.to_string().contains("locked by another process (gave up after 20 ms)"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("locked by another process (gave up after 20 ms)"),
+        "{err}"
+    );
     drop(lock);
     // Once the writer lets go, the same database reads fine.
     assert_eq!(open(&path).tree(PARENT).unwrap().len(), 1);

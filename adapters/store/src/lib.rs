@@ -142,6 +142,19 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL,
         updated_at INTEGER NOT NULL
     );",
+    // 2: per-session detector state and message cursor, so a tick reads only what is new.
+    "CREATE TABLE opencode_session_cache (
+        source TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        updated_ms INTEGER,
+        cursor TEXT,
+        info TEXT NOT NULL,
+        detector TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        seen_at INTEGER NOT NULL,
+        PRIMARY KEY (source, session_id)
+    );",
 ];
 
 /// The schema version this build writes.
@@ -208,6 +221,27 @@ pub struct ChannelSetting {
 pub struct VerdictCounts {
     pub flagged: i64,
     pub total: i64,
+}
+
+/// One session's cached detector state (see migration 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCacheRow {
+    /// Where the session came from (a server URL).
+    pub source: String,
+    pub session_id: String,
+    /// The detector configuration the state was built under; another one invalidates it.
+    pub fingerprint: String,
+    /// The session's `time.updated` when it was last read completely; `None` forces a read.
+    pub updated_ms: Option<i64>,
+    /// The id of the last message whose calls are in the detector.
+    pub cursor: Option<String>,
+    /// The session's info (JSON of a call-less detect-core `Session`).
+    pub info: String,
+    /// The detector snapshot (JSON).
+    pub detector: String,
+    /// The last verdict (JSON).
+    pub verdict: String,
+    pub seen_at: i64,
 }
 
 /// The agentwatch database.
@@ -548,6 +582,60 @@ impl Store {
              ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
             params![key, value, now],
         )?;
+        Ok(())
+    }
+
+    /// The cached sessions of one source.
+    pub fn session_cache(&self, source: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT source, session_id, fingerprint, updated_ms, cursor, info, detector, verdict, seen_at
+             FROM opencode_session_cache WHERE source = ?1",
+        )?;
+        let rows = stmt.query_map([source], |r| {
+            Ok(SessionCacheRow {
+                source: r.get(0)?,
+                session_id: r.get(1)?,
+                fingerprint: r.get(2)?,
+                updated_ms: r.get(3)?,
+                cursor: r.get(4)?,
+                info: r.get(5)?,
+                detector: r.get(6)?,
+                verdict: r.get(7)?,
+                seen_at: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Replace the cache of one source with `rows` (sessions no longer listed are dropped).
+    pub fn replace_session_cache(
+        &mut self,
+        source: &str,
+        rows: &[SessionCacheRow],
+    ) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute("DELETE FROM opencode_session_cache WHERE source = ?1", [source])?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO opencode_session_cache (source, session_id, fingerprint, updated_ms,
+                   cursor, info, detector, verdict, seen_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            for r in rows {
+                stmt.execute(params![
+                    source,
+                    r.session_id,
+                    r.fingerprint,
+                    r.updated_ms,
+                    r.cursor,
+                    r.info,
+                    r.detector,
+                    r.verdict,
+                    r.seen_at
+                ])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 

@@ -7,10 +7,13 @@
 //!   list per line) and exits like the real program, for what cannot run here (notify-send without
 //!   a desktop, systemctl without systemd as PID 1).
 //! - [`opencode`]: finds and starts a real opencode server offline for end-to-end tests.
+//! - [`agentdeck`]: a scripted `agent-deck` stand-in (answers per subcommand and id, records every
+//!   argv) and a tmux server on a private socket.
 //!
 //! Used only as a dev-dependency.
 #![forbid(unsafe_code)]
 
+pub mod agentdeck;
 pub mod opencode;
 
 use std::collections::BTreeMap;

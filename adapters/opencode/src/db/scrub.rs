@@ -167,7 +167,13 @@ mod tests {
     fn titles_keep_what_makes_an_agent_read_only() {
         let config = DetectConfig::default();
         let t = scrub_title("Find the retry docs (@librarian subagent)", None, &config);
-        assert_eq!(t, format!("{} (@librarian subagent)", hash12("Find the retry docs (@librarian subagent)")));
+        assert_eq!(
+            t,
+            format!(
+                "{} (@librarian subagent)",
+                hash12("Find the retry docs (@librarian subagent)")
+            )
+        );
         assert_eq!(subagent_name(&t), Some("librarian"));
         assert_eq!(
             scrub_title("Explore the parser", None, &config),

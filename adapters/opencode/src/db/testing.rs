@@ -41,10 +41,7 @@ pub fn create_db_with_schema(path: &Path, schema_sql: &str) -> Result<(), String
 }
 
 fn without(value: &Value, keys: &[&str]) -> Result<String, String> {
-    let mut map: Map<String, Value> = value
-        .as_object()
-        .cloned()
-        .ok_or("expected a JSON object")?;
+    let mut map: Map<String, Value> = value.as_object().cloned().ok_or("expected a JSON object")?;
     for key in keys {
         map.remove(*key);
     }
@@ -67,7 +64,9 @@ fn time_at(value: &Value, key: &str) -> i64 {
 /// by [`create_db`], as `opencode import` run in `directory` would. Returns the session id.
 pub fn insert_export(path: &Path, export: &Value, directory: &str) -> Result<String, String> {
     let info = export.get("info").ok_or("export without `info`")?;
-    let id = str_at(info, "id").ok_or("export info without `id`")?.to_owned();
+    let id = str_at(info, "id")
+        .ok_or("export info without `id`")?
+        .to_owned();
     let messages = export
         .get("messages")
         .and_then(Value::as_array)

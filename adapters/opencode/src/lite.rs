@@ -1,0 +1,292 @@
+//! A lean reading of `/session/:id/message` answers for the watch loop.
+//!
+//! Tool outputs and most metadata (bash output, read previews, diagnostics) are the bulk of a
+//! message list and the detector never reads them. This parser walks the JSON with typed structs
+//! and keeps only what the detector needs: tool, status, input, times, and the metadata keys
+//! `exit`, `diff`, `filediff.{additions,deletions}`, `files[].{additions,deletions}`,
+//! `total_lines`, `lines_read`. A read's output is scanned for its "total N lines" note in place,
+//! without being copied.
+
+use detect_core::{Call, CallStatus, CallTime, total_lines_in_output};
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// One message: its info and its parts, reduced.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LiteMessage {
+    pub info: LiteInfo,
+    #[serde(default)]
+    pub parts: Vec<LitePart>,
+}
+
+/// What the watch loop reads of a message's info.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LiteInfo {
+    pub id: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub time: Option<LiteMessageTime>,
+    #[serde(default)]
+    pub error: Option<IgnoredAny>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct LiteMessageTime {
+    #[serde(default)]
+    pub created: Option<i64>,
+    #[serde(default)]
+    pub completed: Option<i64>,
+}
+
+/// A part; only tool parts carry a state.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LitePart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub state: Option<LiteState>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LiteState {
+    pub status: String,
+    #[serde(default)]
+    pub input: Option<Value>,
+    #[serde(default)]
+    pub metadata: Option<DetectorMetadata>,
+    #[serde(default)]
+    pub output: Option<OutputNote>,
+    #[serde(default)]
+    pub time: Option<LiteCallTime>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct LiteCallTime {
+    #[serde(default)]
+    pub start: Option<i64>,
+    #[serde(default)]
+    pub end: Option<i64>,
+}
+
+/// The "total N lines" note of a tool output, read without copying the output.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OutputNote {
+    pub total_lines: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for OutputNote {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NoteVisitor;
+        impl<'de> Visitor<'de> for NoteVisitor {
+            type Value = OutputNote;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool output")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<OutputNote, E> {
+                Ok(OutputNote {
+                    total_lines: total_lines_in_output(v),
+                })
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<OutputNote, E> {
+                Ok(OutputNote::default())
+            }
+            fn visit_none<E: de::Error>(self) -> Result<OutputNote, E> {
+                Ok(OutputNote::default())
+            }
+        }
+        deserializer.deserialize_any(NoteVisitor)
+    }
+}
+
+/// The metadata keys the detector reads; everything else is skipped while parsing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DetectorMetadata(pub Map<String, Value>);
+
+/// Keep `{additions, deletions}` of a diff summary object.
+fn change_counts(value: &Value) -> Value {
+    let mut out = Map::new();
+    for key in ["additions", "deletions"] {
+        if let Some(v) = value.get(key).filter(|v| v.is_number()) {
+            out.insert(key.to_owned(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The detector's view of a full metadata object (the same keys [`DetectorMetadata`] keeps).
+pub fn detector_metadata(metadata: &Value) -> Value {
+    let mut out = Map::new();
+    if let Value::Object(map) = metadata {
+        for (key, value) in map {
+            if let Some(kept) = keep(key, value.clone()) {
+                out.insert(key.clone(), kept);
+            }
+        }
+    }
+    if out.is_empty() { Value::Null } else { Value::Object(out) }
+}
+
+fn keep(key: &str, value: Value) -> Option<Value> {
+    match key {
+        "exit" | "diff" | "total_lines" | "lines_read" => Some(value),
+        "filediff" => Some(change_counts(&value)),
+        "files" => Some(Value::Array(
+            value
+                .as_array()
+                .map(|files| files.iter().map(change_counts).collect())
+                .unwrap_or_default(),
+        )),
+        _ => None,
+    }
+}
+
+impl<'de> Deserialize<'de> for DetectorMetadata {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MetaVisitor;
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = DetectorMetadata;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("tool metadata")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DetectorMetadata, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "exit" | "diff" | "total_lines" | "lines_read" | "filediff" | "files" => {
+                            let value: Value = map.next_value()?;
+                            if let Some(kept) = keep(&key, value) {
+                                out.insert(key, kept);
+                            }
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(DetectorMetadata(out))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<DetectorMetadata, E> {
+                Ok(DetectorMetadata::default())
+            }
+            fn visit_none<E: de::Error>(self) -> Result<DetectorMetadata, E> {
+                Ok(DetectorMetadata::default())
+            }
+        }
+        deserializer.deserialize_any(MetaVisitor)
+    }
+}
+
+impl LiteMessage {
+    /// Whether the message is final: a user message, or an assistant step that completed or
+    /// failed, with every tool part finished. Later reads cannot change what it contributes.
+    pub fn is_settled(&self) -> bool {
+        let info_done = match self.info.role.as_deref() {
+            Some("assistant") => {
+                self.info.error.is_some() || self.info.time.is_some_and(|t| t.completed.is_some())
+            }
+            _ => true,
+        };
+        info_done
+            && self.parts.iter().all(|p| {
+                p.kind != "tool"
+                    || p.state
+                        .as_ref()
+                        .is_some_and(|s| s.status == "completed" || s.status == "error")
+            })
+    }
+
+    /// The agent of an assistant message.
+    pub fn agent(&self) -> Option<&str> {
+        if self.info.role.as_deref() != Some("assistant") {
+            return None;
+        }
+        self.info.agent.as_deref().or(self.info.mode.as_deref())
+    }
+
+    /// The calls of the message's tool parts, in part order.
+    pub fn calls(&self) -> impl Iterator<Item = Call> + '_ {
+        self.parts.iter().filter_map(lite_call)
+    }
+}
+
+fn lite_call(part: &LitePart) -> Option<Call> {
+    if part.kind != "tool" {
+        return None;
+    }
+    let state = part.state.as_ref()?;
+    let mut metadata = state.metadata.clone().unwrap_or_default().0;
+    if !metadata.contains_key("total_lines")
+        && let Some(total) = state.output.and_then(|o| o.total_lines)
+    {
+        metadata.insert("total_lines".to_owned(), Value::from(total));
+    }
+    Some(Call {
+        tool: part.tool.clone()?,
+        input: match &state.input {
+            Some(v @ Value::Object(_)) => v.clone(),
+            _ => Value::Object(Map::new()),
+        },
+        status: CallStatus::from_text(&state.status),
+        metadata: if metadata.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(metadata)
+        },
+        time: state.time.map(|t| CallTime {
+            start: t.start,
+            end: t.end,
+        }),
+    })
+}
+
+/// Parse a `/session/:id/message` answer.
+pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_what_the_detector_reads_and_nothing_else() {
+        let text = r#"[{"info": {"id": "msg_1", "role": "assistant", "agent": "build", "time": {"created": 1, "completed": 2}},
+          "parts": [{"type": "step-start"},
+                    {"type": "tool", "tool": "bash", "callID": "c", "state": {"status": "completed",
+                      "input": {"command": "ls"}, "output": "a\nb", "title": "ls",
+                      "metadata": {"output": "a\nb", "exit": 0, "truncated": false}, "time": {"start": 5, "end": 6}}},
+                    {"type": "tool", "tool": "read", "state": {"status": "completed", "input": {"filePath": "/a"},
+                      "output": "1: x\n(End of file - total 212 lines)", "metadata": {"preview": "x", "loaded": []}}},
+                    {"type": "tool", "tool": "edit", "state": {"status": "completed", "input": {"filePath": "/a"},
+                      "metadata": {"diff": "@@", "filediff": {"file": "/a", "patch": "@@", "additions": 1, "deletions": 2}, "diagnostics": {}}}}]}]"#;
+        let messages = parse_messages(text).unwrap();
+        assert!(messages[0].is_settled());
+        assert_eq!(messages[0].agent(), Some("build"));
+        let calls: Vec<Call> = messages[0].calls().collect();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls[0].metadata, serde_json::json!({"exit": 0}));
+        assert_eq!(calls[0].time, Some(CallTime { start: Some(5), end: Some(6) }));
+        assert_eq!(calls[1].metadata, serde_json::json!({"total_lines": 212}));
+        assert_eq!(calls[2].metadata, serde_json::json!({"diff": "@@", "filediff": {"additions": 1, "deletions": 2}}));
+    }
+
+    #[test]
+    fn unfinished_steps_are_not_settled() {
+        let running = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1, "completed": 2}},
+            "parts": [{"type": "tool", "tool": "bash", "state": {"status": "running", "input": {}}}]}]"#;
+        assert!(!parse_messages(running).unwrap()[0].is_settled());
+        let streaming = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1}}, "parts": []}]"#;
+        assert!(!parse_messages(streaming).unwrap()[0].is_settled());
+        let failed = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1}, "error": {"name": "x"}}, "parts": []}]"#;
+        assert!(parse_messages(failed).unwrap()[0].is_settled());
+    }
+}

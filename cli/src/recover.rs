@@ -1,0 +1,530 @@
+//! `agentwatch recover --once`: the confirmed-loop restart of a service, one check per run (a
+//! systemd timer repeats it). The spec is `loop-recovery.md`; the rules live in
+//! [`recovery_policy::loop_recovery`], this module only performs what the policy decides:
+//!
+//! ```text
+//! loop report file -> policy -> [ask the router -> policy] -> [notice countdown, wait until
+//!   executeAt, notice acting, systemctl restart UNIT, notice done|failed -> policy] -> store
+//! ```
+//!
+//! * **State** is the policy's, kept in the SQLite store under `loop-recovery` between runs. A
+//!   corrupt or foreign state is set aside (`loop-recovery.corrupt.NOW`) and the run starts clean
+//!   with a warning. The state is saved *before* the countdown, so a run killed mid-recovery leaves
+//!   a decided restart without an outcome, which the policy counts as done (cooldown): a crash
+//!   never turns into a restart storm.
+//! * **Countdown**: waited in-process. The run that decides a restart writes the `countdown`
+//!   notice, sleeps until `executeAt` (announce + `countdown` s), writes `acting`, restarts, writes
+//!   `done` or `failed` and feeds the outcome back, all in one run. This is the order the policy and
+//!   the spec's splash expect, needs no "pending restart" carried between runs, and a stopped unit
+//!   (`systemctl stop agentwatch-recover.service`) cancels a countdown before anything restarts.
+//!   With `--now` the clock is fixed and the wait is simulated: the run moves its clock to
+//!   `executeAt` without sleeping, so `acting`, `done` and the outcome carry `executeAt`.
+//! * **Router**: asked only when the policy says so, with the report's brief; `--dry-run` asks it
+//!   too (a read), so a dry run reaches the decision a real run would.
+//! * **`--dry-run`** performs no side effect: no notice, no restart, no state written, no database
+//!   or lock file created (an existing store is opened read-only).
+//! * **Log**: exactly one `key=value` decision line per run on standard error
+//!   (`recover=ISO decision=NAME steps=A,B unit="U" dry_run=BOOL reason="R1 | R2"`), plus
+//!   `recover=ISO warning=...` lines when the state was set aside or a notice could not be written.
+//!   `--json` prints the run as one JSON object on standard output.
+//!
+//! Exit codes: 0 whatever was decided, 69 the restart failed, 64 without `--once`, 74 the store or
+//! the state could not be written, 75 another run holds the lock, 78 bad configuration (including
+//! an env file wider than 0640).
+
+use crate::clock::{iso8601, now_or_clock};
+use crate::config::{self, Config, Env, RecoverSection};
+use crate::exit::{CliError, CliResult, code};
+use crate::opencode::{store_path, take_lock};
+use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
+use agentwatch_store::{Store, StoreError};
+use agentwatch_systemd::{EnvFileError, NOTICE_MODE, Systemctl, read_env_file, write_atomic};
+use recovery_policy::loop_recovery::{
+    ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
+    LoopRecoveryState, LoopReport, ROUTER_SYSTEM_PROMPT, RouterVerdict, parse_loop_report,
+    router_brief,
+};
+use recovery_policy::notice::{Phase, RecoveryNotice};
+use recovery_policy::{DecisionName, load_state, save_state};
+use serde_json::{Value, json};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The store key of the policy's state.
+pub const STATE_KEY: &str = "loop-recovery";
+
+/// The env-file and environment variables of the router (spec names).
+const ROUTER_URL_VAR: &str = "FLY_LOOP_ROUTER_URL";
+const ROUTER_MODEL_VAR: &str = "FLY_LOOP_MODEL";
+const ROUTER_KEY_VAR: &str = "FLY_LOOP_ROUTER_KEY";
+
+/// Largest loop report read.
+const MAX_REPORT_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Debug, clap::Args)]
+pub struct RecoverArgs {
+    /// Run one check and exit (the systemd timer repeats it). Required: there is no daemon mode.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, do nothing: no notice, no restart, no state written.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The run's time, unix seconds (for tests and replays; default the clock). Fixes the clock
+    /// for the whole run: the countdown is then simulated, not slept.
+    #[arg(long)]
+    pub now: Option<i64>,
+    /// Print the run (decisions, notices written, restart) as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set recover.unit=flysim.service`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// The run's clock: the system clock, or `--now` fixed, where waiting only moves the time.
+#[derive(Debug)]
+enum Clock {
+    System,
+    Fixed(i64),
+}
+
+impl Clock {
+    fn now(&self) -> i64 {
+        match self {
+            Self::System => now_or_clock(None),
+            Self::Fixed(t) => *t,
+        }
+    }
+
+    fn wait_until(&mut self, at: i64) {
+        match self {
+            Self::Fixed(t) => *t = (*t).max(at),
+            Self::System => loop {
+                let left = at.saturating_sub(now_or_clock(None));
+                if left <= 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(left.unsigned_abs().min(5)));
+            },
+        }
+    }
+}
+
+/// What the run needs, resolved from the config, the env file and the environment.
+#[derive(Debug)]
+struct Settings {
+    section: RecoverSection,
+    policy: LoopRecoveryConfig,
+    /// The router's bearer key; never printed.
+    api_key: Option<String>,
+    report: PathBuf,
+    notice: PathBuf,
+}
+
+fn env_file_err(e: EnvFileError) -> CliError {
+    let c = match e {
+        EnvFileError::Io { .. } => code::IOERR,
+        _ => code::CONFIG,
+    };
+    CliError::new(c, format!("recover.env_file: {e}"))
+}
+
+fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, CliError> {
+    let mut section = config.recover.clone();
+    let mut api_key = env(ROUTER_KEY_VAR);
+    if !section.env_file.trim().is_empty() {
+        let path = config::expand_home(section.env_file.trim(), env);
+        if let Some(vars) = read_env_file(&path).map_err(env_file_err)? {
+            let from_file = |var: &str| {
+                vars.get(var)
+                    .map(|v| v.trim().to_owned())
+                    .filter(|v| !v.is_empty())
+            };
+            // The process environment (already in the config) wins over the file.
+            if env(ROUTER_URL_VAR).is_none() && from_file(ROUTER_URL_VAR).is_some() {
+                section.router_url = from_file(ROUTER_URL_VAR);
+            }
+            if env(ROUTER_MODEL_VAR).is_none() && from_file(ROUTER_MODEL_VAR).is_some() {
+                section.model = from_file(ROUTER_MODEL_VAR);
+            }
+            if api_key.is_none() {
+                api_key = from_file(ROUTER_KEY_VAR);
+            }
+        }
+    }
+    let policy = LoopRecoveryConfig {
+        max_report_age: section.max_report_age,
+        min_probe_gap: section.min_probe_gap,
+        cooldown: section.cooldown,
+        countdown: section.countdown,
+        report_window: section.report_window,
+        router_url: section.router_url.clone(),
+        model: section.model.clone(),
+        veto_limit: section.veto_limit,
+        dry_run,
+    };
+    Ok(Settings {
+        report: config::expand_home(&section.report, env),
+        notice: config::expand_home(&section.notice, env),
+        section,
+        policy,
+        api_key: api_key.filter(|k| !k.trim().is_empty()),
+    })
+}
+
+fn store_err(e: StoreError) -> CliError {
+    let c = match e {
+        StoreError::Corrupt { .. } | StoreError::TooNew { .. } => code::DATAERR,
+        _ => code::IOERR,
+    };
+    CliError::new(c, e.to_string())
+}
+
+/// The restart that was performed.
+#[derive(Debug)]
+struct RestartRecord {
+    argv: Vec<String>,
+    ok: bool,
+    detail: String,
+}
+
+/// Everything one run decided and did.
+#[derive(Debug, Default)]
+struct Run {
+    decisions: Vec<(i64, LoopDecision)>,
+    notices: Vec<RecoveryNotice>,
+    restart: Option<RestartRecord>,
+    warnings: Vec<String>,
+}
+
+impl Run {
+    fn warn(&mut self, now: i64, fields: String) {
+        eprintln!("recover={} {fields}", iso8601(now));
+        self.warnings.push(fields);
+    }
+
+    fn last_name(&self) -> Option<LoopDecisionName> {
+        self.decisions.last().map(|(_, d)| d.name)
+    }
+}
+
+pub fn run(args: RecoverArgs) -> CliResult {
+    if !args.once {
+        return Err(CliError::new(
+            code::USAGE,
+            "recover: pass --once (one check per run; the systemd timer repeats it)",
+        ));
+    }
+    let env: Env<'_> = &config::process_env;
+    let loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let settings = settings(&loaded.config, args.dry_run, env)?;
+    let mut clock = match args.now {
+        Some(t) => Clock::Fixed(t),
+        None => Clock::System,
+    };
+    let started = clock.now();
+    let db_path = store_path(&loaded.config, args.db.as_deref(), env);
+
+    // A dry run neither takes the lock nor creates the database: it reads what is there.
+    let (_lock, mut store) = if args.dry_run {
+        let store = if db_path.is_file() {
+            Some(Store::open_read_only(&db_path).map_err(store_err)?)
+        } else {
+            None
+        };
+        (None, store)
+    } else {
+        let lock = take_lock(&db_path)?;
+        (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
+    };
+
+    let mut run = Run::default();
+    let mut state = load_policy_state(store.as_mut(), started, args.dry_run, &mut run)?;
+    let event = read_report(&settings.report);
+    let report = match &event {
+        LoopEvent::Report(report) => Some(report.clone()),
+        _ => None,
+    };
+    let decision = state.handle(&settings.policy, &event, clock.now());
+    run.decisions.push((clock.now(), decision));
+
+    // Perform the actions the policy asks for, feeding each result back. The policy asks at most
+    // the router and then for a restart; the bound only guards against a policy bug.
+    for _ in 0..4 {
+        let Some(action) = run.decisions.last().and_then(|(_, d)| d.action.clone()) else {
+            break;
+        };
+        let next = match action {
+            LoopAction::AskRouter { .. } => {
+                let verdict = match &report {
+                    Some(report) => ask_router(&settings, report),
+                    None => RouterVerdict::Unreachable("no report to show the router".to_owned()),
+                };
+                LoopEvent::RouterVerdict(verdict)
+            }
+            LoopAction::Restart {
+                execute_at,
+                dry_run,
+                notice,
+                ..
+            } => {
+                if dry_run {
+                    break;
+                }
+                // Persist first: if this run dies during the countdown or the restart, the next
+                // one sees a restart without an outcome and holds (cooldown) instead of acting again.
+                if let Some(store) = store.as_mut() {
+                    persist(store, &state, clock.now()).map_err(|e| {
+                        CliError::new(
+                            e.code,
+                            format!("{e}; state not saved, so the restart was not performed"),
+                        )
+                    })?;
+                }
+                let outcome = perform_restart(&settings, &notice, execute_at, &mut clock, &mut run);
+                LoopEvent::Outcome(outcome)
+            }
+        };
+        let decision = state.handle(&settings.policy, &next, clock.now());
+        run.decisions.push((clock.now(), decision));
+    }
+
+    log_decision(&run, started, &settings, args.dry_run);
+    let mut state_saved = false;
+    if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
+        persist(store, &state, clock.now())?;
+        state_saved = true;
+    }
+    let failed = run.last_name() == Some(LoopDecisionName::RestartFailed);
+    let exit = if failed { code::UNAVAILABLE } else { 0 };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&run_json(
+                &run,
+                started,
+                &settings,
+                args.dry_run,
+                state_saved,
+                exit
+            ))
+            .unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::from(exit))
+}
+
+/// The stored state, or a clean one. An unreadable state is set aside (not in a dry run) and
+/// said so.
+fn load_policy_state(
+    store: Option<&mut Store>,
+    now: i64,
+    dry_run: bool,
+    run: &mut Run,
+) -> Result<LoopRecoveryState, CliError> {
+    let Some(store) = store else {
+        return Ok(LoopRecoveryState::default());
+    };
+    let Some(text) = store.load_state(STATE_KEY).map_err(store_err)? else {
+        return Ok(LoopRecoveryState::default());
+    };
+    let loaded = load_state::<LoopRecoveryState>(&text);
+    if let Some(problem) = loaded.warning {
+        let kept = if dry_run {
+            "(dry run: left in place)".to_owned()
+        } else {
+            store
+                .set_aside_state(STATE_KEY, now)
+                .map_err(store_err)?
+                .unwrap_or_default()
+        };
+        run.warn(
+            now,
+            format!(
+                "warning=state key={STATE_KEY} problem={:?} action=start_clean kept_as={kept:?}",
+                problem.to_string()
+            ),
+        );
+    }
+    Ok(loaded.state)
+}
+
+fn persist(store: &mut Store, state: &LoopRecoveryState, now: i64) -> Result<(), CliError> {
+    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+    store
+        .save_state(STATE_KEY, &text, now)
+        .map_err(|e| CliError::new(code::IOERR, format!("saving {STATE_KEY} state: {e}")))
+}
+
+/// The loop report as the policy's event: a report, or why none could be read.
+fn read_report(path: &Path) -> LoopEvent {
+    let shown = path.display();
+    let mut text = String::new();
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(MAX_REPORT_BYTES).read_to_string(&mut text));
+    if let Err(e) = read {
+        return LoopEvent::ReportUnreadable(format!("{shown}: {e}"));
+    }
+    match parse_loop_report(&text) {
+        Ok(report) => LoopEvent::Report(report),
+        Err(e) => LoopEvent::ReportUnreadable(format!("{shown}: {e}")),
+    }
+}
+
+/// Asks the router whether the loop of `report` is stuck. The request is the policy's
+/// `router_request_body` (system prompt, the report's brief, temperature 0) sent by
+/// `agentwatch_llm::complete`: `POST {router_url}/chat/completions`, bearer key when set.
+fn ask_router(settings: &Settings, report: &LoopReport) -> RouterVerdict {
+    let router = match settings.policy.router() {
+        Ok(Some(router)) => router,
+        Ok(None) => return RouterVerdict::Unreachable("no router configured".to_owned()),
+        Err(e) => return RouterVerdict::Unreachable(e.to_string()),
+    };
+    let endpoint = ChatEndpoint {
+        base_url: router.url,
+        dialect: Dialect::OpenAi,
+        model: router.model,
+        api_key: settings.api_key.clone(),
+        timeout: Duration::from_secs_f64(settings.section.router_timeout_s),
+    };
+    match complete(
+        &endpoint,
+        ROUTER_SYSTEM_PROMPT,
+        &router_brief(report).to_string(),
+    ) {
+        Ok(content) => RouterVerdict::from_content(&content),
+        Err(e @ LlmError::Garbage { .. }) => RouterVerdict::Malformed(e.to_string()),
+        Err(e) => RouterVerdict::Unreachable(e.to_string()),
+    }
+}
+
+/// Countdown, wait, acting, restart, done|failed. Returns the outcome to feed back.
+fn perform_restart(
+    settings: &Settings,
+    countdown: &RecoveryNotice,
+    execute_at: i64,
+    clock: &mut Clock,
+    run: &mut Run,
+) -> ActionOutcome {
+    write_notice(settings, countdown, clock.now(), run);
+    clock.wait_until(execute_at);
+    let acting = countdown.advance(Phase::Acting, clock.now());
+    write_notice(settings, &acting, clock.now(), run);
+    let systemctl = Systemctl {
+        command: settings.section.systemctl.clone(),
+        user: settings.section.user,
+        timeout: Duration::from_secs_f64(settings.section.restart_timeout_s),
+    };
+    let argv = systemctl
+        .restart_argv(&settings.section.unit)
+        .unwrap_or_default();
+    let (ok, detail) = match systemctl.restart(&settings.section.unit) {
+        Ok(done) => (
+            true,
+            format!("finished in {:.1} s", done.elapsed.as_secs_f64()),
+        ),
+        Err(e) => (false, e.to_string()),
+    };
+    let phase = if ok { Phase::Done } else { Phase::Failed };
+    let finished = acting.advance(phase, clock.now());
+    write_notice(settings, &finished, clock.now(), run);
+    run.restart = Some(RestartRecord {
+        argv,
+        ok,
+        detail: detail.clone(),
+    });
+    ActionOutcome {
+        ok,
+        detail: Some(detail),
+    }
+}
+
+/// Writes the notice atomically (mode 0644). A notice that cannot be written is a warning: it is
+/// for viewers, and the recovery goes on without it.
+fn write_notice(settings: &Settings, notice: &RecoveryNotice, now: i64, run: &mut Run) {
+    let text = format!("{}\n", notice.to_json());
+    if let Err(e) = write_atomic(&settings.notice, text.as_bytes(), NOTICE_MODE) {
+        run.warn(
+            now,
+            format!(
+                "warning=notice phase={} problem={:?} action=continue",
+                phase_name(notice.phase),
+                e.to_string()
+            ),
+        );
+    }
+    run.notices.push(notice.clone());
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Countdown => "countdown",
+        Phase::Acting => "acting",
+        Phase::Done => "done",
+        Phase::Failed => "failed",
+    }
+}
+
+/// The run's one decision line: the final decision, every step, and all reasons.
+fn log_decision(run: &Run, started: i64, settings: &Settings, dry_run: bool) {
+    let name = run.last_name().map_or("none", DecisionName::as_str);
+    let steps: Vec<&str> = run.decisions.iter().map(|(_, d)| d.name_str()).collect();
+    let mut reasons: Vec<String> = run
+        .decisions
+        .iter()
+        .map(|(_, d)| d.reason.clone())
+        .collect();
+    if dry_run && run.last_name() == Some(LoopDecisionName::Restart) {
+        reasons.push("dry run: no notice, no restart, no state written".to_owned());
+    }
+    eprintln!(
+        "recover={} decision={name} steps={} unit={:?} dry_run={dry_run} reason={:?}",
+        iso8601(started),
+        steps.join(","),
+        settings.section.unit,
+        reasons.join(" | ")
+    );
+}
+
+fn run_json(
+    run: &Run,
+    started: i64,
+    settings: &Settings,
+    dry_run: bool,
+    state_saved: bool,
+    exit: u8,
+) -> Value {
+    let decisions: Vec<Value> = run
+        .decisions
+        .iter()
+        .map(|(now, d)| {
+            let mut value = serde_json::to_value(d).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut value {
+                map.insert("now".to_owned(), json!(now));
+            }
+            value
+        })
+        .collect();
+    json!({
+        "now": started,
+        "dry_run": dry_run,
+        "unit": settings.section.unit,
+        "report": settings.report.display().to_string(),
+        "notice": settings.notice.display().to_string(),
+        "decision": run.last_name().map(DecisionName::as_str),
+        "decisions": decisions,
+        "notices": run.notices,
+        "restart": run.restart.as_ref().map(|r| json!({"argv": r.argv, "ok": r.ok, "detail": r.detail})),
+        "warnings": run.warnings,
+        "state_saved": state_saved,
+        "exit_code": exit,
+    })
+}

@@ -1,0 +1,271 @@
+//! Sessions tracked across ticks: each session's detector state and message cursor live in the
+//! store, so a tick reads only messages newer than the last one and judges only what changed.
+//!
+//! - A session whose `time.updated` is what the store saw, under the same detector
+//!   configuration, is not read at all: its stored verdict stands (unless a descendant landed).
+//! - A changed session is read after its cursor; its calls are pushed into its stored
+//!   [`SessionDetector`]. Only settled messages are consumed, so a step still running is read
+//!   again next tick. A cursor the server no longer has means the history changed: start over.
+//! - Descendant landings are passed up the tree every tick; they are idempotent.
+
+use agentwatch_opencode::http::{OpencodeServer, SourceError};
+use agentwatch_store::{SessionCacheRow, Store};
+use detect_core::{
+    DetectConfig, DetectorSnapshot, Forest, Judgement, Session, SessionDetector, SessionVerdict,
+    canonical_json,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// One session as a tick judges it.
+#[derive(Debug)]
+pub struct Tracked {
+    /// Where it came from (a server URL, a file, the demo, a database).
+    pub source: String,
+    /// The session without its calls: id, parent, title, agent, directory.
+    pub info: Session,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Read this tick: the detector holds every settled call.
+    Live {
+        detector: Box<SessionDetector>,
+        cursor: Option<String>,
+        updated_ms: Option<i64>,
+    },
+    /// Unchanged since the stored row.
+    Stored { row: SessionCacheRow, meta: VerdictMeta },
+}
+
+/// What the cache row's `verdict` column holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct VerdictMeta {
+    verdict: SessionVerdict,
+    own_landing: Option<i64>,
+    descendant_landing: Option<i64>,
+}
+
+/// The fingerprint of a detector configuration: state built under another one is dropped.
+pub fn fingerprint(config: &DetectConfig) -> String {
+    serde_json::to_value(config)
+        .map(|v| canonical_json(&v))
+        .unwrap_or_default()
+}
+
+impl Tracked {
+    /// A session known in full (files, the demo, opencode.db): judged from all its calls.
+    pub fn whole(source: &str, session: &Session, config: &DetectConfig) -> Self {
+        let mut detector = SessionDetector::new(session, config);
+        for call in &session.calls {
+            detector.push(call);
+        }
+        Self {
+            source: source.to_owned(),
+            info: Session {
+                calls: Vec::new(),
+                ..session.clone()
+            },
+            state: State::Live {
+                detector: Box::new(detector),
+                cursor: None,
+                updated_ms: None,
+            },
+        }
+    }
+
+    /// Whether the session was read this tick (not taken from the store).
+    pub fn was_read(&self) -> bool {
+        matches!(self.state, State::Live { .. })
+    }
+
+    fn own_landing(&self) -> Option<i64> {
+        match &self.state {
+            State::Live { detector, .. } => detector.latest_own_landing(),
+            State::Stored { meta, .. } => meta.own_landing,
+        }
+    }
+}
+
+/// What reading one server incrementally found.
+#[derive(Debug, Default)]
+pub struct ServerRead {
+    pub sessions: Vec<Tracked>,
+    /// Sessions that could not be read (their stored state, if any, is kept and used).
+    pub problems: Vec<SourceError>,
+    /// Sessions read this tick, and messages consumed.
+    pub sessions_read: usize,
+    pub messages_read: usize,
+}
+
+/// Read one server, reusing and advancing what the store holds for it.
+pub fn read_server(
+    server: &OpencodeServer,
+    store: &Store,
+    config: &DetectConfig,
+) -> Result<ServerRead, SourceError> {
+    let infos = server.list_sessions()?;
+    let fp = fingerprint(config);
+    let mut cache: HashMap<String, SessionCacheRow> = store
+        .session_cache(server.url())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.fingerprint == fp)
+        .map(|r| (r.session_id.clone(), r))
+        .collect();
+    let mut read = ServerRead::default();
+    for info in &infos {
+        let Some(base) = agentwatch_opencode::session_from_messages(info, &[]).ok() else {
+            continue;
+        };
+        let updated = info.pointer("/time/updated").and_then(Value::as_i64);
+        let row = cache.remove(&base.id);
+        if let Some(row) = row.as_ref()
+            && updated.is_some()
+            && row.updated_ms == updated
+            && let Ok(meta) = serde_json::from_str::<VerdictMeta>(&row.verdict)
+            && let Ok(stored_info) = serde_json::from_str::<Session>(&row.info)
+        {
+            read.sessions.push(Tracked {
+                source: server.url().to_owned(),
+                info: stored_info,
+                state: State::Stored {
+                    row: row.clone(),
+                    meta,
+                },
+            });
+            continue;
+        }
+        let restored = row.as_ref().and_then(|r| {
+            let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
+            let info: Session = serde_json::from_str(&r.info).ok()?;
+            Some((SessionDetector::restore(snapshot, config)?, r.cursor.clone(), info))
+        });
+        let cursor = restored.as_ref().and_then(|(_, c, _)| c.clone());
+        let (messages, found) = match server.messages_after(&base.id, cursor.as_deref()) {
+            Ok(answer) => answer,
+            Err(e) => {
+                read.problems.push(e);
+                continue;
+            }
+        };
+        read.sessions_read += 1;
+        let (mut detector, mut cursor, mut session) = match restored {
+            Some(r) if found => r,
+            _ => {
+                let mut session = base.clone();
+                if session.agent.is_none() {
+                    session.agent = messages
+                        .iter()
+                        .find_map(|m| m.agent())
+                        .or_else(|| messages.iter().find_map(|m| m.info.agent.as_deref()))
+                        .map(str::to_owned);
+                }
+                (SessionDetector::new(&session, config), None, session)
+            }
+        };
+        // The listing may carry a newer title; keep the identity fields fresh.
+        session.title = base.title.clone().or(session.title);
+        session.parent_id = base.parent_id.clone();
+        let mut complete = true;
+        for message in &messages {
+            if !message.is_settled() {
+                complete = false;
+                break;
+            }
+            for call in message.calls() {
+                detector.push(&call);
+            }
+            cursor = Some(message.info.id.clone());
+            read.messages_read += 1;
+        }
+        read.sessions.push(Tracked {
+            source: server.url().to_owned(),
+            info: session,
+            state: State::Live {
+                detector: Box::new(detector),
+                cursor,
+                updated_ms: if complete { updated } else { None },
+            },
+        });
+    }
+    Ok(read)
+}
+
+/// Judge tracked sessions as trees. Returns the judgement and, per source, the cache rows to
+/// store (every tracked session of a cached source, read this tick or not).
+pub fn judge(
+    tracked: &mut [Tracked],
+    config: &DetectConfig,
+    now: i64,
+) -> (Judgement, HashMap<String, Vec<SessionCacheRow>>) {
+    let infos: Vec<Session> = tracked.iter().map(|t| t.info.clone()).collect();
+    let forest = Forest::build(&infos);
+    let own: Vec<Option<i64>> = tracked.iter().map(Tracked::own_landing).collect();
+    let below = forest.latest_descendant_landings(&own);
+    let fp = fingerprint(config);
+    let mut verdicts = Vec::with_capacity(tracked.len());
+    let mut rows: HashMap<String, Vec<SessionCacheRow>> = HashMap::new();
+    for (t, landing) in tracked.iter_mut().zip(&below) {
+        // A stored session whose descendants landed since must be judged again.
+        if let State::Stored { row, meta } = &t.state
+            && *landing > meta.descendant_landing
+            && let Some(detector) = serde_json::from_str::<DetectorSnapshot>(&row.detector)
+                .ok()
+                .and_then(|s| SessionDetector::restore(s, config))
+        {
+            t.state = State::Live {
+                detector: Box::new(detector),
+                cursor: row.cursor.clone(),
+                updated_ms: row.updated_ms,
+            };
+        }
+        let row = match &mut t.state {
+            State::Live {
+                detector,
+                cursor,
+                updated_ms,
+            } => {
+                if let Some(at) = landing {
+                    detector.push_descendant_landing(*at);
+                }
+                let verdict = detector.verdict();
+                let meta = VerdictMeta {
+                    verdict: verdict.clone(),
+                    own_landing: detector.latest_own_landing(),
+                    descendant_landing: detector.latest_descendant_landing(),
+                };
+                verdicts.push(verdict);
+                SessionCacheRow {
+                    source: t.source.clone(),
+                    session_id: t.info.id.clone(),
+                    fingerprint: fp.clone(),
+                    updated_ms: *updated_ms,
+                    cursor: cursor.clone(),
+                    info: serde_json::to_string(&t.info).unwrap_or_default(),
+                    detector: serde_json::to_string(&detector.snapshot()).unwrap_or_default(),
+                    verdict: serde_json::to_string(&meta).unwrap_or_default(),
+                    seen_at: now,
+                }
+            }
+            State::Stored { row, meta } => {
+                verdicts.push(meta.verdict.clone());
+                SessionCacheRow {
+                    seen_at: now,
+                    ..row.clone()
+                }
+            }
+        };
+        rows.entry(t.source.clone()).or_default().push(row);
+    }
+    let trees = forest.tree_verdicts(&infos, &verdicts);
+    (
+        Judgement {
+            sessions: verdicts,
+            trees,
+        },
+        rows,
+    )
+}

@@ -1,0 +1,187 @@
+//! `cargo xtask …`: argument parsing, files and exit codes around [`crate::backtest`] and
+//! [`crate::corpus`].
+//!
+//! Exit codes: 0 success; 1 the backtest missed a label (or `gen-corpus --check` found the
+//! committed corpus stale); 2 unreadable input or bad arguments.
+
+use crate::backtest::{self, Options};
+use crate::corpus;
+use clap::{Parser, Subcommand};
+use detect_core::{DetectConfig, SessionFile};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit code: the labels were met / the task succeeded.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: a label was missed, or the committed corpus is stale.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: unreadable input or bad arguments.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "agentwatch workspace tasks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Replay labelled sessions through the detector, prefix by prefix, and score the labels.
+    Backtest(BacktestArgs),
+    /// Regenerate fixtures/corpus.json from the deterministic generator.
+    GenCorpus(GenCorpusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BacktestArgs {
+    /// Session file to replay [default: fixtures/corpus.json].
+    #[arg(long, value_name = "FILE")]
+    fixture: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Calls between evaluated prefixes (after the first, at min_calls).
+    #[arg(long, value_name = "N", default_value_t = backtest::DEFAULT_STEP)]
+    step: usize,
+    /// Override a detector key, e.g. `--set top_min=10` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Sweep one threshold: `KEY=FROM..TO[:STEP]`; prints TP/FP/FN/TN, precision and recall per
+    /// value instead of the table.
+    #[arg(long, value_name = "KEY=FROM..TO[:STEP]")]
+    sweep: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct GenCorpusArgs {
+    /// Where to write [default: fixtures/corpus.json].
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Do not write: exit 1 when the file differs from what the generator makes.
+    #[arg(long)]
+    check: bool,
+}
+
+/// The committed corpus, found from this crate's directory (so any working directory works).
+pub fn default_corpus_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/corpus.json")
+}
+
+/// Run `cargo xtask ARGS…` (the first item is the program name), writing to `out` and `err`.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let text = e.render().to_string();
+            let _ = if e.use_stderr() {
+                err.write_all(text.as_bytes())
+            } else {
+                out.write_all(text.as_bytes())
+            };
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Task::Backtest(args) => run_backtest(args, out),
+        Task::GenCorpus(args) => run_gen_corpus(args, out),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            let _ = writeln!(err, "xtask: error: {message}");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
+    if args.step == 0 {
+        return Err("--step must be at least 1".to_owned());
+    }
+    let mut config = DetectConfig::default();
+    for item in &args.set {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--set {item}: expected KEY=VALUE"))?;
+        config
+            .set(key.trim(), value)
+            .map_err(|e| format!("--set {item}: {e}"))?;
+    }
+    let path = args.fixture.unwrap_or_else(default_corpus_path);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let options = Options {
+        config,
+        step: args.step,
+    };
+    let write = |out: &mut dyn Write, text: &str| {
+        out.write_all(text.as_bytes())
+            .map_err(|e| format!("writing the output: {e}"))
+    };
+    if let Some(spec) = &args.sweep {
+        let (key, values) = backtest::parse_sweep(spec)?;
+        let rows = backtest::sweep(&file.sessions, &options, &key, &values)
+            .map_err(|e| format!("--sweep {spec}: {e}"))?;
+        let text = if args.json {
+            format!("{:#}\n", backtest::sweep_to_json(&key, &rows))
+        } else {
+            backtest::render_sweep(&key, &rows)
+        };
+        write(out, &text)?;
+        return Ok(EXIT_OK);
+    }
+    let report = backtest::run(&file.sessions, &options);
+    let text = if args.json {
+        backtest::to_json_text(&report)
+    } else {
+        backtest::render_table(&report)
+    };
+    write(out, &text)?;
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
+
+fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let path = args.out.unwrap_or_else(default_corpus_path);
+    let file = corpus::generate();
+    if args.check {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(if corpus::same_corpus(&text, &file) {
+            let _ = writeln!(out, "{}: up to date", path.display());
+            EXIT_OK
+        } else {
+            let _ = writeln!(
+                out,
+                "{}: differs from the generator; run `cargo xtask gen-corpus`",
+                path.display()
+            );
+            EXIT_FAILED
+        });
+    }
+    let text = corpus::to_json(&file);
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, &text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let _ = writeln!(
+        out,
+        "wrote {} ({} sessions)",
+        path.display(),
+        file.sessions.len()
+    );
+    Ok(EXIT_OK)
+}
