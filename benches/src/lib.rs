@@ -84,3 +84,34 @@ pub fn corpus(n: usize, seed: u64) -> Vec<Session> {
 pub fn calls_in(sessions: &[Session]) -> usize {
     sessions.iter().map(|s| s.calls.len()).sum()
 }
+
+/// A `/session/:id/message` answer of `n` assistant steps, each with one tool part whose output
+/// (and bash `metadata.output`) is `output_bytes` long: the shape opencode 1.18.33 serves.
+pub fn message_list_json(n: usize, output_bytes: usize) -> String {
+    let mut rng = Rng::new(42);
+    let output: String = "x".repeat(output_bytes.saturating_sub(40)) + "\n(End of file - total 400 lines)";
+    let messages: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            let t = 1_796_000_000_000i64 + i as i64 * 1000;
+            let call = realistic_call(&mut rng, i);
+            json!({
+                "info": {"id": format!("msg_{:012x}AAAAAAAAAAAAAA", t as u64 * 4096), "sessionID": "ses_bench",
+                         "role": "assistant", "parentID": "msg_user", "modelID": "m", "providerID": "p",
+                         "mode": "build", "agent": "build", "path": {"cwd": "/home/u/proj", "root": "/home/u/proj"},
+                         "cost": 0.01, "tokens": {"input": 1000, "output": 200, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+                         "time": {"created": t, "completed": t + 900}, "finish": "tool-calls"},
+                "parts": [
+                    {"id": format!("prt_{i:012x}A"), "sessionID": "ses_bench", "messageID": "m", "type": "step-start"},
+                    {"id": format!("prt_{i:012x}B"), "sessionID": "ses_bench", "messageID": "m", "type": "tool",
+                     "callID": format!("toolu_{i}"), "tool": call.tool,
+                     "state": {"status": "completed", "input": call.input, "output": output, "title": "t",
+                               "metadata": {"output": output, "exit": 0, "truncated": false, "preview": output},
+                               "time": {"start": t + 10, "end": t + 800}}},
+                    {"id": format!("prt_{i:012x}C"), "sessionID": "ses_bench", "messageID": "m", "type": "step-finish",
+                     "reason": "tool-calls", "cost": 0.01, "tokens": {"input": 1000, "output": 200, "reasoning": 0, "cache": {"read": 0, "write": 0}}}
+                ]
+            })
+        })
+        .collect();
+    serde_json::Value::Array(messages).to_string()
+}

@@ -19,6 +19,8 @@ pub struct Config {
     pub watchdog: WatchdogSection,
     pub opencode: OpencodeSection,
     pub store: StoreSection,
+    /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
+    pub deck: crate::deck::DeckSection,
     pub recover: RecoverSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
@@ -347,7 +349,7 @@ fn merge(base: &mut Table, overlay: Table) {
 }
 
 /// Set `a.b.c = value` in a table, creating tables on the way.
-fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<(), CliError> {
+pub(crate) fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<(), CliError> {
     let mut parts: Vec<&str> = dotted.split('.').collect();
     let Some(last) = parts.pop().filter(|k| !k.is_empty()) else {
         return Err(CliError::new(
@@ -408,6 +410,7 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
     if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
         set_path(&mut table, "opencode.username", Value::String(user))?;
     }
+    crate::deck::apply_env(&mut table, env)?;
     for (var, key) in RECOVER_ENV {
         if let Some(value) = env(var) {
             set_path(&mut table, key, Value::String(value))?;
@@ -527,6 +530,7 @@ impl Config {
                 return Err(config_err(format!("{at}.timeout_s: must be > 0")));
             }
         }
+        self.deck.validate(&self.channels)?;
         Ok(())
     }
 

@@ -7,6 +7,7 @@
 
 mod clock;
 mod config;
+mod deck;
 mod detect;
 mod exit;
 mod export_fixture;
@@ -58,6 +59,8 @@ enum Command {
     ImportExport(import_export::ImportExportArgs),
     /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
     Recover(recover::RecoverArgs),
+    /// Watch agent-deck sessions: restart crashed critical ones, nudge stuck children, escalate.
+    Deck(deck::DeckArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::ExportFixture(args) => export_fixture::run(args),
         Command::ImportExport(args) => import_export::run(args),
         Command::Recover(args) => recover::run(args),
+        Command::Deck(args) => deck::run(args),
     };
     match result {
         Ok(code) => code,

@@ -61,6 +61,9 @@ pub struct OpencodeArgs {
     /// The tick's time, unix seconds (for tests and replays; default the clock).
     #[arg(long)]
     pub now: Option<i64>,
+    /// Read every session's whole history, ignoring the stored cursors (for comparisons).
+    #[arg(long)]
+    pub full_read: bool,
 }
 
 /// Sessions gathered from every source, and what went wrong.
@@ -150,7 +153,7 @@ pub fn collect(config: &Config, args: &OpencodeArgs, store: &Store, env: Env<'_>
         spec.username = config.opencode.username.clone();
         spec.password = env(&config.opencode.password_env);
         let server = OpencodeServer::new(spec, timeouts);
-        match tracked::read_server(&server, store, &detector) {
+        match tracked::read_server(&server, store, &detector, args.full_read) {
             Ok(read) => {
                 collected.unreadable += read.problems.len();
                 for p in read.problems {
@@ -287,21 +290,22 @@ pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf
         .unwrap_or_else(|| config::default_db_path(env))
 }
 
-/// The run lock beside the database.
-pub fn lock_path(db: &Path) -> PathBuf {
+/// The run lock of one job (`opencode`, `recover`, `deck`, ...) beside the database: two runs
+/// of the same job never overlap; different jobs share the database (SQLite WAL) freely.
+pub fn lock_path(db: &Path, job: &str) -> PathBuf {
     let name = db
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "agentwatch.db".to_owned());
-    db.with_file_name(format!(".{name}.lock"))
+    db.with_file_name(format!(".{name}.{job}.lock"))
 }
 
-/// Take the run lock, or exit 75 saying who holds it.
-pub fn take_lock(db: &Path) -> Result<RunLock, CliError> {
-    RunLock::acquire(&lock_path(db)).map_err(|e| match e {
+/// Take a job's run lock, or exit 75 saying who holds it.
+pub fn take_lock(db: &Path, job: &str) -> Result<RunLock, CliError> {
+    RunLock::acquire(&lock_path(db, job)).map_err(|e| match e {
         agentwatch_store::LockError::Held(path) => CliError::new(
             code::TEMPFAIL,
-            format!("another agentwatch run holds {path}; exiting"),
+            format!("another agentwatch {job} run holds {path}; exiting"),
         ),
         other => CliError::new(code::IOERR, other.to_string()),
     })
@@ -340,7 +344,7 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         None
     };
     let db_path = db_path.unwrap_or_else(|| store_path(&loaded.config, args.db.as_deref(), env));
-    let _lock = take_lock(&db_path)?;
+    let _lock = take_lock(&db_path, "opencode")?;
     let mut store = Store::open(&db_path).map_err(store_err)?;
     let mut config = loaded.config;
     apply_stored_settings(&mut config, &store);

@@ -208,7 +208,7 @@ pub fn channels(args: ChannelsArgs) -> CliResult {
             parse_severity(s)
                 .map_err(|e| CliError::new(code::USAGE, format!("--min-severity: {e}")))?;
         }
-        let _lock = take_lock(&db)?;
+        let _lock = take_lock(&db, "channels")?;
         let mut store = Store::open(&db).map_err(store_err)?;
         let current = store
             .channel_settings()

@@ -242,7 +242,7 @@ pub fn run(args: RecoverArgs) -> CliResult {
         };
         (None, store)
     } else {
-        let lock = take_lock(&db_path)?;
+        let lock = take_lock(&db_path, "recover")?;
         (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
     };
 

@@ -37,7 +37,10 @@ enum State {
         updated_ms: Option<i64>,
     },
     /// Unchanged since the stored row.
-    Stored { row: SessionCacheRow, meta: VerdictMeta },
+    Stored {
+        row: Box<SessionCacheRow>,
+        meta: Box<VerdictMeta>,
+    },
 }
 
 /// What the cache row's `verdict` column holds.
@@ -105,12 +108,16 @@ pub fn read_server(
     server: &OpencodeServer,
     store: &Store,
     config: &DetectConfig,
+    full_read: bool,
 ) -> Result<ServerRead, SourceError> {
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
-    let mut cache: HashMap<String, SessionCacheRow> = store
-        .session_cache(server.url())
-        .unwrap_or_default()
+    let cached = if full_read {
+        Vec::new()
+    } else {
+        store.session_cache(server.url()).unwrap_or_default()
+    };
+    let mut cache: HashMap<String, SessionCacheRow> = cached
         .into_iter()
         .filter(|r| r.fingerprint == fp)
         .map(|r| (r.session_id.clone(), r))
@@ -132,8 +139,8 @@ pub fn read_server(
                 source: server.url().to_owned(),
                 info: stored_info,
                 state: State::Stored {
-                    row: row.clone(),
-                    meta,
+                    row: Box::new(row.clone()),
+                    meta: Box::new(meta),
                 },
             });
             continue;
@@ -254,7 +261,7 @@ pub fn judge(
                 verdicts.push(meta.verdict.clone());
                 SessionCacheRow {
                     seen_at: now,
-                    ..row.clone()
+                    ..(**row).clone()
                 }
             }
         };

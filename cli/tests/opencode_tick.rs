@@ -354,12 +354,12 @@ fn a_corrupt_database_is_reported_and_kept() {
 fn a_held_lock_exits_75_at_once() {
     let tmp = TempDir::new("aw-tick-lock");
     let db = tmp.path.join("state/agentwatch/agentwatch.db");
-    let lock_path = db.with_file_name(".agentwatch.db.lock");
+    let lock_path = db.with_file_name(".agentwatch.db.opencode.lock");
     let _held = agentwatch_store::RunLock::acquire(&lock_path).unwrap();
     let run = agentwatch(&tmp.path, None, &["opencode", "--once", "--now", "1"]);
     assert_eq!(run.code(), Some(75), "{}", run.stderr());
     assert!(
-        run.stderr().contains("another agentwatch run holds"),
+        run.stderr().contains("another agentwatch opencode run holds"),
         "{}",
         run.stderr()
     );

@@ -819,10 +819,10 @@ fn a_missing_report_a_held_lock_and_a_missing_once() {
     assert_eq!(ran.decision(), "report-unreadable");
     assert!(ran.field("reason").contains("loop.json"), "{}", ran.line());
 
-    let lock = RunLock::acquire(&rig.db.with_file_name(".agentwatch.db.lock")).unwrap();
+    let lock = RunLock::acquire(&rig.db.with_file_name(".agentwatch.db.recover.lock")).unwrap();
     let ran = rig.run(T0, &[]);
     assert_eq!(ran.code, 75, "{}", ran.stderr);
-    assert!(ran.stderr.contains("another agentwatch run holds"));
+    assert!(ran.stderr.contains("another agentwatch recover run holds"));
     drop(lock);
 
     let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))

@@ -17,8 +17,8 @@
 //! labelled `must_flag` on the child, and the parent above it is labelled on its own calls.
 
 use detect_core::{
-    CallContext, CallFacts, DetectConfig, Forest, Label, Session, SessionVerdict, Signal,
-    judge_session,
+    CallContext, CallFacts, DetectConfig, Forest, Label, Session, SessionDetector, SessionVerdict,
+    Signal, judge_session,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -265,30 +265,55 @@ fn judge_prefixes(
     let config = &options.config;
     let n = session.calls.len();
     let ks = prefixes(n, config.min_calls, options.step);
-    let mut prefix = Session {
-        calls: Vec::with_capacity(n),
-        ..session.clone()
-    };
-    prefix.calls.clear();
-    let mut flagged_at = None;
-    let mut fired = [false; 4];
-    let mut peak = Peak::default();
-    for &k in &ks {
-        prefix.calls.clear();
-        prefix.calls.extend_from_slice(&session.calls[..k]);
-        let cut = session.calls[..k].iter().rev().find_map(|c| c.end_ms());
-        let landing = descendant_landings
+    // Each prefix is cut at the end of its last call; only descendant landings by then count.
+    let cuts: Vec<Option<i64>> = ks
+        .iter()
+        .map(|&k| session.calls[..k].iter().rev().find_map(|c| c.end_ms()))
+        .collect();
+    let landing_by = |cut: Option<i64>| {
+        descendant_landings
             .iter()
             .copied()
             .filter(|t| cut.is_none_or(|cut| *t <= cut))
-            .max();
-        let verdict = judge_session(&prefix, landing, config);
-        peak.add(&verdict, config.min_calls);
+            .max()
+    };
+    let mut flagged_at = None;
+    let mut fired = [false; 4];
+    let mut peak = Peak::default();
+    let mut record = |k: usize, verdict: &SessionVerdict| {
+        peak.add(verdict, config.min_calls);
         if verdict.flagged {
             flagged_at.get_or_insert(k);
             for s in &verdict.signals {
                 fired[signal_index(*s)] = true;
             }
+        }
+    };
+    if cuts.windows(2).all(|w| w[0] <= w[1]) {
+        // Cuts only move forward: one incremental detector walks all prefixes (it equals the
+        // batch judgement of each prefix; detect-core's proptest pins that).
+        let mut detector = SessionDetector::new(session, config);
+        let mut pushed = 0;
+        for (&k, &cut) in ks.iter().zip(&cuts) {
+            for call in &session.calls[pushed..k] {
+                detector.push(call);
+            }
+            pushed = k;
+            if let Some(t) = landing_by(cut) {
+                detector.push_descendant_landing(t);
+            }
+            record(k, &detector.verdict());
+        }
+    } else {
+        // Times out of order: judge each prefix on its own.
+        let mut prefix = Session {
+            calls: Vec::with_capacity(n),
+            ..session.clone()
+        };
+        for (&k, &cut) in ks.iter().zip(&cuts) {
+            prefix.calls.clear();
+            prefix.calls.extend_from_slice(&session.calls[..k]);
+            record(k, &judge_session(&prefix, landing_by(cut), config));
         }
     }
     SessionResult {

@@ -233,7 +233,7 @@ pub fn parse_list(output: &Output) -> Result<Listing, DeckError> {
 /// What `session show ID --json` answered.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Shown {
-    Found(SessionInfo),
+    Found(Box<SessionInfo>),
     /// Exit 2 / `NOT_FOUND`: agent-deck does not know the id (any more).
     NotFound(String),
     /// `null`, an empty answer or plain text where JSON was asked for: nothing to read.
@@ -267,7 +267,7 @@ pub fn parse_show(output: &Output) -> Result<Shown, DeckError> {
             });
         }
         return SessionInfo::from_value(&Value::Object(object))
-            .map(Shown::Found)
+            .map(|info| Shown::Found(Box::new(info)))
             .ok_or_else(|| DeckError::Unreadable {
                 command: COMMAND.to_owned(),
                 message: format!("a session object without an id: {}", head(text, QUOTED)),
@@ -497,7 +497,7 @@ mod tests {
         assert_eq!(info.parent_session_id.as_deref(), Some("p"));
         let empty_hold =
             parse_show(&out(0, r#"{"id":"c","auth_hold":{},"status":"idle"}"#)).unwrap();
-        assert!(matches!(empty_hold, Shown::Found(SessionInfo { auth_hold: None, .. })));
+        assert!(matches!(empty_hold, Shown::Found(info) if info.auth_hold.is_none()));
         assert!(matches!(
             parse_show(&out(
                 2,

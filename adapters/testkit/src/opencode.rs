@@ -254,3 +254,53 @@ impl ExportBuilder {
         self.clock_ms
     }
 }
+
+/// A loopback server answering opencode 1.18.33's listing and message routes from memory
+/// (`/experimental/session`, `/session/:id/message` with `limit` / `before` paging and
+/// `X-Next-Cursor`), for benchmarks and tests that need more sessions than `opencode import`
+/// can load in reasonable time. End-to-end tests use the real server.
+pub fn serve_exports(exports: Vec<serde_json::Value>) -> crate::HttpServer {
+    use crate::{Reply, Request};
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    let infos: Vec<serde_json::Value> = exports.iter().map(|e| e["info"].clone()).collect();
+    let listing = Arc::new(serde_json::Value::Array(infos));
+    let by_id: Arc<HashMap<String, Vec<serde_json::Value>>> = Arc::new(
+        exports
+            .into_iter()
+            .map(|e| {
+                let id = e["info"]["id"].as_str().unwrap_or_default().to_owned();
+                let messages = e["messages"].as_array().cloned().unwrap_or_default();
+                (id, messages)
+            })
+            .collect(),
+    );
+    crate::HttpServer::start(move |request: &Request| {
+        if request.path() == "/experimental/session" {
+            return Reply::json(200, &listing);
+        }
+        let Some(id) = request
+            .path()
+            .strip_prefix("/session/")
+            .and_then(|p| p.strip_suffix("/message"))
+        else {
+            return Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
+        };
+        let Some(all) = by_id.get(id) else {
+            return Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
+        };
+        let limit: usize = request.query("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let end: usize = request
+            .query("before")
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(all.len())
+            .min(all.len());
+        let start = if limit == 0 { 0 } else { end.saturating_sub(limit) };
+        let reply = Reply::json(200, &serde_json::Value::Array(all[start..end].to_vec()));
+        if start > 0 {
+            reply.with_header("X-Next-Cursor", &start.to_string())
+        } else {
+            reply
+        }
+    })
+}

@@ -1,0 +1,77 @@
+//! A full `agentwatch opencode --once` tick (the real binary, as the systemd timer runs it) over
+//! 200 sessions served from 127.0.0.1: the first tick (empty store), an idle tick after it
+//! (nothing new: the incremental path), and the same idle tick forced to re-read every history
+//! (`--full-read`), so the ratio of the two shows what the stored cursors save.
+
+use agentwatch_testkit::TempDir;
+use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+
+const SESSIONS: usize = 200;
+const CALLS: usize = 100;
+
+fn exports() -> Vec<serde_json::Value> {
+    (0..SESSIONS)
+        .map(|s| {
+            let calls: Vec<(&str, serde_json::Value, serde_json::Value, &str)> = (0..CALLS)
+                .map(|i| {
+                    if i % 4 == 0 {
+                        ("bash", json!({"command": format!("cd /p && cargo test t{}", i % 7)}), json!({"output": "x".repeat(4000), "exit": 101}), "failed")
+                    } else {
+                        ("read", json!({"filePath": format!("/p/src/f{}.rs", (i * 7 + s) % 50), "offset": 1, "limit": 200}), json!({"preview": "x".repeat(500)}), "content")
+                    }
+                })
+                .collect();
+            ExportBuilder::new(&format!("ses_bench{s:05}AAAAAAAAAAAAAA"), "bench", None, 1_796_000_000_000 + s as i64 * 1000)
+                .steps("build", &calls, 1000)
+                .build()
+        })
+        .collect()
+}
+
+fn tick(home: &Path, config: &Path, extra: &[&str]) {
+    let status = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(["opencode", "--once", "--config"])
+        .arg(config)
+        .args(["--now", "1796100000"])
+        .args(extra)
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run agentwatch");
+    assert!(status.success());
+}
+
+fn ticks(c: &mut Criterion) {
+    let server = serve_exports(exports());
+    let tmp = TempDir::new("aw-bench-tick");
+    let config = tmp.path.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{}\"]\n", server.url()),
+    )
+    .unwrap();
+    let mut g = c.benchmark_group("tick_200_sessions");
+    g.sample_size(10);
+    g.bench_function("first_tick_empty_store", |b| {
+        b.iter_batched(
+            || TempDir::new("aw-bench-first"),
+            |home| tick(&home.path, &config, &[]),
+            BatchSize::PerIteration,
+        )
+    });
+    let warm = TempDir::new("aw-bench-warm");
+    tick(&warm.path, &config, &[]);
+    g.bench_function("idle_tick_incremental", |b| b.iter(|| tick(&warm.path, &config, &[])));
+    g.bench_function("idle_tick_full_reread", |b| b.iter(|| tick(&warm.path, &config, &["--full-read"])));
+    g.finish();
+}
+
+criterion_group!(benches, ticks);
+criterion_main!(benches);

@@ -1,0 +1,1514 @@
+//! `agentwatch deck`: the agent-deck watchdog. Each tick lists the sessions, runs the restart guard
+//! (a re-check just before every restart), the poller check and the waiting patrol, acts, and
+//! escalates through the channels.
+//!
+//! ```text
+//! list --all --json -> session show ID --json (each) -> pollers (/proc) -> restart guard
+//!     recheck: session show again (+ pane tail) -> restart: session restart ID --json -> result
+//!     escalate: [[channels]] + Telegram (TELEGRAM_ESCALATION_CHAT_ID), escalations.log
+//! waiting children: tmux capture-pane -> SHA-256 -> waiting patrol -> session send ID MSG --no-wait
+//! state: SQLite (deck.restart-guard, deck.waiting-patrol); audit: $AGENT_DECK_ROOT/watchdog/*.log
+//! ```
+//!
+//! The decisions are `recovery-policy`'s; this module only gathers observations and performs
+//! actions. Every decision is one `key=value` line on standard error. `--dry-run` performs no side
+//! effect at all: no agent-deck restart or send, no message, no log file, no store write (the
+//! store is read if it exists, never created). Without `--once` it runs as a daemon: a tick every
+//! `deck.interval_s`, earlier when a hook status file changes.
+
+use crate::clock::{host_name, iso8601, now_or_clock};
+use crate::config::{self, ChannelSection, Config, Env, parse_severity};
+use crate::exit::{CliError, CliResult, code};
+use crate::notify::{SendReport, apply_stored_settings};
+use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
+use agentwatch_agentdeck::pollers;
+use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
+use agentwatch_channels::{ChannelKind, Outcome, TelegramChannel, deliver};
+use agentwatch_store::{RunLock, Store};
+use alert_state::{AlertEvent, EventState, Severity as AlertSeverity};
+use recovery_policy::restart_guard::{
+    AuthHold, GuardAction, GuardDecision, GuardDecisionName, GuardEvent, RestartGuardConfig,
+    RestartGuardState, RestartReply, RestartResult, SessionObservation, SessionStatus,
+    Severity as EscalationKind,
+};
+use recovery_policy::waiting_patrol::{
+    PatrolAction, PatrolDecision, PatrolEvent, PatrolObservation, WaitingPatrolConfig,
+    WaitingPatrolState,
+};
+use recovery_policy::{Decision, DecisionName, PolicyState, StateError, load_state, save_state};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Store key of the restart guard's state.
+pub const GUARD_STATE_KEY: &str = "deck.restart-guard";
+/// Store key of the waiting patrol's state.
+pub const PATROL_STATE_KEY: &str = "deck.waiting-patrol";
+/// Lines of the pane's tail passed as the session's last output (rate-limit detection).
+const TAIL_LINES: usize = 20;
+
+#[derive(Debug, clap::Args)]
+pub struct DeckArgs {
+    /// Run one tick and exit (a timer or cron repeats it); without it, run as a daemon.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, do nothing: no restart, no nudge, no message, no file or store write.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Log every decision (also the quiet ones) and every session seen.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print one JSON object per tick.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set deck.interval_s=30`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The tick's time, unix seconds (with `--once`; for tests and replays).
+    #[arg(long)]
+    pub now: Option<i64>,
+}
+
+// ------------------------------------------------------------------------------------------------
+// Configuration: `[deck]`
+
+/// `[deck]`: the agent-deck watchdog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeckSection {
+    /// agent-deck's runtime root (`AGENT_DECK_ROOT`): `watchdog/restart.log`,
+    /// `watchdog/escalations.log`, `watchdog/patrol.log`, opt-in flags `watchdog/autorestart/ID`.
+    pub root: String,
+    /// The agent-deck binary (`AGENT_DECK_BIN`); default `agent-deck` on `PATH`, else
+    /// `/usr/local/bin/agent-deck`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bin: Option<String>,
+    /// Watch only this profile (`AGENT_DECK_PROFILE`); also the `-p` of sessions listed without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Daemon: seconds between ticks.
+    pub interval_s: u64,
+    /// Daemon: least seconds between two ticks when hook files keep changing.
+    pub min_tick_gap_s: u64,
+    /// Daemon: how often the hook status files' mtimes are polled (seconds).
+    pub hook_poll_s: u64,
+    /// The hook status directory; default `$XDG_DATA_HOME/agent-deck/hooks`, else `ROOT/hooks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks_dir: Option<String>,
+    /// Timeout of list, show and send (seconds).
+    pub command_timeout_s: f64,
+    /// Timeout of `session restart` (seconds).
+    pub restart_timeout_s: f64,
+    pub tmux_bin: String,
+    /// The tmux server of sessions whose JSON names none: a socket path (`-S`) or a socket name
+    /// (`-L`, agent-deck's `[tmux].socket_name`); default the user's server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmux_socket: Option<String>,
+    /// agent-deck's `config.toml` (conductors' env files); default `ROOT/config.toml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_deck_config: Option<String>,
+    /// Telegram chat for escalations (`TELEGRAM_ESCALATION_CHAT_ID`); unset: no Telegram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telegram_chat_id: Option<String>,
+    /// The variable holding the bot token.
+    pub telegram_token_env: String,
+    /// Read `TELEGRAM_BOT_TOKEN=` from this file when the variable is unset (agent-deck's own).
+    pub telegram_token_file: String,
+    pub telegram_api_base: String,
+    pub telegram_timeout_s: f64,
+    /// `[[channels]]` that get escalations, by name; default every configured channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<String>>,
+    pub restart_guard: RestartGuardConfig,
+    pub waiting_patrol: WaitingPatrolConfig,
+}
+
+impl Default for DeckSection {
+    fn default() -> Self {
+        Self {
+            root: "~/.agent-deck".to_owned(),
+            bin: None,
+            profile: None,
+            interval_s: 15,
+            min_tick_gap_s: 5,
+            hook_poll_s: 1,
+            hooks_dir: None,
+            command_timeout_s: 30.0,
+            restart_timeout_s: 90.0,
+            tmux_bin: "tmux".to_owned(),
+            tmux_socket: None,
+            agent_deck_config: None,
+            telegram_chat_id: None,
+            telegram_token_env: "TELEGRAM_BOT_TOKEN".to_owned(),
+            telegram_token_file: "~/.claude/channels/telegram/.env".to_owned(),
+            telegram_api_base: agentwatch_channels::TELEGRAM_API_BASE.to_owned(),
+            telegram_timeout_s: 10.0,
+            channels: None,
+            restart_guard: RestartGuardConfig::default(),
+            waiting_patrol: WaitingPatrolConfig::default(),
+        }
+    }
+}
+
+/// The design's environment variables and the keys they set. `true`: a whole number of seconds.
+pub const ENV_KEYS: &[(&str, &str, bool)] = &[
+    ("AGENT_DECK_ROOT", "deck.root", false),
+    ("AGENT_DECK_BIN", "deck.bin", false),
+    ("AGENT_DECK_PROFILE", "deck.profile", false),
+    ("TELEGRAM_ESCALATION_CHAT_ID", "deck.telegram_chat_id", false),
+    (
+        "POLLER_RESTART_DEDUP_S",
+        "deck.restart_guard.poller_dedup",
+        true,
+    ),
+    (
+        "WAITING_PATROL_THRESHOLD_S",
+        "deck.waiting_patrol.threshold",
+        true,
+    ),
+    (
+        "WAITING_PATROL_NUDGE_DEDUP_S",
+        "deck.waiting_patrol.nudge_dedup",
+        true,
+    ),
+    (
+        "MIN_GLOBAL_RESTART_INTERVAL_S",
+        "deck.restart_guard.global_spacing",
+        true,
+    ),
+];
+
+/// The environment layer of `[deck]` (between the files and `--set`).
+pub fn apply_env(table: &mut toml::Table, env: Env<'_>) -> Result<(), CliError> {
+    for (var, key, seconds) in ENV_KEYS {
+        let Some(value) = env(var) else { continue };
+        let value = if *seconds {
+            let n: u32 = value.trim().parse().map_err(|_| {
+                CliError::new(
+                    code::CONFIG,
+                    format!("{var}={value:?}: must be a whole number of seconds"),
+                )
+            })?;
+            toml::Value::Integer(i64::from(n))
+        } else {
+            toml::Value::String(value)
+        };
+        config::set_path(table, key, value)?;
+    }
+    Ok(())
+}
+
+impl DeckSection {
+    /// Checks what no type can.
+    pub fn validate(&self, channels: &[ChannelSection]) -> Result<(), CliError> {
+        let bad = |m: String| Err(CliError::new(code::CONFIG, m));
+        for (key, value) in [
+            ("deck.interval_s", self.interval_s),
+            ("deck.hook_poll_s", self.hook_poll_s),
+        ] {
+            if value == 0 {
+                return bad(format!("{key} = 0: must be at least 1 second"));
+            }
+        }
+        for (key, value) in [
+            ("deck.command_timeout_s", self.command_timeout_s),
+            ("deck.restart_timeout_s", self.restart_timeout_s),
+            ("deck.telegram_timeout_s", self.telegram_timeout_s),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return bad(format!("{key} = {value}: must be a number of seconds > 0"));
+            }
+        }
+        if self.restart_guard.per_session_limit == 0 || self.restart_guard.window == 0 {
+            return bad(
+                "deck.restart_guard: per_session_limit and window must be at least 1".to_owned(),
+            );
+        }
+        let message = &self.waiting_patrol.message;
+        if message.trim().is_empty() || message.starts_with('-') {
+            return bad(format!(
+                "deck.waiting_patrol.message = {message:?}: must be text that does not start with '-'"
+            ));
+        }
+        if let Some(names) = &self.channels {
+            for name in names {
+                if !channels.iter().any(|c| &c.name == name) {
+                    return bad(format!(
+                        "deck.channels: {name:?} is not a configured channel"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The run
+
+/// What a tick saw of one session.
+#[derive(Debug, Clone)]
+struct Watched {
+    /// `session show` merged over the listing.
+    info: SessionInfo,
+    /// The `-p` for its commands.
+    profile: Option<String>,
+    /// `found`, or why the status is unknown.
+    shown: String,
+    pane_hash: Option<String>,
+    pollers: Option<u32>,
+}
+
+enum Telegram {
+    Off,
+    NoToken { why: String },
+    Ready(TelegramChannel),
+}
+
+struct Runtime<'a> {
+    config: &'a Config,
+    env: Env<'a>,
+    deck: AgentDeck,
+    tmux: Tmux,
+    root: PathBuf,
+    home: Option<PathBuf>,
+    profile: Option<String>,
+    default_socket: Socket,
+    agent_deck_config: PathBuf,
+    guard: RestartGuardConfig,
+    patrol: WaitingPatrolConfig,
+    dry_run: bool,
+    verbose: bool,
+    source: String,
+    telegram: Telegram,
+}
+
+/// The guard's and the patrol's state.
+#[derive(Debug, Default)]
+struct States {
+    guard: RestartGuardState,
+    patrol: WaitingPatrolState,
+}
+
+/// What one tick saw and did.
+#[derive(Debug, Default)]
+struct TickReport {
+    now: i64,
+    dry_run: bool,
+    listing: String,
+    list_failed: bool,
+    sessions: Vec<Value>,
+    decisions: Vec<Value>,
+    actions: Vec<Value>,
+    escalations: Vec<Value>,
+    problems: Vec<String>,
+}
+
+fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// Decisions that repeat every tick while nothing changes; logged only with `--verbose`.
+const QUIET: &[&str] = &[
+    "auth-held",
+    "backing-off",
+    "quiet-after-restart",
+    "restart-limit",
+    "poller-dedup",
+    "deferred",
+    "unchanged",
+    "nudge-deduped",
+    "pane-unreadable",
+];
+
+fn kind_of<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| match v {
+            Value::String(s) => Some(s),
+            Value::Object(o) => o.get("kind").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+fn safe_file_name(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains(['/', '\0'])
+}
+
+impl<'a> Runtime<'a> {
+    fn new(config: &'a Config, env: Env<'a>, dry_run: bool, verbose: bool) -> Self {
+        let deck_cfg = &config.deck;
+        let home = env("HOME").map(PathBuf::from);
+        let expand = |p: &str| config::expand_home(p, env);
+        let root = expand(&deck_cfg.root);
+        let bin = deck_cfg
+            .bin
+            .as_deref()
+            .map(expand)
+            .or_else(|| find_on_path("agent-deck", env("PATH").as_deref()))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_BIN));
+        let mut deck = AgentDeck::new(bin);
+        deck.timeout = Duration::from_secs_f64(deck_cfg.command_timeout_s);
+        deck.restart_timeout = Duration::from_secs_f64(deck_cfg.restart_timeout_s);
+        let tmux = Tmux {
+            program: expand(&deck_cfg.tmux_bin),
+            timeout: Duration::from_secs_f64(deck_cfg.command_timeout_s),
+        };
+        let mut guard = deck_cfg.restart_guard.clone();
+        let mut patrol = deck_cfg.waiting_patrol.clone();
+        guard.dry_run = dry_run;
+        patrol.dry_run = dry_run;
+        let telegram = match deck_cfg
+            .telegram_chat_id
+            .as_deref()
+            .filter(|c| !c.trim().is_empty())
+        {
+            None => Telegram::Off,
+            Some(chat_id) => {
+                let token = env(&deck_cfg.telegram_token_env).or_else(|| {
+                    std::fs::read_to_string(expand(&deck_cfg.telegram_token_file))
+                        .ok()
+                        .and_then(|text| token_from_env_file(&text))
+                });
+                match token {
+                    Some(token) => Telegram::Ready(TelegramChannel {
+                        api_base: deck_cfg.telegram_api_base.clone(),
+                        token,
+                        chat_id: chat_id.trim().to_owned(),
+                        timeout: Duration::from_secs_f64(deck_cfg.telegram_timeout_s),
+                    }),
+                    None => Telegram::NoToken {
+                        why: format!(
+                            "TELEGRAM_ESCALATION_CHAT_ID is set but no bot token: {} is unset and {} has no TELEGRAM_BOT_TOKEN=",
+                            deck_cfg.telegram_token_env, deck_cfg.telegram_token_file
+                        ),
+                    },
+                }
+            }
+        };
+        Self {
+            config,
+            env,
+            deck,
+            tmux,
+            agent_deck_config: deck_cfg
+                .agent_deck_config
+                .as_deref()
+                .map(expand)
+                .unwrap_or_else(|| root.join("config.toml")),
+            root,
+            home,
+            profile: deck_cfg.profile.clone().filter(|p| !p.trim().is_empty()),
+            default_socket: deck_cfg
+                .tmux_socket
+                .as_deref()
+                .map(Socket::parse)
+                .unwrap_or_default(),
+            guard,
+            patrol,
+            dry_run,
+            verbose,
+            source: config
+                .watchdog
+                .source
+                .clone()
+                .unwrap_or_else(|| alert_state::source_for_host(&host_name())),
+            telegram,
+        }
+    }
+
+    fn log(&self, now: i64, text: &str) {
+        eprintln!("deck={} {text}", iso8601(now));
+    }
+
+    fn problem(&self, report: &mut TickReport, text: String) {
+        self.log(report.now, &format!("problem={}", quoted(&text)));
+        report.problems.push(text);
+    }
+
+    fn audit(&self, report: &mut TickReport, file: &str, record: &Value) {
+        if self.dry_run {
+            return;
+        }
+        let dir = self.root.join("watchdog");
+        let written = std::fs::create_dir_all(&dir).and_then(|()| {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(file))?;
+            f.write_all(format!("{record}\n").as_bytes())
+        });
+        if let Err(e) = written {
+            self.problem(
+                report,
+                format!("audit write failed {}: {e}", dir.join(file).display()),
+            );
+        }
+    }
+
+    fn opt_in(&self, id: &str) -> bool {
+        safe_file_name(id) && self.root.join("watchdog/autorestart").join(id).is_file()
+    }
+
+    fn socket_of(&self, info: &SessionInfo) -> Socket {
+        info.tmux_socket
+            .as_deref()
+            .map(Socket::parse)
+            .unwrap_or_else(|| self.default_socket.clone())
+    }
+
+    fn capture(&self, info: &SessionInfo) -> Result<String, String> {
+        let name = info
+            .tmux_session
+            .as_deref()
+            .ok_or("agent-deck names no tmux_session for it")?;
+        self.tmux
+            .capture_pane(&self.socket_of(info), name)
+            .map_err(|e| e.to_string())
+    }
+
+    /// `session show`, merged over what the listing said.
+    fn show(&self, listed: &SessionInfo, profile: Option<&str>) -> (SessionInfo, String) {
+        match self.deck.show(&listed.id, profile) {
+            Ok(Shown::Found(detail)) => {
+                let mut detail = *detail;
+                detail.id.clone_from(&listed.id);
+                if detail.title.is_empty() {
+                    detail.title.clone_from(&listed.title);
+                }
+                for (mine, theirs) in [
+                    (&mut detail.group, &listed.group),
+                    (&mut detail.profile, &listed.profile),
+                    (&mut detail.parent_session_id, &listed.parent_session_id),
+                    (&mut detail.tmux_session, &listed.tmux_session),
+                    (&mut detail.tmux_socket, &listed.tmux_socket),
+                    (&mut detail.env_file, &listed.env_file),
+                ] {
+                    if mine.is_none() {
+                        mine.clone_from(theirs);
+                    }
+                }
+                if detail.channels.is_empty() {
+                    detail.channels.clone_from(&listed.channels);
+                }
+                detail.is_conductor |= listed.is_conductor;
+                (detail, "found".to_owned())
+            }
+            Ok(Shown::NotFound(why)) => (unread(listed), format!("not found: {why}")),
+            Ok(Shown::Empty(why)) => (unread(listed), format!("no answer: {why}")),
+            Err(e) => (unread(listed), format!("failed: {e}")),
+        }
+    }
+
+    /// The state dir a Telegram conductor's poller must own.
+    fn expected_state_dir(&self, info: &SessionInfo) -> Result<String, String> {
+        let env_file = match &info.env_file {
+            Some(file) => file.clone(),
+            None => {
+                let text = std::fs::read_to_string(&self.agent_deck_config).map_err(|e| {
+                    format!(
+                        "no env_file: {} unreadable ({e})",
+                        self.agent_deck_config.display()
+                    )
+                })?;
+                let name = pollers::conductor_name(&info.title);
+                pollers::conductor_env_file(&text, name).ok_or_else(|| {
+                    format!(
+                        "no [conductors.{name}.claude] env_file in {}",
+                        self.agent_deck_config.display()
+                    )
+                })?
+            }
+        };
+        let path = pollers::expand_home(&env_file, self.home.as_deref());
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("env file {} unreadable ({e})", path.display()))?;
+        pollers::state_dir_from_env_file(&text, self.home.as_deref())
+            .ok_or_else(|| format!("env file {} sets no TELEGRAM_STATE_DIR", path.display()))
+    }
+
+    /// Live pollers owning a Telegram conductor's state dir; `None` when not applicable or unknown.
+    fn pollers_of(
+        &self,
+        obs: &SessionObservation,
+        info: &SessionInfo,
+        scan: &mut Option<Vec<pollers::Poller>>,
+        report: &mut TickReport,
+    ) -> Option<u32> {
+        if !(obs.is_a_conductor() && obs.has_telegram() && obs.status.is_alive()) {
+            return None;
+        }
+        let dir = match self.expected_state_dir(info) {
+            Ok(dir) => dir,
+            Err(why) => {
+                if self.verbose {
+                    self.log(
+                        report.now,
+                        &format!(
+                            "session={} poller=unknown reason={}",
+                            quoted(&info.id),
+                            quoted(&why)
+                        ),
+                    );
+                }
+                return None;
+            }
+        };
+        let found = scan.get_or_insert_with(|| pollers::scan(Path::new("/proc")));
+        let owners = pollers::owning(found, &dir);
+        if owners > 1 {
+            self.log(
+                report.now,
+                &format!(
+                    "session={} poller=duplicate owners={owners} state_dir={} reason=\"two pollers on one bot answer 409 to each other\"",
+                    quoted(&info.id),
+                    quoted(&dir)
+                ),
+            );
+        }
+        Some(u32::try_from(owners).unwrap_or(u32::MAX))
+    }
+
+    fn observation(&self, info: &SessionInfo) -> SessionObservation {
+        SessionObservation {
+            id: info.id.clone(),
+            title: info.title.clone(),
+            group: info.group.clone(),
+            is_conductor: info.is_conductor,
+            opt_in: self.opt_in(&info.id),
+            status: SessionStatus::parse(info.status.as_deref()),
+            auth_hold: info.auth_hold.as_ref().map(|h| AuthHold {
+                reason: h.reason.clone(),
+            }),
+            channels: info.channels.clone(),
+            pollers: None,
+            last_output: None,
+        }
+    }
+
+    /// Everything a tick knows about one listed session.
+    fn watch(
+        &self,
+        listed: &SessionInfo,
+        scan: &mut Option<Vec<pollers::Poller>>,
+        report: &mut TickReport,
+    ) -> Watched {
+        let profile = listed.profile.clone().or_else(|| self.profile.clone());
+        let (info, shown) = self.show(listed, profile.as_deref());
+        let obs = self.observation(&info);
+        let pollers = self.pollers_of(&obs, &info, scan, report);
+        let waiting_child = info.parent_session_id.is_some() && obs.status == SessionStatus::Waiting;
+        let pane_hash = if waiting_child {
+            match self.capture(&info) {
+                Ok(text) => Some(pane_hash(&text)),
+                Err(why) => {
+                    if self.verbose {
+                        self.log(
+                            report.now,
+                            &format!(
+                                "session={} pane=unreadable reason={}",
+                                quoted(&info.id),
+                                quoted(&why)
+                            ),
+                        );
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let watched = Watched {
+            info,
+            profile,
+            shown,
+            pane_hash,
+            pollers,
+        };
+        let summary = json!({
+            "id": watched.info.id,
+            "title": watched.info.title,
+            "profile": watched.profile,
+            "status": obs.status.as_str(),
+            "shown": watched.shown,
+            "critical": obs.critical_because(),
+            "parent_session_id": watched.info.parent_session_id,
+            "pane_hash": watched.pane_hash,
+            "pollers": watched.pollers,
+        });
+        if self.verbose {
+            self.log(
+                report.now,
+                &format!(
+                    "session={} title={} profile={} status={} shown={} critical={} child={} pane={}",
+                    quoted(&watched.info.id),
+                    quoted(&watched.info.title),
+                    quoted(watched.profile.as_deref().unwrap_or("")),
+                    obs.status.as_str(),
+                    quoted(&watched.shown),
+                    obs.critical_because().unwrap_or("no"),
+                    watched.info.parent_session_id.is_some(),
+                    watched.pane_hash.as_deref().map_or("-", |h| &h[..12]),
+                ),
+            );
+        }
+        report.sessions.push(summary);
+        watched
+    }
+
+    fn log_decision<N: DecisionName, A: Serialize>(
+        &self,
+        report: &mut TickReport,
+        policy: &str,
+        decision: &Decision<N, A>,
+    ) {
+        let mut value = serde_json::to_value(decision).unwrap_or(Value::Null);
+        if let Value::Object(object) = &mut value {
+            object.insert("policy".to_owned(), Value::String(policy.to_owned()));
+        }
+        report.decisions.push(value);
+        if !self.verbose && QUIET.contains(&decision.name_str()) {
+            return;
+        }
+        let mut line = format!("policy={policy} decision={}", decision.name_str());
+        if let Some(session) = &decision.session {
+            line.push_str(&format!(" session={}", quoted(session)));
+        }
+        if let Some(action) = &decision.action {
+            line.push_str(&format!(" action={}", kind_of(action)));
+            if self.dry_run {
+                line.push_str(" dry_run=true");
+            }
+        }
+        line.push_str(&format!(" reason={}", quoted(&decision.reason)));
+        self.log(report.now, &line);
+    }
+
+    /// A fresh observation of one session, just before restarting it.
+    fn recheck(&self, id: &str, watched: &[Watched], report: &mut TickReport) -> SessionObservation {
+        let Some(seen) = watched.iter().find(|w| w.info.id == id) else {
+            return SessionObservation {
+                id: id.to_owned(),
+                ..SessionObservation::default()
+            };
+        };
+        let (info, shown) = self.show(&seen.info, seen.profile.as_deref());
+        let mut obs = self.observation(&info);
+        if shown != "found" {
+            obs.status = SessionStatus::Unreadable;
+        }
+        let mut fresh_scan = None;
+        obs.pollers = self.pollers_of(&obs, &info, &mut fresh_scan, report);
+        obs.last_output = self
+            .capture(&info)
+            .ok()
+            .map(|text| pane_tail(&text, TAIL_LINES))
+            .filter(|t| !t.is_empty());
+        obs
+    }
+
+    fn restart_guard(
+        &self,
+        states: &mut States,
+        watched: &[Watched],
+        observations: Vec<SessionObservation>,
+        report: &mut TickReport,
+    ) {
+        let now = report.now;
+        let mut queue: VecDeque<GuardDecision> = states
+            .guard
+            .handle(&self.guard, &GuardEvent::Tick(observations), now)
+            .into();
+        while let Some(decision) = queue.pop_front() {
+            self.log_decision(report, "restart-guard", &decision);
+            let follow_up = match &decision.action {
+                None => Vec::new(),
+                Some(GuardAction::Escalate {
+                    session,
+                    severity,
+                    message,
+                }) => {
+                    self.escalate(report, session, *severity, message, watched);
+                    Vec::new()
+                }
+                Some(GuardAction::Recheck { session, .. }) => {
+                    let fresh = self.recheck(session, watched, report);
+                    let decided =
+                        states
+                            .guard
+                            .handle(&self.guard, &GuardEvent::Recheck(fresh), now);
+                    if let Some(first) = decided.first()
+                        && matches!(
+                            first.name,
+                            GuardDecisionName::Recovered
+                                | GuardDecisionName::Stopped
+                                | GuardDecisionName::StatusUnreadable
+                        )
+                    {
+                        let record = self.restart_record(session, watched, now, json!({
+                            "action": "skipped",
+                            "decision": first.name_str(),
+                            "reason": first.reason,
+                        }));
+                        self.audit(report, "restart.log", &record);
+                    }
+                    decided
+                }
+                Some(GuardAction::Restart {
+                    session,
+                    trigger,
+                    dry_run,
+                }) => self.restart(states, report, watched, session, kind_of(trigger), *dry_run),
+            };
+            for decision in follow_up.into_iter().rev() {
+                queue.push_front(decision);
+            }
+        }
+    }
+
+    fn restart_record(&self, id: &str, watched: &[Watched], now: i64, extra: Value) -> Value {
+        let seen = watched.iter().find(|w| w.info.id == id);
+        let mut record = json!({
+            "ts": now,
+            "at": iso8601(now),
+            "id": id,
+            "title": seen.map(|w| w.info.title.as_str()).unwrap_or(""),
+            "profile": seen.and_then(|w| w.profile.as_deref()),
+            "dry_run": self.dry_run,
+        });
+        if let (Value::Object(record), Value::Object(extra)) = (&mut record, extra) {
+            record.extend(extra);
+        }
+        record
+    }
+
+    fn restart(
+        &self,
+        states: &mut States,
+        report: &mut TickReport,
+        watched: &[Watched],
+        id: &str,
+        trigger: String,
+        dry_run: bool,
+    ) -> Vec<GuardDecision> {
+        let now = report.now;
+        let seen = watched.iter().find(|w| w.info.id == id);
+        if dry_run {
+            report.actions.push(json!({
+                "kind": "restart", "session": id, "trigger": trigger, "performed": false,
+                "result": "dry-run",
+            }));
+            return Vec::new();
+        }
+        let profile = seen.and_then(|w| w.profile.as_deref());
+        let reply = self
+            .deck
+            .restart(id, profile)
+            .unwrap_or_else(|e| RestartReply::Failed {
+                error: e.to_string(),
+            });
+        let (result, text) = match &reply {
+            RestartReply::Restarted { warning } => ("restarted", warning.clone().unwrap_or_default()),
+            RestartReply::Refused { reason } => ("refused", reason.clone()),
+            RestartReply::Failed { error } => ("failed", error.clone()),
+        };
+        let last_output = match (&reply, seen) {
+            (RestartReply::Failed { .. }, Some(w)) => self
+                .capture(&w.info)
+                .ok()
+                .map(|t| pane_tail(&t, TAIL_LINES))
+                .filter(|t| !t.is_empty()),
+            _ => None,
+        };
+        let decided = states.guard.handle(
+            &self.guard,
+            &GuardEvent::RestartResult(RestartResult {
+                session: id.to_owned(),
+                reply,
+                last_output,
+            }),
+            now,
+        );
+        let decision = decided.first().map(|d| d.name_str()).unwrap_or("");
+        let record = self.restart_record(id, watched, now, json!({
+            "trigger": trigger,
+            "action": "restart",
+            "result": result,
+            "reason": text,
+            "decision": decision,
+        }));
+        self.audit(report, "restart.log", &record);
+        report.actions.push(json!({
+            "kind": "restart", "session": id, "trigger": trigger, "performed": true,
+            "result": result, "reason": text,
+        }));
+        decided
+    }
+
+    fn patrol_decisions(&self, report: &mut TickReport, watched: &[Watched], decisions: Vec<PatrolDecision>) {
+        for decision in decisions {
+            self.log_decision(report, "waiting-patrol", &decision);
+            let Some(PatrolAction::Nudge {
+                session,
+                message,
+                dry_run,
+                ..
+            }) = &decision.action
+            else {
+                continue;
+            };
+            if *dry_run {
+                report.actions.push(json!({
+                    "kind": "nudge", "session": session, "message": message, "performed": false,
+                    "result": "dry-run",
+                }));
+                continue;
+            }
+            let seen = watched.iter().find(|w| &w.info.id == session);
+            let profile = seen.and_then(|w| w.profile.as_deref());
+            let (result, detail) = match self.deck.send(session, profile, message) {
+                Ok(sent) => ("sent", sent.answer),
+                Err(e) => ("failed", e.to_string()),
+            };
+            self.log(
+                report.now,
+                &format!(
+                    "nudge session={} result={result} detail={}",
+                    quoted(session),
+                    quoted(&detail)
+                ),
+            );
+            let record = self.restart_record(session, watched, report.now, json!({
+                "action": "nudge",
+                "message": message,
+                "result": result,
+                "detail": detail,
+            }));
+            self.audit(report, "patrol.log", &record);
+            report.actions.push(json!({
+                "kind": "nudge", "session": session, "message": message, "performed": true,
+                "result": result, "detail": detail,
+            }));
+        }
+    }
+
+    /// One escalation: the configured channels, Telegram, `escalations.log`, a journal line.
+    fn escalate(
+        &self,
+        report: &mut TickReport,
+        session: &str,
+        severity: EscalationKind,
+        message: &str,
+        watched: &[Watched],
+    ) {
+        let now = report.now;
+        let kind = kind_of(&severity);
+        let seen = watched.iter().find(|w| w.info.id == session);
+        let title = seen.map(|w| w.info.title.clone()).unwrap_or_default();
+        let event = AlertEvent {
+            dedup_key: format!("agent-deck:{kind}:{session}"),
+            severity: if severity == EscalationKind::RateLimit {
+                AlertSeverity::Warning
+            } else {
+                AlertSeverity::Critical
+            },
+            state: EventState::Trigger,
+            title: format!(
+                "agent-deck {kind}: {}",
+                if title.is_empty() { session } else { &title }
+            ),
+            summary: message.to_owned(),
+            details: json!({
+                "session": session,
+                "title": title,
+                "profile": seen.and_then(|w| w.profile.as_deref()),
+                "kind": kind,
+                "at": iso8601(now),
+            }),
+            source: self.source.clone(),
+        };
+        let mut deliveries: Vec<SendReport> = Vec::new();
+        let selected = |c: &&ChannelSection| {
+            self.config
+                .deck
+                .channels
+                .as_ref()
+                .is_none_or(|names| names.contains(&c.name))
+        };
+        for channel in self.config.channels.iter().filter(selected) {
+            let gate = parse_severity(&channel.min_severity).unwrap_or(AlertSeverity::Warning);
+            let skipped = if !channel.enabled {
+                Some("disabled")
+            } else if event.severity < gate {
+                Some("below min_severity")
+            } else {
+                None
+            };
+            deliveries.push(match skipped {
+                Some(why) => SendReport {
+                    channel: channel.name.clone(),
+                    result: "skipped".to_owned(),
+                    message: Some(why.to_owned()),
+                },
+                None => crate::notify::send(self.config, &channel.name, &event, self.dry_run, self.env),
+            });
+        }
+        let telegram = |result: &str, message: Option<String>| SendReport {
+            channel: "telegram-escalation".to_owned(),
+            result: result.to_owned(),
+            message,
+        };
+        let telegram_report = match &self.telegram {
+            Telegram::Off => None,
+            Telegram::NoToken { why } => Some(telegram("failed", Some(why.clone()))),
+            Telegram::Ready(_) if self.dry_run => Some(telegram("dry_run", None)),
+            Telegram::Ready(channel) => Some(match deliver(&ChannelKind::Telegram(channel.clone()), &event) {
+                Ok(Outcome::Sent) => telegram("sent", None),
+                Ok(Outcome::Warning(w)) => telegram("warning", Some(w)),
+                Err(e) => telegram("failed", Some(e.to_string())),
+            }),
+        };
+        let telegram_result = telegram_report
+            .as_ref()
+            .map_or("off", |r| r.result.as_str())
+            .to_owned();
+        deliveries.extend(telegram_report);
+        let record = json!({
+            "ts": now,
+            "at": iso8601(now),
+            "severity": kind,
+            "message": message,
+            "sid": session,
+            "title": title,
+            "telegram": telegram_result == "sent",
+            "deliveries": deliveries,
+            "dry_run": self.dry_run,
+        });
+        self.log(
+            now,
+            &format!(
+                "escalation={kind} session={} telegram={telegram_result} deliveries={} message={}",
+                quoted(session),
+                deliveries
+                    .iter()
+                    .map(|d| format!("{}:{}", d.channel, d.result))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                quoted(message)
+            ),
+        );
+        self.audit(report, "escalations.log", &record);
+        report.escalations.push(record);
+    }
+
+    /// One tick.
+    fn tick(&self, states: &mut States, now: i64) -> TickReport {
+        let mut report = TickReport {
+            now,
+            dry_run: self.dry_run,
+            ..TickReport::default()
+        };
+        let listing = match self.deck.list_all() {
+            Ok(listing) => listing,
+            Err(e) => {
+                report.list_failed = true;
+                report.listing = format!("failed: {e}");
+                self.problem(&mut report, format!("agent-deck list: {e}"));
+                let decisions =
+                    states
+                        .patrol
+                        .handle(&self.patrol, &PatrolEvent::ListingUnavailable, now);
+                self.patrol_decisions(&mut report, &[], decisions);
+                return report;
+            }
+        };
+        report.listing = listing.note.clone().unwrap_or_else(|| "ok".to_owned());
+        if listing.skipped_entries > 0 {
+            self.problem(
+                &mut report,
+                format!(
+                    "agent-deck list: {} entr(y/ies) without an id skipped",
+                    listing.skipped_entries
+                ),
+            );
+        }
+        let mut scan = None;
+        let mut watched = Vec::new();
+        for listed in &listing.sessions {
+            if let Some(want) = &self.profile
+                && listed.profile.as_deref().is_some_and(|p| p != want)
+            {
+                continue;
+            }
+            if let Err(e) = agentwatch_agentdeck::cli::check_argument("session id", &listed.id) {
+                self.problem(&mut report, format!("session skipped: {e}"));
+                continue;
+            }
+            watched.push(self.watch(listed, &mut scan, &mut report));
+        }
+        let observations: Vec<SessionObservation> = watched
+            .iter()
+            .map(|w| {
+                let mut obs = self.observation(&w.info);
+                obs.pollers = w.pollers;
+                obs
+            })
+            .collect();
+        self.restart_guard(states, &watched, observations, &mut report);
+        let patrol: Vec<PatrolObservation> = watched
+            .iter()
+            .map(|w| PatrolObservation {
+                id: w.info.id.clone(),
+                parent_session_id: w.info.parent_session_id.clone(),
+                status: SessionStatus::parse(w.info.status.as_deref()),
+                pane_hash: w.pane_hash.clone(),
+            })
+            .collect();
+        let decisions = states
+            .patrol
+            .handle(&self.patrol, &PatrolEvent::Tick(patrol), now);
+        self.patrol_decisions(&mut report, &watched, decisions);
+        report
+    }
+
+    /// The hook status directory to watch, if one exists.
+    fn hooks_dir(&self) -> Option<PathBuf> {
+        let candidates: Vec<PathBuf> = match &self.config.deck.hooks_dir {
+            Some(dir) => vec![config::expand_home(dir, self.env)],
+            None => {
+                let data = (self.env)("XDG_DATA_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| self.home.as_ref().map(|h| h.join(".local/share")));
+                data.map(|d| d.join("agent-deck/hooks"))
+                    .into_iter()
+                    .chain([self.root.join("hooks")])
+                    .collect()
+            }
+        };
+        candidates.into_iter().find(|d| d.is_dir())
+    }
+}
+
+/// A listed session whose status could not be read.
+fn unread(listed: &SessionInfo) -> SessionInfo {
+    SessionInfo {
+        status: None,
+        ..listed.clone()
+    }
+}
+
+/// `TELEGRAM_BOT_TOKEN=` from agent-deck's Telegram `.env`, quotes stripped.
+fn token_from_env_file(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("TELEGRAM_BOT_TOKEN=")?.trim();
+        let value = value.trim_matches(|c| c == '"' || c == '\'').trim();
+        (!value.is_empty()).then(|| value.to_owned())
+    })
+}
+
+/// What changes when agent-deck writes a hook status file: the directory's mtime (a rename into
+/// it) and the newest `*.json` mtime and their count. Temp files (`.x.json.tmp-…`) are skipped.
+pub fn hooks_fingerprint(dir: &Path) -> Option<(SystemTime, SystemTime, usize)> {
+    let dir_mtime = std::fs::metadata(dir).and_then(|m| m.modified()).ok()?;
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        if let Ok(modified) = entry.metadata().and_then(|m| m.modified()) {
+            newest = newest.max(modified);
+            count += 1;
+        }
+    }
+    Some((dir_mtime, newest, count))
+}
+
+// ------------------------------------------------------------------------------------------------
+// State
+
+fn store_err(e: agentwatch_store::StoreError) -> CliError {
+    let c = match e {
+        agentwatch_store::StoreError::Corrupt { .. }
+        | agentwatch_store::StoreError::TooNew { .. } => code::DATAERR,
+        _ => code::IOERR,
+    };
+    CliError::new(c, e.to_string())
+}
+
+/// Loads one policy's state; a corrupt or foreign one is set aside (not in a dry run), the policy
+/// starts clean, and a warning says so.
+fn load_policy<S: PolicyState>(store: Option<&mut Store>, key: &str, now: i64, dry_run: bool) -> S {
+    let Some(store) = store else {
+        return S::default();
+    };
+    let text = match store.load_state(key) {
+        Ok(Some(text)) => text,
+        Ok(None) => return S::default(),
+        Err(e) => {
+            eprintln!(
+                "deck={} state={key} problem={} action=start_clean",
+                iso8601(now),
+                quoted(&e.to_string())
+            );
+            return S::default();
+        }
+    };
+    let loaded = load_state::<S>(&text);
+    if let Some(warning) = loaded.warning
+        && warning != StateError::Empty
+    {
+        let aside = if dry_run {
+            "(dry run: left in place)".to_owned()
+        } else {
+            store
+                .set_aside_state(key, now)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+        };
+        eprintln!(
+            "deck={} warning=state state={key} problem={} action=start_clean kept_as={}",
+            iso8601(now),
+            quoted(&warning.to_string()),
+            quoted(&aside)
+        );
+    }
+    loaded.state
+}
+
+fn save_policy<S: PolicyState>(store: &mut Store, key: &str, state: &S, now: i64) -> Result<(), CliError> {
+    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+    store.save_state(key, &text, now).map_err(store_err)
+}
+
+/// The deck's run lock beside the database (its own: the opencode tick may run meanwhile).
+fn take_lock(db: &Path) -> Result<RunLock, CliError> {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "agentwatch.db".to_owned());
+    let path = db.with_file_name(format!(".{name}.deck.lock"));
+    RunLock::acquire(&path).map_err(|e| match e {
+        agentwatch_store::LockError::Held(path) => CliError::new(
+            code::TEMPFAIL,
+            format!("another agentwatch deck holds {path}; exiting"),
+        ),
+        other => CliError::new(code::IOERR, other.to_string()),
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output
+
+impl TickReport {
+    fn to_json(&self) -> Value {
+        json!({
+            "now": self.now,
+            "at": iso8601(self.now),
+            "dry_run": self.dry_run,
+            "listing": self.listing,
+            "sessions": self.sessions,
+            "decisions": self.decisions,
+            "actions": self.actions,
+            "escalations": self.escalations,
+            "problems": self.problems,
+        })
+    }
+
+    fn eventful(&self) -> bool {
+        !(self.actions.is_empty() && self.escalations.is_empty() && self.problems.is_empty())
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        for action in &self.actions {
+            let text = |k: &str| action.get(k).and_then(Value::as_str).unwrap_or("");
+            let detail = [text("reason"), text("detail")].concat();
+            out.push_str(&format!(
+                "{} {}: {}{}\n",
+                text("kind"),
+                quoted(text("session")),
+                text("result"),
+                if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", detail.replace('\n', " "))
+                }
+            ));
+        }
+        for e in &self.escalations {
+            let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+            out.push_str(&format!(
+                "escalation {} {}: {}\n",
+                text("severity"),
+                quoted(text("sid")),
+                text("message").replace('\n', " ")
+            ));
+        }
+        let count = |kind: &str| {
+            self.actions
+                .iter()
+                .filter(|a| a.get("kind").and_then(Value::as_str) == Some(kind))
+                .count()
+        };
+        out.push_str(&format!(
+            "# deck{}: {} session(s), {} restart(s), {} nudge(s), {} escalation(s), {} problem(s)\n",
+            if self.dry_run { " (dry run)" } else { "" },
+            self.sessions.len(),
+            count("restart"),
+            count("nudge"),
+            self.escalations.len(),
+            self.problems.len()
+        ));
+        out
+    }
+
+    fn print(&self, json: bool) {
+        if json {
+            println!("{}", self.to_json());
+        } else {
+            print!("{}", self.render());
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Entry point
+
+pub fn run(args: DeckArgs) -> CliResult {
+    let env: Env<'_> = &config::process_env;
+    if args.now.is_some() && !args.once {
+        return Err(CliError::new(
+            code::USAGE,
+            "deck: --now needs --once (the daemon reads the clock)",
+        ));
+    }
+    let loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let mut config = loaded.config;
+    let dry_run = args.dry_run
+        || config.deck.restart_guard.dry_run
+        || config.deck.waiting_patrol.dry_run;
+    let db_path = crate::opencode::store_path(&config, args.db.as_deref(), env);
+    let _lock = if dry_run {
+        None
+    } else {
+        Some(take_lock(&db_path)?)
+    };
+    let mut store = if !dry_run {
+        Some(Store::open(&db_path).map_err(store_err)?)
+    } else if db_path.is_file() {
+        Some(Store::open_read_only(&db_path).map_err(store_err)?)
+    } else {
+        None
+    };
+    if let Some(store) = &store {
+        apply_stored_settings(&mut config, store);
+    }
+    let rt = Runtime::new(&config, env, dry_run, args.verbose);
+    let start = now_or_clock(args.now);
+    let mut states = States {
+        guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run),
+        patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run),
+    };
+    let save = |store: &mut Option<Store>, states: &States, now: i64| -> Result<(), CliError> {
+        match store {
+            Some(store) if !dry_run => {
+                save_policy(store, GUARD_STATE_KEY, &states.guard, now)?;
+                save_policy(store, PATROL_STATE_KEY, &states.patrol, now)
+            }
+            _ => Ok(()),
+        }
+    };
+    if args.once {
+        let report = rt.tick(&mut states, start);
+        let saved = save(&mut store, &states, start);
+        report.print(args.json);
+        saved?;
+        return Ok(if report.list_failed {
+            ExitCode::from(code::UNAVAILABLE)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    let deck_cfg = &config.deck;
+    eprintln!(
+        "deck={} daemon=start interval_s={} bin={} root={} dry_run={dry_run}",
+        iso8601(start),
+        deck_cfg.interval_s,
+        quoted(&rt.deck.bin.display().to_string()),
+        quoted(&rt.root.display().to_string())
+    );
+    loop {
+        let hooks = rt.hooks_dir();
+        let before = hooks.as_deref().and_then(hooks_fingerprint);
+        let started = Instant::now();
+        let now = now_or_clock(None);
+        let report = rt.tick(&mut states, now);
+        if let Err(e) = save(&mut store, &states, now) {
+            eprintln!("deck={} problem={}", iso8601(now), quoted(&e.to_string()));
+        }
+        if args.verbose || args.json || report.eventful() {
+            report.print(args.json);
+        }
+        let woke = wait_for_next(deck_cfg, started, hooks.as_deref(), before);
+        if args.verbose {
+            eprintln!("deck={} wake={woke}", iso8601(now_or_clock(None)));
+        }
+    }
+}
+
+/// Sleeps until the next tick: `interval_s` after the last one started, or sooner (but not before
+/// `min_tick_gap_s`) when the hook status files changed.
+fn wait_for_next(
+    deck: &DeckSection,
+    started: Instant,
+    hooks: Option<&Path>,
+    before: Option<(SystemTime, SystemTime, usize)>,
+) -> &'static str {
+    let interval = Duration::from_secs(deck.interval_s);
+    let gap = Duration::from_secs(deck.min_tick_gap_s);
+    let poll = Duration::from_secs(deck.hook_poll_s);
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= interval {
+            return "interval";
+        }
+        std::thread::sleep(poll.min(interval - elapsed));
+        if let Some(dir) = hooks
+            && started.elapsed() >= gap
+            && hooks_fingerprint(dir) != before
+        {
+            return "hook-change";
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_variables_set_their_keys() {
+        let env = |k: &str| {
+            Some(
+                match k {
+                    "AGENT_DECK_ROOT" => "/r",
+                    "AGENT_DECK_BIN" => "/b/agent-deck",
+                    "AGENT_DECK_PROFILE" => "work",
+                    "TELEGRAM_ESCALATION_CHAT_ID" => "-100",
+                    "POLLER_RESTART_DEDUP_S" => "120",
+                    "WAITING_PATROL_THRESHOLD_S" => "30",
+                    "WAITING_PATROL_NUDGE_DEDUP_S" => "100",
+                    "MIN_GLOBAL_RESTART_INTERVAL_S" => "10",
+                    _ => return None,
+                }
+                .to_owned(),
+            )
+        };
+        let deck = config::load(None, &[], &env).unwrap().config.deck;
+        assert_eq!(deck.root, "/r");
+        assert_eq!(deck.bin.as_deref(), Some("/b/agent-deck"));
+        assert_eq!(deck.profile.as_deref(), Some("work"));
+        assert_eq!(deck.telegram_chat_id.as_deref(), Some("-100"));
+        assert_eq!(deck.restart_guard.poller_dedup, 120);
+        assert_eq!(deck.waiting_patrol.threshold, 30);
+        assert_eq!(deck.waiting_patrol.nudge_dedup, 100);
+        assert_eq!(deck.restart_guard.global_spacing, 10);
+        // Flags still win over the environment.
+        let set = ["deck.restart_guard.global_spacing=20".to_owned()];
+        let deck = config::load(None, &set, &env).unwrap().config.deck;
+        assert_eq!(deck.restart_guard.global_spacing, 20);
+    }
+
+    #[test]
+    fn bad_env_numbers_and_values_are_named() {
+        let env = |k: &str| (k == "WAITING_PATROL_THRESHOLD_S").then(|| "ten".to_owned());
+        let err = config::load(None, &[], &env).unwrap_err();
+        assert!(err.to_string().contains("WAITING_PATROL_THRESHOLD_S"), "{err}");
+        assert_eq!(err.code, code::CONFIG);
+        let no_env = |_: &str| None;
+        for (set, named) in [
+            ("deck.interval_s=0", "interval_s"),
+            ("deck.waiting_patrol.message=\"--all\"", "message"),
+            ("deck.channels=[\"nope\"]", "nope"),
+            ("deck.restart_guard.window=0", "window"),
+            ("deck.nonsense=1", "nonsense"),
+        ] {
+            let err = config::load(None, &[set.to_owned()], &no_env).unwrap_err();
+            assert!(err.to_string().contains(named), "{set}: {err}");
+        }
+    }
+
+    #[test]
+    fn defaults_follow_the_design() {
+        let deck = DeckSection::default();
+        assert_eq!(deck.root, "~/.agent-deck");
+        assert_eq!(deck.restart_guard.poller_dedup, 3600);
+        assert_eq!(deck.restart_guard.global_spacing, 60);
+        assert_eq!(deck.waiting_patrol.threshold, 600);
+        assert_eq!(deck.waiting_patrol.nudge_dedup, 3600);
+        assert_eq!(deck.waiting_patrol.message, "report status?");
+    }
+
+    #[test]
+    fn hook_files_change_the_fingerprint() {
+        let dir = std::env::temp_dir().join(format!("aw-deck-hooks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let file = dir.join("3f9a1c2e-1713770000.json");
+        std::fs::write(&file, "{\"status\":\"running\"}").unwrap();
+        let set = |p: &Path, t| {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        };
+        set(&file, at(1_000));
+        let first = hooks_fingerprint(&dir).unwrap();
+        assert_eq!(first.1, at(1_000));
+        assert_eq!(hooks_fingerprint(&dir), Some(first), "nothing changed");
+        // A temp file of the atomic write is not a status file.
+        std::fs::write(dir.join(".3f9a1c2e-1713770000.json.tmp-1"), "x").unwrap();
+        assert_eq!(hooks_fingerprint(&dir).unwrap().1, first.1);
+        set(&file, at(2_000));
+        let second = hooks_fingerprint(&dir).unwrap();
+        assert_ne!(second, first, "a rewritten status file wakes the daemon");
+        assert_eq!(second.1, at(2_000));
+        assert_eq!(hooks_fingerprint(&dir.join("missing")), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn token_file_lines() {
+        assert_eq!(
+            token_from_env_file("X=1\nTELEGRAM_BOT_TOKEN=\"123:abc\"\n").as_deref(),
+            Some("123:abc")
+        );
+        assert_eq!(token_from_env_file("TELEGRAM_BOT_TOKEN=\n"), None);
+    }
+
+    #[test]
+    fn flag_file_names_cannot_escape() {
+        for bad in ["", ".", "..", "../x", "a/b", "a\0b"] {
+            assert!(!safe_file_name(bad), "{bad:?}");
+        }
+        assert!(safe_file_name("3f9a1c2e-1713770000"));
+    }
+}
