@@ -48,6 +48,34 @@ fn tick(home: &Path, config: &Path, extra: &[&str]) {
     assert!(status.success());
 }
 
+/// Peak resident memory (KiB) of one tick, read with `/usr/bin/time -f %M` where it exists.
+fn peak_rss_kib(home: &Path, config: &Path) -> Option<u64> {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", env!("CARGO_BIN_EXE_agentwatch"), "opencode", "--once", "--config"])
+        .arg(config)
+        .args(["--now", "1796100000"])
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .stdout(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stderr).lines().last()?.trim().parse().ok()
+}
+
+/// Memory over many ticks on the same store: it must stay flat (figures, not assertions).
+fn report_memory(config: &Path) {
+    let home = TempDir::new("aw-bench-mem");
+    let mut figures = Vec::new();
+    for n in 1..=50 {
+        let kib = peak_rss_kib(&home.path, config);
+        if [1, 2, 10, 50].contains(&n) {
+            figures.push(format!("tick {n}: {}", kib.map_or("n/a".to_owned(), |k| format!("{k} KiB"))));
+        }
+    }
+    println!("peak RSS per tick (200 sessions, same store): {}", figures.join(", "));
+}
+
 fn ticks(c: &mut Criterion) {
     let server = serve_exports(exports());
     let tmp = TempDir::new("aw-bench-tick");
@@ -57,6 +85,7 @@ fn ticks(c: &mut Criterion) {
         format!("[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{}\"]\n", server.url()),
     )
     .unwrap();
+    report_memory(&config);
     let mut g = c.benchmark_group("tick_200_sessions");
     g.sample_size(10);
     g.bench_function("first_tick_empty_store", |b| {

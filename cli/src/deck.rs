@@ -165,7 +165,11 @@ pub const ENV_KEYS: &[(&str, &str, bool)] = &[
     ("AGENT_DECK_ROOT", "deck.root", false),
     ("AGENT_DECK_BIN", "deck.bin", false),
     ("AGENT_DECK_PROFILE", "deck.profile", false),
-    ("TELEGRAM_ESCALATION_CHAT_ID", "deck.telegram_chat_id", false),
+    (
+        "TELEGRAM_ESCALATION_CHAT_ID",
+        "deck.telegram_chat_id",
+        false,
+    ),
     (
         "POLLER_RESTART_DEDUP_S",
         "deck.restart_guard.poller_dedup",
@@ -608,7 +612,8 @@ impl<'a> Runtime<'a> {
         let (info, shown) = self.show(listed, profile.as_deref());
         let obs = self.observation(&info);
         let pollers = self.pollers_of(&obs, &info, scan, report);
-        let waiting_child = info.parent_session_id.is_some() && obs.status == SessionStatus::Waiting;
+        let waiting_child =
+            info.parent_session_id.is_some() && obs.status == SessionStatus::Waiting;
         let pane_hash = if waiting_child {
             match self.capture(&info) {
                 Ok(text) => Some(pane_hash(&text)),
@@ -657,7 +662,7 @@ impl<'a> Runtime<'a> {
                     quoted(watched.profile.as_deref().unwrap_or("")),
                     obs.status.as_str(),
                     quoted(&watched.shown),
-                    obs.critical_because().unwrap_or("no"),
+                    quoted(obs.critical_because().unwrap_or("no")),
                     watched.info.parent_session_id.is_some(),
                     watched.pane_hash.as_deref().map_or("-", |h| &h[..12]),
                 ),
@@ -696,7 +701,12 @@ impl<'a> Runtime<'a> {
     }
 
     /// A fresh observation of one session, just before restarting it.
-    fn recheck(&self, id: &str, watched: &[Watched], report: &mut TickReport) -> SessionObservation {
+    fn recheck(
+        &self,
+        id: &str,
+        watched: &[Watched],
+        report: &mut TickReport,
+    ) -> SessionObservation {
         let Some(seen) = watched.iter().find(|w| w.info.id == id) else {
             return SessionObservation {
                 id: id.to_owned(),
@@ -756,11 +766,16 @@ impl<'a> Runtime<'a> {
                                 | GuardDecisionName::StatusUnreadable
                         )
                     {
-                        let record = self.restart_record(session, watched, now, json!({
-                            "action": "skipped",
-                            "decision": first.name_str(),
-                            "reason": first.reason,
-                        }));
+                        let record = self.restart_record(
+                            session,
+                            watched,
+                            now,
+                            json!({
+                                "action": "skipped",
+                                "decision": first.name_str(),
+                                "reason": first.reason,
+                            }),
+                        );
                         self.audit(report, "restart.log", &record);
                     }
                     decided
@@ -819,7 +834,9 @@ impl<'a> Runtime<'a> {
                 error: e.to_string(),
             });
         let (result, text) = match &reply {
-            RestartReply::Restarted { warning } => ("restarted", warning.clone().unwrap_or_default()),
+            RestartReply::Restarted { warning } => {
+                ("restarted", warning.clone().unwrap_or_default())
+            }
             RestartReply::Refused { reason } => ("refused", reason.clone()),
             RestartReply::Failed { error } => ("failed", error.clone()),
         };
@@ -841,13 +858,18 @@ impl<'a> Runtime<'a> {
             now,
         );
         let decision = decided.first().map(|d| d.name_str()).unwrap_or("");
-        let record = self.restart_record(id, watched, now, json!({
-            "trigger": trigger,
-            "action": "restart",
-            "result": result,
-            "reason": text,
-            "decision": decision,
-        }));
+        let record = self.restart_record(
+            id,
+            watched,
+            now,
+            json!({
+                "trigger": trigger,
+                "action": "restart",
+                "result": result,
+                "reason": text,
+                "decision": decision,
+            }),
+        );
         self.audit(report, "restart.log", &record);
         report.actions.push(json!({
             "kind": "restart", "session": id, "trigger": trigger, "performed": true,
@@ -856,7 +878,12 @@ impl<'a> Runtime<'a> {
         decided
     }
 
-    fn patrol_decisions(&self, report: &mut TickReport, watched: &[Watched], decisions: Vec<PatrolDecision>) {
+    fn patrol_decisions(
+        &self,
+        report: &mut TickReport,
+        watched: &[Watched],
+        decisions: Vec<PatrolDecision>,
+    ) {
         for decision in decisions {
             self.log_decision(report, "waiting-patrol", &decision);
             let Some(PatrolAction::Nudge {
@@ -889,12 +916,17 @@ impl<'a> Runtime<'a> {
                     quoted(&detail)
                 ),
             );
-            let record = self.restart_record(session, watched, report.now, json!({
-                "action": "nudge",
-                "message": message,
-                "result": result,
-                "detail": detail,
-            }));
+            let record = self.restart_record(
+                session,
+                watched,
+                report.now,
+                json!({
+                    "action": "nudge",
+                    "message": message,
+                    "result": result,
+                    "detail": detail,
+                }),
+            );
             self.audit(report, "patrol.log", &record);
             report.actions.push(json!({
                 "kind": "nudge", "session": session, "message": message, "performed": true,
@@ -961,7 +993,9 @@ impl<'a> Runtime<'a> {
                     result: "skipped".to_owned(),
                     message: Some(why.to_owned()),
                 },
-                None => crate::notify::send(self.config, &channel.name, &event, self.dry_run, self.env),
+                None => {
+                    crate::notify::send(self.config, &channel.name, &event, self.dry_run, self.env)
+                }
             });
         }
         let telegram = |result: &str, message: Option<String>| SendReport {
@@ -973,11 +1007,13 @@ impl<'a> Runtime<'a> {
             Telegram::Off => None,
             Telegram::NoToken { why } => Some(telegram("failed", Some(why.clone()))),
             Telegram::Ready(_) if self.dry_run => Some(telegram("dry_run", None)),
-            Telegram::Ready(channel) => Some(match deliver(&ChannelKind::Telegram(channel.clone()), &event) {
-                Ok(Outcome::Sent) => telegram("sent", None),
-                Ok(Outcome::Warning(w)) => telegram("warning", Some(w)),
-                Err(e) => telegram("failed", Some(e.to_string())),
-            }),
+            Telegram::Ready(channel) => Some(
+                match deliver(&ChannelKind::Telegram(channel.clone()), &event) {
+                    Ok(Outcome::Sent) => telegram("sent", None),
+                    Ok(Outcome::Warning(w)) => telegram("warning", Some(w)),
+                    Err(e) => telegram("failed", Some(e.to_string())),
+                },
+            ),
         };
         let telegram_result = telegram_report
             .as_ref()
@@ -1190,7 +1226,12 @@ fn load_policy<S: PolicyState>(store: Option<&mut Store>, key: &str, now: i64, d
     loaded.state
 }
 
-fn save_policy<S: PolicyState>(store: &mut Store, key: &str, state: &S, now: i64) -> Result<(), CliError> {
+fn save_policy<S: PolicyState>(
+    store: &mut Store,
+    key: &str,
+    state: &S,
+    now: i64,
+) -> Result<(), CliError> {
     let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
     store.save_state(key, &text, now).map_err(store_err)
 }
@@ -1299,9 +1340,8 @@ pub fn run(args: DeckArgs) -> CliResult {
     }
     let loaded = config::load(args.config.as_deref(), &args.set, env)?;
     let mut config = loaded.config;
-    let dry_run = args.dry_run
-        || config.deck.restart_guard.dry_run
-        || config.deck.waiting_patrol.dry_run;
+    let dry_run =
+        args.dry_run || config.deck.restart_guard.dry_run || config.deck.waiting_patrol.dry_run;
     let db_path = crate::opencode::store_path(&config, args.db.as_deref(), env);
     let _lock = if dry_run {
         None
@@ -1438,7 +1478,10 @@ mod tests {
     fn bad_env_numbers_and_values_are_named() {
         let env = |k: &str| (k == "WAITING_PATROL_THRESHOLD_S").then(|| "ten".to_owned());
         let err = config::load(None, &[], &env).unwrap_err();
-        assert!(err.to_string().contains("WAITING_PATROL_THRESHOLD_S"), "{err}");
+        assert!(
+            err.to_string().contains("WAITING_PATROL_THRESHOLD_S"),
+            "{err}"
+        );
         assert_eq!(err.code, code::CONFIG);
         let no_env = |_: &str| None;
         for (set, named) in [

@@ -1,6 +1,123 @@
 //! Detector thresholds and tool lists, with the design's defaults and validation that names the key.
+//!
+//! Two profiles: `design` (the default: decisions.md section 1, exactly) and `precise` (the design
+//! plus the rules of [`Rule`], measured on the development set; `docs/detection.md`).
 
 use serde::{Deserialize, Serialize};
+
+/// A detection profile: which rules apply on top of the thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The design's behaviour, unchanged (decisions.md section 1).
+    #[default]
+    Design,
+    /// The design plus every [`Rule`]: fewer false alarms on bash-driven sessions, and the
+    /// `cycle` and `churn` signals.
+    Precise,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 2] = [Profile::Design, Profile::Precise];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Design => "design",
+            Profile::Precise => "precise",
+        }
+    }
+
+    /// The rules this profile applies.
+    pub fn rules(self) -> Rules {
+        match self {
+            Profile::Design => Rules::NONE,
+            Profile::Precise => Rules::ALL,
+        }
+    }
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "design" => Ok(Profile::Design),
+            "precise" => Ok(Profile::Precise),
+            other => Err(format!("unknown profile `{other}` (known: design, precise)")),
+        }
+    }
+}
+
+/// One change the `precise` profile makes to the design (each measured on its own in
+/// `docs/detection.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// bash targets name the files and paths the command works on (`sed -n 1,80p a.py` and
+    /// `sed -n 1,80p b.py` differ), file viewers share one target per file, searches are keyed
+    /// by their pattern, and set-up commands (`source`, `sleep`, `set`) are skipped.
+    PathTargets,
+    /// A bash command that writes files (`sed -i`, `> file`, `tee`, heredocs, `patch`,
+    /// `git apply`, `apply_patch`, `mv`/`cp`, a python script that writes) and exits 0 lands.
+    BashWrites,
+    /// A bash write identical to an earlier landed bash write of the session is no landing (the
+    /// same `sed -i` again changes nothing).
+    RepeatedWrites,
+    /// The `cycle` signal: one block of 1-6 calls repeated in a row.
+    Cycle,
+    /// The `churn` signal: most of the window repeats calls made earlier in it.
+    Churn,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 5] = [
+        Rule::PathTargets,
+        Rule::BashWrites,
+        Rule::RepeatedWrites,
+        Rule::Cycle,
+        Rule::Churn,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::PathTargets => "path_targets",
+            Rule::BashWrites => "bash_writes",
+            Rule::RepeatedWrites => "repeated_writes",
+            Rule::Cycle => "cycle",
+            Rule::Churn => "churn",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A set of [`Rule`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Rules(u8);
+
+impl Rules {
+    pub const NONE: Rules = Rules(0);
+    pub const ALL: Rules = Rules(0b1_1111);
+
+    pub fn contains(self, rule: Rule) -> bool {
+        self.0 & rule.bit() != 0
+    }
+
+    pub fn with(self, rule: Rule) -> Rules {
+        Rules(self.0 | rule.bit())
+    }
+
+    pub fn without(self, rule: Rule) -> Rules {
+        Rules(self.0 & !rule.bit())
+    }
+}
 
 /// Thresholds of the four signals and the tool lists the detector reads.
 ///
@@ -9,6 +126,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectConfig {
+    /// `design` (the default) or `precise`.
+    pub profile: Profile,
     /// `dup` fires when the most repeated call is more than this fraction of the window (strict).
     pub dup_min: f64,
     /// `top` fires when one target is called at least this often in the window.
@@ -33,12 +152,23 @@ pub struct DetectConfig {
     pub edit_tools: Vec<String>,
     /// Tools that land when they complete.
     pub write_tools: Vec<String>,
+    /// `cycle` (precise): fires when one block of 1-6 calls, repeated at least 3 times in a row,
+    /// covers at least this many calls of the span.
+    pub cycle_min: u32,
+    /// `churn` (precise): fires when at least this share of the window repeats a call made
+    /// earlier in the window (`1 - distinct calls / window calls`).
+    pub churn_min: f64,
+    /// Rules of the profile switched off, to measure each one (`cargo xtask detection-report`).
+    /// Not a configuration key.
+    #[serde(skip)]
+    pub ablate: Rules,
 }
 
 impl Default for DetectConfig {
     fn default() -> Self {
         let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
         Self {
+            profile: Profile::Design,
             dup_min: 0.25,
             top_min: 12,
             top_min_ro: 8,
@@ -51,6 +181,9 @@ impl Default for DetectConfig {
             search_tools: names(&["grep", "glob"]),
             edit_tools: names(&["edit", "multiedit", "patch", "apply_patch"]),
             write_tools: names(&["write"]),
+            cycle_min: 12,
+            churn_min: 0.5,
+            ablate: Rules::NONE,
         }
     }
 }
@@ -76,6 +209,7 @@ pub enum ConfigError {
 
 /// The keys [`DetectConfig::set`] accepts.
 pub const DETECT_KEYS: &[&str] = &[
+    "profile",
     "dup_min",
     "top_min",
     "top_min_ro",
@@ -88,15 +222,45 @@ pub const DETECT_KEYS: &[&str] = &[
     "search_tools",
     "edit_tools",
     "write_tools",
+    "cycle_min",
+    "churn_min",
 ];
 
 impl DetectConfig {
+    /// The design's defaults under `profile`.
+    pub fn with_profile(profile: Profile) -> Self {
+        Self {
+            profile,
+            ..Self::default()
+        }
+    }
+
+    /// The rules in force: the profile's, minus [`DetectConfig::ablate`].
+    #[inline]
+    pub fn rules(&self) -> Rules {
+        Rules(self.profile.rules().0 & !self.ablate.0)
+    }
+
+    /// Whether `rule` is in force.
+    #[inline]
+    pub fn applies(&self, rule: Rule) -> bool {
+        self.rules().contains(rule)
+    }
+
     /// Check every rule of decisions.md: `0 < dup_min <= 1`, `window >= 1`, `min_calls >= 1`,
-    /// thresholds `>= 1`, `cover_min > 0`. The first broken rule is returned, naming its key.
+    /// thresholds `>= 1`, `cover_min > 0`; and `0 < churn_min <= 1`. The first broken rule is
+    /// returned, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let out = |key, value: String, rule| Err(ConfigError::OutOfRange { key, value, rule });
         if !(self.dup_min > 0.0 && self.dup_min <= 1.0) {
             return out("dup_min", self.dup_min.to_string(), "must be > 0 and <= 1");
+        }
+        if !(self.churn_min > 0.0 && self.churn_min <= 1.0) {
+            return out(
+                "churn_min",
+                self.churn_min.to_string(),
+                "must be > 0 and <= 1",
+            );
         }
         if !(self.cover_min > 0.0 && self.cover_min.is_finite()) {
             return out(
@@ -109,6 +273,7 @@ impl DetectConfig {
             ("top_min", self.top_min as usize),
             ("top_min_ro", self.top_min_ro as usize),
             ("cum_min", self.cum_min as usize),
+            ("cycle_min", self.cycle_min as usize),
             ("window", self.window),
             ("min_calls", self.min_calls),
         ] {
@@ -152,6 +317,9 @@ impl DetectConfig {
                 .collect()
         };
         match short {
+            "profile" => {
+                self.profile = value.parse().map_err(|_| parse_err("design or precise"))?;
+            }
             "dup_min" => self.dup_min = float()?,
             "top_min" => self.top_min = count()?,
             "top_min_ro" => self.top_min_ro = count()?,
@@ -164,6 +332,8 @@ impl DetectConfig {
             "search_tools" => self.search_tools = list(),
             "edit_tools" => self.edit_tools = list(),
             "write_tools" => self.write_tools = list(),
+            "cycle_min" => self.cycle_min = count()?,
+            "churn_min" => self.churn_min = float()?,
             _ => {
                 return Err(ConfigError::UnknownKey {
                     key: key.to_owned(),
@@ -201,7 +371,24 @@ mod tests {
         );
         assert_eq!((c.cover_min, c.window, c.min_calls), (4.0, 60, 40));
         assert_eq!(c.read_only_agents, ["explore", "librarian", "oracle"]);
+        assert_eq!(c.profile, Profile::Design);
+        assert_eq!(c.rules(), Rules::NONE);
         assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn profiles_select_rules() {
+        let mut c = DetectConfig::default();
+        c.set("profile", "precise").unwrap();
+        assert_eq!(c.profile, Profile::Precise);
+        assert!(Rule::ALL.iter().all(|r| c.applies(*r)));
+        c.ablate = Rules::NONE.with(Rule::Cycle);
+        assert!(!c.applies(Rule::Cycle) && c.applies(Rule::Churn));
+        c.set("watchdog.detector.profile", "design").unwrap();
+        assert!(Rule::ALL.iter().all(|r| !c.applies(*r)));
+        let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "precise"}"#).unwrap();
+        assert_eq!(parsed, DetectConfig::with_profile(Profile::Precise));
+        assert!(serde_json::from_str::<DetectConfig>(r#"{"profile": "fast"}"#).is_err());
     }
 
     /// Each row: key, bad value, the key the error must name.
@@ -218,6 +405,10 @@ mod tests {
             ("top_min", "0", "top_min"),
             ("top_min_ro", "0", "top_min_ro"),
             ("cum_min", "0", "cum_min"),
+            ("cycle_min", "0", "cycle_min"),
+            ("churn_min", "0", "churn_min"),
+            ("churn_min", "1.1", "churn_min"),
+            ("profile", "fast", "profile"),
             ("top_min", "twelve", "top_min"),
             ("window", "-3", "window"),
             ("watchdog.detector.window", "x", "watchdog.detector.window"),

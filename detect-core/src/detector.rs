@@ -1,17 +1,25 @@
 //! The detector: the evaluation span, the window and the four signals.
 //!
-//! Two forms that always agree (a proptest pins it):
+//! Under the `precise` profile two more signals (`cycle`, `churn`) and one more landing rule (a
+//! bash write repeating an earlier one is no landing) apply; see [`crate::Rule`].
+//!
+//! Two forms that always agree (a proptest pins it, under both profiles):
 //! - [`judge_session`]: judge a whole history at once (batch);
 //! - [`SessionDetector`]: push calls one at a time and read the verdict at any point (incremental),
 //!   O(1) amortised per push; reading a verdict costs O(window).
 
-use crate::config::DetectConfig;
+use crate::config::{DetectConfig, Profile, Rule};
 use crate::fxhash::FxHashMap;
 use crate::matcher::{CallContext, CallFacts};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The longest block the `cycle` signal looks for.
+pub const CYCLE_MAX_PERIOD: usize = 6;
+/// How many times in a row a block must repeat for `cycle`.
+pub const CYCLE_MIN_REPEATS: usize = 3;
 
 /// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
 /// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
@@ -66,6 +74,12 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
         if reason.coverage >= config.cover_min {
             signals.push(Signal::Coverage);
         }
+        if config.applies(Rule::Cycle) && reason.cycle >= config.cycle_min {
+            signals.push(Signal::Cycle);
+        }
+        if config.applies(Rule::Churn) && reason.churn >= config.churn_min {
+            signals.push(Signal::Churn);
+        }
     }
     SessionVerdict {
         id: id.to_owned(),
@@ -93,17 +107,57 @@ fn max_by_ratio<'a>(ratios: impl Iterator<Item = (&'a str, f64)>) -> Option<(&'a
     })
 }
 
-/// The facts of a session's counted calls, in order.
+/// The facts of a session's counted calls, in order. Under `precise`, a bash write identical to
+/// an earlier landed bash write of the session is no landing.
 pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts> {
     let ctx = CallContext {
         directory: session.directory.as_deref(),
         line_counts: &session.line_counts,
     };
-    session
+    let mut facts: Vec<CallFacts> = session
         .calls
         .iter()
         .filter_map(|call| CallFacts::of(call, ctx, config))
-        .collect()
+        .collect();
+    if config.applies(Rule::RepeatedWrites) {
+        let mut written: BTreeSet<String> = BTreeSet::new();
+        for f in facts.iter_mut().filter(|f| f.write) {
+            if !written.insert(f.identity.clone()) {
+                f.landed = false;
+                f.write = false;
+            }
+        }
+    }
+    facts
+}
+
+/// `cycle`: the longest stretch of `ids` made of one block of 1-6 calls repeated in a row at
+/// least 3 times (calls covered), or 0.
+fn longest_cycle<T: PartialEq>(ids: &[T]) -> u32 {
+    let mut best = 0;
+    for p in 1..=CYCLE_MAX_PERIOD {
+        let mut run = 0usize;
+        for i in p..ids.len() {
+            if ids[i] == ids[i - p] {
+                run += 1;
+                if run >= (CYCLE_MIN_REPEATS - 1) * p {
+                    best = best.max(run + p);
+                }
+            } else {
+                run = 0;
+            }
+        }
+    }
+    u32::try_from(best).unwrap_or(u32::MAX)
+}
+
+/// `churn`: the share of `window` calls that repeat a call made earlier in the window.
+fn churn(distinct: usize, window: usize) -> f64 {
+    if window == 0 {
+        0.0
+    } else {
+        1.0 - distinct as f64 / window as f64
+    }
 }
 
 /// The time of a session's latest own landed call, from its facts.
@@ -173,6 +227,12 @@ pub fn judge_facts(
             .iter()
             .map(|(path, (lines, len))| (*path, ratio(*lines, *len))),
     );
+    let cycle = if config.applies(Rule::Cycle) {
+        let ids: Vec<&str> = span.iter().map(|f| f.identity.as_str()).collect();
+        longest_cycle(&ids)
+    } else {
+        0
+    };
     let reason = Reason {
         dup: share(dup_count, window.len()),
         top: top.map_or(0, |(_, n)| n),
@@ -184,6 +244,12 @@ pub fn judge_facts(
         calls_since_landed: span.len(),
         window_calls: window.len(),
         read_only: is_read_only(session, config),
+        cycle,
+        churn: if config.applies(Rule::Churn) {
+            churn(identity_in_window.len(), window.len())
+        } else {
+            0.0
+        },
     };
     verdict_from_figures(&session.id, reason, config)
 }
@@ -243,6 +309,12 @@ pub struct SessionDetector {
     landed: bool,
     latest_descendant_landing: Option<i64>,
     latest_own_landing: Option<i64>,
+    /// `cycle`: for each period p (1..=6), how many calls at the end of the span equal the call
+    /// p before them; and the longest qualifying stretch of the span.
+    runs: [u32; CYCLE_MAX_PERIOD],
+    cycle: u32,
+    /// Identities of the bash writes that landed (`precise`: a repeat is no landing).
+    written: BTreeSet<String>,
 }
 
 /// What a [`SessionDetector`] must remember between runs: its context and the span, with only
@@ -258,6 +330,12 @@ pub struct DetectorSnapshot {
     pub landed: bool,
     pub latest_descendant_landing: Option<i64>,
     pub latest_own_landing: Option<i64>,
+    /// The profile the snapshot was taken under (restoring under another is refused).
+    #[serde(default)]
+    pub profile: Profile,
+    /// The bash writes that landed (`precise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    written: Vec<String>,
 }
 
 impl SessionDetector {
@@ -281,6 +359,9 @@ impl SessionDetector {
             landed: false,
             latest_descendant_landing: None,
             latest_own_landing: None,
+            runs: [0; CYCLE_MAX_PERIOD],
+            cycle: 0,
+            written: BTreeSet::new(),
         }
     }
 
@@ -329,12 +410,18 @@ impl SessionDetector {
             landed: self.landed,
             latest_descendant_landing: self.latest_descendant_landing,
             latest_own_landing: self.latest_own_landing,
+            profile: self.config.profile,
+            written: self.written.iter().cloned().collect(),
         }
     }
 
     /// Rebuild a detector from a snapshot taken under the same `config`. A snapshot whose span
-    /// names something it does not hold is refused (`None`): the caller starts over.
+    /// names something it does not hold, or taken under another profile, is refused (`None`):
+    /// the caller starts over.
     pub fn restore(snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
+        if snapshot.profile != config.profile {
+            return None;
+        }
         let known = snapshot.names.len();
         let valid = |i: u32| (i as usize) < known;
         if !snapshot.span.iter().all(|c| {
@@ -365,6 +452,9 @@ impl SessionDetector {
             landed: snapshot.landed,
             latest_descendant_landing: snapshot.latest_descendant_landing,
             latest_own_landing: snapshot.latest_own_landing,
+            runs: [0; CYCLE_MAX_PERIOD],
+            cycle: 0,
+            written: snapshot.written.into_iter().collect(),
         };
         for call in snapshot.span {
             detector.span.push(call);
@@ -394,9 +484,15 @@ impl SessionDetector {
             directory: self.directory.as_deref(),
             line_counts: &self.line_counts,
         };
-        let Some(facts) = CallFacts::of(call, ctx, &self.config) else {
+        let Some(mut facts) = CallFacts::of(call, ctx, &self.config) else {
             return;
         };
+        if facts.write
+            && self.config.applies(Rule::RepeatedWrites)
+            && !self.written.insert(facts.identity.clone())
+        {
+            facts.landed = false;
+        }
         let before_descendant_landing = matches!(
             (facts.start_ms, self.latest_descendant_landing),
             (Some(s), Some(t)) if s <= t
@@ -453,6 +549,8 @@ impl SessionDetector {
         self.identity_in_window.clear();
         self.target_in_window.clear();
         self.files_in_window.clear();
+        self.runs = [0; CYCLE_MAX_PERIOD];
+        self.cycle = 0;
     }
 
     /// Account for the call just appended to the span, sliding the window.
@@ -467,6 +565,20 @@ impl SessionDetector {
             file.lines += lines;
             file.reads += 1;
             file.file_lines = file_lines;
+        }
+        if self.config.applies(Rule::Cycle) {
+            let last = self.span.len() - 1;
+            for (i, run) in self.runs.iter_mut().enumerate() {
+                let p = i + 1;
+                if last >= p && self.span[last - p].identity == call.identity {
+                    *run += 1;
+                    if *run as usize >= (CYCLE_MIN_REPEATS - 1) * p {
+                        self.cycle = self.cycle.max(*run + p as u32);
+                    }
+                } else {
+                    *run = 0;
+                }
+            }
         }
         while self.span.len() - self.window_start > self.config.window {
             let old = self.span[self.window_start];
@@ -507,6 +619,12 @@ impl SessionDetector {
             calls_since_landed: self.span.len(),
             window_calls,
             read_only: self.read_only,
+            cycle: self.cycle,
+            churn: if self.config.applies(Rule::Churn) {
+                churn(self.identity_in_window.len(), window_calls)
+            } else {
+                0.0
+            },
         };
         verdict_from_figures(&self.id, reason, &self.config)
     }

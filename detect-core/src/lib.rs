@@ -16,6 +16,9 @@
 //! - A *landed* call (a real edit, a completed write, a successful `git commit`) resets the
 //!   evaluation span; so does a descendant session's landing, matched by time.
 //! - Four signals over the span's last `window` calls: `dup`, `top`, `slow`, `coverage`.
+//! - Two profiles ([`Profile`]): `design` (the default, decisions.md exactly) and `precise`
+//!   (path-aware bash targets, bash writes that land, and the `cycle` and `churn` signals; each
+//!   change is a [`Rule`], measured in `docs/detection.md`).
 //! - [`judge_session`] judges a whole history; [`SessionDetector`] takes calls one at a time and
 //!   always agrees with it. [`judge_sessions`] judges every session and tree of a set.
 //!
@@ -39,14 +42,15 @@ mod detector;
 mod fxhash;
 mod matcher;
 mod model;
+mod shell;
 mod tree;
 mod verdict;
 
 pub use bash::{first_tokens, normalize_bash};
-pub use config::{ConfigError, DETECT_KEYS, DetectConfig};
+pub use config::{ConfigError, DETECT_KEYS, DetectConfig, Profile, Rule, Rules};
 pub use detector::{
-    DetectorSnapshot, SessionDetector, is_read_only, judge_facts, judge_session,
-    latest_own_landing, session_facts, subagent_name,
+    CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS, DetectorSnapshot, SessionDetector, is_read_only,
+    judge_facts, judge_session, latest_own_landing, session_facts, subagent_name,
 };
 pub use matcher::{
     CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, basename,

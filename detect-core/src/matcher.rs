@@ -4,7 +4,8 @@
 //! [`CallFacts::of`]. The detector never looks at a call's JSON again.
 
 use crate::bash::{first_tokens, normalize_bash};
-use crate::config::DetectConfig;
+use crate::config::{DetectConfig, Rule};
+use crate::shell;
 use crate::model::{Call, CallStatus};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -180,6 +181,10 @@ pub struct CallFacts {
     /// The `top` key: `tool` and what the call is about (basename, first words, pattern).
     pub target: String,
     pub landed: bool,
+    /// The landing is a bash command that writes files (`precise` only). The detector demotes a
+    /// repeat of an earlier one (the same `sed -i` again changes nothing); [`CallFacts::of`] sees
+    /// one call alone and cannot.
+    pub write: bool,
     /// Set for reads of a file whose length is known.
     pub read: Option<ReadFacts>,
     pub start_ms: Option<i64>,
@@ -212,7 +217,14 @@ impl CallFacts {
         {
             format!("{tool} {}", basename(path))
         } else if let Some(command) = &normalized_command {
-            format!("bash {}", first_tokens(command, 2))
+            if config.applies(Rule::PathTargets) {
+                let mut target = String::with_capacity(command.len().min(96) + 5);
+                target.push_str("bash ");
+                shell::precise_target(command, &mut target);
+                target
+            } else {
+                format!("bash {}", first_tokens(command, 2))
+            }
         } else if config.is_search(tool)
             && let Some(pattern) = str_input("pattern")
         {
@@ -221,7 +233,18 @@ impl CallFacts {
         } else {
             identity.clone()
         };
-        let landed = is_landed(call, normalized_command.as_deref(), config);
+        let mut landed = is_landed(call, normalized_command.as_deref(), config);
+        let mut write = false;
+        if !landed
+            && tool == "bash"
+            && config.applies(Rule::BashWrites)
+            && call.metadata.get("exit").and_then(Value::as_i64) == Some(0)
+            && let Some(command) = str_input("command")
+            && shell::writes_files(command)
+        {
+            landed = true;
+            write = true;
+        }
         let read = if config.is_reader(tool) {
             read_facts(call, ctx)
         } else {
@@ -231,6 +254,7 @@ impl CallFacts {
             identity,
             target,
             landed,
+            write,
             read,
             start_ms: call.start_ms(),
             end_ms: call.end_ms(),

@@ -14,10 +14,27 @@ pub enum Signal {
     Slow,
     /// One file is read `cover_min` times its length in the window.
     Coverage,
+    /// One block of 1-6 calls repeated in a row (at least 3 times) covers `cycle_min` calls of
+    /// the span (`precise` only).
+    Cycle,
+    /// At least `churn_min` of the window repeats calls made earlier in it (`precise` only).
+    Churn,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 4] = [Signal::Dup, Signal::Top, Signal::Slow, Signal::Coverage];
+    pub const ALL: [Signal; 6] = [
+        Signal::Dup,
+        Signal::Top,
+        Signal::Slow,
+        Signal::Coverage,
+        Signal::Cycle,
+        Signal::Churn,
+    ];
+
+    /// The position of the signal in [`Signal::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -25,6 +42,8 @@ impl Signal {
             Signal::Top => "top",
             Signal::Slow => "slow",
             Signal::Coverage => "coverage",
+            Signal::Cycle => "cycle",
+            Signal::Churn => "churn",
         }
     }
 }
@@ -58,6 +77,21 @@ pub struct Reason {
     pub window_calls: usize,
     /// Whether the read-only threshold applied to `top`.
     pub read_only: bool,
+    /// The longest stretch of the span made of one block of 1-6 calls repeated in a row at least
+    /// 3 times, in calls (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cycle: u32,
+    /// The share of the window that repeats calls made earlier in it (`precise` only).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub churn: f64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The verdict on one session, judged on its own calls.
@@ -82,7 +116,7 @@ impl SessionVerdict {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        format!(
+        let mut line = format!(
             "signals={fired} dup={:.2} top={} top_what={:?} slow={} coverage={:.2} coverage_file={:?} landed={} calls_since_landed={}",
             r.dup,
             r.top,
@@ -92,7 +126,15 @@ impl SessionVerdict {
             r.coverage_file.as_deref().unwrap_or(""),
             r.landed,
             r.calls_since_landed
-        )
+        );
+        // The precise profile's figures (zero, and left out, under the design).
+        if r.cycle > 0 {
+            line.push_str(&format!(" cycle={}", r.cycle));
+        }
+        if r.churn > 0.0 {
+            line.push_str(&format!(" churn={:.2}", r.churn));
+        }
+        line
     }
 }
 

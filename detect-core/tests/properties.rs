@@ -1,8 +1,8 @@
 //! Invariants of the matcher and the detector, under proptest.
 
 use detect_core::{
-    Call, CallStatus, DetectConfig, Session, SessionDetector, call_identity, judge_session,
-    normalize_bash,
+    Call, CallStatus, DetectConfig, Profile, Session, SessionDetector, call_identity,
+    judge_session, normalize_bash,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -104,6 +104,26 @@ fn pool_call() -> impl Strategy<Value = Call> {
             Call::completed("bash", json!({"command": "git commit -m x"}))
                 .with_metadata(json!({"exit": 0}))
         ),
+        // For the precise profile: views of files by range, bash writes (repeated ones are no
+        // landing), searches and a heredoc.
+        (0u8..3, 1u8..3).prop_map(|(f, k)| Call::completed(
+            "bash",
+            json!({"command": format!("sed -n {},{}p src/f{f}.py", k * 10, k * 10 + 40)})
+        )),
+        (0u8..2, 0i64..2).prop_map(|(f, exit)| Call::completed(
+            "bash",
+            json!({"command": format!("sed -i 's/a/b/' src/f{f}.py")})
+        )
+        .with_metadata(json!({"exit": exit}))),
+        (0u8..2).prop_map(|f| Call::completed(
+            "bash",
+            json!({"command": format!("cat > src/n{f}.py <<'EOF'\nx = 1\nEOF")})
+        )
+        .with_metadata(json!({"exit": 0}))),
+        (0u8..2).prop_map(|i| Call::completed(
+            "bash",
+            json!({"command": format!("grep -rn 'def f{i}' src/")})
+        )),
     ]
 }
 
@@ -114,12 +134,34 @@ enum Step {
     DescendantLanding(i64),
 }
 
+/// A generated step: a call, a descendant landing, or "repeat the last `p` calls `r` times" (so
+/// that blocks repeated in a row, the `cycle` signal's matter, are common).
+#[derive(Debug, Clone)]
+enum Gen {
+    Step(Step),
+    Again(usize, usize),
+}
+
 fn history() -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
-        12 => pool_call().prop_map(Step::Call),
-        1 => (0i64..90, 0i64..3).prop_map(|(i, k)| Step::DescendantLanding(i * 1000 + k * 250)),
+        12 => pool_call().prop_map(|c| Gen::Step(Step::Call(c))),
+        1 => (0i64..90, 0i64..3).prop_map(|(i, k)| Gen::Step(Step::DescendantLanding(i * 1000 + k * 250))),
+        2 => (1usize..=7, 1usize..5).prop_map(|(p, r)| Gen::Again(p, r)),
     ];
-    prop::collection::vec(step, 0..90).prop_map(|steps| {
+    prop::collection::vec(step, 0..70).prop_map(|gens| {
+        let mut steps: Vec<Step> = Vec::new();
+        for g in gens {
+            match g {
+                Gen::Step(s) => steps.push(s),
+                Gen::Again(p, r) => {
+                    let block: Vec<Step> = steps[steps.len().saturating_sub(p)..].to_vec();
+                    for _ in 0..r {
+                        steps.extend(block.iter().cloned());
+                    }
+                }
+            }
+        }
+        steps.truncate(120);
         steps
             .into_iter()
             .enumerate()
@@ -139,8 +181,18 @@ fn small_config() -> DetectConfig {
         top_min_ro: 3,
         cum_min: 6,
         cover_min: 2.0,
+        cycle_min: 6,
+        churn_min: 0.4,
         ..DetectConfig::default()
     }
+}
+
+/// One of four configs: the design's defaults or small thresholds, under either profile.
+fn any_config() -> impl Strategy<Value = DetectConfig> {
+    (any::<bool>(), prop::sample::select(Profile::ALL.to_vec())).prop_map(|(small, profile)| {
+        let base = if small { small_config() } else { DetectConfig::default() };
+        DetectConfig { profile, ..base }
+    })
 }
 
 fn base_session() -> Session {
@@ -155,8 +207,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     #[test]
-    fn incremental_equals_batch_at_every_step(steps in history(), default_config in any::<bool>()) {
-        let config = if default_config { DetectConfig::default() } else { small_config() };
+    fn incremental_equals_batch_at_every_step(steps in history(), config in any_config()) {
         let mut session = base_session();
         let mut detector = SessionDetector::new(&session, &config);
         let mut latest_landing: Option<i64> = None;
@@ -176,8 +227,12 @@ proptest! {
     }
 
     #[test]
-    fn a_landed_call_at_the_end_always_unflags(steps in history(), commit in any::<bool>()) {
-        let config = small_config();
+    fn a_landed_call_at_the_end_always_unflags(
+        steps in history(),
+        commit in any::<bool>(),
+        profile in prop::sample::select(Profile::ALL.to_vec()),
+    ) {
+        let config = DetectConfig { profile, ..small_config() };
         let mut session = base_session();
         session.calls.extend(steps.into_iter().filter_map(|s| match s {
             Step::Call(c) => Some(c),
@@ -201,12 +256,12 @@ proptest! {
     /// A detector stored as JSON between runs and restored judges exactly as one that never
     /// stopped, and knows the session's latest own landing.
     #[test]
-    fn snapshot_restore_continues_exactly(steps in history(), cut in 0usize..90) {
-        let config = small_config();
+    fn snapshot_restore_continues_exactly(steps in history(), cut in 0usize..90, config in any_config()) {
         let session = base_session();
         let mut straight = SessionDetector::new(&session, &config);
         let mut resumed = SessionDetector::new(&session, &config);
         let mut own_landing: Option<i64> = None;
+        let mut written = std::collections::HashSet::new();
         for (i, step) in steps.iter().enumerate() {
             if i == cut {
                 let json = serde_json::to_string(&resumed.snapshot()).unwrap();
@@ -216,9 +271,11 @@ proptest! {
                 Step::Call(call) => {
                     straight.push(call);
                     resumed.push(call);
-                    if detect_core::session_facts(&Session { calls: vec![call.clone()], ..base_session() }, &config)
-                        .first()
-                        .is_some_and(|f| f.landed)
+                    let alone = detect_core::session_facts(&Session { calls: vec![call.clone()], ..base_session() }, &config);
+                    // A bash write lands unless it repeats an earlier one (precise).
+                    if let Some(f) = alone.first()
+                        && f.landed
+                        && (!f.write || written.insert(f.identity.clone()))
                     {
                         own_landing = own_landing.max(call.end_ms());
                     }
@@ -232,4 +289,14 @@ proptest! {
         }
         prop_assert_eq!(resumed.latest_own_landing(), own_landing);
     }
+}
+
+#[test]
+fn a_snapshot_is_not_restored_under_another_profile() {
+    let session = base_session();
+    let design = DetectConfig::default();
+    let precise = DetectConfig::with_profile(Profile::Precise);
+    let snapshot = SessionDetector::new(&session, &design).snapshot();
+    assert!(SessionDetector::restore(snapshot.clone(), &design).is_some());
+    assert!(SessionDetector::restore(snapshot, &precise).is_none());
 }

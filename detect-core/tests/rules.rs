@@ -537,3 +537,162 @@ fn thresholds_are_configurable() {
     let v = judge_session(&session("s", calls), None, &config);
     assert_eq!(v.signals, vec![Signal::Top]);
 }
+
+// ---- the precise profile (docs/detection.md) --------------------------------------------------
+
+fn precise() -> DetectConfig {
+    DetectConfig::with_profile(detect_core::Profile::Precise)
+}
+
+fn judge_with(config: &DetectConfig, calls: Vec<Call>) -> detect_core::SessionVerdict {
+    judge_session(&session("ses_p", calls), None, config)
+}
+
+fn bash_exit(command: &str, exit: i64) -> Call {
+    bash(command).with_metadata(json!({ "exit": exit }))
+}
+
+#[test]
+fn precise_bash_targets_name_the_files() {
+    // Twelve different files viewed with `sed -n`: one target for the design, twelve for precise.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend((0..12).map(|i| bash(&format!("sed -n 1,80p src/m{i}.py"))));
+    let design = judge(calls.clone());
+    assert_eq!(design.signals, vec![Signal::Top]);
+    assert_eq!(design.reason.top_what, "bash sed -n");
+    let v = judge_with(&precise(), calls);
+    assert!(!v.flagged, "{}", v.summary());
+    assert_eq!(v.reason.top, 1);
+    // One file viewed twelve times, by any viewer and range, is one target.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    for i in 0..12 {
+        calls.push(bash(&match i % 3 {
+            0 => format!("sed -n {},{}p src/a.py", i * 10 + 1, i * 10 + 60),
+            1 => format!("nl -ba src/a.py | sed -n {},{}p", i * 10, i * 10 + 40),
+            _ => "cat src/a.py".to_owned(),
+        }));
+    }
+    let v = judge_with(&precise(), calls);
+    assert_eq!(v.signals, vec![Signal::Top]);
+    assert_eq!(v.reason.top_what, "bash view src/a.py");
+}
+
+#[test]
+fn precise_python_probes_keep_one_target() {
+    // `python -c` probes share a target under both profiles (the corpus' ses_top_alone).
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend((0..12).map(|i| bash(&format!("python -c \"print({i} + 1)\""))));
+    for config in [DetectConfig::default(), precise()] {
+        let v = judge_with(&config, calls.clone());
+        assert_eq!(v.reason.top_what, "bash python -c");
+        assert_eq!(v.signals, vec![Signal::Top]);
+    }
+}
+
+#[test]
+fn precise_bash_writes_land_when_they_exit_zero() {
+    let looping = bash("pytest -x tests/test_a.py");
+    let mut calls = with_filler(45, 20, &looping);
+    assert!(judge_with(&precise(), calls.clone()).flagged);
+    for (write, lands) in [
+        ("sed -i 's/a/b/' src/a.py", true),
+        ("cat > src/a.py <<'EOF'\nx = 1\nEOF", true),
+        ("git apply fix.diff", true),
+        ("echo x | tee src/a.py", true),
+        ("cp /tmp/a.py src/a.py", true),
+        ("sed -n 1,20p src/a.py", false),
+        ("pytest > /tmp/out.txt", false),
+    ] {
+        calls.push(bash_exit(write, 0));
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(v.reason.landed, lands, "{write}");
+        assert_eq!(!v.flagged, lands, "{write}");
+        // The design never counts a bash write.
+        assert!(!judge(calls.clone()).reason.landed, "{write}");
+        calls.pop();
+        // A write that failed, or whose exit is unknown, is no landing.
+        calls.push(bash_exit(write, 1));
+        assert!(!judge_with(&precise(), calls.clone()).reason.landed);
+        calls.pop();
+        calls.push(bash(write));
+        assert!(!judge_with(&precise(), calls.clone()).reason.landed);
+        calls.pop();
+    }
+}
+
+#[test]
+fn precise_a_repeated_write_is_no_landing() {
+    let write = bash_exit("sed -i 's/total/subtotal/' src/a.py", 0);
+    let test = bash("pytest -x tests/test_a.py");
+    let mut calls: Vec<Call> = vec![write.clone()];
+    for _ in 0..25 {
+        calls.push(test.clone());
+        calls.push(write.clone());
+    }
+    let v = judge_with(&precise(), calls.clone());
+    assert!(v.flagged, "{}", v.summary());
+    assert_eq!(v.reason.calls_since_landed, 50, "only the first write landed");
+    // Another write lands.
+    calls.push(bash_exit("sed -i 's/a/b/' src/a.py", 0));
+    assert_eq!(
+        judge_with(&precise(), calls).reason.calls_since_landed,
+        0
+    );
+}
+
+#[test]
+fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
+    // A block of four different calls repeated in a row: dup stays at 0.25 (not > 0.25).
+    let block: Vec<Call> = (0..4)
+        .map(|i| bash(&format!("tool{i} check")))
+        .collect();
+    let run = |filler: usize, repeats: usize| {
+        let mut calls: Vec<Call> = (0..filler).map(unique).collect();
+        for _ in 0..repeats {
+            calls.extend(block.iter().cloned());
+        }
+        calls
+    };
+    // 3 repeats = 12 calls = cycle_min: fires.
+    let v = judge_with(&precise(), run(30, 3));
+    assert_eq!(v.reason.cycle, 12);
+    assert_eq!(v.signals, vec![Signal::Cycle]);
+    // The design computes no cycle and does not fire.
+    let d = judge(run(30, 3));
+    assert_eq!((d.reason.cycle, d.flagged), (0, false));
+    // 2 repeats of 6 calls: 12 calls, but fewer than 3 repeats.
+    let six: Vec<Call> = (0..6).map(|i| bash(&format!("six{i} run"))).collect();
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend(six.iter().cloned());
+    calls.extend(six.iter().cloned());
+    let v = judge_with(&precise(), calls);
+    assert_eq!((v.reason.cycle, v.flagged), (0, false));
+    // Blocks longer than six are no cycle.
+    let seven: Vec<Call> = (0..7).map(|i| bash(&format!("seven{i} run"))).collect();
+    let mut calls: Vec<Call> = (0..20).map(unique).collect();
+    for _ in 0..3 {
+        calls.extend(seven.iter().cloned());
+    }
+    assert_eq!(judge_with(&precise(), calls).reason.cycle, 0);
+    // Under min_calls nothing fires.
+    let v = judge_with(&precise(), run(20, 3));
+    assert_eq!((v.reason.cycle, v.flagged), (12, false));
+}
+
+#[test]
+fn precise_churn_is_the_share_of_repeated_calls() {
+    // 60 calls: 20 unique, 40 drawn from five calls in no order: churn = 1 - 25/60.
+    let five: Vec<Call> = (0..5).map(|i| bash(&format!("python -m probe{i}"))).collect();
+    let mut calls: Vec<Call> = Vec::new();
+    for i in 0..60 {
+        if i % 3 == 0 {
+            calls.push(unique(i));
+        } else {
+            calls.push(five[(i * 7 + i / 5) % 5].clone());
+        }
+    }
+    let v = judge_with(&precise(), calls.clone());
+    assert!((v.reason.churn - (1.0 - 25.0 / 60.0)).abs() < 1e-9, "{}", v.reason.churn);
+    assert!(v.signals.contains(&Signal::Churn), "{:?}", v.signals);
+    assert_eq!(judge(calls).reason.churn, 0.0, "design: not computed");
+}

@@ -17,8 +17,8 @@
 //! labelled `must_flag` on the child, and the parent above it is labelled on its own calls.
 
 use detect_core::{
-    CallContext, CallFacts, DetectConfig, Forest, Label, Session, SessionDetector, SessionVerdict,
-    Signal, judge_session,
+    DetectConfig, Forest, Label, Session, SessionDetector, SessionVerdict, Signal, judge_session,
+    session_facts,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -52,6 +52,9 @@ pub struct Peak {
     pub top: u32,
     pub slow: u32,
     pub coverage: f64,
+    /// `precise` only (0 under the design).
+    pub cycle: u32,
+    pub churn: f64,
 }
 
 impl Peak {
@@ -65,6 +68,8 @@ impl Peak {
         self.top = self.top.max(r.top);
         self.slow = self.slow.max(r.slow);
         self.coverage = self.coverage.max(r.coverage);
+        self.cycle = self.cycle.max(r.cycle);
+        self.churn = self.churn.max(r.churn);
     }
 }
 
@@ -79,7 +84,7 @@ pub struct SessionResult {
     pub flagged: bool,
     /// The first prefix (number of calls) that flagged.
     pub first_flag_at_call: Option<usize>,
-    /// Every signal that fired at any prefix, in `dup, top, slow, coverage` order.
+    /// Every signal that fired at any prefix, in `dup, top, slow, coverage, cycle, churn` order.
     pub signals: Vec<Signal>,
     /// The prefixes evaluated.
     pub prefixes: Vec<usize>,
@@ -183,13 +188,8 @@ pub fn run(sessions: &[Session], options: &Options) -> Report {
     let landings: Vec<Vec<i64>> = sessions
         .iter()
         .map(|s| {
-            let ctx = CallContext {
-                directory: s.directory.as_deref(),
-                line_counts: &s.line_counts,
-            };
-            s.calls
-                .iter()
-                .filter_map(|c| CallFacts::of(c, ctx, config))
+            session_facts(s, config)
+                .into_iter()
                 .filter(|f| f.landed)
                 .filter_map(|f| f.end_ms)
                 .collect()
@@ -278,14 +278,14 @@ fn judge_prefixes(
             .max()
     };
     let mut flagged_at = None;
-    let mut fired = [false; 4];
+    let mut fired = [false; Signal::ALL.len()];
     let mut peak = Peak::default();
     let mut record = |k: usize, verdict: &SessionVerdict| {
         peak.add(verdict, config.min_calls);
         if verdict.flagged {
             flagged_at.get_or_insert(k);
             for s in &verdict.signals {
-                fired[signal_index(*s)] = true;
+                fired[s.index()] = true;
             }
         }
     };
@@ -325,19 +325,10 @@ fn judge_prefixes(
         first_flag_at_call: flagged_at,
         signals: Signal::ALL
             .into_iter()
-            .filter(|s| fired[signal_index(*s)])
+            .filter(|s| fired[s.index()])
             .collect(),
         prefixes: ks,
         peak,
-    }
-}
-
-fn signal_index(s: Signal) -> usize {
-    match s {
-        Signal::Dup => 0,
-        Signal::Top => 1,
-        Signal::Slow => 2,
-        Signal::Coverage => 3,
     }
 }
 
@@ -442,9 +433,18 @@ pub fn to_json_text(report: &Report) -> String {
 pub fn render_table(report: &Report) -> String {
     let c = &report.config;
     let mut out = String::new();
+    // The precise profile's name and keys; the design's header stays as it was.
+    let precise = if c.profile == detect_core::Profile::Design {
+        String::new()
+    } else {
+        format!(
+            " profile={} cycle_min={} churn_min={}",
+            c.profile, c.cycle_min, c.churn_min
+        )
+    };
     let _ = writeln!(
         out,
-        "backtest: step={} min_calls={} window={} dup_min={} top_min={} top_min_ro={} cum_min={} cover_min={}",
+        "backtest: step={} min_calls={} window={} dup_min={} top_min={} top_min_ro={} cum_min={} cover_min={}{precise}",
         report.step,
         c.min_calls,
         c.window,
@@ -461,10 +461,18 @@ pub fn render_table(report: &Report) -> String {
         .max()
         .unwrap_or(0)
         .max("session".len());
+    let design = c.profile == detect_core::Profile::Design;
     let _ = writeln!(
         out,
-        "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<21}  {:<6}  peak (dup top slow coverage)",
-        "session", "label", "calls", "flagged", "first", "signals", "result"
+        "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<21}  {:<6}  peak (dup top slow coverage{})",
+        "session",
+        "label",
+        "calls",
+        "flagged",
+        "first",
+        "signals",
+        "result",
+        if design { "" } else { " cycle churn" }
     );
     for r in &report.sessions {
         let result = match r.label_met() {
@@ -489,6 +497,10 @@ pub fn render_table(report: &Report) -> String {
             r.peak.slow,
             r.peak.coverage,
         );
+        if !design {
+            out.pop();
+            let _ = writeln!(out, " {} {:.2}", r.peak.cycle, r.peak.churn);
+        }
     }
     let s = &report.summary;
     out.push('\n');

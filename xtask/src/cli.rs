@@ -48,6 +48,10 @@ struct BacktestArgs {
     /// Calls between evaluated prefixes (after the first, at min_calls).
     #[arg(long, value_name = "N", default_value_t = backtest::DEFAULT_STEP)]
     step: usize,
+    /// Detection profile: `design` (the default) or `precise` (docs/detection.md); `--set`
+    /// applies on top of it.
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<String>,
     /// Override a detector key, e.g. `--set top_min=10` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -109,6 +113,11 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
         return Err("--step must be at least 1".to_owned());
     }
     let mut config = DetectConfig::default();
+    if let Some(profile) = &args.profile {
+        config
+            .set("profile", profile)
+            .map_err(|e| format!("--profile {profile}: {e}"))?;
+    }
     for item in &args.set {
         let (key, value) = item
             .split_once('=')

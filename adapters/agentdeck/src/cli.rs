@@ -464,9 +464,16 @@ mod tests {
         assert_eq!(listed.sessions[0].group.as_deref(), Some("conductor"));
         assert_eq!(listed.sessions[1].parent_session_id, None);
         assert_eq!(listed.sessions[1].channels, ["plugin:telegram@x"]);
-        for empty in ["null", "No profiles found.", "No sessions found in profile 'x'.\n"] {
+        for empty in [
+            "null",
+            "No profiles found.",
+            "No sessions found in profile 'x'.\n",
+        ] {
             let listed = parse_list(&out(0, empty)).unwrap();
-            assert!(listed.sessions.is_empty() && listed.note.is_some(), "{empty}");
+            assert!(
+                listed.sessions.is_empty() && listed.note.is_some(),
+                "{empty}"
+            );
         }
         assert!(matches!(
             parse_list(&out(1, "Error: boom")),
@@ -529,7 +536,12 @@ mod tests {
         for bad in ["", "  ", "--all", "-p", "a\0b"] {
             assert!(check_argument("session id", bad).is_err(), "{bad:?}");
         }
-        for good in ["3f9a1c2e-1713770000", "x'; rm -rf / #", "a b\nc", "report status?"] {
+        for good in [
+            "3f9a1c2e-1713770000",
+            "x'; rm -rf / #",
+            "a b\nc",
+            "report status?",
+        ] {
             assert!(check_argument("session id", good).is_ok(), "{good:?}");
         }
     }

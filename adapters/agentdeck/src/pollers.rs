@@ -58,7 +58,11 @@ pub fn scan(proc_root: &Path) -> Vec<Poller> {
 
 fn normalise(dir: &str) -> &str {
     let trimmed = dir.trim().trim_end_matches('/');
-    if trimmed.is_empty() { dir.trim() } else { trimmed }
+    if trimmed.is_empty() {
+        dir.trim()
+    } else {
+        trimmed
+    }
 }
 
 /// How many pollers own `state_dir` (trailing slashes ignored).

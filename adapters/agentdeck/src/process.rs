@@ -66,8 +66,14 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Result<Output,
     let (done, finished) = mpsc::channel::<()>();
     let mut buffers = Vec::new();
     let streams: [Option<Box<dyn Read + Send>>; 2] = [
-        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
     ];
     for stream in streams {
         let buffer = Arc::new(Mutex::new(Vec::new()));
@@ -117,7 +123,11 @@ pub fn run(program: &Path, args: &[String], timeout: Duration) -> Result<Output,
     let text = |i: usize| {
         buffers
             .get(i)
-            .and_then(|b| b.lock().ok().map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .and_then(|b| {
+                b.lock()
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+            })
             .unwrap_or_default()
     };
     Ok(Output {

@@ -5,7 +5,9 @@ use agentwatch_agentdeck::cli::{AgentDeck, DeckError, Shown};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, TmuxError, pane_hash};
 use agentwatch_testkit::TempDir;
-use agentwatch_testkit::agentdeck::{AgentDeckStandIn, Answer, DeckScript, TmuxServer, require_tmux};
+use agentwatch_testkit::agentdeck::{
+    AgentDeckStandIn, Answer, DeckScript, TmuxServer, require_tmux,
+};
 use recovery_policy::restart_guard::RestartReply;
 use serde_json::json;
 use std::process::Command;
@@ -23,7 +25,10 @@ fn capture_pane_on_a_private_socket_and_hash_it() {
         "printf 'Proceed with the migration? (y/n)\\n'; exec sleep 600",
     );
     // A session whose name the first one's is a prefix of: an exact target never picks it.
-    server.new_session("agentdeck_child_1a2b3c", "printf 'other pane\\n'; exec sleep 600");
+    server.new_session(
+        "agentdeck_child_1a2b3c",
+        "printf 'other pane\\n'; exec sleep 600",
+    );
     let shown = server.wait_for("agentdeck_child_1a2b", "Proceed with the migration?");
     server.wait_for("agentdeck_child_1a2b3c", "other pane");
 
@@ -55,7 +60,10 @@ fn capture_pane_on_a_private_socket_and_hash_it() {
     );
 
     // A pane that changes hashes differently.
-    server.respawn("agentdeck_child_1a2b", "printf 'done, waiting\\n'; exec sleep 600");
+    server.respawn(
+        "agentdeck_child_1a2b",
+        "printf 'done, waiting\\n'; exec sleep 600",
+    );
     server.wait_for("agentdeck_child_1a2b", "done, waiting");
     let changed = tmux.capture_pane(&socket, "agentdeck_child_1a2b").unwrap();
     assert_ne!(pane_hash(&changed), pane_hash(&text));
@@ -119,9 +127,7 @@ fn capture_pane_on_a_named_socket() {
     let capture = Tmux::default();
     let mut text = String::new();
     for _ in 0..500 {
-        text = capture
-            .capture_pane(&socket, "agentdeck_named_9f")
-            .unwrap();
+        text = capture.capture_pane(&socket, "agentdeck_named_9f").unwrap();
         if text.contains("named socket pane") {
             break;
         }
@@ -183,7 +189,10 @@ fn cli_answers_and_argvs_through_the_stand_in() {
     assert!(!tmp.path.join("bin/PWNED").exists() && !std::path::Path::new("PWNED").exists());
 
     // Unknown ids, `null` and plain text.
-    assert!(matches!(deck.show("nope", None).unwrap(), Shown::NotFound(_)));
+    assert!(matches!(
+        deck.show("nope", None).unwrap(),
+        Shown::NotFound(_)
+    ));
     stand_in.script(
         &DeckScript::new()
             .list_answer(Answer::text("No profiles found.\n", 0))
@@ -206,7 +215,10 @@ fn cli_answers_and_argvs_through_the_stand_in() {
 
     // A missing binary, and one that hangs.
     let missing = AgentDeck::new(tmp.path.join("no-agent-deck"));
-    assert!(matches!(missing.list_all(), Err(DeckError::NotFound { .. })));
+    assert!(matches!(
+        missing.list_all(),
+        Err(DeckError::NotFound { .. })
+    ));
     let hang = tmp.path.join("hang");
     std::fs::write(&hang, "#!/bin/sh\nexec sleep 30\n").unwrap();
     #[cfg(unix)]
@@ -230,7 +242,13 @@ fn pollers_are_found_in_proc_with_their_state_dir() {
     let state_dir = tmp.path.join("telegram-state");
     // A stand-in poller: a real process whose command line reads `… bun … telegram …`.
     let mut child = Command::new("python3")
-        .args(["-c", "import time; time.sleep(60)", "bun", "run", "telegram"])
+        .args([
+            "-c",
+            "import time; time.sleep(60)",
+            "bun",
+            "run",
+            "telegram",
+        ])
         .env("TELEGRAM_STATE_DIR", &state_dir)
         .spawn()
         .unwrap();

@@ -1,7 +1,7 @@
 //! `notify-send -u URGENCY -- TITLE SUMMARY`, as an argv, with a timeout.
 
-use crate::http::head;
 use crate::{ChannelError, DesktopChannel, Outcome};
+use agentwatch_http::head;
 use alert_state::{AlertEvent, Severity};
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -41,11 +41,11 @@
 #![forbid(unsafe_code)]
 
 mod desktop;
-mod http;
 mod log;
 mod telegram;
 mod webhook;
 
+use agentwatch_http::{Redacted, shown_url};
 use alert_state::AlertEvent;
 use std::fmt;
 use std::path::PathBuf;
@@ -113,7 +113,7 @@ impl WebhookChannel {
 impl fmt::Debug for WebhookChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WebhookChannel")
-            .field("url", &http::shown_url(&self.url))
+            .field("url", &shown_url(&self.url))
             .field("mode", &self.mode)
             .field("routing_key", &self.routing_key.as_ref().map(|_| Redacted))
             .field("timeout", &self.timeout)
@@ -166,20 +166,11 @@ impl TelegramChannel {
 impl fmt::Debug for TelegramChannel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TelegramChannel")
-            .field("api_base", &http::shown_url(&self.api_base))
+            .field("api_base", &shown_url(&self.api_base))
             .field("token", &Redacted)
             .field("chat_id", &self.chat_id)
             .field("timeout", &self.timeout)
             .finish()
-    }
-}
-
-/// Shown in place of a secret.
-struct Redacted;
-
-impl fmt::Debug for Redacted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
     }
 }
 
@@ -237,6 +228,8 @@ pub enum ChannelError {
     #[error("log {target}: {message}")]
     Log { target: String, message: String },
 }
+
+agentwatch_http::impl_from_http_error!(ChannelError);
 
 /// Delivers one event through one channel.
 ///

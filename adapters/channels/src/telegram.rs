@@ -1,7 +1,7 @@
 //! Telegram Bot API `sendMessage`, plain text.
 
-use crate::http::{Post, head, scrub, url_parts};
 use crate::{ChannelError, Outcome, TelegramChannel};
+use agentwatch_http::{Client, Settings, Target, head, percent_encode};
 use alert_state::AlertEvent;
 use serde_json::{Value, json};
 
@@ -12,33 +12,32 @@ pub(crate) fn deliver(
     channel: &TelegramChannel,
     event: &AlertEvent,
 ) -> Result<Outcome, ChannelError> {
-    let base = channel.api_base.trim_end_matches('/');
-    let base_parts = url_parts(base);
-    let token = encode_token(&channel.token);
-    let url = format!("{base}/bot{token}/sendMessage");
-    let shown_url = format!("{}/bot<redacted>/sendMessage", base_parts.shown);
-    let mut secrets = base_parts.secrets;
-    secrets.push(channel.token.clone());
-    secrets.push(token);
+    // Real tokens (`123456:ABC-def_…`) stay as they are; anything else is percent-encoded so it
+    // cannot change the URL's shape.
+    let token = percent_encode(&channel.token, b":");
+    let target = Target::new(channel.api_base.trim_end_matches('/'))
+        .join_hidden(
+            &format!("/bot{token}/sendMessage"),
+            "/bot<redacted>/sendMessage",
+        )
+        .with_secret(&channel.token)
+        .with_secret(&token);
     if channel.token.trim().is_empty() {
         return Err(ChannelError::Config(format!(
-            "the Telegram channel to {shown_url} has no bot token"
+            "the Telegram channel to {} has no bot token",
+            target.shown()
         )));
     }
     let body = json!({ "chat_id": channel.chat_id, "text": text(event) }).to_string();
-    let post = Post {
-        url: &url,
-        shown_url: scrub(&shown_url, &secrets),
-        secrets,
-        timeout: channel.timeout,
-    };
-    let answer = post.send_json(&body)?;
+    let answer = Client::new(Settings::new(channel.timeout))
+        .post_json(&target, &[], &body)?
+        .body;
     // The Bot API answers `{"ok": true, "result": …}` or `{"ok": false, "description": …}`.
     match serde_json::from_str::<Value>(&answer) {
         Ok(value) if value.get("ok") == Some(&Value::Bool(true)) => Ok(Outcome::Sent),
         Ok(value) => Err(ChannelError::Rejected {
-            url: post.shown_url.clone(),
-            message: post.scrub(&format!(
+            url: target.shown().to_owned(),
+            message: target.scrub(&format!(
                 "Telegram did not take the message: {}",
                 value
                     .get("description")
@@ -47,8 +46,8 @@ pub(crate) fn deliver(
             )),
         }),
         Err(_) => Err(ChannelError::Rejected {
-            url: post.shown_url.clone(),
-            message: post.scrub(&format!(
+            url: target.shown().to_owned(),
+            message: target.scrub(&format!(
                 "the answer is not the Bot API's JSON: {}",
                 head(&answer, 200)
             )),
@@ -68,29 +67,4 @@ fn text(event: &AlertEvent) -> String {
         event.source,
     );
     head(&text, TEXT_CHARS)
-}
-
-/// The token as a path segment: the characters of real tokens (`123456:ABC-def_…`) as they are,
-/// anything else percent-encoded so it cannot change the URL's shape.
-fn encode_token(token: &str) -> String {
-    let mut out = String::with_capacity(token.len());
-    for byte in token.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b':') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_keep_their_usual_characters_and_encode_the_rest() {
-        assert_eq!(encode_token("123456:AB-c_d"), "123456:AB-c_d");
-        assert_eq!(encode_token("a/b?c d"), "a%2Fb%3Fc%20d");
-    }
 }

@@ -1,7 +1,7 @@
 //! Webhooks: the event as JSON, or a PagerDuty Events API v2 event.
 
-use crate::http::{Post, scrub, url_parts};
 use crate::{ChannelError, Outcome, WebhookChannel, WebhookMode};
+use agentwatch_http::{Client, Settings, Target, head};
 use alert_state::{AlertEvent, EventState};
 use serde_json::{Map, Value, json};
 
@@ -12,12 +12,11 @@ pub(crate) fn deliver(
     channel: &WebhookChannel,
     event: &AlertEvent,
 ) -> Result<Outcome, ChannelError> {
-    let parts = url_parts(&channel.url);
-    let mut secrets = parts.secrets;
-    // A routing key is a secret whatever the mode.
+    let mut target = Target::new(channel.url.as_str());
+    // A routing key is a secret whatever the mode (a key pasted into the URL's path is hidden
+    // there too).
     if let Some(key) = &channel.routing_key {
-        secrets.push(key.clone());
-        secrets.push(key.trim().to_owned());
+        target = target.with_secret(key);
     }
     let body = match channel.mode {
         WebhookMode::Json => serde_json::to_string(event).map_err(|e| {
@@ -32,20 +31,13 @@ pub(crate) fn deliver(
                 .ok_or_else(|| {
                     ChannelError::Config(format!(
                         "the PagerDuty webhook to {} has no routing_key",
-                        parts.shown
+                        target.shown()
                     ))
                 })?;
             pagerduty_body(event, routing_key).to_string()
         }
     };
-    Post {
-        url: &channel.url,
-        // A key pasted into the URL's path is hidden there too.
-        shown_url: scrub(&parts.shown, &secrets),
-        secrets,
-        timeout: channel.timeout,
-    }
-    .send_json(&body)?;
+    Client::new(Settings::new(channel.timeout)).post_json(&target, &[], &body)?;
     Ok(Outcome::Sent)
 }
 
@@ -72,7 +64,7 @@ fn pagerduty_body(event: &AlertEvent, routing_key: &str) -> Value {
         let mut payload = Map::new();
         payload.insert(
             "summary".into(),
-            Value::String(crate::http::head(&summary, PAGERDUTY_SUMMARY_CHARS - 1)),
+            Value::String(head(&summary, PAGERDUTY_SUMMARY_CHARS - 1)),
         );
         payload.insert("source".into(), Value::String(event.source.clone()));
         payload.insert(

@@ -53,6 +53,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use agentwatch_http::{Client, Redacted, Settings, Target, head, shown_url};
 use alert_state::{LlmOpinion, parse_llm_opinion};
 use serde_json::{Value, json};
 use std::fmt;
@@ -60,8 +61,6 @@ use std::time::Duration;
 
 /// Largest answer body read.
 const MAX_BODY_BYTES: u64 = 4 * 1024 * 1024;
-/// How much of an answer an error keeps.
-const BODY_HEAD_CHARS: usize = 200;
 /// How much of the detector's summary goes into the prompt.
 const SUMMARY_PROMPT_CHARS: usize = 4000;
 
@@ -100,15 +99,6 @@ impl fmt::Debug for ChatEndpoint {
     }
 }
 
-/// Shown in place of a secret.
-struct Redacted;
-
-impl fmt::Debug for Redacted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
 /// Why no reply could be had. `url` is the request URL (user-info and query hidden); no variant
 /// holds the API key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -134,6 +124,8 @@ pub enum LlmError {
     #[error("{url}: answer is not the expected chat JSON: {message}")]
     Garbage { url: String, message: String },
 }
+
+agentwatch_http::impl_from_http_error!(LlmError);
 
 /// Sends one system and one user message; the model's reply text, as it is.
 ///
@@ -161,9 +153,31 @@ pub fn complete(endpoint: &ChatEndpoint, system: &str, user: &str) -> Result<Str
             }),
         ),
     };
-    let call = Call::new(endpoint, &url);
-    let answer = call.post(&body.to_string())?;
-    let value: Value = serde_json::from_str(&answer).map_err(|e| call.garbage(&e.to_string()))?;
+    let mut target = Target::new(url);
+    if let Some(key) = &endpoint.api_key {
+        target = target.with_secret(key);
+    }
+    let bearer = endpoint
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|key| !key.is_empty())
+        .map(|key| format!("Bearer {key}"));
+    let garbage = |message: &str| LlmError::Garbage {
+        url: target.shown().to_owned(),
+        message: target.scrub(message),
+    };
+    let answer = Client::new(Settings {
+        max_body_bytes: MAX_BODY_BYTES,
+        ..Settings::new(endpoint.timeout)
+    })
+    .post_json(
+        &target,
+        bearer.as_deref().map(|b| ("authorization", b)).as_slice(),
+        &body.to_string(),
+    )?
+    .body;
+    let value: Value = serde_json::from_str(&answer).map_err(|e| garbage(&e.to_string()))?;
     let content = match endpoint.dialect {
         Dialect::OpenAi => value
             .pointer("/choices/0/message/content")
@@ -186,7 +200,7 @@ pub fn complete(endpoint: &ChatEndpoint, system: &str, user: &str) -> Result<Str
                     )
                 },
             );
-        call.garbage(&found)
+        garbage(&found)
     })
 }
 
@@ -259,175 +273,6 @@ fn without_think_block(reply: &str) -> &str {
     }
 }
 
-/// One POST to a chat endpoint.
-struct Call<'a> {
-    endpoint: &'a ChatEndpoint,
-    url: &'a str,
-    shown_url: String,
-    secrets: Vec<String>,
-}
-
-impl<'a> Call<'a> {
-    fn new(endpoint: &'a ChatEndpoint, url: &'a str) -> Self {
-        let parts = url_parts(url);
-        let mut secrets = parts.secrets;
-        if let Some(key) = &endpoint.api_key {
-            secrets.push(key.clone());
-            secrets.push(key.trim().to_owned());
-        }
-        let mut call = Self {
-            endpoint,
-            url,
-            shown_url: String::new(),
-            secrets,
-        };
-        // A key pasted into the URL itself is hidden there too.
-        call.shown_url = call.scrub(&parts.shown);
-        call
-    }
-
-    fn post(&self, body: &str) -> Result<String, LlmError> {
-        let timeout = self.endpoint.timeout;
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(timeout))
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .build()
-            .into();
-        let mut request = agent
-            .post(self.url)
-            .header("content-type", "application/json");
-        if let Some(key) = self.endpoint.api_key.as_deref().map(str::trim)
-            && !key.is_empty()
-        {
-            request = request.header("authorization", format!("Bearer {key}"));
-        }
-        let mut response = request.send(body).map_err(|e| self.transport_error(&e))?;
-        let status = response.status().as_u16();
-        let read = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_vec();
-        if !(200..=299).contains(&status) {
-            let text = read
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .unwrap_or_default();
-            return Err(LlmError::Status {
-                url: self.shown_url.clone(),
-                status,
-                body: self.scrub(&head(text.trim(), BODY_HEAD_CHARS)),
-            });
-        }
-        let bytes = read.map_err(|e| self.transport_error(&e))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    }
-
-    fn transport_error(&self, error: &ureq::Error) -> LlmError {
-        let url = self.shown_url.clone();
-        let message = self.scrub(&error.to_string());
-        let timed_out = match error {
-            ureq::Error::Timeout(_) => true,
-            ureq::Error::Io(io) => matches!(
-                io.kind(),
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-            ),
-            _ => false,
-        };
-        if timed_out {
-            LlmError::Timeout {
-                url,
-                timeout: self.endpoint.timeout,
-                message,
-            }
-        } else {
-            LlmError::Unreachable { url, message }
-        }
-    }
-
-    fn garbage(&self, message: &str) -> LlmError {
-        LlmError::Garbage {
-            url: self.shown_url.clone(),
-            message: self.scrub(message),
-        }
-    }
-
-    fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in self.secrets.iter().filter(|s| !s.trim().is_empty()) {
-            text = text.replace(secret.as_str(), "<redacted>");
-        }
-        text
-    }
-}
-
-/// The first `n` characters of `text`, with `…` when cut.
-fn head(text: &str, n: usize) -> String {
-    let mut chars = text.chars();
-    let kept: String = chars.by_ref().take(n).collect();
-    if chars.next().is_some() {
-        format!("{kept}…")
-    } else {
-        kept
-    }
-}
-
-/// A URL's shown form (`scheme://host/path`, user-info dropped, query as `?<redacted>`,
-/// fragment dropped) and its secret parts.
-struct UrlParts {
-    shown: String,
-    secrets: Vec<String>,
-}
-
-fn url_parts(url: &str) -> UrlParts {
-    let mut secrets = Vec::new();
-    let rest = match url.split_once('#') {
-        Some((rest, fragment)) => {
-            secrets.push(fragment.to_owned());
-            rest
-        }
-        None => url,
-    };
-    let (rest, query) = match rest.split_once('?') {
-        Some((rest, query)) => (rest, Some(query)),
-        None => (rest, None),
-    };
-    let (scheme, after_scheme) = match rest.split_once("://") {
-        Some((scheme, after)) => (Some(scheme), after),
-        None => (None, rest),
-    };
-    let (authority, path) = match after_scheme.find('/') {
-        Some(at) => after_scheme.split_at(at),
-        None => (after_scheme, ""),
-    };
-    let host = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            secrets.push(userinfo.to_owned());
-            if let Some((_, password)) = userinfo.split_once(':') {
-                secrets.push(password.to_owned());
-            }
-            host
-        }
-        None => authority,
-    };
-    let mut shown = match scheme {
-        Some(scheme) => format!("{scheme}://{host}{path}"),
-        None => format!("{host}{path}"),
-    };
-    if let Some(query) = query {
-        secrets.push(query.to_owned());
-        if !query.is_empty() {
-            shown.push_str("?<redacted>");
-        }
-    }
-    UrlParts { shown, secrets }
-}
-
-fn shown_url(url: &str) -> String {
-    url_parts(url).shown
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,15 +289,6 @@ mod tests {
             without_think_block("yes <think>x</think>"),
             "yes <think>x</think>"
         );
-    }
-
-    #[test]
-    fn urls_lose_userinfo_and_query() {
-        assert_eq!(
-            shown_url("https://u:p@api.example.com/v1/chat/completions?key=k#f"),
-            "https://api.example.com/v1/chat/completions?<redacted>"
-        );
-        assert_eq!(shown_url("nonsense"), "nonsense");
     }
 
     #[test]

@@ -7,12 +7,15 @@
 
 use crate::convert::session_from_messages;
 use crate::lite::{LiteMessage, parse_messages};
+use agentwatch_http::{
+    Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
+};
 use detect_core::Session;
 use serde_json::Value;
 use std::time::Duration;
 
 /// Where an opencode server is and how to authenticate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     /// Base URL, e.g. `http://127.0.0.1:4096`.
     pub url: String,
@@ -70,16 +73,43 @@ pub enum SourceError {
 
 /// Largest response body read (a session's messages with big tool outputs can be large).
 const MAX_BODY_BYTES: u64 = 512 * 1024 * 1024;
+/// Redirects followed (ureq's default).
+const MAX_REDIRECTS: u32 = 10;
 /// Messages asked for per page of `/session/:id/message`.
 pub const MESSAGE_PAGE: usize = 500;
 
+impl std::fmt::Debug for ServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSpec")
+            .field("url", &agentwatch_http::shown_url(&self.url))
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| Redacted))
+            .finish()
+    }
+}
+
 /// A client for one opencode server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct OpencodeServer {
     spec: ServerSpec,
-    agent: ureq::Agent,
+    client: Client,
+    /// The server URL, shown redacted, with the password as a secret.
+    base: Target,
     authorization: Option<String>,
     page_size: usize,
+}
+
+impl std::fmt::Debug for OpencodeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpencodeServer")
+            .field("spec", &self.spec)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| Redacted),
+            )
+            .field("page_size", &self.page_size)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One page of a JSON answer and the cursor to the page before it.
@@ -90,21 +120,22 @@ struct Page<T> {
 
 impl OpencodeServer {
     pub fn new(spec: ServerSpec, timeouts: Timeouts) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(timeouts.connect))
-            .timeout_global(Some(timeouts.request))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let authorization = spec.password.as_ref().map(|password| {
-            format!(
-                "Basic {}",
-                base64(format!("{}:{password}", spec.username).as_bytes())
-            )
+        let client = Client::new(Settings {
+            connect: timeouts.connect,
+            request: timeouts.request,
+            max_body_bytes: MAX_BODY_BYTES,
+            max_redirects: MAX_REDIRECTS,
         });
+        let mut base = Target::new(spec.url.as_str());
+        let mut authorization = None;
+        if let Some(password) = &spec.password {
+            base = base.with_secret(password);
+            authorization = Some(basic_auth(&spec.username, password));
+        }
         Self {
             spec,
-            agent,
+            client,
+            base,
             authorization,
             page_size: MESSAGE_PAGE,
         }
@@ -130,56 +161,41 @@ impl OpencodeServer {
         path_and_query: &str,
         parse: impl Fn(&str) -> Result<T, serde_json::Error>,
     ) -> Result<Page<T>, SourceError> {
-        let url = format!("{}{path_and_query}", self.spec.url);
-        let mut request = self.agent.get(&url);
-        if let Some(auth) = &self.authorization {
-            request = request.header("Authorization", auth);
-        }
-        let mut response = request.call().map_err(|e| self.transport_error(&e))?;
-        let status = response.status().as_u16();
-        let next_cursor = response
-            .headers()
-            .get("x-next-cursor")
-            .and_then(|v| v.to_str().ok())
+        let target = self.base.join(path_and_query);
+        let authorization = self.authorization.as_deref().map(|a| ("Authorization", a));
+        let answer = self
+            .client
+            .get(&target, authorization.as_slice())
+            .map_err(|e| self.source_error(e))?;
+        let next_cursor = answer
+            .header("x-next-cursor")
             .filter(|v| !v.is_empty())
             .map(str::to_owned);
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(MAX_BODY_BYTES)
-            .read_to_string()
-            .map_err(|e| self.transport_error(&e))?;
-        match status {
-            200..=299 => {}
-            401 => {
-                return Err(SourceError::Unauthorized {
-                    url: self.spec.url.clone(),
-                });
-            }
-            _ => {
-                return Err(SourceError::Status {
-                    url: url.clone(),
-                    status,
-                    body: text.chars().take(200).collect(),
-                });
-            }
-        }
-        let body = parse(&text).map_err(|e| SourceError::Garbage {
-            url,
-            message: e.to_string(),
+        let body = parse(&answer.body).map_err(|e| SourceError::Garbage {
+            url: target.shown().to_owned(),
+            message: target.scrub(&e.to_string()),
         })?;
         Ok(Page { body, next_cursor })
     }
 
-    fn transport_error(&self, error: &ureq::Error) -> SourceError {
-        let url = self.spec.url.clone();
-        let message = error.to_string();
-        match error {
-            ureq::Error::Timeout(_) => SourceError::Timeout { url, message },
-            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                SourceError::Timeout { url, message }
-            }
-            _ => SourceError::Unreachable { url, message },
+    /// Transport failures and 401 name the server; other statuses the request URL.
+    fn source_error(&self, error: HttpError) -> SourceError {
+        let server = self.base.shown().to_owned();
+        match error.failure {
+            Failure::Unreachable { message } => SourceError::Unreachable {
+                url: server,
+                message,
+            },
+            Failure::Timeout { message, .. } => SourceError::Timeout {
+                url: server,
+                message,
+            },
+            Failure::Status { status: 401, .. } => SourceError::Unauthorized { url: server },
+            Failure::Status { status, body } => SourceError::Status {
+                url: error.url,
+                status,
+                body,
+            },
         }
     }
 
@@ -210,7 +226,7 @@ impl OpencodeServer {
             _ => "a scalar",
         };
         SourceError::Garbage {
-            url: format!("{}{path}", self.spec.url),
+            url: self.base.join(path).shown().to_owned(),
             message: format!("expected {expected}, found {kind}"),
         }
     }
@@ -245,7 +261,7 @@ impl OpencodeServer {
         parse: impl Fn(&str) -> Result<Vec<T>, serde_json::Error>,
         known: impl Fn(&T) -> bool,
     ) -> Result<(Vec<T>, bool), SourceError> {
-        let id = encode_component(session_id);
+        let id = percent_encode(session_id, b"");
         let mut pages: Vec<Vec<T>> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut found = false;
@@ -255,7 +271,7 @@ impl OpencodeServer {
                 Some(c) => format!(
                     "/session/{id}/message?limit={}&before={}",
                     self.page_size,
-                    encode_component(c)
+                    percent_encode(c, b"")
                 ),
             };
             let page = self.get_parsed(&path, &parse)?;
@@ -286,7 +302,7 @@ impl OpencodeServer {
             let id = info.get("id").and_then(Value::as_str).unwrap_or_default();
             let converted = self.messages(id).and_then(|messages| {
                 session_from_messages(info, &messages).map_err(|e| SourceError::Garbage {
-                    url: format!("{}/session/{id}/message", self.spec.url),
+                    url: format!("{}/session/{id}/message", self.base.shown()),
                     message: e.to_string(),
                 })
             });
@@ -299,62 +315,18 @@ impl OpencodeServer {
     }
 }
 
-/// Percent-encode a path or query component (unreserved characters kept).
-fn encode_component(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// Standard base64 with padding (for the Basic auth header).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (plain, encoded) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("opencode:s3cret", "b3BlbmNvZGU6czNjcmV0"),
-        ] {
-            assert_eq!(base64(plain.as_bytes()), encoded);
+    fn debug_never_shows_the_password() {
+        let mut spec = ServerSpec::new("http://127.0.0.1:4096");
+        spec.password = Some("s3cret-pw".to_owned());
+        let server = OpencodeServer::new(spec.clone(), Timeouts::default());
+        for shown in [format!("{spec:?}"), format!("{server:?}")] {
+            assert!(!shown.contains("s3cret-pw"), "{shown}");
+            assert!(!shown.contains("czNjcmV0"), "{shown}");
         }
-    }
-
-    #[test]
-    fn components_are_percent_encoded() {
-        assert_eq!(encode_component("ses_ab-C.~"), "ses_ab-C.~");
-        assert_eq!(encode_component("a b/c=="), "a%20b%2Fc%3D%3D");
     }
 }

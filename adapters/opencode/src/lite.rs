@@ -132,7 +132,11 @@ pub fn detector_metadata(metadata: &Value) -> Value {
             }
         }
     }
-    if out.is_empty() { Value::Null } else { Value::Object(out) }
+    if out.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(out)
+    }
 }
 
 fn keep(key: &str, value: Value) -> Option<Value> {
@@ -157,7 +161,10 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("tool metadata")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DetectorMetadata, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DetectorMetadata, A::Error> {
                 let mut out = Map::new();
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
@@ -274,9 +281,18 @@ mod tests {
         let calls: Vec<Call> = messages[0].calls().collect();
         assert_eq!(calls.len(), 3);
         assert_eq!(calls[0].metadata, serde_json::json!({"exit": 0}));
-        assert_eq!(calls[0].time, Some(CallTime { start: Some(5), end: Some(6) }));
+        assert_eq!(
+            calls[0].time,
+            Some(CallTime {
+                start: Some(5),
+                end: Some(6)
+            })
+        );
         assert_eq!(calls[1].metadata, serde_json::json!({"total_lines": 212}));
-        assert_eq!(calls[2].metadata, serde_json::json!({"diff": "@@", "filediff": {"additions": 1, "deletions": 2}}));
+        assert_eq!(
+            calls[2].metadata,
+            serde_json::json!({"diff": "@@", "filediff": {"additions": 1, "deletions": 2}})
+        );
     }
 
     #[test]
@@ -284,7 +300,8 @@ mod tests {
         let running = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1, "completed": 2}},
             "parts": [{"type": "tool", "tool": "bash", "state": {"status": "running", "input": {}}}]}]"#;
         assert!(!parse_messages(running).unwrap()[0].is_settled());
-        let streaming = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1}}, "parts": []}]"#;
+        let streaming =
+            r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1}}, "parts": []}]"#;
         assert!(!parse_messages(streaming).unwrap()[0].is_settled());
         let failed = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1}, "error": {"name": "x"}}, "parts": []}]"#;
         assert!(parse_messages(failed).unwrap()[0].is_settled());

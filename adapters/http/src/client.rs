@@ -1,0 +1,190 @@
+//! Requests with ureq 3: timeouts, a body limit, and failures as one error type.
+
+use crate::redact::{Target, head};
+use std::time::Duration;
+use ureq::http::HeaderMap;
+
+/// Largest answer body read unless [`Settings::max_body_bytes`] says otherwise.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
+/// How much of a non-2xx answer's body an [`HttpError`] keeps.
+const BODY_HEAD_CHARS: usize = 200;
+
+/// How a [`Client`] talks to servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Connect timeout.
+    pub connect: Duration,
+    /// The whole request: connecting, sending, and reading the answer's headers and body.
+    pub request: Duration,
+    /// Largest answer body read; a larger one is a failure.
+    pub max_body_bytes: u64,
+    /// Redirects followed. With 0 a redirect is an answer like any other (a non-2xx status).
+    pub max_redirects: u32,
+}
+
+impl Settings {
+    /// `timeout` both to connect and for the whole request, a 1 MiB body limit, no redirects.
+    #[must_use]
+    pub const fn new(timeout: Duration) -> Self {
+        Self {
+            connect: timeout,
+            request: timeout,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_redirects: 0,
+        }
+    }
+}
+
+/// Why a request got no 2xx answer. `Display` reads `{url}: {failure}`; `url` is the target's
+/// shown URL and every message is scrubbed of the target's secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{url}: {failure}")]
+pub struct HttpError {
+    pub url: String,
+    pub failure: Failure,
+}
+
+/// What went wrong with a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// No connection (refused, DNS, TLS, bad URL), or an answer that is not HTTP.
+    #[error("unreachable: {message}")]
+    Unreachable { message: String },
+    /// No complete answer within [`Settings::request`] (or no connection within
+    /// [`Settings::connect`]); `timeout` is the former.
+    #[error("no answer within {timeout:?} ({message})")]
+    Timeout { timeout: Duration, message: String },
+    /// A non-2xx answer; `body` is the head of its (trimmed) body.
+    #[error("HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+}
+
+/// A 2xx answer.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    /// The body, lossy UTF-8.
+    pub body: String,
+}
+
+impl Answer {
+    /// The value of header `name` when it is there and text.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A ureq agent built from [`Settings`]: non-2xx answers are answers, not transport errors.
+/// Cheap to clone; clones share connections.
+#[derive(Debug, Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    settings: Settings,
+}
+
+impl Client {
+    #[must_use]
+    pub fn new(settings: Settings) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(settings.connect))
+            .timeout_global(Some(settings.request))
+            .http_status_as_error(false)
+            .max_redirects(settings.max_redirects)
+            .build()
+            .into();
+        Self { agent, settings }
+    }
+
+    /// POSTs `body` as `application/json` with the extra `headers`.
+    ///
+    /// # Errors
+    /// An [`HttpError`] when the server is unreachable, does not answer in time, or answers
+    /// non-2xx.
+    pub fn post_json(
+        &self,
+        target: &Target,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Answer, HttpError> {
+        let mut request = self
+            .agent
+            .post(target.url())
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.answer(target, request.send(body))
+    }
+
+    /// GETs `target` with the extra `headers`.
+    ///
+    /// # Errors
+    /// As [`Client::post_json`].
+    pub fn get(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Answer, HttpError> {
+        let mut request = self.agent.get(target.url());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.answer(target, request.call())
+    }
+
+    fn answer(
+        &self,
+        target: &Target,
+        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    ) -> Result<Answer, HttpError> {
+        let mut response = sent.map_err(|e| self.transport_error(target, &e))?;
+        let status = response.status().as_u16();
+        let read = response
+            .body_mut()
+            .with_config()
+            .limit(self.settings.max_body_bytes)
+            .read_to_vec();
+        if !(200..=299).contains(&status) {
+            let text = read
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default();
+            return Err(HttpError {
+                url: target.shown().to_owned(),
+                // Scrubbed before it is cut, so that no part of a secret is kept.
+                failure: Failure::Status {
+                    status,
+                    body: head(&target.scrub(text.trim()), BODY_HEAD_CHARS),
+                },
+            });
+        }
+        let bytes = read.map_err(|e| self.transport_error(target, &e))?;
+        Ok(Answer {
+            status,
+            headers: response.headers().clone(),
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    fn transport_error(&self, target: &Target, error: &ureq::Error) -> HttpError {
+        let message = target.scrub(&error.to_string());
+        let timed_out = match error {
+            ureq::Error::Timeout(_) => true,
+            // A socket read timeout shows as `WouldBlock` on Unix.
+            ureq::Error::Io(io) => matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            ),
+            _ => false,
+        };
+        let failure = if timed_out {
+            Failure::Timeout {
+                timeout: self.settings.request,
+                message,
+            }
+        } else {
+            Failure::Unreachable { message }
+        };
+        HttpError {
+            url: target.shown().to_owned(),
+            failure,
+        }
+    }
+}

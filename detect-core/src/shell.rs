@@ -1,0 +1,789 @@
+//! Shell words for the `precise` profile: what a bash command works on (its target) and whether
+//! it writes files (a landing).
+//!
+//! This is a lexer, not a shell: words with their quotes, the separators `;` `&&` `||` `|` `|&`
+//! `&` and newlines, redirections (`>`, `>>`, `2>`, `&>`, `>&2`, `<`, `<<EOF`, `<<<`), and heredoc
+//! bodies skipped. It works on `char` boundaries only, so no input can make it panic, and it
+//! allocates nothing: every word is a slice of the command.
+
+use std::borrow::Cow;
+
+/// One token of a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tok<'a> {
+    /// A word as written (quotes included).
+    Word(&'a str),
+    /// Output redirection of `fd` (`None`: stdout and stderr, `&>`); the next word is the file.
+    RedirectOut(Option<u32>),
+    /// Input redirection or here-string (`<`, `<<<`); the next word is its operand.
+    RedirectIn,
+    /// A heredoc (`<<EOF`, `<<-'EOF'`); the next word is the delimiter.
+    Heredoc { strip_tabs: bool },
+    /// A descriptor duplication (`2>&1`, `>&2`): no operand.
+    Dup,
+    /// `;`, `&&`, `||`, `|`, `|&`, `&` or a newline: the end of a simple command.
+    Separator,
+}
+
+/// Tokens of a command. Newlines separate commands; a heredoc's body (the lines after the line
+/// that opened it, up to its delimiter) is skipped.
+#[derive(Debug, Clone)]
+pub(crate) struct Lexer<'a> {
+    text: &'a str,
+    pos: usize,
+    /// Heredocs opened on the current line, in order: (delimiter, strip leading tabs).
+    pending: [Option<(&'a str, bool)>; 4],
+    expect_delimiter: Option<bool>,
+}
+
+impl<'a> Lexer<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            pos: 0,
+            pending: [None; 4],
+            expect_delimiter: None,
+        }
+    }
+
+    /// Skip the bodies of the heredocs opened on the line that just ended.
+    fn skip_heredoc_bodies(&mut self) {
+        for slot in 0..self.pending.len() {
+            let Some((delimiter, strip_tabs)) = self.pending[slot].take() else {
+                continue;
+            };
+            while self.pos < self.text.len() {
+                let rest = &self.text[self.pos..];
+                let (line, next) = match rest.find('\n') {
+                    Some(i) => (&rest[..i], self.pos + i + 1),
+                    None => (rest, self.text.len()),
+                };
+                self.pos = next;
+                let line = line.trim_end_matches('\r');
+                let line = if strip_tabs {
+                    line.trim_start_matches('\t')
+                } else {
+                    line
+                };
+                if line == delimiter {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The delimiter of a heredoc word, quotes removed (`'EOF'` -> `EOF`).
+fn heredoc_delimiter(word: &str) -> &str {
+    let w = word.trim_matches(|c| c == '\'' || c == '"');
+    w.strip_prefix('\\').unwrap_or(w)
+}
+
+impl<'a> Iterator for Lexer<'a> {
+    type Item = Tok<'a>;
+
+    fn next(&mut self) -> Option<Tok<'a>> {
+        loop {
+            let rest = &self.text[self.pos..];
+            let trimmed = rest.trim_start_matches([' ', '\t', '\r']);
+            self.pos += rest.len() - trimmed.len();
+            let rest = trimmed;
+            let first = rest.chars().next()?;
+            // A line continuation is whitespace.
+            if rest.starts_with("\\\n") {
+                self.pos += 2;
+                continue;
+            }
+            if first == '\n' {
+                self.pos += 1;
+                self.skip_heredoc_bodies();
+                return Some(Tok::Separator);
+            }
+            if first == '#' {
+                // A comment runs to the end of the line (words never start with `#` here).
+                self.pos += rest.find('\n').unwrap_or(rest.len());
+                continue;
+            }
+            let tok = self.operator(rest).unwrap_or_else(|| {
+                let len = word_len(rest);
+                self.pos += len;
+                Tok::Word(&rest[..len])
+            });
+            match (tok, self.expect_delimiter.take()) {
+                (Tok::Word(w), Some(strip_tabs)) => {
+                    if let Some(slot) = self.pending.iter_mut().find(|s| s.is_none()) {
+                        *slot = Some((heredoc_delimiter(w), strip_tabs));
+                    }
+                }
+                (Tok::Heredoc { strip_tabs }, _) => self.expect_delimiter = Some(strip_tabs),
+                _ => {}
+            }
+            return Some(tok);
+        }
+    }
+}
+
+impl<'a> Lexer<'a> {
+    /// An operator at the start of `rest` (consumed), or `None` for a word.
+    fn operator(&mut self, rest: &'a str) -> Option<Tok<'a>> {
+        let bytes = rest.as_bytes();
+        let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
+        let (len, tok) = match at(0) {
+            b';' => (1, Tok::Separator),
+            b'&' if at(1) == b'&' => (2, Tok::Separator),
+            b'&' if at(1) == b'>' => (if at(2) == b'>' { 3 } else { 2 }, Tok::RedirectOut(None)),
+            b'&' => (1, Tok::Separator),
+            b'|' if at(1) == b'|' || at(1) == b'&' => (2, Tok::Separator),
+            b'|' => (1, Tok::Separator),
+            b'<' if at(1) == b'<' && at(2) == b'<' => (3, Tok::RedirectIn),
+            b'<' if at(1) == b'<' && at(2) == b'-' => (3, Tok::Heredoc { strip_tabs: true }),
+            b'<' if at(1) == b'<' => (2, Tok::Heredoc { strip_tabs: false }),
+            b'<' => (1, Tok::RedirectIn),
+            b'0'..=b'9' | b'>' => {
+                let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+                if at(digits) != b'>' {
+                    return None;
+                }
+                let fd = if digits == 0 {
+                    Some(1)
+                } else {
+                    rest[..digits].parse().ok()
+                };
+                let mut len = digits + 1;
+                if at(len) == b'>' || at(len) == b'|' {
+                    len += 1;
+                }
+                if at(len) == b'&' {
+                    // `>&2`, `2>&1`, `>&-`: a duplication, no file.
+                    len += 1;
+                    len += bytes[len..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_digit() || **b == b'-')
+                        .count();
+                    (len, Tok::Dup)
+                } else {
+                    (len, Tok::RedirectOut(fd))
+                }
+            }
+            _ => return None,
+        };
+        self.pos += len;
+        Some(tok)
+    }
+}
+
+/// The length in bytes of the word at the start of `text`: up to unquoted whitespace or an
+/// operator character. Quotes and backslash escapes are respected; an unclosed quote runs to the
+/// end of the text.
+fn word_len(text: &str) -> usize {
+    #[derive(PartialEq)]
+    enum Q {
+        None,
+        Single,
+        Double,
+    }
+    let mut quote = Q::None;
+    let mut escaped = false;
+    for (i, ch) in text.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match quote {
+            Q::None => match ch {
+                '\\' => escaped = true,
+                '\'' => quote = Q::Single,
+                '"' => quote = Q::Double,
+                ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '<' | '>' => {
+                    return if i == 0 { ch.len_utf8() } else { i };
+                }
+                _ => {}
+            },
+            Q::Single => {
+                if ch == '\'' {
+                    quote = Q::None;
+                }
+            }
+            Q::Double => match ch {
+                '\\' => escaped = true,
+                '"' => quote = Q::None,
+                _ => {}
+            },
+        }
+    }
+    text.len()
+}
+
+/// A word with its quotes and escapes removed.
+pub(crate) fn unquote(word: &str) -> Cow<'_, str> {
+    if !word.contains(['\'', '"', '\\']) {
+        return Cow::Borrowed(word);
+    }
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    let mut quote: Option<char> = None;
+    while let Some(ch) = chars.next() {
+        match (quote, ch) {
+            (None, '\'' | '"') => quote = Some(ch),
+            (Some(q), c) if c == q => quote = None,
+            (None | Some('"'), '\\') => {
+                if let Some(next) = chars.next() {
+                    out.push(next);
+                }
+            }
+            (_, c) => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The words of one simple command: redirections, their files, heredoc delimiters and leading
+/// `NAME=value` assignments left out.
+#[derive(Debug, Clone)]
+pub(crate) struct Simple<'a> {
+    tokens: Lexer<'a>,
+    done: bool,
+    started: bool,
+}
+
+impl<'a> Iterator for Simple<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.tokens.next() {
+                None | Some(Tok::Separator) => {
+                    self.done = true;
+                    return None;
+                }
+                Some(Tok::Word(w)) => {
+                    if !self.started && is_assignment(w) {
+                        continue;
+                    }
+                    self.started = true;
+                    return Some(w);
+                }
+                Some(Tok::RedirectOut(_) | Tok::RedirectIn | Tok::Heredoc { .. }) => {
+                    // Its operand is no argument of the command.
+                    if let Some(Tok::Separator) | None = self.tokens.next() {
+                        self.done = true;
+                        return None;
+                    }
+                }
+                Some(Tok::Dup) => {}
+            }
+        }
+    }
+}
+
+/// `NAME=value` with a shell variable name.
+fn is_assignment(word: &str) -> bool {
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// The simple commands of a command line, in order.
+pub(crate) fn simple_commands(text: &str) -> impl Iterator<Item = Simple<'_>> {
+    let mut lexer = Lexer::new(text);
+    std::iter::from_fn(move || {
+        // Skip empty commands (`;;`, leading separators).
+        loop {
+            let start = lexer.clone();
+            match lexer.next()? {
+                Tok::Separator => continue,
+                _ => {
+                    let simple = Simple {
+                        tokens: start,
+                        done: false,
+                        started: false,
+                    };
+                    // Move the outer lexer past this command.
+                    for tok in lexer.by_ref() {
+                        if tok == Tok::Separator {
+                            break;
+                        }
+                    }
+                    return Some(simple);
+                }
+            }
+        }
+    })
+}
+
+/// Commands that only prepare the shell: skipped when a real command follows.
+const SETUP: &[&str] = &[
+    "source", ".", "set", "sleep", "export", "true", "clear", "cd", "pushd", "popd", "echo",
+    "printf", "ulimit", "shopt", "unset", "trap", "conda", "nvm", "hash",
+];
+
+/// Wrappers that run the next word as the command: skip them (with their options, the duration
+/// of `timeout`, the value of `nice -n`), and return the command word.
+fn skip_wrappers<'a>(words: &mut std::iter::Peekable<Simple<'a>>) -> Option<&'a str> {
+    loop {
+        let word = words.next()?;
+        let name = program_name(word);
+        if !matches!(
+            name,
+            "sudo" | "time" | "nohup" | "command" | "exec" | "stdbuf" | "nice" | "timeout" | "env"
+        ) {
+            return Some(word);
+        }
+        let takes_value = name == "timeout" || name == "nice";
+        let mut value_taken = false;
+        while let Some(next) = words.peek() {
+            if next.starts_with('-') || is_assignment(next) {
+                let _ = words.next();
+            } else if takes_value
+                && !value_taken
+                && next.chars().next().is_some_and(|c| c.is_ascii_digit())
+            {
+                value_taken = true;
+                let _ = words.next();
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+/// A program's name: its word without quotes and directories (`./venv/bin/python` -> `python`).
+fn program_name(word: &str) -> &str {
+    let w = word.trim_matches(|c| c == '\'' || c == '"');
+    w.rsplit('/').next().unwrap_or(w)
+}
+
+/// Programs that show a file: one target per file, whatever the lines shown.
+const VIEWERS: &[&str] = &["cat", "head", "tail", "nl", "less", "more", "bat", "sed"];
+/// Programs that search: keyed by their pattern, like the `grep` tool.
+const SEARCHERS: &[&str] = &["grep", "egrep", "fgrep", "rg", "ag", "ack"];
+/// Whether `option`, written as a word of its own, takes the next word as its value.
+fn takes_value(program: &str, option: &str) -> bool {
+    let list: &[&str] = match program {
+        "sed" => &["-e", "-f", "-l", "--expression", "--file"],
+        "head" | "tail" => &["-n", "-c", "--lines", "--bytes"],
+        "nl" => &[
+            "-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w",
+        ],
+        "bat" => &["-r", "-l", "--line-range", "--language"],
+        _ => &[
+            "-A",
+            "-B",
+            "-C",
+            "-m",
+            "-e",
+            "-f",
+            "-g",
+            "-t",
+            "-T",
+            "--include",
+            "--exclude",
+            "--exclude-dir",
+            "--glob",
+            "--type",
+            "--max-count",
+            "--context",
+            "--regexp",
+        ],
+    };
+    list.contains(&option)
+}
+
+/// Whether a word (quotes removed) names a file or a path: no spaces or shell syntax, not an
+/// option, and it has a `/` or ends in an extension (`a.py`, `Cargo.toml`, `tests/a.py::t`).
+pub(crate) fn is_path_like(word: &str) -> bool {
+    if word.is_empty() || word.starts_with('-') || word == "." || word == ".." {
+        return false;
+    }
+    if !word.chars().all(|c| {
+        c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-' | '~' | '*' | '?' | '@' | '+' | ':' | ',' | '=' | '[' | ']')
+    }) {
+        return false;
+    }
+    if word.contains('/') {
+        return true;
+    }
+    let stem = word.split("::").next().unwrap_or(word);
+    match stem.rsplit_once('.') {
+        Some((name, ext)) => {
+            !name.is_empty()
+                && !ext.is_empty()
+                && ext.len() <= 8
+                && ext.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+        }
+        None => false,
+    }
+}
+
+/// How many path operands a target names at most.
+const MAX_TARGET_PATHS: usize = 4;
+/// How many characters of a search pattern make its target (as for the `grep` tool).
+const PATTERN_CHARS: usize = 60;
+
+/// The `precise` target of a normalised bash command (without the `bash ` prefix), written into
+/// `out`: the first command that is not set-up, then
+/// - a file viewer (`cat`, `head`, `tail`, `nl`, `less`, `sed` without `-i`): `view FILES`;
+/// - a search (`grep`, `rg`, `ag`, `ack`, `git grep`): `PROGRAM PATTERN` (60 characters);
+/// - anything else: its first two words, then its other path operands.
+pub(crate) fn precise_target(command: &str, out: &mut String) {
+    let mut chosen = None;
+    let mut commands = simple_commands(command).peekable();
+    while let Some(simple) = commands.next() {
+        let setup = simple
+            .clone()
+            .next()
+            .is_some_and(|w| SETUP.contains(&program_name(w)));
+        if !setup || commands.peek().is_none() {
+            chosen = Some(simple);
+            break;
+        }
+    }
+    let Some(simple) = chosen else {
+        return;
+    };
+    let mut words = simple.peekable();
+    let Some(program_word) = skip_wrappers(&mut words) else {
+        return;
+    };
+    let program = program_name(program_word);
+    if program == "git"
+        && let Some(sub) = words.clone().find(|w| !w.starts_with('-'))
+        && sub == "grep"
+    {
+        let mut after = words.clone();
+        for w in after.by_ref() {
+            if w == "grep" {
+                break;
+            }
+        }
+        search_target("git grep", after, out);
+        return;
+    }
+    if SEARCHERS.contains(&program) {
+        search_target(program, words, out);
+        return;
+    }
+    let in_place = program == "sed" && words.clone().any(is_in_place_flag);
+    if VIEWERS.contains(&program) && !in_place {
+        let mut skip_script = program == "sed" && !words.clone().any(|w| w == "-e" || w == "-f");
+        let mut skip_value = false;
+        let mut paths = 0;
+        for w in words.clone() {
+            if skip_value {
+                skip_value = false;
+                continue;
+            }
+            if w.starts_with('-') {
+                skip_value = takes_value(program, w);
+                continue;
+            }
+            if skip_script {
+                skip_script = false;
+                continue;
+            }
+            let word = unquote(w);
+            if is_path_like(&word) && paths < MAX_TARGET_PATHS {
+                out.push_str(if paths == 0 { "view " } else { " " });
+                out.push_str(&word);
+                paths += 1;
+            }
+        }
+        if paths > 0 {
+            return;
+        }
+    }
+    // The first two words as written, then the other path operands.
+    out.push_str(program_word);
+    if let Some(second) = words.next() {
+        out.push(' ');
+        out.push_str(second);
+    }
+    let mut paths = 0;
+    for w in words {
+        let word = unquote(w);
+        if is_path_like(&word) && paths < MAX_TARGET_PATHS {
+            out.push(' ');
+            out.push_str(&word);
+            paths += 1;
+        }
+    }
+}
+
+fn search_target<'a>(program: &str, mut args: impl Iterator<Item = &'a str>, out: &mut String) {
+    out.push_str(program);
+    let mut pattern: Option<&str> = None;
+    while let Some(w) = args.next() {
+        if w == "-e" || w == "--regexp" {
+            pattern = args.next();
+            break;
+        }
+        if let Some(p) = w.strip_prefix("--regexp=") {
+            pattern = Some(p);
+            break;
+        }
+        if w.starts_with('-') {
+            if takes_value("grep", w) {
+                let _ = args.next();
+            }
+            continue;
+        }
+        pattern = Some(w);
+        break;
+    }
+    if let Some(p) = pattern {
+        out.push(' ');
+        out.extend(unquote(p).chars().take(PATTERN_CHARS));
+    }
+}
+
+/// `-i`, `-i.bak`, `-Ei`, `--in-place`: sed's and perl's in-place flag.
+fn is_in_place_flag(word: &str) -> bool {
+    let w = unquote(word);
+    if w.starts_with("--in-place") {
+        return true;
+    }
+    match w.strip_prefix('-') {
+        Some(flags) if !flags.starts_with('-') => {
+            // Short flags up to the first non-letter (`-i.bak`).
+            flags
+                .chars()
+                .take_while(char::is_ascii_alphabetic)
+                .any(|c| c == 'i')
+        }
+        _ => false,
+    }
+}
+
+/// Files under these directories are scratch, not sources: writing them is no landing.
+fn is_scratch(path: &str) -> bool {
+    path.starts_with("/dev/")
+        || path.starts_with("/tmp/")
+        || path.starts_with("/proc/")
+        || path == "/dev/null"
+}
+
+/// Cheap test first: can this command write a file at all?
+fn may_write(command: &str) -> bool {
+    command.contains('>')
+        || command.contains("sed")
+        || command.contains("perl")
+        || command.contains("tee")
+        || command.contains("patch")
+        || command.contains("apply")
+        || command.contains("mv")
+        || command.contains("cp")
+        || command.contains("write")
+        || command.contains("git am")
+}
+
+/// Whether a bash command writes files that are not scratch: `sed -i` / `perl -i`, output
+/// redirection into a file (`>`, `>>`, `&>`; heredocs such as `cat > f <<EOF` included), `tee`,
+/// `patch`, `git apply` / `git am`, `apply_patch`, `mv` / `cp` onto a path, and a python
+/// command whose code writes (`.write(`, `write_text(`). Works on the raw command (heredoc bodies
+/// are skipped, not read as commands).
+pub(crate) fn writes_files(command: &str) -> bool {
+    if !may_write(command) {
+        return false;
+    }
+    let mut lexer = Lexer::new(command);
+    let mut command_start = true;
+    let mut program: Option<&str> = None;
+    let mut args: Vec<&str> = Vec::new();
+    let mut writes = false;
+    let mut finish = |program: &mut Option<&str>, args: &mut Vec<&str>| {
+        if let Some(p) = program.take()
+            && program_writes(p, args, command)
+        {
+            writes = true;
+        }
+        args.clear();
+    };
+    while let Some(tok) = lexer.next() {
+        match tok {
+            Tok::Separator => {
+                finish(&mut program, &mut args);
+                command_start = true;
+            }
+            Tok::RedirectOut(fd) => {
+                if let Some(Tok::Word(file)) = lexer.next()
+                    && matches!(fd, None | Some(1))
+                    && !is_scratch(&unquote(file))
+                {
+                    return true;
+                }
+            }
+            Tok::RedirectIn | Tok::Heredoc { .. } => {
+                let _ = lexer.next();
+            }
+            Tok::Dup => {}
+            Tok::Word(w) => {
+                if command_start {
+                    if is_assignment(w) {
+                        continue;
+                    }
+                    let name = program_name(w);
+                    if matches!(
+                        name,
+                        "sudo" | "time" | "nohup" | "command" | "exec" | "xargs"
+                    ) {
+                        continue;
+                    }
+                    program = Some(name);
+                    command_start = false;
+                } else {
+                    args.push(w);
+                }
+            }
+        }
+    }
+    finish(&mut program, &mut args);
+    writes
+}
+
+fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
+    let operands = || args.iter().filter(|w| !w.starts_with('-'));
+    match program {
+        "sed" | "perl" => args.iter().copied().any(is_in_place_flag),
+        "tee" => operands().any(|w| !is_scratch(&unquote(w))),
+        "patch" => !args.iter().any(|w| *w == "--dry-run" || *w == "-C"),
+        "apply_patch" | "applypatch" => true,
+        "git" => {
+            let mut sub = operands();
+            match sub.next().map(|w| unquote(w)) {
+                Some(s) if s == "apply" => !args.iter().any(|w| {
+                    matches!(*w, "--check" | "--stat" | "--numstat" | "--summary")
+                }),
+                Some(s) if s == "am" => true,
+                _ => false,
+            }
+        }
+        "mv" | "cp" => {
+            let ops: Vec<&&str> = operands().collect();
+            ops.len() >= 2 && ops.last().is_some_and(|last| !is_scratch(&unquote(last)))
+        }
+        p if p.starts_with("python") => {
+            whole.contains(".write(") || whole.contains("write_text(") || whole.contains("write_bytes(")
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(command: &str) -> String {
+        let mut out = String::new();
+        precise_target(command, &mut out);
+        out
+    }
+
+    #[test]
+    fn targets_name_files_and_patterns() {
+        let rows = [
+            ("sed -n 1,80p a.py", "view a.py"),
+            ("sed -n '1,80p' src/b.py", "view src/b.py"),
+            ("nl -ba src/a.py | sed -n 40,90p", "view src/a.py"),
+            ("cat src/a.py", "view src/a.py"),
+            ("head -n 50 README.md", "view README.md"),
+            ("sleep 45 && tail -n 5 /tmp/release.log", "view /tmp/release.log"),
+            ("python -c \"from shop import x; print(x)\"", "python -c"),
+            ("python repro.py", "python repro.py"),
+            ("pytest tests/test_a.py -x -q", "pytest tests/test_a.py"),
+            ("pytest tests/test_a.py::test_b -x 2>&1 | tail -30", "pytest tests/test_a.py::test_b"),
+            ("grep -rn \"def total\" src/", "grep def total"),
+            ("grep -n -A 3 total src/a.py", "grep total"),
+            ("rg -n 'fn main' --type rust", "rg fn main"),
+            ("git grep -n needle", "git grep needle"),
+            ("git diff src/a.py", "git diff src/a.py"),
+            ("git status", "git status"),
+            ("cargo test -p core balance", "cargo test"),
+            ("source .venv/bin/activate && pytest tests/t.py", "pytest tests/t.py"),
+            ("timeout 60 pytest -q", "pytest -q"),
+            ("A=1 B=2 make all", "make all"),
+            ("ls -la src/", "ls -la src/"),
+            ("cargo build 2>&1 | tail -40", "cargo build"),
+            ("echo done", "echo done"),
+            ("sed -i 's/a/b/' x.py", "sed -i s/a/b/ x.py"),
+            ("cat > notes.md <<'EOF'\nhello\nEOF", "cat"),
+            ("", ""),
+        ];
+        for (command, expected) in rows {
+            assert_eq!(target(command), expected, "{command:?}");
+        }
+    }
+
+    #[test]
+    fn writes_are_recognised() {
+        let writes = [
+            "sed -i 's/a/b/' src/a.py",
+            "sed -i.bak -e 's/a/b/' src/a.py",
+            "sed -Ei 's/a/b/' src/a.py",
+            "perl -pi -e 's/a/b/' a.py",
+            "echo x > src/a.py",
+            "printf 'x' >> notes.md",
+            "cat > src/a.py <<'EOF'\nimport os\nEOF",
+            "cat <<EOF > src/a.py\nx\nEOF",
+            "echo x | tee src/a.py",
+            "patch -p1 < fix.diff",
+            "git apply <<'EOF'\n--- a/x\n+++ b/x\nEOF",
+            "git am 0001.patch",
+            "apply_patch <<'EOF'\n*** Begin Patch\nEOF",
+            "mv /tmp/new.py src/a.py",
+            "cp src/a.py src/b.py",
+            "python - <<'EOF'\np='a.py'\ns=open(p).read()\nopen(p,'w').write(s)\nEOF",
+            "python3 -c \"import pathlib; pathlib.Path('a').write_text('x')\"",
+            "cd /repo && sed -i 's/x/y/' a.py && pytest",
+        ];
+        for command in writes {
+            assert!(writes_files(command), "{command:?}");
+        }
+        let reads = [
+            "sed -n 1,80p a.py",
+            "pytest -x 2>&1 | tail -30",
+            "pytest > /tmp/out.txt 2>&1",
+            "make 2> build.err",
+            "echo x > /dev/null",
+            "grep -rn 'a > b' src/",
+            "python - <<'EOF'\nif a > b:\n    print(1)\nEOF",
+            "cat <<EOF\nx > y\nEOF",
+            "git apply --check fix.diff",
+            "patch --dry-run -p1 < fix.diff",
+            "mv a.py",
+            "cp src/a.py /tmp/a.py",
+            "ls -la",
+            "diff -u a b",
+            "echo 'it'\"'\"'s' | tee /dev/stderr",
+            "python -c 'print(1)' # write later",
+        ];
+        for command in reads {
+            assert!(!writes_files(command), "{command:?}");
+        }
+    }
+
+    #[test]
+    fn path_like_words() {
+        for yes in ["a.py", "src/", "./x", "tests/a.py::t", "Cargo.toml", "*.py", "~/x"] {
+            assert!(is_path_like(yes), "{yes}");
+        }
+        for no in ["1,80p", "-n", ".", "3.14", "v1", "print(1)", "a b", "", "install"] {
+            assert!(!is_path_like(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn lexer_never_panics_on_odd_text() {
+        for text in ["'", "\"", "\\", "<<", "<<'", "2>&", "&>", "é>é", "a\\\nb", "<<E\nx\nE\ny > z", "#", "\n\n"] {
+            let _ = writes_files(text);
+            let _ = target(text);
+            let _: Vec<_> = Lexer::new(text).collect();
+        }
+    }
+}
