@@ -13,7 +13,9 @@ fn backtest(c: &mut Criterion) {
     let mut g = c.benchmark_group("backtest");
     g.throughput(Throughput::Elements(calls as u64));
     g.sample_size(10);
-    g.bench_function("corpus_10000_sessions", |b| b.iter(|| run(black_box(&sessions), &options)));
+    g.bench_function("corpus_10000_sessions", |b| {
+        b.iter(|| run(black_box(&sessions), &options))
+    });
     g.finish();
 }
 

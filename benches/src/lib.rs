@@ -89,7 +89,8 @@ pub fn calls_in(sessions: &[Session]) -> usize {
 /// (and bash `metadata.output`) is `output_bytes` long: the shape opencode 1.18.33 serves.
 pub fn message_list_json(n: usize, output_bytes: usize) -> String {
     let mut rng = Rng::new(42);
-    let output: String = "x".repeat(output_bytes.saturating_sub(40)) + "\n(End of file - total 400 lines)";
+    let output: String =
+        "x".repeat(output_bytes.saturating_sub(40)) + "\n(End of file - total 400 lines)";
     let messages: Vec<serde_json::Value> = (0..n)
         .map(|i| {
             let t = 1_796_000_000_000i64 + i as i64 * 1000;

@@ -51,7 +51,14 @@ fn tick(home: &Path, config: &Path, extra: &[&str]) {
 /// Peak resident memory (KiB) of one tick, read with `/usr/bin/time -f %M` where it exists.
 fn peak_rss_kib(home: &Path, config: &Path) -> Option<u64> {
     let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M", env!("CARGO_BIN_EXE_agentwatch"), "opencode", "--once", "--config"])
+        .args([
+            "-f",
+            "%M",
+            env!("CARGO_BIN_EXE_agentwatch"),
+            "opencode",
+            "--once",
+            "--config",
+        ])
         .arg(config)
         .args(["--now", "1796100000"])
         .env("HOME", home)
@@ -60,7 +67,12 @@ fn peak_rss_kib(home: &Path, config: &Path) -> Option<u64> {
         .stdout(std::process::Stdio::null())
         .output()
         .ok()?;
-    String::from_utf8_lossy(&out.stderr).lines().last()?.trim().parse().ok()
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .last()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Memory over many ticks on the same store: it must stay flat (figures, not assertions).
@@ -70,10 +82,16 @@ fn report_memory(config: &Path) {
     for n in 1..=50 {
         let kib = peak_rss_kib(&home.path, config);
         if [1, 2, 10, 50].contains(&n) {
-            figures.push(format!("tick {n}: {}", kib.map_or("n/a".to_owned(), |k| format!("{k} KiB"))));
+            figures.push(format!(
+                "tick {n}: {}",
+                kib.map_or("n/a".to_owned(), |k| format!("{k} KiB"))
+            ));
         }
     }
-    println!("peak RSS per tick (200 sessions, same store): {}", figures.join(", "));
+    println!(
+        "peak RSS per tick (200 sessions, same store): {}",
+        figures.join(", ")
+    );
 }
 
 fn ticks(c: &mut Criterion) {
@@ -82,7 +100,10 @@ fn ticks(c: &mut Criterion) {
     let config = tmp.path.join("config.toml");
     std::fs::write(
         &config,
-        format!("[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{}\"]\n", server.url()),
+        format!(
+            "[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{}\"]\n",
+            server.url()
+        ),
     )
     .unwrap();
     report_memory(&config);
@@ -97,8 +118,12 @@ fn ticks(c: &mut Criterion) {
     });
     let warm = TempDir::new("aw-bench-warm");
     tick(&warm.path, &config, &[]);
-    g.bench_function("idle_tick_incremental", |b| b.iter(|| tick(&warm.path, &config, &[])));
-    g.bench_function("idle_tick_full_reread", |b| b.iter(|| tick(&warm.path, &config, &["--full-read"])));
+    g.bench_function("idle_tick_incremental", |b| {
+        b.iter(|| tick(&warm.path, &config, &[]))
+    });
+    g.bench_function("idle_tick_full_reread", |b| {
+        b.iter(|| tick(&warm.path, &config, &["--full-read"]))
+    });
     g.finish();
 }
 

@@ -20,11 +20,12 @@ use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, ChannelSection, Config, Env, parse_severity};
 use crate::exit::{CliError, CliResult, code};
 use crate::notify::{SendReport, apply_stored_settings};
+use crate::stored::{load_or_clean, parse_policy, store_err, store_path, take_lock};
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
 use agentwatch_channels::{ChannelKind, Outcome, TelegramChannel, deliver};
-use agentwatch_store::{RunLock, Store};
+use agentwatch_store::Store;
 use alert_state::{AlertEvent, EventState, Severity as AlertSeverity};
 use recovery_policy::restart_guard::{
     AuthHold, GuardAction, GuardDecision, GuardDecisionName, GuardEvent, RestartGuardConfig,
@@ -35,7 +36,7 @@ use recovery_policy::waiting_patrol::{
     PatrolAction, PatrolDecision, PatrolEvent, PatrolObservation, WaitingPatrolConfig,
     WaitingPatrolState,
 };
-use recovery_policy::{Decision, DecisionName, PolicyState, StateError, load_state, save_state};
+use recovery_policy::{Decision, DecisionName, PolicyState, save_state};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -1176,54 +1177,19 @@ pub fn hooks_fingerprint(dir: &Path) -> Option<(SystemTime, SystemTime, usize)> 
 // ------------------------------------------------------------------------------------------------
 // State
 
-fn store_err(e: agentwatch_store::StoreError) -> CliError {
-    let c = match e {
-        agentwatch_store::StoreError::Corrupt { .. }
-        | agentwatch_store::StoreError::TooNew { .. } => code::DATAERR,
-        _ => code::IOERR,
-    };
-    CliError::new(c, e.to_string())
-}
-
 /// Loads one policy's state; a corrupt or foreign one is set aside (not in a dry run), the policy
 /// starts clean, and a warning says so.
-fn load_policy<S: PolicyState>(store: Option<&mut Store>, key: &str, now: i64, dry_run: bool) -> S {
-    let Some(store) = store else {
-        return S::default();
-    };
-    let text = match store.load_state(key) {
-        Ok(Some(text)) => text,
-        Ok(None) => return S::default(),
-        Err(e) => {
-            eprintln!(
-                "deck={} state={key} problem={} action=start_clean",
-                iso8601(now),
-                quoted(&e.to_string())
-            );
-            return S::default();
-        }
-    };
-    let loaded = load_state::<S>(&text);
-    if let Some(warning) = loaded.warning
-        && warning != StateError::Empty
-    {
-        let aside = if dry_run {
-            "(dry run: left in place)".to_owned()
-        } else {
-            store
-                .set_aside_state(key, now)
-                .ok()
-                .flatten()
-                .unwrap_or_default()
-        };
-        eprintln!(
-            "deck={} warning=state state={key} problem={} action=start_clean kept_as={}",
-            iso8601(now),
-            quoted(&warning.to_string()),
-            quoted(&aside)
-        );
+fn load_policy<S: PolicyState>(
+    store: Option<&mut Store>,
+    key: &str,
+    now: i64,
+    dry_run: bool,
+) -> Result<S, CliError> {
+    let (state, aside) = load_or_clean(store, key, now, dry_run, parse_policy::<S>)?;
+    if let Some(aside) = aside {
+        eprintln!("deck={} {}", iso8601(now), aside.fields(key));
     }
-    loaded.state
+    Ok(state)
 }
 
 fn save_policy<S: PolicyState>(
@@ -1234,22 +1200,6 @@ fn save_policy<S: PolicyState>(
 ) -> Result<(), CliError> {
     let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
     store.save_state(key, &text, now).map_err(store_err)
-}
-
-/// The deck's run lock beside the database (its own: the opencode tick may run meanwhile).
-fn take_lock(db: &Path) -> Result<RunLock, CliError> {
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "agentwatch.db".to_owned());
-    let path = db.with_file_name(format!(".{name}.deck.lock"));
-    RunLock::acquire(&path).map_err(|e| match e {
-        agentwatch_store::LockError::Held(path) => CliError::new(
-            code::TEMPFAIL,
-            format!("another agentwatch deck holds {path}; exiting"),
-        ),
-        other => CliError::new(code::IOERR, other.to_string()),
-    })
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1342,11 +1292,11 @@ pub fn run(args: DeckArgs) -> CliResult {
     let mut config = loaded.config;
     let dry_run =
         args.dry_run || config.deck.restart_guard.dry_run || config.deck.waiting_patrol.dry_run;
-    let db_path = crate::opencode::store_path(&config, args.db.as_deref(), env);
+    let db_path = store_path(&config, args.db.as_deref(), env);
     let _lock = if dry_run {
         None
     } else {
-        Some(take_lock(&db_path)?)
+        Some(take_lock(&db_path, "deck")?)
     };
     let mut store = if !dry_run {
         Some(Store::open(&db_path).map_err(store_err)?)
@@ -1361,8 +1311,8 @@ pub fn run(args: DeckArgs) -> CliResult {
     let rt = Runtime::new(&config, env, dry_run, args.verbose);
     let start = now_or_clock(args.now);
     let mut states = States {
-        guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run),
-        patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run),
+        guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run)?,
+        patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run)?,
     };
     let save = |store: &mut Option<Store>, states: &States, now: i64| -> Result<(), CliError> {
         match store {

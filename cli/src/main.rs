@@ -19,6 +19,7 @@ mod operator;
 mod recover;
 mod replay;
 mod replay_alerts;
+mod stored;
 mod tracked;
 
 use clap::{Parser, Subcommand};

@@ -12,10 +12,11 @@ use crate::config::{self, Config, Env};
 use crate::exit::{CliError, CliResult, code};
 use crate::input::read_sessions;
 use crate::notify::{SendReport, apply_stored_settings, send};
-use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
-use agentwatch_store::{AlertRow, RunLock, Store, VerdictRow};
-use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
+use crate::stored::{load_or_clean, store_err, store_path, take_lock};
 use crate::tracked::{self, Tracked};
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
+use agentwatch_store::{AlertRow, Store, VerdictRow};
+use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
@@ -245,70 +246,17 @@ fn tree_summary(tree: &TreeVerdict) -> String {
 
 /// Load the alert state; a corrupt one is set aside and replaced by a clean state, with a warning.
 fn load_alert_state(store: &mut Store, now: i64, dry_run: bool) -> Result<AlertState, CliError> {
-    let Some(text) = store.load_state(ALERT_STATE_KEY).map_err(store_err)? else {
-        return Ok(AlertState::new());
-    };
-    match serde_json::from_str(&text) {
-        Ok(state) => Ok(state),
-        Err(e) => {
-            let aside = if dry_run {
-                "(dry run: left in place)".to_owned()
-            } else {
-                store
-                    .set_aside_state(ALERT_STATE_KEY, now)
-                    .map_err(store_err)?
-                    .unwrap_or_default()
-            };
-            eprintln!(
-                "watchdog=warning state=alerts problem={:?} action=start_clean kept_as={aside:?}",
-                e.to_string()
-            );
-            Ok(AlertState::new())
-        }
+    let (state, aside) = load_or_clean(Some(store), ALERT_STATE_KEY, now, dry_run, |text| {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    })?;
+    if let Some(aside) = aside {
+        eprintln!(
+            "watchdog={} {}",
+            iso8601(now),
+            aside.fields(ALERT_STATE_KEY)
+        );
     }
-}
-
-fn store_err(e: agentwatch_store::StoreError) -> CliError {
-    let c = match e {
-        agentwatch_store::StoreError::Corrupt { .. }
-        | agentwatch_store::StoreError::TooNew { .. } => code::DATAERR,
-        _ => code::IOERR,
-    };
-    CliError::new(c, e.to_string())
-}
-
-/// Where the store lives for this run.
-pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf {
-    flag.map(Path::to_path_buf)
-        .or_else(|| {
-            config
-                .store
-                .path
-                .as_deref()
-                .map(|p| config::expand_home(p, env))
-        })
-        .unwrap_or_else(|| config::default_db_path(env))
-}
-
-/// The run lock of one job (`opencode`, `recover`, `deck`, ...) beside the database: two runs
-/// of the same job never overlap; different jobs share the database (SQLite WAL) freely.
-pub fn lock_path(db: &Path, job: &str) -> PathBuf {
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "agentwatch.db".to_owned());
-    db.with_file_name(format!(".{name}.{job}.lock"))
-}
-
-/// Take a job's run lock, or exit 75 saying who holds it.
-pub fn take_lock(db: &Path, job: &str) -> Result<RunLock, CliError> {
-    RunLock::acquire(&lock_path(db, job)).map_err(|e| match e {
-        agentwatch_store::LockError::Held(path) => CliError::new(
-            code::TEMPFAIL,
-            format!("another agentwatch {job} run holds {path}; exiting"),
-        ),
-        other => CliError::new(code::IOERR, other.to_string()),
-    })
+    Ok(state)
 }
 
 fn quote(text: &str) -> String {
@@ -704,7 +652,10 @@ fn tick(
             .collect();
         store.upsert_alerts(&alert_rows).map_err(store_err)?;
         for source in &collected.cached_sources {
-            let rows = cache_rows.get(source).map(Vec::as_slice).unwrap_or_default();
+            let rows = cache_rows
+                .get(source)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             store
                 .replace_session_cache(source, rows)
                 .map_err(store_err)?;

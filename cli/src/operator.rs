@@ -5,7 +5,8 @@ use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, parse_severity};
 use crate::exit::{CliError, CliResult, code};
 use crate::notify::{apply_stored_settings, send};
-use crate::opencode::{store_path, take_lock};
+use crate::stored::store_err;
+use crate::stored::{store_path, take_lock};
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::{AlertEvent, EventState};
 use serde_json::json;
@@ -113,10 +114,6 @@ pub fn status(args: StatusArgs) -> CliResult {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn store_err(e: agentwatch_store::StoreError) -> CliError {
-    CliError::new(code::IOERR, e.to_string())
 }
 
 #[derive(Debug, clap::Args)]

@@ -35,9 +35,9 @@
 use crate::clock::{iso8601, now_or_clock};
 use crate::config::{self, Config, Env, RecoverSection};
 use crate::exit::{CliError, CliResult, code};
-use crate::opencode::{store_path, take_lock};
+use crate::stored::{load_or_clean, parse_policy, store_err, store_path, take_lock};
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
-use agentwatch_store::{Store, StoreError};
+use agentwatch_store::Store;
 use agentwatch_systemd::{EnvFileError, NOTICE_MODE, Systemctl, read_env_file, write_atomic};
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
@@ -45,7 +45,7 @@ use recovery_policy::loop_recovery::{
     router_brief,
 };
 use recovery_policy::notice::{Phase, RecoveryNotice};
-use recovery_policy::{DecisionName, load_state, save_state};
+use recovery_policy::{DecisionName, save_state};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -178,14 +178,6 @@ fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, Cl
         policy,
         api_key: api_key.filter(|k| !k.trim().is_empty()),
     })
-}
-
-fn store_err(e: StoreError) -> CliError {
-    let c = match e {
-        StoreError::Corrupt { .. } | StoreError::TooNew { .. } => code::DATAERR,
-        _ => code::IOERR,
-    };
-    CliError::new(c, e.to_string())
 }
 
 /// The restart that was performed.
@@ -330,31 +322,11 @@ fn load_policy_state(
     dry_run: bool,
     run: &mut Run,
 ) -> Result<LoopRecoveryState, CliError> {
-    let Some(store) = store else {
-        return Ok(LoopRecoveryState::default());
-    };
-    let Some(text) = store.load_state(STATE_KEY).map_err(store_err)? else {
-        return Ok(LoopRecoveryState::default());
-    };
-    let loaded = load_state::<LoopRecoveryState>(&text);
-    if let Some(problem) = loaded.warning {
-        let kept = if dry_run {
-            "(dry run: left in place)".to_owned()
-        } else {
-            store
-                .set_aside_state(STATE_KEY, now)
-                .map_err(store_err)?
-                .unwrap_or_default()
-        };
-        run.warn(
-            now,
-            format!(
-                "warning=state key={STATE_KEY} problem={:?} action=start_clean kept_as={kept:?}",
-                problem.to_string()
-            ),
-        );
+    let (state, aside) = load_or_clean(store, STATE_KEY, now, dry_run, parse_policy)?;
+    if let Some(aside) = aside {
+        run.warn(now, aside.fields(STATE_KEY));
     }
-    Ok(loaded.state)
+    Ok(state)
 }
 
 fn persist(store: &mut Store, state: &LoopRecoveryState, now: i64) -> Result<(), CliError> {

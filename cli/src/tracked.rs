@@ -148,7 +148,11 @@ pub fn read_server(
         let restored = row.as_ref().and_then(|r| {
             let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
             let info: Session = serde_json::from_str(&r.info).ok()?;
-            Some((SessionDetector::restore(snapshot, config)?, r.cursor.clone(), info))
+            Some((
+                SessionDetector::restore(snapshot, config)?,
+                r.cursor.clone(),
+                info,
+            ))
         });
         let cursor = restored.as_ref().and_then(|(_, c, _)| c.clone());
         let (messages, found) = match server.messages_after(&base.id, cursor.as_deref()) {

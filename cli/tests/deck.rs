@@ -987,7 +987,7 @@ fn a_second_run_exits_75_and_now_needs_once() {
     let _ = holder.kill();
     let _ = holder.wait();
     assert_eq!(run.code(), Some(75), "{}", run.stderr());
-    assert!(run.stderr().contains("another agentwatch deck holds"));
+    assert!(run.stderr().contains("another agentwatch deck run holds"));
     assert_eq!(dry.code(), Some(0), "{}", dry.stderr());
     assert_eq!(world.deck.session_calls("restart").len(), 1);
 

@@ -190,7 +190,14 @@ program = "{notify}"
         let run = agentwatch(
             &home,
             None,
-            &["opencode", "--once", "--json", "--verbose", "--now", &at.to_string()],
+            &[
+                "opencode",
+                "--once",
+                "--json",
+                "--verbose",
+                "--now",
+                &at.to_string(),
+            ],
         );
         assert_eq!(run.code(), Some(0), "{}", run.stderr());
         run
@@ -230,11 +237,19 @@ program = "{notify}"
         t1.stderr()
     );
     assert!(t1.stderr().contains("llm_opinion=no"), "{}", t1.stderr());
-    assert!(t1.stderr().contains("sessions=3 read=3 from_store=0"), "{}", t1.stderr());
+    assert!(
+        t1.stderr().contains("sessions=3 read=3 from_store=0"),
+        "{}",
+        t1.stderr()
+    );
     let t2 = tick(T0 + 300);
     assert_eq!(events_of(&t2), vec![]);
     // Nothing changed on the server: the second tick reads no session, the store has them all.
-    assert!(t2.stderr().contains("sessions=3 read=0 from_store=3"), "{}", t2.stderr());
+    assert!(
+        t2.stderr().contains("sessions=3 read=0 from_store=3"),
+        "{}",
+        t2.stderr()
+    );
     let t3 = tick(T0 + 600);
     assert_eq!(events_of(&t3), vec![("escalate".to_owned(), key.clone())]);
 
@@ -359,7 +374,8 @@ fn a_held_lock_exits_75_at_once() {
     let run = agentwatch(&tmp.path, None, &["opencode", "--once", "--now", "1"]);
     assert_eq!(run.code(), Some(75), "{}", run.stderr());
     assert!(
-        run.stderr().contains("another agentwatch opencode run holds"),
+        run.stderr()
+            .contains("another agentwatch opencode run holds"),
         "{}",
         run.stderr()
     );

@@ -614,7 +614,10 @@ impl Store {
         rows: &[SessionCacheRow],
     ) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
-        tx.execute("DELETE FROM opencode_session_cache WHERE source = ?1", [source])?;
+        tx.execute(
+            "DELETE FROM opencode_session_cache WHERE source = ?1",
+            [source],
+        )?;
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO opencode_session_cache (source, session_id, fingerprint, updated_ms,

@@ -289,13 +289,20 @@ pub fn serve_exports(exports: Vec<serde_json::Value>) -> crate::HttpServer {
         let Some(all) = by_id.get(id) else {
             return Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
         };
-        let limit: usize = request.query("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+        let limit: usize = request
+            .query("limit")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0);
         let end: usize = request
             .query("before")
             .and_then(|c| c.parse().ok())
             .unwrap_or(all.len())
             .min(all.len());
-        let start = if limit == 0 { 0 } else { end.saturating_sub(limit) };
+        let start = if limit == 0 {
+            0
+        } else {
+            end.saturating_sub(limit)
+        };
         let reply = Reply::json(200, &serde_json::Value::Array(all[start..end].to_vec()));
         if start > 0 {
             reply.with_header("X-Next-Cursor", &start.to_string())

@@ -1,0 +1,111 @@
+//! What every job shares about the store: where it is, its per-job run locks, how its errors
+//! map to exit codes, and how a stored state that cannot be read is set aside (never lost) while
+//! the job starts clean.
+
+use crate::config::{self, Config, Env};
+use crate::exit::{CliError, code};
+use agentwatch_store::{LockError, RunLock, Store, StoreError};
+use recovery_policy::{PolicyState, StateError, load_state};
+use std::path::{Path, PathBuf};
+
+/// A store error with its exit code: 65 for a file that is not (or not yet) ours, 74 otherwise.
+pub fn store_err(e: StoreError) -> CliError {
+    let c = match e {
+        StoreError::Corrupt { .. } | StoreError::TooNew { .. } => code::DATAERR,
+        _ => code::IOERR,
+    };
+    CliError::new(c, e.to_string())
+}
+
+/// Where the store lives: `--db`, else `[store] path`, else `$XDG_STATE_HOME/agentwatch/agentwatch.db`.
+pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| {
+            config
+                .store
+                .path
+                .as_deref()
+                .map(|p| config::expand_home(p, env))
+        })
+        .unwrap_or_else(|| config::default_db_path(env))
+}
+
+/// The run lock of one job (`opencode`, `recover`, `deck`, ...) beside the database: two runs
+/// of the same job never overlap; different jobs share the database (SQLite WAL) freely.
+pub fn lock_path(db: &Path, job: &str) -> PathBuf {
+    let name = db
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "agentwatch.db".to_owned());
+    db.with_file_name(format!(".{name}.{job}.lock"))
+}
+
+/// Take a job's run lock, or exit 75 saying who holds it.
+pub fn take_lock(db: &Path, job: &str) -> Result<RunLock, CliError> {
+    RunLock::acquire(&lock_path(db, job)).map_err(|e| match e {
+        LockError::Held(path) => CliError::new(
+            code::TEMPFAIL,
+            format!("another agentwatch {job} run holds {path}; exiting"),
+        ),
+        other => CliError::new(code::IOERR, other.to_string()),
+    })
+}
+
+/// A stored state that could not be read, and where it was kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    pub problem: String,
+    /// The key it was kept under (or a note that a dry run left it in place).
+    pub kept_as: String,
+}
+
+impl SetAside {
+    /// The `key=value` fields of the journal line.
+    pub fn fields(&self, key: &str) -> String {
+        format!(
+            "warning=state state={key} problem={:?} action=start_clean kept_as={:?}",
+            self.problem, self.kept_as
+        )
+    }
+}
+
+/// Load the state stored under `key` with `parse`. Nothing stored: the default. Unreadable: it
+/// is kept under `KEY.corrupt.NOW` (left in place by a dry run) and the default comes back with
+/// what happened, for the caller's journal line.
+pub fn load_or_clean<T: Default>(
+    store: Option<&mut Store>,
+    key: &str,
+    now: i64,
+    dry_run: bool,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<(T, Option<SetAside>), CliError> {
+    let Some(store) = store else {
+        return Ok((T::default(), None));
+    };
+    let Some(text) = store.load_state(key).map_err(store_err)? else {
+        return Ok((T::default(), None));
+    };
+    match parse(&text) {
+        Ok(state) => Ok((state, None)),
+        Err(problem) => {
+            let kept_as = if dry_run {
+                "(dry run: left in place)".to_owned()
+            } else {
+                store
+                    .set_aside_state(key, now)
+                    .map_err(store_err)?
+                    .unwrap_or_default()
+            };
+            Ok((T::default(), Some(SetAside { problem, kept_as })))
+        }
+    }
+}
+
+/// Parse a recovery policy's stored envelope; a corrupt, foreign or future one is an error.
+pub fn parse_policy<S: PolicyState>(text: &str) -> Result<S, String> {
+    let loaded = load_state::<S>(text);
+    match loaded.warning {
+        None | Some(StateError::Empty) => Ok(loaded.state),
+        Some(problem) => Err(problem.to_string()),
+    }
+}
