@@ -1,5 +1,6 @@
-//! `agentwatch detect [FILE...] [--json] [--set key=value ...]`: judge sessions on their whole
-//! history. Without FILE it judges the built-in sample (`fixtures/sample.json`).
+//! `agentwatch detect [FILE...] [--json] [--profile design|precise] [--set key=value ...]`:
+//! judge sessions on their whole history. Without FILE it judges the built-in sample
+//! (`fixtures/sample.json`).
 
 use crate::exit::{CliError, CliResult, code};
 use crate::input::{read_sessions, sessions_from_text};
@@ -17,6 +18,10 @@ pub struct DetectArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Detection profile: `design` (the default) or `precise` (docs/detection.md); `--set`
+    /// applies on top of it.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// Override a detector key, e.g. `--set top_min=10` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -37,6 +42,11 @@ pub fn apply_overrides(config: &mut DetectConfig, overrides: &[String]) -> Resul
 
 pub fn run(args: DetectArgs) -> CliResult {
     let mut config = DetectConfig::default();
+    if let Some(profile) = &args.profile {
+        config
+            .set("profile", profile)
+            .map_err(|e| CliError::new(code::USAGE, format!("--profile {profile}: {e}")))?;
+    }
     apply_overrides(&mut config, &args.set)?;
     let sessions = if args.files.is_empty() {
         sessions_from_text("built-in sample", SAMPLE)?

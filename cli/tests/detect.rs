@@ -164,3 +164,80 @@ fn exit_codes_for_missing_files_and_bad_settings() {
         Some(64)
     );
 }
+
+/// 30 unrelated calls, then 12 different files viewed with `sed -n`: the design merges the views
+/// into one target (`bash sed -n`, 12 >= top_min); the precise profile does not.
+fn twelve_views() -> String {
+    let mut calls: Vec<serde_json::Value> = (0..30)
+        .map(|i| serde_json::json!({"tool": "bash", "input": {"command": format!("echo{i} step")}, "status": "completed"}))
+        .collect();
+    calls.extend((0..12).map(|i| serde_json::json!({"tool": "bash", "input": {"command": format!("sed -n 1,80p src/m{i}.py")}, "status": "completed"})));
+    serde_json::json!({"format": "agentwatch-sessions/1", "sessions": [{"id": "ses_views", "calls": calls}]})
+        .to_string()
+}
+
+#[test]
+fn profiles_select_the_rules() {
+    let input = twelve_views();
+    let design = agentwatch(&["detect", "-"], Some(&input));
+    assert!(
+        stdout(&design).contains("FLAGGED signals=top"),
+        "{}",
+        stdout(&design)
+    );
+    for args in [
+        &["detect", "--profile", "precise", "-"][..],
+        &["detect", "--set", "profile=precise", "-"][..],
+    ] {
+        let out = agentwatch(args, Some(&input));
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("session ses_views ok"),
+            "{}",
+            stdout(&out)
+        );
+    }
+    let out = agentwatch(&["detect", "--profile", "fast"], None);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("--profile fast"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_profile_reaches_config_and_the_watch_tick() {
+    let home = std::env::temp_dir().join(format!("agentwatch-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+            .args(args)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("XDG_STATE_HOME", home.join("state"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["config", "--set", "profile=precise"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("profile = \"precise\""),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&["config", "--set", "profile=fast"]);
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let out = run(&[
+        "opencode",
+        "--once",
+        "--demo",
+        "--set",
+        "profile=precise",
+        "--verbose",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("signals=top,coverage,reread"),
+        "{}",
+        stdout(&out)
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -22,11 +22,55 @@ pub fn normalize_bash(command: &str) -> String {
 }
 
 /// Quote state while scanning a command left to right.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 enum Quote {
+    #[default]
     None,
     Single,
     Double,
+}
+
+/// Quote and backslash-escape state of a left-to-right scan of shell text: the one place that
+/// knows which characters are quoted.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Scanner {
+    quote: Quote,
+    escaped: bool,
+}
+
+impl Scanner {
+    /// Feed the next character. True when it stands outside quotes and unescaped, where it can
+    /// be shell syntax (a separator, a comment, an operator); quotes and backslashes are consumed.
+    pub(crate) fn feed(&mut self, ch: char) -> bool {
+        if self.escaped {
+            self.escaped = false;
+            return false;
+        }
+        match self.quote {
+            Quote::None => match ch {
+                '\\' => self.escaped = true,
+                '\'' => self.quote = Quote::Single,
+                '"' => self.quote = Quote::Double,
+                _ => return true,
+            },
+            Quote::Single => {
+                if ch == '\'' {
+                    self.quote = Quote::None;
+                }
+            }
+            Quote::Double => match ch {
+                '\\' => self.escaped = true,
+                '"' => self.quote = Quote::None,
+                _ => {}
+            },
+        }
+        false
+    }
+
+    /// A line break ends an escape (continuations were joined before scanning).
+    fn line_break(&mut self) {
+        self.escaped = false;
+    }
 }
 
 /// Steps 1-3 up to the join: drop comments, keep non-empty lines, join them with ` ; `.
@@ -49,8 +93,7 @@ fn join_lines(command: &str) -> String {
         line.clear();
     };
     let mut line = String::new();
-    let mut quote = Quote::None;
-    let mut escaped = false;
+    let mut scanner = Scanner::default();
     let mut in_comment = false;
     // Whether the previous character (in the original text) was whitespace or a line start: a `#`
     // only starts a comment there.
@@ -60,7 +103,7 @@ fn join_lines(command: &str) -> String {
             // A newline ends a comment; inside quotes it is part of the string but still
             // splits lines, so that the join is the same on a second pass.
             in_comment = false;
-            escaped = false;
+            scanner.line_break();
             at_word_start = true;
             flush(&mut line, &mut joined);
             continue;
@@ -68,35 +111,9 @@ fn join_lines(command: &str) -> String {
         if in_comment {
             continue;
         }
-        if escaped {
-            escaped = false;
-            line.push(ch);
-            at_word_start = false;
+        if scanner.feed(ch) && ch == '#' && at_word_start {
+            in_comment = true;
             continue;
-        }
-        match quote {
-            Quote::None => {
-                if ch == '#' && at_word_start {
-                    in_comment = true;
-                    continue;
-                }
-                match ch {
-                    '\\' => escaped = true,
-                    '\'' => quote = Quote::Single,
-                    '"' => quote = Quote::Double,
-                    _ => {}
-                }
-            }
-            Quote::Single => {
-                if ch == '\'' {
-                    quote = Quote::None;
-                }
-            }
-            Quote::Double => match ch {
-                '\\' => escaped = true,
-                '"' => quote = Quote::None,
-                _ => {}
-            },
         }
         at_word_start = ch.is_whitespace();
         line.push(ch);
@@ -120,32 +137,10 @@ fn collapse_whitespace(text: &str) -> String {
 /// One shell word at the start of `text` (quotes and escapes respected): `(word, rest)`.
 /// The word stops at whitespace or at a `;` outside quotes. `text` has collapsed whitespace.
 fn split_word(text: &str) -> (&str, &str) {
-    let mut quote = Quote::None;
-    let mut escaped = false;
+    let mut scanner = Scanner::default();
     for (i, ch) in text.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match quote {
-            Quote::None => match ch {
-                '\\' => escaped = true,
-                '\'' => quote = Quote::Single,
-                '"' => quote = Quote::Double,
-                ';' => return (&text[..i], &text[i..]),
-                c if c.is_whitespace() => return (&text[..i], &text[i..]),
-                _ => {}
-            },
-            Quote::Single => {
-                if ch == '\'' {
-                    quote = Quote::None;
-                }
-            }
-            Quote::Double => match ch {
-                '\\' => escaped = true,
-                '"' => quote = Quote::None,
-                _ => {}
-            },
+        if scanner.feed(ch) && (ch == ';' || ch.is_whitespace()) {
+            return (&text[..i], &text[i..]);
         }
     }
     (text, "")

@@ -13,7 +13,7 @@ pub enum Profile {
     #[default]
     Design,
     /// The design plus every [`Rule`]: fewer false alarms on bash-driven sessions, and the
-    /// `cycle` and `churn` signals.
+    /// `cycle` and `reread` signals.
     Precise,
 }
 
@@ -49,7 +49,9 @@ impl std::str::FromStr for Profile {
         match s.trim() {
             "design" => Ok(Profile::Design),
             "precise" => Ok(Profile::Precise),
-            other => Err(format!("unknown profile `{other}` (known: design, precise)")),
+            other => Err(format!(
+                "unknown profile `{other}` (known: design, precise)"
+            )),
         }
     }
 }
@@ -68,19 +70,25 @@ pub enum Rule {
     /// A bash write identical to an earlier landed bash write of the session is no landing (the
     /// same `sed -i` again changes nothing).
     RepeatedWrites,
+    /// A poll (`sleep N && tail -n 5 job.log`) is waiting, not looping: it counts towards `slow`
+    /// only, never towards `dup`, `top` or `cycle`.
+    Waits,
+    /// A view of known lines (`sed -n 40,90p F`, `head -n 50 F`, a `read` with offset and limit)
+    /// gets a target of its own (paging is no loop), and the `reread` signal measures how often
+    /// the lines of one file were shown in the window.
+    Rereads,
     /// The `cycle` signal: one block of 1-6 calls repeated in a row.
     Cycle,
-    /// The `churn` signal: most of the window repeats calls made earlier in it.
-    Churn,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 5] = [
+    pub const ALL: [Rule; 6] = [
         Rule::PathTargets,
         Rule::BashWrites,
         Rule::RepeatedWrites,
+        Rule::Waits,
+        Rule::Rereads,
         Rule::Cycle,
-        Rule::Churn,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,8 +96,9 @@ impl Rule {
             Rule::PathTargets => "path_targets",
             Rule::BashWrites => "bash_writes",
             Rule::RepeatedWrites => "repeated_writes",
+            Rule::Waits => "waits",
+            Rule::Rereads => "rereads",
             Rule::Cycle => "cycle",
-            Rule::Churn => "churn",
         }
     }
 
@@ -104,7 +113,7 @@ pub struct Rules(u8);
 
 impl Rules {
     pub const NONE: Rules = Rules(0);
-    pub const ALL: Rules = Rules(0b1_1111);
+    pub const ALL: Rules = Rules(0b11_1111);
 
     pub fn contains(self, rule: Rule) -> bool {
         self.0 & rule.bit() != 0
@@ -155,9 +164,9 @@ pub struct DetectConfig {
     /// `cycle` (precise): fires when one block of 1-6 calls, repeated at least 3 times in a row,
     /// covers at least this many calls of the span.
     pub cycle_min: u32,
-    /// `churn` (precise): fires when at least this share of the window repeats a call made
-    /// earlier in the window (`1 - distinct calls / window calls`).
-    pub churn_min: f64,
+    /// `reread` (precise): fires when the lines of one file shown in the window, counted with
+    /// repeats, are at least this many times the distinct lines shown.
+    pub reread_min: f64,
     /// Rules of the profile switched off, to measure each one (`cargo xtask detection-report`).
     /// Not a configuration key.
     #[serde(skip)]
@@ -182,7 +191,7 @@ impl Default for DetectConfig {
             edit_tools: names(&["edit", "multiedit", "patch", "apply_patch"]),
             write_tools: names(&["write"]),
             cycle_min: 12,
-            churn_min: 0.5,
+            reread_min: 6.0,
             ablate: Rules::NONE,
         }
     }
@@ -223,7 +232,7 @@ pub const DETECT_KEYS: &[&str] = &[
     "edit_tools",
     "write_tools",
     "cycle_min",
-    "churn_min",
+    "reread_min",
 ];
 
 impl DetectConfig {
@@ -248,18 +257,18 @@ impl DetectConfig {
     }
 
     /// Check every rule of decisions.md: `0 < dup_min <= 1`, `window >= 1`, `min_calls >= 1`,
-    /// thresholds `>= 1`, `cover_min > 0`; and `0 < churn_min <= 1`. The first broken rule is
+    /// thresholds `>= 1`, `cover_min > 0`; and `reread_min > 0`. The first broken rule is
     /// returned, naming its key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let out = |key, value: String, rule| Err(ConfigError::OutOfRange { key, value, rule });
         if !(self.dup_min > 0.0 && self.dup_min <= 1.0) {
             return out("dup_min", self.dup_min.to_string(), "must be > 0 and <= 1");
         }
-        if !(self.churn_min > 0.0 && self.churn_min <= 1.0) {
+        if !(self.reread_min > 0.0 && self.reread_min.is_finite()) {
             return out(
-                "churn_min",
-                self.churn_min.to_string(),
-                "must be > 0 and <= 1",
+                "reread_min",
+                self.reread_min.to_string(),
+                "must be a finite number > 0",
             );
         }
         if !(self.cover_min > 0.0 && self.cover_min.is_finite()) {
@@ -333,7 +342,7 @@ impl DetectConfig {
             "edit_tools" => self.edit_tools = list(),
             "write_tools" => self.write_tools = list(),
             "cycle_min" => self.cycle_min = count()?,
-            "churn_min" => self.churn_min = float()?,
+            "reread_min" => self.reread_min = float()?,
             _ => {
                 return Err(ConfigError::UnknownKey {
                     key: key.to_owned(),
@@ -383,7 +392,7 @@ mod tests {
         assert_eq!(c.profile, Profile::Precise);
         assert!(Rule::ALL.iter().all(|r| c.applies(*r)));
         c.ablate = Rules::NONE.with(Rule::Cycle);
-        assert!(!c.applies(Rule::Cycle) && c.applies(Rule::Churn));
+        assert!(!c.applies(Rule::Cycle) && c.applies(Rule::Waits));
         c.set("watchdog.detector.profile", "design").unwrap();
         assert!(Rule::ALL.iter().all(|r| !c.applies(*r)));
         let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "precise"}"#).unwrap();
@@ -406,8 +415,7 @@ mod tests {
             ("top_min_ro", "0", "top_min_ro"),
             ("cum_min", "0", "cum_min"),
             ("cycle_min", "0", "cycle_min"),
-            ("churn_min", "0", "churn_min"),
-            ("churn_min", "1.1", "churn_min"),
+            ("reread_min", "0", "reread_min"),
             ("profile", "fast", "profile"),
             ("top_min", "twelve", "top_min"),
             ("window", "-3", "window"),

@@ -1,7 +1,8 @@
 //! The detector: the evaluation span, the window and the four signals.
 //!
-//! Under the `precise` profile two more signals (`cycle`, `churn`) and one more landing rule (a
-//! bash write repeating an earlier one is no landing) apply; see [`crate::Rule`].
+//! Under the `precise` profile the rules of [`crate::Rule`] apply: more landings (bash writes,
+//! unless one repeats an earlier one), other bash targets, polls that count towards `slow` only,
+//! and two more signals (`cycle`, `reread`).
 //!
 //! Two forms that always agree (a proptest pins it, under both profiles):
 //! - [`judge_session`]: judge a whole history at once (batch);
@@ -77,8 +78,8 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
         if config.applies(Rule::Cycle) && reason.cycle >= config.cycle_min {
             signals.push(Signal::Cycle);
         }
-        if config.applies(Rule::Churn) && reason.churn >= config.churn_min {
-            signals.push(Signal::Churn);
+        if config.applies(Rule::Rereads) && reason.reread >= config.reread_min {
+            signals.push(Signal::Reread);
         }
     }
     SessionVerdict {
@@ -133,12 +134,12 @@ pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts>
 
 /// `cycle`: the longest stretch of `ids` made of one block of 1-6 calls repeated in a row at
 /// least 3 times (calls covered), or 0.
-fn longest_cycle<T: PartialEq>(ids: &[T]) -> u32 {
+fn longest_cycle<T: PartialEq>(ids: &[Option<T>]) -> u32 {
     let mut best = 0;
     for p in 1..=CYCLE_MAX_PERIOD {
         let mut run = 0usize;
         for i in p..ids.len() {
-            if ids[i] == ids[i - p] {
+            if ids[i].is_some() && ids[i] == ids[i - p] {
                 run += 1;
                 if run >= (CYCLE_MIN_REPEATS - 1) * p {
                     best = best.max(run + p);
@@ -149,15 +150,6 @@ fn longest_cycle<T: PartialEq>(ids: &[T]) -> u32 {
         }
     }
     u32::try_from(best).unwrap_or(u32::MAX)
-}
-
-/// `churn`: the share of `window` calls that repeat a call made earlier in the window.
-fn churn(distinct: usize, window: usize) -> f64 {
-    if window == 0 {
-        0.0
-    } else {
-        1.0 - distinct as f64 / window as f64
-    }
 }
 
 /// The time of a session's latest own landed call, from its facts.
@@ -207,9 +199,16 @@ pub fn judge_facts(
     let mut target_in_window: FxHashMap<&str, u32> = FxHashMap::default();
     // path -> (lines read, the file length of its latest read)
     let mut files: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut views: Vec<(&str, u64, u64)> = Vec::new();
     for f in window {
-        *identity_in_window.entry(&f.identity).or_default() += 1;
-        *target_in_window.entry(&f.target).or_default() += 1;
+        if let Some(v) = &f.view {
+            views.push((&v.path, v.first, v.last));
+        }
+        // A poll counts towards `slow` only.
+        if !f.wait {
+            *identity_in_window.entry(&f.identity).or_default() += 1;
+            *target_in_window.entry(&f.target).or_default() += 1;
+        }
         if let Some(read) = &f.read {
             let entry = files.entry(&read.path).or_default();
             entry.0 += read.lines;
@@ -228,10 +227,19 @@ pub fn judge_facts(
             .map(|(path, (lines, len))| (*path, ratio(*lines, *len))),
     );
     let cycle = if config.applies(Rule::Cycle) {
-        let ids: Vec<&str> = span.iter().map(|f| f.identity.as_str()).collect();
+        // A poll matches nothing: waiting breaks a cycle.
+        let ids: Vec<Option<&str>> = span
+            .iter()
+            .map(|f| (!f.wait).then_some(f.identity.as_str()))
+            .collect();
         longest_cycle(&ids)
     } else {
         0
+    };
+    let reread = if config.applies(Rule::Rereads) {
+        most_reread(views)
+    } else {
+        None
     };
     let reason = Reason {
         dup: share(dup_count, window.len()),
@@ -245,13 +253,38 @@ pub fn judge_facts(
         window_calls: window.len(),
         read_only: is_read_only(session, config),
         cycle,
-        churn: if config.applies(Rule::Churn) {
-            churn(identity_in_window.len(), window.len())
-        } else {
-            0.0
-        },
+        reread: reread.map_or(0.0, |(_, r)| r),
+        reread_file: reread.map(|(path, _)| path.to_owned()),
     };
     verdict_from_figures(&session.id, reason, config)
+}
+
+/// `reread`: for each file viewed in the window, the lines shown (with repeats) over the
+/// distinct lines shown; the largest, ties broken by the smallest path.
+fn most_reread<K: Ord + Copy + AsRef<str>>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)> {
+    views.sort_unstable();
+    let mut best: Option<(K, f64)> = None;
+    let mut i = 0;
+    while i < views.len() {
+        let path = views[i].0;
+        let (mut shown, mut distinct) = (0u64, 0u64);
+        let mut covered_to = 0u64;
+        while i < views.len() && views[i].0 == path {
+            let (_, a, b) = views[i];
+            shown += b - a + 1;
+            if b > covered_to {
+                distinct += b - a.max(covered_to + 1) + 1;
+                covered_to = b;
+            }
+            i += 1;
+        }
+        let r = ratio(shown, distinct);
+        best = match best {
+            Some((bk, br)) if br > r || (br == r && bk.as_ref() <= path.as_ref()) => Some((bk, br)),
+            _ => Some((path, r)),
+        };
+    }
+    best
 }
 
 fn share(count: u32, total: usize) -> f64 {
@@ -278,6 +311,12 @@ struct SpanCall {
     /// (path, lines read, file length)
     read: Option<(u32, u64, u64)>,
     start_ms: Option<i64>,
+    /// A poll (`precise`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    wait: bool,
+    /// (path, first line, last line) shown (`precise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    view: Option<(u32, u64, u64)>,
 }
 
 /// Per-file reads inside the window.
@@ -398,6 +437,8 @@ impl SessionDetector {
                 target: map(c.target, &mut names),
                 read: c.read.map(|(p, l, f)| (map(p, &mut names), l, f)),
                 start_ms: c.start_ms,
+                wait: c.wait,
+                view: c.view.map(|(p, a, b)| (map(p, &mut names), a, b)),
             })
             .collect();
         DetectorSnapshot {
@@ -425,7 +466,10 @@ impl SessionDetector {
         let known = snapshot.names.len();
         let valid = |i: u32| (i as usize) < known;
         if !snapshot.span.iter().all(|c| {
-            valid(c.identity) && valid(c.target) && c.read.is_none_or(|(p, _, _)| valid(p))
+            valid(c.identity)
+                && valid(c.target)
+                && c.read.is_none_or(|(p, _, _)| valid(p))
+                && c.view.is_none_or(|(p, _, _)| valid(p))
         }) {
             return None;
         }
@@ -509,11 +553,17 @@ impl SessionDetector {
             .read
             .as_ref()
             .map(|r| (self.intern(&r.path), r.lines, r.file_lines));
+        let view = facts
+            .view
+            .as_ref()
+            .map(|v| (self.intern(&v.path), v.first, v.last));
         let span_call = SpanCall {
             identity: self.intern(&facts.identity),
             target: self.intern(&facts.target),
             read,
             start_ms: facts.start_ms,
+            wait: facts.wait,
+            view,
         };
         self.span.push(span_call);
         self.add(span_call);
@@ -558,8 +608,10 @@ impl SessionDetector {
         let in_span = self.identity_in_span.entry(call.identity).or_default();
         *in_span += 1;
         self.slow = self.slow.max(*in_span);
-        *self.identity_in_window.entry(call.identity).or_default() += 1;
-        *self.target_in_window.entry(call.target).or_default() += 1;
+        if !call.wait {
+            *self.identity_in_window.entry(call.identity).or_default() += 1;
+            *self.target_in_window.entry(call.target).or_default() += 1;
+        }
         if let Some((path, lines, file_lines)) = call.read {
             let file = self.files_in_window.entry(path).or_default();
             file.lines += lines;
@@ -570,7 +622,8 @@ impl SessionDetector {
             let last = self.span.len() - 1;
             for (i, run) in self.runs.iter_mut().enumerate() {
                 let p = i + 1;
-                if last >= p && self.span[last - p].identity == call.identity {
+                let earlier = (last >= p).then(|| self.span[last - p]);
+                if !call.wait && earlier.is_some_and(|e| !e.wait && e.identity == call.identity) {
                     *run += 1;
                     if *run as usize >= (CYCLE_MIN_REPEATS - 1) * p {
                         self.cycle = self.cycle.max(*run + p as u32);
@@ -583,8 +636,10 @@ impl SessionDetector {
         while self.span.len() - self.window_start > self.config.window {
             let old = self.span[self.window_start];
             self.window_start += 1;
-            decrement(&mut self.identity_in_window, old.identity);
-            decrement(&mut self.target_in_window, old.target);
+            if !old.wait {
+                decrement(&mut self.identity_in_window, old.identity);
+                decrement(&mut self.target_in_window, old.target);
+            }
             if let Some((path, lines, _)) = old.read
                 && let Some(file) = self.files_in_window.get_mut(&path)
             {
@@ -600,6 +655,17 @@ impl SessionDetector {
     /// The verdict on the calls pushed so far.
     pub fn verdict(&self) -> SessionVerdict {
         let name = |id: u32| self.names[id as usize].as_str();
+        let reread = if self.config.applies(Rule::Rereads) {
+            most_reread(
+                self.span[self.window_start..]
+                    .iter()
+                    .filter_map(|c| c.view)
+                    .map(|(p, a, b)| (name(p), a, b))
+                    .collect(),
+            )
+        } else {
+            None
+        };
         let window_calls = self.span.len() - self.window_start;
         let dup_count = self.identity_in_window.values().copied().max().unwrap_or(0);
         let top = max_by_count(self.target_in_window.iter().map(|(k, n)| (name(*k), *n)));
@@ -620,11 +686,8 @@ impl SessionDetector {
             window_calls,
             read_only: self.read_only,
             cycle: self.cycle,
-            churn: if self.config.applies(Rule::Churn) {
-                churn(self.identity_in_window.len(), window_calls)
-            } else {
-                0.0
-            },
+            reread: reread.map_or(0.0, |(_, r)| r),
+            reread_file: reread.map(|(path, _)| path.to_owned()),
         };
         verdict_from_figures(&self.id, reason, &self.config)
     }

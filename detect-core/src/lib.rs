@@ -17,8 +17,8 @@
 //!   evaluation span; so does a descendant session's landing, matched by time.
 //! - Four signals over the span's last `window` calls: `dup`, `top`, `slow`, `coverage`.
 //! - Two profiles ([`Profile`]): `design` (the default, decisions.md exactly) and `precise`
-//!   (path-aware bash targets, bash writes that land, and the `cycle` and `churn` signals; each
-//!   change is a [`Rule`], measured in `docs/detection.md`).
+//!   (path-aware bash targets, bash writes that land, polls that only count as slow, and the
+//!   `cycle` and `reread` signals; each change is a [`Rule`], measured in `docs/detection.md`).
 //! - [`judge_session`] judges a whole history; [`SessionDetector`] takes calls one at a time and
 //!   always agrees with it. [`judge_sessions`] judges every session and tree of a set.
 //!
@@ -53,8 +53,8 @@ pub use detector::{
     judge_facts, judge_session, latest_own_landing, session_facts, subagent_name,
 };
 pub use matcher::{
-    CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, basename,
-    call_identity, canonical_json, resolve_path, total_lines_in_output,
+    CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, ViewRange,
+    basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,

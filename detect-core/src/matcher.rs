@@ -5,8 +5,8 @@
 
 use crate::bash::{first_tokens, normalize_bash};
 use crate::config::{DetectConfig, Rule};
-use crate::shell;
 use crate::model::{Call, CallStatus};
+use crate::shell;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -174,6 +174,16 @@ pub struct ReadFacts {
     pub file_lines: u64,
 }
 
+/// Lines of one file a call showed (`precise`: the `reread` signal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewRange {
+    /// The file, resolved against the session directory.
+    pub path: String,
+    /// First and last line shown (1-based, inclusive).
+    pub first: u64,
+    pub last: u64,
+}
+
 /// Everything the detector needs from one counted call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallFacts {
@@ -187,6 +197,10 @@ pub struct CallFacts {
     pub write: bool,
     /// Set for reads of a file whose length is known.
     pub read: Option<ReadFacts>,
+    /// A poll: `sleep`, then a look at something (`precise`: counts towards `slow` only).
+    pub wait: bool,
+    /// The lines of one file the call showed, when known (`precise`).
+    pub view: Option<ViewRange>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -212,6 +226,7 @@ impl CallFacts {
             None
         };
         let identity = identity_with_command(tool, &call.input, normalized_command.as_deref());
+        let mut shape = shell::Shape::default();
         let target = if config.is_reader(tool)
             && let Some(path) = str_input("filePath")
         {
@@ -220,7 +235,7 @@ impl CallFacts {
             if config.applies(Rule::PathTargets) {
                 let mut target = String::with_capacity(command.len().min(96) + 5);
                 target.push_str("bash ");
-                shell::precise_target(command, &mut target);
+                shape = shell::precise_target(command, &mut target, config.applies(Rule::Rereads));
                 target
             } else {
                 format!("bash {}", first_tokens(command, 2))
@@ -250,12 +265,19 @@ impl CallFacts {
         } else {
             None
         };
+        let view = if config.applies(Rule::Rereads) {
+            view_range(call, tool, shape.view, ctx, config)
+        } else {
+            None
+        };
         Some(Self {
             identity,
             target,
             landed,
             write,
             read,
+            wait: shape.wait && config.applies(Rule::Waits),
+            view,
             start_ms: call.start_ms(),
             end_ms: call.end_ms(),
         })
@@ -290,6 +312,49 @@ fn is_landed(call: &Call, normalized_command: Option<&str>, config: &DetectConfi
             && meta.get("exit").and_then(Value::as_i64) == Some(0);
     }
     false
+}
+
+/// The lines a call showed: a bash viewer's (from its command; a whole-file view when the file's
+/// length is known), or a reader tool's with an `offset` or `limit` (a limit alone from line 1;
+/// no limit: to the end of a file of known length).
+fn view_range(
+    call: &Call,
+    tool: &str,
+    shown: Option<(String, Option<(u64, u64)>)>,
+    ctx: CallContext<'_>,
+    config: &DetectConfig,
+) -> Option<ViewRange> {
+    let known_length = |path: &str| {
+        call.metadata
+            .get("total_lines")
+            .and_then(Value::as_u64)
+            .or_else(|| ctx.line_counts.get(path).copied())
+    };
+    let (path, first, last) = if let Some((file, lines)) = shown {
+        let path = resolve_path(ctx.directory, &file);
+        let (a, b) = match lines {
+            Some(range) => range,
+            None => (1, known_length(&path)?),
+        };
+        (path, a, b)
+    } else if config.is_reader(tool) {
+        let path = resolve_path(ctx.directory, call.input.get("filePath")?.as_str()?);
+        let number = |key: &str| call.input.get(key).and_then(Value::as_u64);
+        let (offset, limit) = (number("offset"), number("limit"));
+        if offset.is_none() && limit.is_none() {
+            return None;
+        }
+        let first = offset.unwrap_or(1).max(1);
+        let last = match limit {
+            Some(l) => first + l.max(1) - 1,
+            None => known_length(&path)?,
+        };
+        let last = known_length(&path).map_or(last, |n| last.min(n.max(first)));
+        (path, first, last)
+    } else {
+        return None;
+    };
+    (last >= first).then_some(ViewRange { path, first, last })
 }
 
 /// Parse opencode's "total N lines" note from a read's output text.

@@ -6,7 +6,9 @@
 //! bodies skipped. It works on `char` boundaries only, so no input can make it panic, and it
 //! allocates nothing: every word is a slice of the command.
 
+use crate::bash::Scanner;
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 /// One token of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,39 +178,11 @@ impl<'a> Lexer<'a> {
 /// operator character. Quotes and backslash escapes are respected; an unclosed quote runs to the
 /// end of the text.
 fn word_len(text: &str) -> usize {
-    #[derive(PartialEq)]
-    enum Q {
-        None,
-        Single,
-        Double,
-    }
-    let mut quote = Q::None;
-    let mut escaped = false;
+    let mut scanner = Scanner::default();
     for (i, ch) in text.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match quote {
-            Q::None => match ch {
-                '\\' => escaped = true,
-                '\'' => quote = Q::Single,
-                '"' => quote = Q::Double,
-                ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '<' | '>' => {
-                    return if i == 0 { ch.len_utf8() } else { i };
-                }
-                _ => {}
-            },
-            Q::Single => {
-                if ch == '\'' {
-                    quote = Q::None;
-                }
-            }
-            Q::Double => match ch {
-                '\\' => escaped = true,
-                '"' => quote = Q::None,
-                _ => {}
-            },
+        if scanner.feed(ch) && matches!(ch, ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '<' | '>')
+        {
+            return if i == 0 { ch.len_utf8() } else { i };
         }
     }
     text.len()
@@ -368,9 +342,7 @@ fn takes_value(program: &str, option: &str) -> bool {
     let list: &[&str] = match program {
         "sed" => &["-e", "-f", "-l", "--expression", "--file"],
         "head" | "tail" => &["-n", "-c", "--lines", "--bytes"],
-        "nl" => &[
-            "-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w",
-        ],
+        "nl" => &["-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w"],
         "bat" => &["-r", "-l", "--line-range", "--language"],
         _ => &[
             "-A",
@@ -402,7 +374,11 @@ pub(crate) fn is_path_like(word: &str) -> bool {
         return false;
     }
     if !word.chars().all(|c| {
-        c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-' | '~' | '*' | '?' | '@' | '+' | ':' | ',' | '=' | '[' | ']')
+        c.is_alphanumeric()
+            || matches!(
+                c,
+                '_' | '.' | '/' | '-' | '~' | '*' | '?' | '@' | '+' | ':' | ',' | '=' | '[' | ']'
+            )
     }) {
         return false;
     }
@@ -427,32 +403,122 @@ const MAX_TARGET_PATHS: usize = 4;
 /// How many characters of a search pattern make its target (as for the `grep` tool).
 const PATTERN_CHARS: usize = 60;
 
+/// What the `precise` profile learns from a bash command besides its target.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// `sleep N`, then a look at something (`tail` of a log, `ps`, `ls`, `curl`): a poll.
+    pub(crate) wait: bool,
+    /// The one file a viewer shows (as written), with the lines it shows when the command says
+    /// (`sed -n 40,90p F`, `nl -ba F | sed -n 40,90p`, `head -n 50 F`).
+    pub(crate) view: Option<(String, Option<(u64, u64)>)>,
+}
+
+/// What a poll looks at after its `sleep`.
+const POLL_LOOKS: &[&str] = &[
+    "tail",
+    "cat",
+    "head",
+    "grep",
+    "rg",
+    "ls",
+    "ps",
+    "pgrep",
+    "jobs",
+    "wc",
+    "curl",
+    "stat",
+    "du",
+    "test",
+    "[",
+    "squeue",
+    "nvidia-smi",
+];
+
+/// `A,Bp` or `Ap` (a sed print script) -> the lines.
+fn sed_lines(script: &str) -> Option<(u64, u64)> {
+    let body = script.strip_suffix('p')?;
+    let (a, b) = body.split_once(',').unwrap_or((body, body));
+    let (a, b) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+    (a >= 1 && b >= a).then_some((a, b))
+}
+
+/// The lines `head` shows: `-n N`, `-nN`, `-N`, `--lines=N`, or 10.
+fn head_lines<'a>(mut args: impl Iterator<Item = &'a str>) -> Option<(u64, u64)> {
+    let mut n = 10;
+    while let Some(w) = args.next() {
+        let w = unquote(w);
+        let value = if w == "-n" || w == "--lines" {
+            args.next().map(|v| unquote(v).into_owned())
+        } else if let Some(v) = w.strip_prefix("--lines=") {
+            Some(v.to_owned())
+        } else if let Some(v) = w.strip_prefix("-n") {
+            Some(v.to_owned())
+        } else {
+            w.strip_prefix('-').map(str::to_owned)
+        };
+        if let Some(v) = value {
+            n = v.parse().ok()?;
+        }
+    }
+    (n >= 1).then_some((1, n))
+}
+
+/// The lines a filter after a pipe shows (`| sed -n 40,90p`, `| head -n 50`), if it names no
+/// file of its own.
+fn piped_lines(simple: Simple<'_>) -> Option<(u64, u64)> {
+    let mut words = simple;
+    let program = program_name(words.next()?);
+    let args: Vec<&str> = words.collect();
+    if args.iter().any(|w| is_path_like(&unquote(w))) && program != "sed" {
+        return None;
+    }
+    match program {
+        "sed" => {
+            let script = args.iter().find(|w| !w.starts_with('-'))?;
+            sed_lines(&unquote(script))
+        }
+        "head" => head_lines(args.into_iter()),
+        _ => None,
+    }
+}
+
 /// The `precise` target of a normalised bash command (without the `bash ` prefix), written into
-/// `out`: the first command that is not set-up, then
-/// - a file viewer (`cat`, `head`, `tail`, `nl`, `less`, `sed` without `-i`): `view FILES`;
+/// `out`, and the command's [`Shape`]. The target is made from the first command that is not
+/// set-up:
+/// - a file viewer (`cat`, `head`, `tail`, `nl`, `less`, `sed` without `-i`): `view FILES`, or
+///   with `ranged` and known lines, `view FILE lines A-B`;
 /// - a search (`grep`, `rg`, `ag`, `ack`, `git grep`): `PROGRAM PATTERN` (60 characters);
 /// - anything else: its first two words, then its other path operands.
-pub(crate) fn precise_target(command: &str, out: &mut String) {
+pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> Shape {
+    let mut shape = Shape::default();
     let mut chosen = None;
+    let mut slept = false;
     let mut commands = simple_commands(command).peekable();
     while let Some(simple) = commands.next() {
-        let setup = simple
-            .clone()
-            .next()
-            .is_some_and(|w| SETUP.contains(&program_name(w)));
+        let mut words = simple.clone();
+        let first = words.next().map(program_name);
+        let setup = first.is_some_and(|w| SETUP.contains(&w));
         if !setup || commands.peek().is_none() {
             chosen = Some(simple);
             break;
         }
+        if first == Some("sleep")
+            && words
+                .next()
+                .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            slept = true;
+        }
     }
     let Some(simple) = chosen else {
-        return;
+        return shape;
     };
     let mut words = simple.peekable();
     let Some(program_word) = skip_wrappers(&mut words) else {
-        return;
+        return shape;
     };
     let program = program_name(program_word);
+    shape.wait = slept && POLL_LOOKS.contains(&program);
     if program == "git"
         && let Some(sub) = words.clone().find(|w| !w.starts_with('-'))
         && sub == "grep"
@@ -464,39 +530,77 @@ pub(crate) fn precise_target(command: &str, out: &mut String) {
             }
         }
         search_target("git grep", after, out);
-        return;
+        return shape;
     }
     if SEARCHERS.contains(&program) {
         search_target(program, words, out);
-        return;
+        return shape;
     }
-    let in_place = program == "sed" && words.clone().any(is_in_place_flag);
-    if VIEWERS.contains(&program) && !in_place {
-        let mut skip_script = program == "sed" && !words.clone().any(|w| w == "-e" || w == "-f");
-        let mut skip_value = false;
-        let mut paths = 0;
+    if VIEWERS.contains(&program) {
+        // One pass over the words: options, the sed script, the operands.
+        let mut value_of: Option<&str> = None;
+        let mut e_script: Option<&str> = None;
+        let mut has_script_option = false;
+        let mut in_place = false;
+        let mut operands: [&str; MAX_TARGET_PATHS + 1] = [""; MAX_TARGET_PATHS + 1];
+        let mut n = 0;
         for w in words.clone() {
-            if skip_value {
-                skip_value = false;
+            if let Some(option) = value_of.take() {
+                if option == "-e" || option == "--expression" {
+                    e_script.get_or_insert(w);
+                }
                 continue;
             }
             if w.starts_with('-') {
-                skip_value = takes_value(program, w);
+                if program == "sed" {
+                    in_place |= is_in_place_flag(w);
+                    has_script_option |= matches!(w, "-e" | "-f" | "--expression" | "--file");
+                }
+                if takes_value(program, w) {
+                    value_of = Some(w);
+                }
                 continue;
             }
-            if skip_script {
-                skip_script = false;
-                continue;
+            if n < operands.len() {
+                operands[n] = w;
+                n += 1;
             }
-            let word = unquote(w);
-            if is_path_like(&word) && paths < MAX_TARGET_PATHS {
-                out.push_str(if paths == 0 { "view " } else { " " });
-                out.push_str(&word);
-                paths += 1;
+        }
+        // sed's first operand is its script, unless `-e` / `-f` gave one.
+        let (script, files) = if program == "sed" && !has_script_option {
+            (operands[..n].first().copied(), &operands[n.min(1)..n])
+        } else {
+            (e_script, &operands[..n])
+        };
+        let mut paths = 0;
+        let mut single: Option<Cow<'_, str>> = None;
+        if !in_place {
+            for w in files {
+                let word = unquote(w);
+                if is_path_like(&word) && paths < MAX_TARGET_PATHS {
+                    out.push_str(if paths == 0 { "view " } else { " " });
+                    out.push_str(&word);
+                    paths += 1;
+                    single = Some(word);
+                }
             }
         }
         if paths > 0 {
-            return;
+            if paths == 1
+                && let Some(file) = single
+            {
+                let lines = match program {
+                    "sed" => script.and_then(|s| sed_lines(&unquote(s))),
+                    "head" => head_lines(words.clone()),
+                    "nl" | "cat" => commands.next().and_then(piped_lines),
+                    _ => None,
+                };
+                if ranged && let Some((a, b)) = lines {
+                    let _ = write!(out, " lines {a}-{b}");
+                }
+                shape.view = Some((file.into_owned(), lines));
+            }
+            return shape;
         }
     }
     // The first two words as written, then the other path operands.
@@ -514,6 +618,7 @@ pub(crate) fn precise_target(command: &str, out: &mut String) {
             paths += 1;
         }
     }
+    shape
 }
 
 fn search_target<'a>(program: &str, mut args: impl Iterator<Item = &'a str>, out: &mut String) {
@@ -569,11 +674,21 @@ fn is_scratch(path: &str) -> bool {
         || path == "/dev/null"
 }
 
-/// Cheap test first: can this command write a file at all?
+/// Cheap test first: can this command write a file at all? (`sed` and `perl` only with a short
+/// flag cluster holding an `i`, or `--in-place`.)
 fn may_write(command: &str) -> bool {
+    let in_place = || {
+        command.split_whitespace().any(|w| {
+            w.starts_with("--in-place")
+                || w.strip_prefix('-').is_some_and(|f| {
+                    !f.starts_with('-')
+                        && f.chars()
+                            .take_while(char::is_ascii_alphabetic)
+                            .any(|c| c == 'i')
+                })
+        })
+    };
     command.contains('>')
-        || command.contains("sed")
-        || command.contains("perl")
         || command.contains("tee")
         || command.contains("patch")
         || command.contains("apply")
@@ -581,6 +696,7 @@ fn may_write(command: &str) -> bool {
         || command.contains("cp")
         || command.contains("write")
         || command.contains("git am")
+        || ((command.contains("sed") || command.contains("perl")) && in_place())
 }
 
 /// Whether a bash command writes files that are not scratch: `sed -i` / `perl -i`, output
@@ -657,9 +773,9 @@ fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
         "git" => {
             let mut sub = operands();
             match sub.next().map(|w| unquote(w)) {
-                Some(s) if s == "apply" => !args.iter().any(|w| {
-                    matches!(*w, "--check" | "--stat" | "--numstat" | "--summary")
-                }),
+                Some(s) if s == "apply" => !args
+                    .iter()
+                    .any(|w| matches!(*w, "--check" | "--stat" | "--numstat" | "--summary")),
                 Some(s) if s == "am" => true,
                 _ => false,
             }
@@ -669,7 +785,9 @@ fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
             ops.len() >= 2 && ops.last().is_some_and(|last| !is_scratch(&unquote(last)))
         }
         p if p.starts_with("python") => {
-            whole.contains(".write(") || whole.contains("write_text(") || whole.contains("write_bytes(")
+            whole.contains(".write(")
+                || whole.contains("write_text(")
+                || whole.contains("write_bytes(")
         }
         _ => false,
     }
@@ -681,8 +799,68 @@ mod tests {
 
     fn target(command: &str) -> String {
         let mut out = String::new();
-        precise_target(command, &mut out);
+        precise_target(command, &mut out, false);
         out
+    }
+
+    fn shape(command: &str) -> (String, Shape) {
+        let mut out = String::new();
+        let shape = precise_target(command, &mut out, true);
+        (out, shape)
+    }
+
+    #[test]
+    fn polls_and_ranged_views() {
+        let view = |f: &str, l: Option<(u64, u64)>| Some((f.to_owned(), l));
+        type Row<'a> = (&'a str, &'a str, bool, Option<(String, Option<(u64, u64)>)>);
+        let rows: [Row<'_>; 10] = [
+            (
+                "sleep 30 && tail -n 5 /tmp/a.log",
+                "view /tmp/a.log",
+                true,
+                view("/tmp/a.log", None),
+            ),
+            ("sleep 5; ps aux | grep pytest", "ps aux", true, None),
+            ("sleep 5 && pytest -x", "pytest -x", false, None),
+            (
+                "sed -n '40,90p' src/a.py",
+                "view src/a.py lines 40-90",
+                false,
+                view("src/a.py", Some((40, 90))),
+            ),
+            (
+                "sed -n 7p a.py",
+                "view a.py lines 7-7",
+                false,
+                view("a.py", Some((7, 7))),
+            ),
+            (
+                "nl -ba src/a.py | sed -n '1,80p'",
+                "view src/a.py lines 1-80",
+                false,
+                view("src/a.py", Some((1, 80))),
+            ),
+            (
+                "cat -n a.py | head -n 30",
+                "view a.py lines 1-30",
+                false,
+                view("a.py", Some((1, 30))),
+            ),
+            (
+                "head -n 50 a.py",
+                "view a.py lines 1-50",
+                false,
+                view("a.py", Some((1, 50))),
+            ),
+            ("cat a.py", "view a.py", false, view("a.py", None)),
+            ("cat a.py b.py", "view a.py b.py", false, None),
+        ];
+        for (command, target, wait, v) in rows {
+            let (t, s) = shape(command);
+            assert_eq!(t, target, "{command}");
+            assert_eq!(s.wait, wait, "{command}");
+            assert_eq!(s.view, v, "{command}");
+        }
     }
 
     #[test]
@@ -693,11 +871,17 @@ mod tests {
             ("nl -ba src/a.py | sed -n 40,90p", "view src/a.py"),
             ("cat src/a.py", "view src/a.py"),
             ("head -n 50 README.md", "view README.md"),
-            ("sleep 45 && tail -n 5 /tmp/release.log", "view /tmp/release.log"),
+            (
+                "sleep 45 && tail -n 5 /tmp/release.log",
+                "view /tmp/release.log",
+            ),
             ("python -c \"from shop import x; print(x)\"", "python -c"),
             ("python repro.py", "python repro.py"),
             ("pytest tests/test_a.py -x -q", "pytest tests/test_a.py"),
-            ("pytest tests/test_a.py::test_b -x 2>&1 | tail -30", "pytest tests/test_a.py::test_b"),
+            (
+                "pytest tests/test_a.py::test_b -x 2>&1 | tail -30",
+                "pytest tests/test_a.py::test_b",
+            ),
             ("grep -rn \"def total\" src/", "grep def total"),
             ("grep -n -A 3 total src/a.py", "grep total"),
             ("rg -n 'fn main' --type rust", "rg fn main"),
@@ -705,13 +889,17 @@ mod tests {
             ("git diff src/a.py", "git diff src/a.py"),
             ("git status", "git status"),
             ("cargo test -p core balance", "cargo test"),
-            ("source .venv/bin/activate && pytest tests/t.py", "pytest tests/t.py"),
+            (
+                "source .venv/bin/activate && pytest tests/t.py",
+                "pytest tests/t.py",
+            ),
             ("timeout 60 pytest -q", "pytest -q"),
             ("A=1 B=2 make all", "make all"),
             ("ls -la src/", "ls -la src/"),
             ("cargo build 2>&1 | tail -40", "cargo build"),
             ("echo done", "echo done"),
             ("sed -i 's/a/b/' x.py", "sed -i s/a/b/ x.py"),
+            ("sleep 5 && pytest -x", "pytest -x"),
             ("cat > notes.md <<'EOF'\nhello\nEOF", "cat"),
             ("", ""),
         ];
@@ -770,17 +958,40 @@ mod tests {
 
     #[test]
     fn path_like_words() {
-        for yes in ["a.py", "src/", "./x", "tests/a.py::t", "Cargo.toml", "*.py", "~/x"] {
+        for yes in [
+            "a.py",
+            "src/",
+            "./x",
+            "tests/a.py::t",
+            "Cargo.toml",
+            "*.py",
+            "~/x",
+        ] {
             assert!(is_path_like(yes), "{yes}");
         }
-        for no in ["1,80p", "-n", ".", "3.14", "v1", "print(1)", "a b", "", "install"] {
+        for no in [
+            "1,80p", "-n", ".", "3.14", "v1", "print(1)", "a b", "", "install",
+        ] {
             assert!(!is_path_like(no), "{no}");
         }
     }
 
     #[test]
     fn lexer_never_panics_on_odd_text() {
-        for text in ["'", "\"", "\\", "<<", "<<'", "2>&", "&>", "é>é", "a\\\nb", "<<E\nx\nE\ny > z", "#", "\n\n"] {
+        for text in [
+            "'",
+            "\"",
+            "\\",
+            "<<",
+            "<<'",
+            "2>&",
+            "&>",
+            "é>é",
+            "a\\\nb",
+            "<<E\nx\nE\ny > z",
+            "#",
+            "\n\n",
+        ] {
             let _ = writes_files(text);
             let _ = target(text);
             let _: Vec<_> = Lexer::new(text).collect();

@@ -17,8 +17,8 @@ pub enum Signal {
     /// One block of 1-6 calls repeated in a row (at least 3 times) covers `cycle_min` calls of
     /// the span (`precise` only).
     Cycle,
-    /// At least `churn_min` of the window repeats calls made earlier in it (`precise` only).
-    Churn,
+    /// The lines of one file were shown `reread_min` times over in the window (`precise` only).
+    Reread,
 }
 
 impl Signal {
@@ -28,7 +28,7 @@ impl Signal {
         Signal::Slow,
         Signal::Coverage,
         Signal::Cycle,
-        Signal::Churn,
+        Signal::Reread,
     ];
 
     /// The position of the signal in [`Signal::ALL`].
@@ -43,7 +43,7 @@ impl Signal {
             Signal::Slow => "slow",
             Signal::Coverage => "coverage",
             Signal::Cycle => "cycle",
-            Signal::Churn => "churn",
+            Signal::Reread => "reread",
         }
     }
 }
@@ -81,9 +81,13 @@ pub struct Reason {
     /// 3 times, in calls (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cycle: u32,
-    /// The share of the window that repeats calls made earlier in it (`precise` only).
+    /// The largest ratio, for one file viewed in the window, of the lines shown (with repeats)
+    /// to the distinct lines shown (`precise` only).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
-    pub churn: f64,
+    pub reread: f64,
+    /// That file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reread_file: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -131,8 +135,8 @@ impl SessionVerdict {
         if r.cycle > 0 {
             line.push_str(&format!(" cycle={}", r.cycle));
         }
-        if r.churn > 0.0 {
-            line.push_str(&format!(" churn={:.2}", r.churn));
+        if let Some(file) = &r.reread_file {
+            line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));
         }
         line
     }

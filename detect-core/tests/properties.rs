@@ -33,6 +33,14 @@ fn shellish() -> impl Strategy<Value = String> {
         "\t",
         "git commit",
         "é",
+        "<<",
+        "EOF",
+        ">",
+        "2>&1",
+        "|",
+        "sed -i ",
+        "sleep 1 && tail ",
+        "nl -ba a.py | sed -n 1,5p",
         "&&",
         "$#",
         "=",
@@ -51,6 +59,19 @@ proptest! {
     fn normaliser_is_idempotent_on_any_text(s in any::<String>()) {
         let once = normalize_bash(&s);
         prop_assert_eq!(normalize_bash(&once), once);
+    }
+
+    /// The precise matcher (targets, writes, polls, viewed lines) never panics on any command.
+    #[test]
+    fn precise_matcher_never_panics(s in shellish(), t in any::<String>(), exit in 0i64..2) {
+        let config = DetectConfig::with_profile(Profile::Precise);
+        let mut session = base_session();
+        for command in [s.clone(), t, format!("sed -n 1,2p {s}"), format!("cat > {s} <<'E'\n{s}\nE")] {
+            session.calls.push(
+                Call::completed("bash", json!({ "command": command })).with_metadata(json!({ "exit": exit })),
+            );
+        }
+        let _ = judge_session(&session, None, &config);
     }
 
     #[test]
@@ -124,6 +145,15 @@ fn pool_call() -> impl Strategy<Value = Call> {
             "bash",
             json!({"command": format!("grep -rn 'def f{i}' src/")})
         )),
+        (0u8..2).prop_map(|i| Call::completed(
+            "bash",
+            json!({"command": format!("sleep 30 && tail -n {} /tmp/job.log", 5 + i)})
+        )),
+        (0u64..3, 1u64..4).prop_map(|(a, k)| Call::completed(
+            "bash",
+            json!({"command": format!("nl -ba src/f0.py | sed -n '{},{}p'", a * 20 + 1, a * 20 + k * 15)})
+        )),
+        Just(Call::completed("bash", json!({"command": "cat src/lib.rs"}))),
     ]
 }
 
@@ -182,7 +212,7 @@ fn small_config() -> DetectConfig {
         cum_min: 6,
         cover_min: 2.0,
         cycle_min: 6,
-        churn_min: 0.4,
+        reread_min: 2.0,
         ..DetectConfig::default()
     }
 }
@@ -190,7 +220,11 @@ fn small_config() -> DetectConfig {
 /// One of four configs: the design's defaults or small thresholds, under either profile.
 fn any_config() -> impl Strategy<Value = DetectConfig> {
     (any::<bool>(), prop::sample::select(Profile::ALL.to_vec())).prop_map(|(small, profile)| {
-        let base = if small { small_config() } else { DetectConfig::default() };
+        let base = if small {
+            small_config()
+        } else {
+            DetectConfig::default()
+        };
         DetectConfig { profile, ..base }
     })
 }

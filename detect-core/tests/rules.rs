@@ -563,18 +563,67 @@ fn precise_bash_targets_name_the_files() {
     let v = judge_with(&precise(), calls);
     assert!(!v.flagged, "{}", v.summary());
     assert_eq!(v.reason.top, 1);
-    // One file viewed twelve times, by any viewer and range, is one target.
+    // One file shown whole twelve times, by any viewer, is one target.
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
-    for i in 0..12 {
-        calls.push(bash(&match i % 3 {
-            0 => format!("sed -n {},{}p src/a.py", i * 10 + 1, i * 10 + 60),
-            1 => format!("nl -ba src/a.py | sed -n {},{}p", i * 10, i * 10 + 40),
-            _ => "cat src/a.py".to_owned(),
-        }));
+    for i in [0, 0, 1, 2, 1, 0, 2, 2, 1, 0, 1, 2] {
+        calls.push(bash(
+            ["cat src/a.py", "nl -ba src/a.py", "less src/a.py"][i],
+        ));
     }
     let v = judge_with(&precise(), calls);
     assert_eq!(v.signals, vec![Signal::Top]);
     assert_eq!(v.reason.top_what, "bash view src/a.py");
+}
+
+#[test]
+fn precise_paging_is_no_loop_but_rereading_is() {
+    // Twenty pages of one log: every view shows new lines.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend((0..20).map(|p| {
+        bash(&format!(
+            "sed -n '{},{}p' logs/app.log",
+            p * 100 + 1,
+            p * 100 + 100
+        ))
+    }));
+    let v = judge_with(&precise(), calls.clone());
+    assert!(!v.flagged, "{}", v.summary());
+    assert_eq!(v.reason.reread, 1.0);
+    // The design counts one target `bash sed -n` 20 times.
+    assert_eq!(judge(calls).signals, vec![Signal::Top]);
+    // The same 60 lines shown six times, by three tools: reread 6.0 >= reread_min.
+    let mut calls: Vec<Call> = (0..34).map(unique).collect();
+    for i in 0..6 {
+        calls.push(bash(match i % 3 {
+            0 => "sed -n '41,100p' src/a.py",
+            1 => "nl -ba src/a.py | sed -n 41,100p",
+            _ => "sed -n 41,100p src/a.py",
+        }));
+    }
+    let v = judge_with(&precise(), calls);
+    assert_eq!(v.signals, vec![Signal::Reread], "{}", v.summary());
+    assert_eq!(v.reason.reread, 6.0);
+    assert_eq!(
+        v.reason.reread_file.as_deref(),
+        Some("/home/user/proj/src/a.py")
+    );
+}
+
+#[test]
+fn precise_polls_count_towards_slow_only() {
+    let poll = bash("sleep 30 && tail -n 5 /tmp/suite.log");
+    // 14 polls in a row among 46 calls: neither dup, top nor cycle fires.
+    let mut calls = with_filler(46, 14, &poll);
+    let v = judge_with(&precise(), calls.clone());
+    assert!(!v.flagged, "{}", v.summary());
+    assert_eq!((v.reason.top, v.reason.cycle, v.reason.slow), (1, 0, 14));
+    assert_eq!(judge(calls.clone()).signals, vec![Signal::Dup, Signal::Top]);
+    // The fifteenth poll since the last landing is too many.
+    calls.push(poll);
+    assert_eq!(judge_with(&precise(), calls).signals, vec![Signal::Slow]);
+    // Sleeping before real work is no poll.
+    let rerun = bash("sleep 5 && pytest -x");
+    assert!(judge_with(&precise(), with_filler(46, 14, &rerun)).flagged);
 }
 
 #[test]
@@ -631,21 +680,19 @@ fn precise_a_repeated_write_is_no_landing() {
     }
     let v = judge_with(&precise(), calls.clone());
     assert!(v.flagged, "{}", v.summary());
-    assert_eq!(v.reason.calls_since_landed, 50, "only the first write landed");
+    assert_eq!(
+        v.reason.calls_since_landed, 50,
+        "only the first write landed"
+    );
     // Another write lands.
     calls.push(bash_exit("sed -i 's/a/b/' src/a.py", 0));
-    assert_eq!(
-        judge_with(&precise(), calls).reason.calls_since_landed,
-        0
-    );
+    assert_eq!(judge_with(&precise(), calls).reason.calls_since_landed, 0);
 }
 
 #[test]
 fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
     // A block of four different calls repeated in a row: dup stays at 0.25 (not > 0.25).
-    let block: Vec<Call> = (0..4)
-        .map(|i| bash(&format!("tool{i} check")))
-        .collect();
+    let block: Vec<Call> = (0..4).map(|i| bash(&format!("tool{i} check"))).collect();
     let run = |filler: usize, repeats: usize| {
         let mut calls: Vec<Call> = (0..filler).map(unique).collect();
         for _ in 0..repeats {
@@ -677,22 +724,4 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
     // Under min_calls nothing fires.
     let v = judge_with(&precise(), run(20, 3));
     assert_eq!((v.reason.cycle, v.flagged), (12, false));
-}
-
-#[test]
-fn precise_churn_is_the_share_of_repeated_calls() {
-    // 60 calls: 20 unique, 40 drawn from five calls in no order: churn = 1 - 25/60.
-    let five: Vec<Call> = (0..5).map(|i| bash(&format!("python -m probe{i}"))).collect();
-    let mut calls: Vec<Call> = Vec::new();
-    for i in 0..60 {
-        if i % 3 == 0 {
-            calls.push(unique(i));
-        } else {
-            calls.push(five[(i * 7 + i / 5) % 5].clone());
-        }
-    }
-    let v = judge_with(&precise(), calls.clone());
-    assert!((v.reason.churn - (1.0 - 25.0 / 60.0)).abs() < 1e-9, "{}", v.reason.churn);
-    assert!(v.signals.contains(&Signal::Churn), "{:?}", v.signals);
-    assert_eq!(judge(calls).reason.churn, 0.0, "design: not computed");
 }

@@ -54,7 +54,7 @@ pub struct Peak {
     pub coverage: f64,
     /// `precise` only (0 under the design).
     pub cycle: u32,
-    pub churn: f64,
+    pub reread: f64,
 }
 
 impl Peak {
@@ -69,7 +69,7 @@ impl Peak {
         self.slow = self.slow.max(r.slow);
         self.coverage = self.coverage.max(r.coverage);
         self.cycle = self.cycle.max(r.cycle);
-        self.churn = self.churn.max(r.churn);
+        self.reread = self.reread.max(r.reread);
     }
 }
 
@@ -84,7 +84,7 @@ pub struct SessionResult {
     pub flagged: bool,
     /// The first prefix (number of calls) that flagged.
     pub first_flag_at_call: Option<usize>,
-    /// Every signal that fired at any prefix, in `dup, top, slow, coverage, cycle, churn` order.
+    /// Every signal that fired at any prefix, in [`Signal::ALL`] order.
     pub signals: Vec<Signal>,
     /// The prefixes evaluated.
     pub prefixes: Vec<usize>,
@@ -438,8 +438,8 @@ pub fn render_table(report: &Report) -> String {
         String::new()
     } else {
         format!(
-            " profile={} cycle_min={} churn_min={}",
-            c.profile, c.cycle_min, c.churn_min
+            " profile={} cycle_min={} reread_min={}",
+            c.profile, c.cycle_min, c.reread_min
         )
     };
     let _ = writeln!(
@@ -462,9 +462,17 @@ pub fn render_table(report: &Report) -> String {
         .unwrap_or(0)
         .max("session".len());
     let design = c.profile == detect_core::Profile::Design;
+    // Wide enough for every signal list (the design's four fit in 21).
+    let sig_width = report
+        .sessions
+        .iter()
+        .map(|r| signals_text(&r.signals).len())
+        .max()
+        .unwrap_or(0)
+        .max(21);
     let _ = writeln!(
         out,
-        "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<21}  {:<6}  peak (dup top slow coverage{})",
+        "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<sig_width$}  {:<6}  peak (dup top slow coverage{})",
         "session",
         "label",
         "calls",
@@ -472,7 +480,7 @@ pub fn render_table(report: &Report) -> String {
         "first",
         "signals",
         "result",
-        if design { "" } else { " cycle churn" }
+        if design { "" } else { " cycle reread" }
     );
     for r in &report.sessions {
         let result = match r.label_met() {
@@ -483,7 +491,7 @@ pub fn render_table(report: &Report) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<21}  {:<6}  {:.3} {} {} {:.2}",
+            "{:<id_width$}  {:<13}  {:>5}  {:<7}  {:>5}  {:<sig_width$}  {:<6}  {:.3} {} {} {:.2}",
             r.id,
             label_text(r.label),
             r.calls,
@@ -499,7 +507,7 @@ pub fn render_table(report: &Report) -> String {
         );
         if !design {
             out.pop();
-            let _ = writeln!(out, " {} {:.2}", r.peak.cycle, r.peak.churn);
+            let _ = writeln!(out, " {} {:.2}", r.peak.cycle, r.peak.reread);
         }
     }
     let s = &report.summary;

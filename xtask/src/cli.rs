@@ -5,7 +5,7 @@
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
 use crate::backtest::{self, Options};
-use crate::corpus;
+use crate::{corpus, devset, report, trajectories};
 use clap::{Parser, Subcommand};
 use detect_core::{DetectConfig, SessionFile};
 use std::io::Write;
@@ -35,6 +35,32 @@ enum Task {
     Backtest(BacktestArgs),
     /// Regenerate fixtures/corpus.json from the deterministic generator.
     GenCorpus(GenCorpusArgs),
+    /// Convert the public trajectories (fixtures/dev/real.json) and build the development set
+    /// (fixtures/dev/sessions.json).
+    ImportTrajectories(ImportArgs),
+    /// Print the figures of both profiles on the corpus and the development set (the tables of
+    /// docs/detection.md).
+    DetectionReport(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ImportArgs {
+    /// The directory of the public trajectories [default: ../shared/data/trajectories beside
+    /// the workspace]. Without it (and without the default directory), the set is rebuilt from
+    /// the committed fixtures/dev/real.json.
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+    /// Do not write: exit 1 when a committed file differs from what the converter makes.
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// Do not print: exit 1 unless FILE (e.g. docs/detection.md) holds the report between its
+    /// `<!-- detection-report -->` markers.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,6 +124,8 @@ where
     let result = match cli.command {
         Task::Backtest(args) => run_backtest(args, out),
         Task::GenCorpus(args) => run_gen_corpus(args, out),
+        Task::ImportTrajectories(args) => run_import(args, out),
+        Task::DetectionReport(args) => run_report(args, out),
     };
     match result {
         Ok(code) => code,
@@ -193,4 +221,126 @@ fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String
         file.sessions.len()
     );
     Ok(EXIT_OK)
+}
+
+/// Write `text` to `path` through a temporary file beside it.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let real_path = devset::default_real_path();
+    let dev_path = devset::default_dev_path();
+    let dir = args
+        .from
+        .clone()
+        .unwrap_or_else(devset::default_trajectories_dir);
+    let converted = if dir.is_dir() {
+        let real = trajectories::convert_dir(&dir)?;
+        let file = SessionFile::new(real.iter().map(|c| c.session.clone()).collect());
+        let text = corpus::to_json(&file);
+        if args.check {
+            let committed = std::fs::read_to_string(&real_path)
+                .map_err(|e| format!("{}: {e}", real_path.display()))?;
+            if !corpus::same_corpus(&committed, &file) {
+                let _ = writeln!(
+                    out,
+                    "{}: differs from the conversion of {}; run `cargo xtask import-trajectories`",
+                    real_path.display(),
+                    dir.display()
+                );
+                return Ok(EXIT_FAILED);
+            }
+            let _ = writeln!(out, "{}: up to date", real_path.display());
+        } else {
+            write_atomically(&real_path, &text)?;
+            let _ = writeln!(
+                out,
+                "wrote {} ({} runs converted from {})",
+                real_path.display(),
+                real.len(),
+                dir.display()
+            );
+        }
+        real
+    } else if args.from.is_some() {
+        return Err(format!("{}: not a directory", dir.display()));
+    } else {
+        let _ = writeln!(
+            out,
+            "{}: not found; building from the committed {}",
+            dir.display(),
+            real_path.display()
+        );
+        let text = std::fs::read_to_string(&real_path)
+            .map_err(|e| format!("{}: {e}", real_path.display()))?;
+        let file =
+            SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", real_path.display()))?;
+        devset::real_from_file(&file)
+    };
+    let file = devset::generate(&converted);
+    if args.check {
+        let committed = std::fs::read_to_string(&dev_path)
+            .map_err(|e| format!("{}: {e}", dev_path.display()))?;
+        return Ok(if corpus::same_corpus(&committed, &file) {
+            let _ = writeln!(out, "{}: up to date", dev_path.display());
+            EXIT_OK
+        } else {
+            let _ = writeln!(
+                out,
+                "{}: differs from the generator; run `cargo xtask import-trajectories`",
+                dev_path.display()
+            );
+            EXIT_FAILED
+        });
+    }
+    write_atomically(&dev_path, &devset::to_json(&file))?;
+    let _ = writeln!(
+        out,
+        "wrote {} ({} sessions)",
+        dev_path.display(),
+        file.sessions.len()
+    );
+    Ok(EXIT_OK)
+}
+
+fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let load = |path: PathBuf| -> Result<Vec<detect_core::Session>, String> {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        SessionFile::from_json(&text)
+            .map(|f| f.sessions)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let corpus = load(default_corpus_path())?;
+    let dev = load(devset::default_dev_path())?;
+    let text = report::render(&corpus, &dev);
+    match args.check {
+        None => {
+            out.write_all(text.as_bytes())
+                .map_err(|e| format!("writing the output: {e}"))?;
+            Ok(EXIT_OK)
+        }
+        Some(path) => {
+            let doc =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(if report::embedded(&doc).is_some_and(|e| e == text) {
+                let _ = writeln!(out, "{}: the figures are up to date", path.display());
+                EXIT_OK
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{}: the figures differ from `cargo xtask detection-report`",
+                    path.display()
+                );
+                EXIT_FAILED
+            })
+        }
+    }
 }

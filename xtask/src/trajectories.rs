@@ -57,13 +57,11 @@ fn parse_lines(text: &str, what: &str) -> Result<Vec<Value>, String> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{what} line {}: {e}", i + 1))
-        })
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("{what} line {}: {e}", i + 1)))
         .collect()
 }
 
-fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+fn field<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
@@ -82,7 +80,13 @@ fn lines_total(output: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn new_session(id: &str, title: &str, directory: &str, label: Option<Label>, note: &str) -> Session {
+fn new_session(
+    id: &str,
+    title: &str,
+    directory: &str,
+    label: Option<Label>,
+    note: &str,
+) -> Session {
     let mut s = Session::new(id);
     s.title = Some(title.to_owned());
     s.agent = Some("build".to_owned());
@@ -159,20 +163,20 @@ fn openhands_resolver(text: &str) -> Result<Vec<Converted>, String> {
         let mut i = 0;
         while i < history.len() {
             let action = &history[i];
-            let kind = text(action, "action");
+            let kind = field(action, "action");
             // The observation answering an action follows it.
             let obs = history
                 .get(i + 1)
                 .filter(|o| o.get("observation").is_some());
             i += if obs.is_some() { 2 } else { 1 };
-            let output = obs.map_or("", |o| text(o, "content"));
+            let output = obs.map_or("", |o| field(o, "content"));
             match kind {
                 "run" => calls.push(bash(
-                    text(action, "command"),
+                    field(action, "command"),
                     obs.and_then(|o| o.get("exit_code")).and_then(Value::as_i64),
                 )),
                 "run_ipython" => {
-                    let code = text(action, "code");
+                    let code = field(action, "code");
                     let path = first_string_arg(code).unwrap_or("");
                     if code.starts_with("open_file(") {
                         calls.push(read_call(path, None, None, output));
@@ -189,7 +193,12 @@ fn openhands_resolver(text: &str) -> Result<Vec<Converted>, String> {
                             || output.starts_with("[File created");
                         let mut input = Map::new();
                         input.insert("code".into(), json!(code));
-                        calls.push(edit(path, input, applied, "(applied: see the run's git_patch)"));
+                        calls.push(edit(
+                            path,
+                            input,
+                            applied,
+                            "(applied: see the run's git_patch)",
+                        ));
                     } else {
                         calls.push(Call::completed("ipython", json!({ "code": code })));
                     }
@@ -200,8 +209,11 @@ fn openhands_resolver(text: &str) -> Result<Vec<Converted>, String> {
         }
         untimed(&mut calls);
         let issue = run.get("issue").cloned().unwrap_or(Value::Null);
-        let number = issue.get("number").and_then(Value::as_u64).unwrap_or(n as u64);
-        let title = text(&issue, "title");
+        let number = issue
+            .get("number")
+            .and_then(Value::as_u64)
+            .unwrap_or(n as u64);
+        let title = field(&issue, "title");
         let success = run.get("success").and_then(Value::as_bool).unwrap_or(false);
         let id = format!("dev-healthy-real-oh-resolver-{number}");
         let note = format!(
@@ -252,8 +264,7 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
             .ok_or_else(|| format!("{} line {}: no history", SOURCES[1], n + 1))?;
         let observation_of = |id: u64| {
             history.iter().find(|e| {
-                e.get("observation").is_some()
-                    && e.get("cause").and_then(Value::as_u64) == Some(id)
+                e.get("observation").is_some() && e.get("cause").and_then(Value::as_u64) == Some(id)
             })
         };
         let mut calls = Vec::new();
@@ -263,7 +274,7 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
                 .and_then(Value::as_str)
                 .and_then(iso_ms);
             let (action, obs) = match (event.get("action"), event.get("observation")) {
-                (Some(a), _) if text(event, "source") == "agent" => (
+                (Some(a), _) if field(event, "source") == "agent" => (
                     a.as_str().unwrap_or(""),
                     event
                         .get("id")
@@ -280,14 +291,14 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
                 _ => continue,
             };
             let args = event.get("args").cloned().unwrap_or(Value::Null);
-            let output = obs.map_or("", |o| text(o, "content"));
+            let output = obs.map_or("", |o| field(o, "content"));
             let end = obs
                 .and_then(|o| o.get("timestamp"))
                 .and_then(Value::as_str)
                 .and_then(iso_ms);
             let call = match action {
                 "run" => bash(
-                    text(&args, "command"),
+                    field(&args, "command"),
                     obs.and_then(|o| o.pointer("/extras/metadata/exit_code"))
                         .and_then(Value::as_i64),
                 ),
@@ -301,11 +312,13 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
                         (Some(a), _) if a >= 1 => (Some(a as u64), None),
                         _ => (None, None),
                     };
-                    read_call(text(&args, "path"), offset, limit, output)
+                    read_call(field(&args, "path"), offset, limit, output)
                 }
                 "edit" => {
                     let diff = obs.map_or("", |o| {
-                        o.pointer("/extras/diff").and_then(Value::as_str).unwrap_or("")
+                        o.pointer("/extras/diff")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
                     });
                     let mut input = Map::new();
                     for key in ["command", "old_str", "new_str", "file_text", "insert_line"] {
@@ -314,9 +327,9 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
                         }
                     }
                     let applied = !diff.trim().is_empty() && !output.starts_with("ERROR");
-                    edit(text(&args, "path"), input, applied, diff)
+                    edit(field(&args, "path"), input, applied, diff)
                 }
-                "think" => Call::completed("think", json!({ "thought": text(&args, "thought") })),
+                "think" => Call::completed("think", json!({ "thought": field(&args, "thought") })),
                 "finish" => Call::completed("finish", json!({})),
                 _ => continue, // `system`, `recall`, `message`: no tool call.
             };
@@ -329,12 +342,12 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
                 _ => call,
             })
             .collect();
-        let instance = text(run, "instance_id");
+        let instance = field(run, "instance_id");
         let short = instance.rsplit("__").next().unwrap_or(instance);
         // A run that ran out of its iterations (ponyc-4588: many edits of one file, builds that
         // keep failing, no exact loop) is no healthy run, nor a clear loop: it is reported
         // unlabelled and is no base for splices.
-        let exhausted = text(run, "error").contains("maximum iteration");
+        let exhausted = field(run, "error").contains("maximum iteration");
         let (label, healthy, kind) = if exhausted {
             (None, false, "unlabelled")
         } else {
@@ -354,7 +367,10 @@ fn openhands_events(text: &str) -> Result<Vec<Converted>, String> {
         // The repository the run worked in: the working directory of its first command.
         let directory = history
             .iter()
-            .find_map(|e| e.pointer("/extras/metadata/working_dir").and_then(Value::as_str))
+            .find_map(|e| {
+                e.pointer("/extras/metadata/working_dir")
+                    .and_then(Value::as_str)
+            })
             .unwrap_or("/workspace")
             .to_owned();
         let mut session = new_session(&id, instance, &directory, label, &note);
@@ -381,8 +397,8 @@ fn sweagent(text: &str) -> Result<Converted, String> {
     let mut open_file = String::new();
     let mut calls = Vec::new();
     for step in steps {
-        let action = text(step, "action").trim_end();
-        let output = text(step, "observation");
+        let action = field(step, "action").trim_end();
+        let output = field(step, "observation");
         let (head, body) = action.split_once('\n').unwrap_or((action, ""));
         let mut words = head.split_whitespace();
         let command = words.next().unwrap_or("");
@@ -403,7 +419,12 @@ fn sweagent(text: &str) -> Result<Converted, String> {
                 let mut input = Map::new();
                 input.insert("range".into(), json!(words.next().unwrap_or("")));
                 input.insert("text".into(), json!(body));
-                edit(&open_file, input, !rejected, "(applied: see the run's submission)")
+                edit(
+                    &open_file,
+                    input,
+                    !rejected,
+                    "(applied: see the run's submission)",
+                )
             }
             "find_file" | "search_dir" | "search_file" | "goto" | "scroll_up" | "scroll_down"
             | "submit" => Call::completed(command, json!({ "args": head[command.len()..].trim() })),
@@ -437,7 +458,10 @@ mod tests {
     #[test]
     fn iso_times() {
         assert_eq!(iso_ms("1970-01-01T00:00:01.5"), Some(1500));
-        assert_eq!(iso_ms("2025-04-30T16:32:54.707474"), Some(1_746_030_774_707));
+        assert_eq!(
+            iso_ms("2025-04-30T16:32:54.707474"),
+            Some(1_746_030_774_707)
+        );
         assert_eq!(iso_ms("nonsense"), None);
     }
 
