@@ -70,6 +70,9 @@ fn detector(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    g.finish();
+    let mut g = c.benchmark_group("incremental_with_verdicts");
+    g.throughput(Throughput::Elements(1000));
     g.bench_function("push_then_verdict_per_call_1000", |b| {
         b.iter_batched(
             || SessionDetector::new(&s, &config),

@@ -209,15 +209,6 @@ fn strip_one_prefix(text: &str) -> Option<&str> {
     Some(remainder)
 }
 
-/// The first `n` whitespace-separated tokens of a normalised command, joined by single spaces.
-pub fn first_tokens(normalized: &str, n: usize) -> String {
-    normalized
-        .split_whitespace()
-        .take(n)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::normalize_bash;

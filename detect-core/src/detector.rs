@@ -16,6 +16,7 @@ use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The longest block the `cycle` signal looks for.
 pub const CYCLE_MAX_PERIOD: usize = 6;
@@ -336,8 +337,8 @@ pub struct SessionDetector {
     read_only: bool,
     directory: Option<String>,
     line_counts: BTreeMap<String, u64>,
-    names: Vec<String>,
-    ids: FxHashMap<String, u32>,
+    names: Vec<Arc<str>>,
+    ids: FxHashMap<Arc<str>, u32>,
     span: Vec<SpanCall>,
     window_start: usize,
     identity_in_span: FxHashMap<u32, u32>,
@@ -425,7 +426,7 @@ impl SessionDetector {
         let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
         let mut map = |old: u32, names: &mut Vec<String>| {
             *renumber.entry(old).or_insert_with(|| {
-                names.push(self.names[old as usize].clone());
+                names.push(self.names[old as usize].to_string());
                 u32::try_from(names.len() - 1).unwrap_or(u32::MAX)
             })
         };
@@ -483,9 +484,13 @@ impl SessionDetector {
                 .names
                 .iter()
                 .enumerate()
-                .map(|(i, n)| (n.clone(), u32::try_from(i).unwrap_or(u32::MAX)))
+                .map(|(i, n)| (Arc::from(n.as_str()), u32::try_from(i).unwrap_or(u32::MAX)))
                 .collect(),
-            names: snapshot.names,
+            names: snapshot
+                .names
+                .iter()
+                .map(|n| Arc::from(n.as_str()))
+                .collect(),
             span: Vec::with_capacity(snapshot.span.len()),
             window_start: 0,
             identity_in_span: FxHashMap::default(),
@@ -517,8 +522,9 @@ impl SessionDetector {
             return id;
         }
         let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-        self.names.push(name.to_owned());
-        self.ids.insert(name.to_owned(), id);
+        let shared: Arc<str> = Arc::from(name);
+        self.ids.insert(Arc::clone(&shared), id);
+        self.names.push(shared);
         id
     }
 
@@ -654,7 +660,7 @@ impl SessionDetector {
 
     /// The verdict on the calls pushed so far.
     pub fn verdict(&self) -> SessionVerdict {
-        let name = |id: u32| self.names[id as usize].as_str();
+        let name = |id: u32| &*self.names[id as usize];
         let reread = if self.config.applies(Rule::Rereads) {
             most_reread(
                 self.span[self.window_start..]

@@ -46,7 +46,7 @@ mod shell;
 mod tree;
 mod verdict;
 
-pub use bash::{first_tokens, normalize_bash};
+pub use bash::normalize_bash;
 pub use config::{ConfigError, DETECT_KEYS, DetectConfig, Profile, Rule, Rules};
 pub use detector::{
     CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS, DetectorSnapshot, SessionDetector, is_read_only,

@@ -3,7 +3,7 @@
 //! Everything the signals need from one call is computed once, into [`CallFacts`], by
 //! [`CallFacts::of`]. The detector never looks at a call's JSON again.
 
-use crate::bash::{first_tokens, normalize_bash};
+use crate::bash::normalize_bash;
 use crate::config::{DetectConfig, Rule};
 use crate::model::{Call, CallStatus};
 use crate::shell;
@@ -238,7 +238,16 @@ impl CallFacts {
                 shape = shell::precise_target(command, &mut target, config.applies(Rule::Rereads));
                 target
             } else {
-                format!("bash {}", first_tokens(command, 2))
+                // The first two words, written straight into the target.
+                let mut target = String::with_capacity(command.len().min(64) + 5);
+                target.push_str("bash ");
+                for (i, word) in command.split_whitespace().take(2).enumerate() {
+                    if i > 0 {
+                        target.push(' ');
+                    }
+                    target.push_str(word);
+                }
+                target
             }
         } else if config.is_search(tool)
             && let Some(pattern) = str_input("pattern")

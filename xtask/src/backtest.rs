@@ -184,10 +184,15 @@ pub fn run(sessions: &[Session], options: &Options) -> Report {
             children[p].push(i);
         }
     }
-    // The end times of each session's own landed calls.
+    // The end times of each session's own landed calls; only a session with a parent is anyone's
+    // descendant, so only those are looked at (a root's calls are judged once, below).
     let landings: Vec<Vec<i64>> = sessions
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
+            if forest.parent(i).is_none() {
+                return Vec::new();
+            }
             session_facts(s, config)
                 .into_iter()
                 .filter(|f| f.landed)
