@@ -91,10 +91,11 @@ pub struct AlertEvent {
 /// The prefix of every dedup key this crate builds.
 pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
 
-/// The dedup key of a root session's alert: `opencode-loop:{root}`.
+/// The dedup key of a root session's alert: `opencode-loop:{root}`, the same key the detector puts
+/// on its tree verdicts ([`detect_core::dedup_key`], which this delegates to).
 #[must_use]
 pub fn dedup_key_for_root(root: &str) -> String {
-    format!("{DEDUP_KEY_PREFIX}{root}")
+    detect_core::dedup_key(root)
 }
 
 /// The alert title for an agent: `opencode loop: {agent}`; a blank agent name reads
@@ -106,5 +107,18 @@ pub fn title_for_agent(agent: &str) -> String {
         "opencode loop: unknown agent".to_owned()
     } else {
         format!("opencode loop: {agent}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_matches_the_detector_key() {
+        assert_eq!(
+            dedup_key_for_root("ses_a"),
+            format!("{DEDUP_KEY_PREFIX}ses_a")
+        );
     }
 }

@@ -321,14 +321,8 @@ fn config_err(message: String) -> CliError {
 
 /// Read and check one TOML file on its own.
 fn read_table(path: &Path) -> Result<Table, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        let c = if e.kind() == std::io::ErrorKind::NotFound {
-            code::NOINPUT
-        } else {
-            code::IOERR
-        };
-        CliError::new(c, format!("{}: {e}", path.display()))
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| crate::input::read_err(path.display(), &e))?;
     let table: Table = toml::from_str(&text)
         .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
     Config::deserialize(Value::Table(table.clone()))

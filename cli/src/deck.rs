@@ -19,12 +19,15 @@
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, ChannelSection, Config, Env, parse_severity};
 use crate::exit::{CliError, CliResult, code};
-use crate::notify::{SendReport, apply_stored_settings};
-use crate::stored::{load_or_clean, parse_policy, store_err, store_path, take_lock};
+use crate::notify::{SendReport, apply_stored_settings, deliver_report};
+use crate::stored::{
+    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_err, store_path,
+    take_lock,
+};
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
-use agentwatch_channels::{ChannelKind, Outcome, TelegramChannel, deliver};
+use agentwatch_channels::{ChannelKind, TelegramChannel};
 use agentwatch_store::Store;
 use alert_state::{AlertEvent, EventState, Severity as AlertSeverity};
 use recovery_policy::restart_guard::{
@@ -36,7 +39,7 @@ use recovery_policy::waiting_patrol::{
     PatrolAction, PatrolDecision, PatrolEvent, PatrolObservation, WaitingPatrolConfig,
     WaitingPatrolState,
 };
-use recovery_policy::{Decision, DecisionName, PolicyState, save_state};
+use recovery_policy::{Decision, DecisionName, PolicyState};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -665,7 +668,7 @@ impl<'a> Runtime<'a> {
                     quoted(&watched.shown),
                     quoted(obs.critical_because().unwrap_or("no")),
                     watched.info.parent_session_id.is_some(),
-                    watched.pane_hash.as_deref().map_or("-", |h| &h[..12]),
+                    watched.pane_hash.as_deref().map_or("-", |h| h.get(..12).unwrap_or(h)),
                 ),
             );
         }
@@ -989,32 +992,24 @@ impl<'a> Runtime<'a> {
                 None
             };
             deliveries.push(match skipped {
-                Some(why) => SendReport {
-                    channel: channel.name.clone(),
-                    result: "skipped".to_owned(),
-                    message: Some(why.to_owned()),
-                },
+                Some(why) => SendReport::new(&channel.name, "skipped", Some(why.to_owned())),
                 None => {
                     crate::notify::send(self.config, &channel.name, &event, self.dry_run, self.env)
                 }
             });
         }
-        let telegram = |result: &str, message: Option<String>| SendReport {
-            channel: "telegram-escalation".to_owned(),
-            result: result.to_owned(),
-            message,
-        };
+        const TELEGRAM: &str = "telegram-escalation";
         let telegram_report = match &self.telegram {
             Telegram::Off => None,
-            Telegram::NoToken { why } => Some(telegram("failed", Some(why.clone()))),
-            Telegram::Ready(_) if self.dry_run => Some(telegram("dry_run", None)),
-            Telegram::Ready(channel) => Some(
-                match deliver(&ChannelKind::Telegram(channel.clone()), &event) {
-                    Ok(Outcome::Sent) => telegram("sent", None),
-                    Ok(Outcome::Warning(w)) => telegram("warning", Some(w)),
-                    Err(e) => telegram("failed", Some(e.to_string())),
-                },
-            ),
+            Telegram::NoToken { why } => {
+                Some(SendReport::new(TELEGRAM, "failed", Some(why.clone())))
+            }
+            Telegram::Ready(_) if self.dry_run => Some(SendReport::new(TELEGRAM, "dry_run", None)),
+            Telegram::Ready(channel) => Some(deliver_report(
+                TELEGRAM,
+                &ChannelKind::Telegram(channel.clone()),
+                &event,
+            )),
         };
         let telegram_result = telegram_report
             .as_ref()
@@ -1192,16 +1187,6 @@ fn load_policy<S: PolicyState>(
     Ok(state)
 }
 
-fn save_policy<S: PolicyState>(
-    store: &mut Store,
-    key: &str,
-    state: &S,
-    now: i64,
-) -> Result<(), CliError> {
-    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
-    store.save_state(key, &text, now).map_err(store_err)
-}
-
 // ------------------------------------------------------------------------------------------------
 // Output
 
@@ -1298,12 +1283,10 @@ pub fn run(args: DeckArgs) -> CliResult {
     } else {
         Some(take_lock(&db_path, "deck")?)
     };
-    let mut store = if !dry_run {
-        Some(Store::open(&db_path).map_err(store_err)?)
-    } else if db_path.is_file() {
-        Some(Store::open_read_only(&db_path).map_err(store_err)?)
+    let mut store = if dry_run {
+        open_existing_read_only(&db_path)?
     } else {
-        None
+        Some(Store::open(&db_path).map_err(store_err)?)
     };
     if let Some(store) = &store {
         apply_stored_settings(&mut config, store);

@@ -20,7 +20,6 @@ use agentwatch_opencode::db::{
 };
 use detect_core::DetectConfig;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
@@ -65,12 +64,7 @@ pub fn db_error(err: DbError) -> CliError {
 
 pub fn run(args: ExportFixtureArgs) -> CliResult {
     let labels_text = std::fs::read_to_string(&args.labels).map_err(|e| {
-        let c = if e.kind() == std::io::ErrorKind::NotFound {
-            code::NOINPUT
-        } else {
-            code::IOERR
-        };
-        CliError::new(c, format!("labels {}: {e}", args.labels.display()))
+        crate::input::read_err(format_args!("labels {}", args.labels.display()), &e)
     })?;
     let labels = parse_labels(&labels_text).map_err(|e| {
         CliError::new(
@@ -193,34 +187,10 @@ fn git_show_lines(dir: &Path, rev: &str, relative: &str) -> Option<u64> {
     out.status.success().then(|| count_lines(&out.stdout))
 }
 
-/// Write `text` to `path` atomically: a temporary file in the same directory, synced, renamed
+/// Write `text` to `path` atomically (mode 0644) with the workspace's one atomic writer
+/// ([`agentwatch_systemd::write_atomic`]): a temporary file in the same directory, synced, renamed
 /// over `path`. On any failure the temporary file is removed and `path` is left as it was.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), CliError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| {
-            CliError::new(code::USAGE, format!("{}: not a file name", path.display()))
-        })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let attempt = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        // Make the rename itself durable; not every file system can sync a directory.
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    };
-    attempt().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        CliError::new(code::IOERR, format!("writing {}: {e}", path.display()))
-    })
+    agentwatch_systemd::write_atomic(path, text.as_bytes(), 0o644)
+        .map_err(|e| CliError::new(code::IOERR, format!("writing {e}")))
 }

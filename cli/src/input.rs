@@ -4,6 +4,16 @@ use crate::exit::{CliError, code};
 use detect_core::{Session, SessionFile};
 use serde_json::Value;
 
+/// An error reading `what`: 66 when it does not exist, 74 otherwise.
+pub fn read_err(what: impl std::fmt::Display, e: &std::io::Error) -> CliError {
+    let c = if e.kind() == std::io::ErrorKind::NotFound {
+        code::NOINPUT
+    } else {
+        code::IOERR
+    };
+    CliError::new(c, format!("{what}: {e}"))
+}
+
 /// Read a file, or standard input for `-`.
 pub fn read_text(path: &str) -> Result<String, CliError> {
     if path == "-" {
@@ -12,14 +22,7 @@ pub fn read_text(path: &str) -> Result<String, CliError> {
             .map_err(|e| CliError::new(code::IOERR, format!("reading standard input: {e}")))?;
         return Ok(text);
     }
-    std::fs::read_to_string(path).map_err(|e| {
-        let c = if e.kind() == std::io::ErrorKind::NotFound {
-            code::NOINPUT
-        } else {
-            code::IOERR
-        };
-        CliError::new(c, format!("{path}: {e}"))
-    })
+    std::fs::read_to_string(path).map_err(|e| read_err(path, &e))
 }
 
 /// The sessions of one document: a session file, or an `opencode export` of one session.

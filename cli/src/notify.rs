@@ -98,6 +98,25 @@ pub struct SendReport {
     pub message: Option<String>,
 }
 
+impl SendReport {
+    pub fn new(channel: &str, result: &str, message: Option<String>) -> Self {
+        Self {
+            channel: channel.to_owned(),
+            result: result.to_owned(),
+            message,
+        }
+    }
+}
+
+/// Deliver `event` through one built channel adapter and report it under `name`.
+pub fn deliver_report(name: &str, kind: &ChannelKind, event: &AlertEvent) -> SendReport {
+    match deliver(kind, event) {
+        Ok(Outcome::Sent) => SendReport::new(name, "sent", None),
+        Ok(Outcome::Warning(w)) => SendReport::new(name, "warning", Some(w)),
+        Err(e) => SendReport::new(name, "failed", Some(e.to_string())),
+    }
+}
+
 /// Send `event` to the channel named `name` (or only report, in a dry run).
 pub fn send(
     config: &Config,
@@ -106,22 +125,15 @@ pub fn send(
     dry_run: bool,
     env: Env<'_>,
 ) -> SendReport {
-    let report = |result: &str, message: Option<String>| SendReport {
-        channel: name.to_owned(),
-        result: result.to_owned(),
-        message,
-    };
+    let report = |result: &str, message: Option<String>| SendReport::new(name, result, message);
     let Some(section) = config.channels.iter().find(|c| c.name == name) else {
         return report("failed", Some(format!("channel {name} is not configured")));
     };
     if dry_run {
         return report("dry_run", None);
     }
-    match channel_kind(section, env)
-        .and_then(|kind| deliver(&kind, event).map_err(|e| e.to_string()))
-    {
-        Ok(Outcome::Sent) => report("sent", None),
-        Ok(Outcome::Warning(w)) => report("warning", Some(w)),
+    match channel_kind(section, env) {
+        Ok(kind) => deliver_report(name, &kind, event),
         Err(e) => report("failed", Some(e)),
     }
 }

@@ -12,7 +12,7 @@ use crate::config::{self, Config, Env};
 use crate::exit::{CliError, CliResult, code};
 use crate::input::read_sessions;
 use crate::notify::{SendReport, apply_stored_settings, send};
-use crate::stored::{load_or_clean, store_err, store_path, take_lock};
+use crate::stored::{load_or_clean, open_existing_read_only, store_err, store_path, take_lock};
 use crate::tracked::{self, Tracked};
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_store::{AlertRow, Store, VerdictRow};
@@ -139,8 +139,14 @@ pub fn server_urls(
     (urls, problems)
 }
 
-/// Read every source. Servers are read incrementally against what `store` holds.
-pub fn collect(config: &Config, args: &OpencodeArgs, store: &Store, env: Env<'_>) -> Collected {
+/// Read every source. Servers are read incrementally against what `store` holds (a dry run
+/// without a database reads them whole).
+pub fn collect(
+    config: &Config,
+    args: &OpencodeArgs,
+    store: Option<&Store>,
+    env: Env<'_>,
+) -> Collected {
     let detector = config.detector();
     let mut collected = Collected::default();
     let (urls, problems) = server_urls(config, &args.servers, env);
@@ -245,8 +251,12 @@ fn tree_summary(tree: &TreeVerdict) -> String {
 }
 
 /// Load the alert state; a corrupt one is set aside and replaced by a clean state, with a warning.
-fn load_alert_state(store: &mut Store, now: i64, dry_run: bool) -> Result<AlertState, CliError> {
-    let (state, aside) = load_or_clean(Some(store), ALERT_STATE_KEY, now, dry_run, |text| {
+fn load_alert_state(
+    store: Option<&mut Store>,
+    now: i64,
+    dry_run: bool,
+) -> Result<AlertState, CliError> {
+    let (state, aside) = load_or_clean(store, ALERT_STATE_KEY, now, dry_run, |text| {
         serde_json::from_str(text).map_err(|e| e.to_string())
     })?;
     if let Some(aside) = aside {
@@ -259,8 +269,21 @@ fn load_alert_state(store: &mut Store, now: i64, dry_run: bool) -> Result<AlertS
     Ok(state)
 }
 
+/// A journal value in single quotes; quotes, backslashes and control characters (a newline in a
+/// session title) are escaped so one event stays one line.
 fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "\\'"))
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 pub fn run(args: OpencodeArgs) -> CliResult {
@@ -292,12 +315,19 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         None
     };
     let db_path = db_path.unwrap_or_else(|| store_path(&loaded.config, args.db.as_deref(), env));
-    let _lock = take_lock(&db_path, "opencode")?;
-    let mut store = Store::open(&db_path).map_err(store_err)?;
+    // A dry run neither takes the lock nor creates or migrates the database: it reads what is there.
+    let (_lock, mut store) = if args.dry_run {
+        (None, open_existing_read_only(&db_path)?)
+    } else {
+        let lock = take_lock(&db_path, "opencode")?;
+        (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
+    };
     let mut config = loaded.config;
-    apply_stored_settings(&mut config, &store);
+    if let Some(store) = &store {
+        apply_stored_settings(&mut config, store);
+    }
 
-    let mut collected = collect(&config, &args, &store, env);
+    let mut collected = collect(&config, &args, store.as_ref(), env);
     for (source, problem) in &collected.failed {
         eprintln!(
             "watchdog={} source={source:?} problem={problem:?} action=skip",
@@ -309,14 +339,14 @@ pub fn run(args: OpencodeArgs) -> CliResult {
             "watchdog={} outcome=no_opencode reason=\"no source answered\"",
             iso8601(now)
         );
-        if !args.dry_run {
+        if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
             store
                 .record_tick(now, "no_opencode", 0, 0, &[], &[])
                 .map_err(store_err)?;
         }
         TickReport::empty(now, &collected)
     } else {
-        tick(&config, &mut store, &mut collected, now, &args, env)?
+        tick(&config, store.as_mut(), &mut collected, now, &args, env)?
     };
     if args.json {
         println!(
@@ -331,6 +361,11 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         let _ = std::fs::remove_dir_all(&demo_dir);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Decisions that fired an event (trigger, escalate, resolve).
+fn fired(decisions: &[Decision]) -> usize {
+    decisions.iter().filter(|d| d.dispatch.is_some()).count()
 }
 
 /// What one tick saw and did.
@@ -363,10 +398,7 @@ impl TickReport {
 
     /// Events fired (trigger, escalate, resolve).
     pub fn fired(&self) -> usize {
-        self.decisions
-            .iter()
-            .filter(|d| d.dispatch.is_some())
-            .count()
+        fired(&self.decisions)
     }
 
     fn render(&self, verbose: bool) -> String {
@@ -442,7 +474,7 @@ impl TickReport {
 
 fn tick(
     config: &Config,
-    store: &mut Store,
+    mut store: Option<&mut Store>,
     collected: &mut Collected,
     now: i64,
     args: &OpencodeArgs,
@@ -466,7 +498,7 @@ fn tick(
         .map(|s| (s.info.id.as_str(), &s.info))
         .collect();
     let alert_config = config.alert_config(&host_name());
-    let state = load_alert_state(store, now, args.dry_run)?;
+    let state = load_alert_state(store.as_deref_mut(), now, args.dry_run)?;
 
     // Only a complete picture may resolve an alert whose root is missing.
     let complete = collected.failed.is_empty() && collected.unreadable == 0;
@@ -568,14 +600,10 @@ fn tick(
         }
     }
 
-    let fired = outcome
-        .decisions
-        .iter()
-        .filter(|d| d.dispatch.is_some())
-        .count();
+    let fired = fired(&outcome.decisions);
     let any_flagged = judgement.trees.iter().any(|t| t.flagged);
     let tick_outcome = if any_flagged { "flagged" } else { "ok" };
-    if !args.dry_run {
+    if let Some(store) = store.filter(|_| !args.dry_run) {
         let root_of: BTreeMap<&str, &str> = judgement
             .trees
             .iter()
@@ -721,4 +749,16 @@ fn ask_opinions(
         }
     }
     opinions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quoted_values_stay_on_one_line() {
+        assert_eq!(quote("opencode loop: explore"), "'opencode loop: explore'");
+        assert_eq!(quote("it's"), r"'it\'s'");
+        assert_eq!(quote("a\nb\\c"), r"'a\nb\\c'");
+    }
 }

@@ -5,8 +5,7 @@ use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, parse_severity};
 use crate::exit::{CliError, CliResult, code};
 use crate::notify::{apply_stored_settings, send};
-use crate::stored::store_err;
-use crate::stored::{store_path, take_lock};
+use crate::stored::{open_existing_read_only as open_read_only, store_err, store_path, take_lock};
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::{AlertEvent, EventState};
 use serde_json::json;
@@ -31,15 +30,6 @@ fn load(common: &Common, env: Env<'_>) -> Result<(Config, PathBuf), CliError> {
     let loaded = config::load(common.config.as_deref(), &[], env)?;
     let db = store_path(&loaded.config, common.db.as_deref(), env);
     Ok((loaded.config, db))
-}
-
-fn open_read_only(db: &std::path::Path) -> Result<Option<Store>, CliError> {
-    if !db.exists() {
-        return Ok(None);
-    }
-    Store::open_read_only(db)
-        .map(Some)
-        .map_err(|e| CliError::new(code::DATAERR, e.to_string()))
 }
 
 fn print_json(value: &serde_json::Value) {

@@ -35,17 +35,20 @@
 use crate::clock::{iso8601, now_or_clock};
 use crate::config::{self, Config, Env, RecoverSection};
 use crate::exit::{CliError, CliResult, code};
-use crate::stored::{load_or_clean, parse_policy, store_err, store_path, take_lock};
+use crate::stored::{
+    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_err, store_path,
+    take_lock,
+};
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
 use agentwatch_store::Store;
 use agentwatch_systemd::{EnvFileError, NOTICE_MODE, Systemctl, read_env_file, write_atomic};
+use recovery_policy::DecisionName;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
     LoopRecoveryState, LoopReport, ROUTER_SYSTEM_PROMPT, RouterVerdict, parse_loop_report,
     router_brief,
 };
 use recovery_policy::notice::{Phase, RecoveryNotice};
-use recovery_policy::{DecisionName, save_state};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -119,7 +122,6 @@ impl Clock {
 }
 
 /// What the run needs, resolved from the config, the env file and the environment.
-#[derive(Debug)]
 struct Settings {
     section: RecoverSection,
     policy: LoopRecoveryConfig,
@@ -127,6 +129,19 @@ struct Settings {
     api_key: Option<String>,
     report: PathBuf,
     notice: PathBuf,
+}
+
+/// `Debug` without the router key: a secret never reaches `Debug` output.
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("section", &self.section)
+            .field("policy", &self.policy)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("report", &self.report)
+            .field("notice", &self.notice)
+            .finish()
+    }
 }
 
 fn env_file_err(e: EnvFileError) -> CliError {
@@ -227,12 +242,7 @@ pub fn run(args: RecoverArgs) -> CliResult {
 
     // A dry run neither takes the lock nor creates the database: it reads what is there.
     let (_lock, mut store) = if args.dry_run {
-        let store = if db_path.is_file() {
-            Some(Store::open_read_only(&db_path).map_err(store_err)?)
-        } else {
-            None
-        };
-        (None, store)
+        (None, open_existing_read_only(&db_path)?)
     } else {
         let lock = take_lock(&db_path, "recover")?;
         (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
@@ -330,10 +340,7 @@ fn load_policy_state(
 }
 
 fn persist(store: &mut Store, state: &LoopRecoveryState, now: i64) -> Result<(), CliError> {
-    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
-    store
-        .save_state(STATE_KEY, &text, now)
-        .map_err(|e| CliError::new(code::IOERR, format!("saving {STATE_KEY} state: {e}")))
+    save_policy(store, STATE_KEY, state, now)
 }
 
 /// The loop report as the policy's event: a report, or why none could be read.

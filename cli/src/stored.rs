@@ -5,7 +5,7 @@
 use crate::config::{self, Config, Env};
 use crate::exit::{CliError, code};
 use agentwatch_store::{LockError, RunLock, Store, StoreError};
-use recovery_policy::{PolicyState, StateError, load_state};
+use recovery_policy::{PolicyState, StateError, load_state, save_state};
 use std::path::{Path, PathBuf};
 
 /// A store error with its exit code: 65 for a file that is not (or not yet) ours, 74 otherwise.
@@ -28,6 +28,15 @@ pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf
                 .map(|p| config::expand_home(p, env))
         })
         .unwrap_or_else(|| config::default_db_path(env))
+}
+
+/// The store opened read-only when the file exists (`None` when it does not): what a dry run or a
+/// report reads, never creating or migrating anything.
+pub fn open_existing_read_only(db: &Path) -> Result<Option<Store>, CliError> {
+    if !db.is_file() {
+        return Ok(None);
+    }
+    Store::open_read_only(db).map(Some).map_err(store_err)
 }
 
 /// The run lock of one job (`opencode`, `recover`, `deck`, ...) beside the database: two runs
@@ -108,4 +117,17 @@ pub fn parse_policy<S: PolicyState>(text: &str) -> Result<S, String> {
         None | Some(StateError::Empty) => Ok(loaded.state),
         Some(problem) => Err(problem.to_string()),
     }
+}
+
+/// Save a recovery policy's state under `key` (its versioned envelope).
+pub fn save_policy<S: PolicyState>(
+    store: &mut Store,
+    key: &str,
+    state: &S,
+    now: i64,
+) -> Result<(), CliError> {
+    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+    store
+        .save_state(key, &text, now)
+        .map_err(|e| CliError::new(code::IOERR, format!("saving {key} state: {e}")))
 }

@@ -103,19 +103,18 @@ pub struct ServerRead {
     pub messages_read: usize,
 }
 
-/// Read one server, reusing and advancing what the store holds for it.
+/// Read one server, reusing and advancing what the store (if any) holds for it.
 pub fn read_server(
     server: &OpencodeServer,
-    store: &Store,
+    store: Option<&Store>,
     config: &DetectConfig,
     full_read: bool,
 ) -> Result<ServerRead, SourceError> {
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
-    let cached = if full_read {
-        Vec::new()
-    } else {
-        store.session_cache(server.url()).unwrap_or_default()
+    let cached = match store {
+        Some(store) if !full_read => store.session_cache(server.url()).unwrap_or_default(),
+        _ => Vec::new(),
     };
     let mut cache: HashMap<String, SessionCacheRow> = cached
         .into_iter()
@@ -129,22 +128,29 @@ pub fn read_server(
         };
         let updated = info.pointer("/time/updated").and_then(Value::as_i64);
         let row = cache.remove(&base.id);
-        if let Some(row) = row.as_ref()
-            && updated.is_some()
-            && row.updated_ms == updated
-            && let Ok(meta) = serde_json::from_str::<VerdictMeta>(&row.verdict)
-            && let Ok(stored_info) = serde_json::from_str::<Session>(&row.info)
-        {
-            read.sessions.push(Tracked {
-                source: server.url().to_owned(),
-                info: stored_info,
-                state: State::Stored {
-                    row: Box::new(row.clone()),
-                    meta: Box::new(meta),
-                },
+        let unchanged = row
+            .as_ref()
+            .filter(|row| updated.is_some() && row.updated_ms == updated)
+            .and_then(|row| {
+                let meta = serde_json::from_str::<VerdictMeta>(&row.verdict).ok()?;
+                let info = serde_json::from_str::<Session>(&row.info).ok()?;
+                Some((meta, info))
             });
-            continue;
-        }
+        let row = match (unchanged, row) {
+            (Some((meta, stored_info)), Some(row)) => {
+                // The row moves into the state: no copy of its snapshot per unchanged session.
+                read.sessions.push(Tracked {
+                    source: server.url().to_owned(),
+                    info: stored_info,
+                    state: State::Stored {
+                        row: Box::new(row),
+                        meta: Box::new(meta),
+                    },
+                });
+                continue;
+            }
+            (_, row) => row,
+        };
         let restored = row.as_ref().and_then(|r| {
             let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
             let info: Session = serde_json::from_str(&r.info).ok()?;

@@ -807,14 +807,23 @@ fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
     let mut poller = Command::new("python3")
         .args([
             "-c",
-            "import time; time.sleep(120)",
+            "import time; print('ready', flush=True); time.sleep(120)",
             "bun",
             "run",
             "telegram",
         ])
         .env("TELEGRAM_STATE_DIR", &live_state)
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Wait until the poller runs: before its exec the command line is still the launcher's.
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(poller.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
     let conductor = |id: &str, name: &str| {
         json!({"id": id, "title": format!("conductor-{name}"), "group": "conductor",
                "status": "waiting", "profile": "personal",

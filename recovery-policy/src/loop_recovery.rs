@@ -277,18 +277,6 @@ pub fn router_brief(report: &LoopReport) -> Value {
     Value::Object(brief)
 }
 
-/// The body of the `POST {router_url}/chat/completions` request for `report`.
-pub fn router_request_body(router: &Router, report: &LoopReport) -> Value {
-    serde_json::json!({
-        "model": router.model,
-        "temperature": 0,
-        "messages": [
-            {"role": "system", "content": ROUTER_SYSTEM_PROMPT},
-            {"role": "user", "content": router_brief(report).to_string()},
-        ],
-    })
-}
-
 /// Why a router reply is not a verdict. Any of these blocks recovery.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouterReplyError {
@@ -416,8 +404,8 @@ decision_names! {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum LoopAction {
-    /// Ask the router about the report of probe `probe_at` ([`router_request_body`]) and feed back
-    /// its verdict.
+    /// Ask the router about the report of probe `probe_at` ([`ROUTER_SYSTEM_PROMPT`] and
+    /// [`router_brief`], sent by the caller's chat client) and feed back its verdict.
     AskRouter { probe_at: i64 },
     /// Write `notice`, wait until `execute_at`, restart the service, feed back the outcome.
     Restart {

@@ -244,14 +244,23 @@ fn pollers_are_found_in_proc_with_their_state_dir() {
     let mut child = Command::new("python3")
         .args([
             "-c",
-            "import time; time.sleep(60)",
+            "import time; print('ready', flush=True); time.sleep(60)",
             "bun",
             "run",
             "telegram",
         ])
         .env("TELEGRAM_STATE_DIR", &state_dir)
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Scan only once the poller runs: before its exec the command line is still the launcher's.
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
     let found = pollers::scan(std::path::Path::new("/proc"));
     let _ = child.kill();
     let _ = child.wait();

@@ -149,6 +149,7 @@ fn run(argv: &[String], timeout: Duration) -> Result<(), SystemctlError> {
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => {
                 let _ = child.kill();
+                let _ = child.wait();
                 return Err(SystemctlError::Wait {
                     shown: line,
                     message: e.to_string(),
