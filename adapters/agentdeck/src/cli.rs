@@ -369,6 +369,10 @@ impl AgentDeck {
         process::run(&self.bin, &argv, timeout).map_err(|e| match e {
             RunError::NotFound(message) => DeckError::NotFound { program, message },
             RunError::Spawn(message) => DeckError::Spawn { program, message },
+            RunError::Wait(message) => DeckError::Spawn {
+                program,
+                message: format!("could not wait for it: {message}"),
+            },
             RunError::Timeout(timeout) => DeckError::Timeout {
                 command: args.iter().take(2).copied().collect::<Vec<_>>().join(" "),
                 timeout,

@@ -105,6 +105,10 @@ impl Tmux {
         let output = process::run(&self.program, &argv, self.timeout).map_err(|e| match e {
             RunError::NotFound(message) => TmuxError::NotFound { program, message },
             RunError::Spawn(message) => TmuxError::Spawn { program, message },
+            RunError::Wait(message) => TmuxError::Spawn {
+                program,
+                message: format!("could not wait for it: {message}"),
+            },
             RunError::Timeout(t) => TmuxError::Timeout(t),
         })?;
         if output.code == Some(0) {

@@ -2,18 +2,12 @@
 
 use crate::{ChannelError, DesktopChannel, Outcome};
 use agentwatch_http::head;
+use agentwatch_process::RunError;
 use alert_state::{AlertEvent, Severity};
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// How much of the program's stderr an error keeps.
 const STDERR_HEAD_CHARS: usize = 300;
-/// How much stderr is kept at all (the rest is read and dropped, so the program never blocks).
-const STDERR_KEEP_BYTES: usize = 16 * 1024;
-/// Spawn attempts after "text file busy".
-const SPAWN_BUSY_RETRIES: usize = 50;
 
 /// notify-send's urgency for a severity.
 fn urgency(severity: Severity) -> &'static str {
@@ -54,91 +48,43 @@ pub(crate) fn deliver(
     run(&channel.program, &args(event), timeout)
 }
 
-/// Runs `program args…` with stdin and stdout on /dev/null, keeping the head of stderr; kills it
-/// after `timeout`.
+/// Runs `program args…` with [`agentwatch_process::run`], keeping the head of stderr for an
+/// error.
 fn run(program: &str, args: &[String], timeout: Duration) -> Result<Outcome, ChannelError> {
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut spawned = command.spawn();
-    // "Text file busy": the program was just written and another thread's fork still holds it
-    // open for a moment. Try again a few times.
-    for _ in 0..SPAWN_BUSY_RETRIES {
-        match &spawned {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
-                std::thread::yield_now();
-                spawned = command.spawn();
-            }
-            _ => break,
-        }
-    }
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let done = match agentwatch_process::run(program, args, &[], timeout) {
+        Ok(done) => done,
+        Err(RunError::NotFound(e)) => {
             return Ok(Outcome::Warning(format!(
                 "{program} not found ({e}): desktop notification skipped (install libnotify's \
                  notify-send, or set the channel's program)"
             )));
         }
-        Err(e) => {
+        Err(RunError::Spawn(message)) => {
             return Err(ChannelError::Spawn {
                 program: program.to_owned(),
-                message: e.to_string(),
+                message,
+            });
+        }
+        Err(RunError::Wait(e)) => {
+            return Err(ChannelError::Spawn {
+                program: program.to_owned(),
+                message: format!("could not wait for it: {e}"),
+            });
+        }
+        Err(RunError::Timeout(timeout)) => {
+            return Err(ChannelError::CommandTimeout {
+                program: program.to_owned(),
+                timeout,
             });
         }
     };
-
-    // stderr reaches end of file when the program exits: that is the clock-free way to wait for
-    // it with a timeout.
-    let (done, finished) = mpsc::channel();
-    let stderr = child.stderr.take();
-    std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        if let Some(mut stderr) = stderr {
-            let mut buf = [0u8; 4096];
-            loop {
-                match stderr.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let room = STDERR_KEEP_BYTES.saturating_sub(kept.len());
-                        kept.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-            }
-        }
-        let _ = done.send(kept);
-    });
-
-    let stderr = match finished.recv_timeout(timeout) {
-        Ok(bytes) => bytes,
-        Err(_) => match child.try_wait() {
-            // It exited, but something it started holds stderr open: judge it by its status.
-            Ok(Some(_)) => Vec::new(),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ChannelError::CommandTimeout {
-                    program: program.to_owned(),
-                    timeout,
-                });
-            }
-        },
-    };
-    let status = child.wait().map_err(|e| ChannelError::Spawn {
-        program: program.to_owned(),
-        message: format!("could not wait for it: {e}"),
-    })?;
-    if status.success() {
+    if done.status.success() {
         Ok(Outcome::Sent)
     } else {
-        let stderr = String::from_utf8_lossy(&stderr);
-        let stderr = stderr.trim();
+        let stderr = done.stderr.trim();
         Err(ChannelError::Exited {
             program: program.to_owned(),
-            status: status.to_string(),
+            status: done.status.to_string(),
             stderr: if stderr.is_empty() {
                 "(no stderr)".to_owned()
             } else {

@@ -1,7 +1,6 @@
 //! `systemctl [--user] restart UNIT` as an argv, with a time limit.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
+use agentwatch_process::RunError;
 use std::time::{Duration, Instant};
 
 /// How much of the program's standard error an error keeps.
@@ -110,65 +109,34 @@ fn shown(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// Runs `argv` (no shell), standard input closed, output captured; kills it after `timeout`.
+/// Runs `argv` (no shell) with [`agentwatch_process::run`]: success is exit status 0 within
+/// `timeout`.
 fn run(argv: &[String], timeout: Duration) -> Result<(), SystemctlError> {
     let Some((program, args)) = argv.split_first() else {
         return Err(SystemctlError::EmptyCommand);
     };
-    let line = shown(argv);
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| SystemctlError::Spawn {
+    let done = agentwatch_process::run(program, args, &[], timeout).map_err(|e| match e {
+        RunError::NotFound(message) | RunError::Spawn(message) => SystemctlError::Spawn {
             program: program.clone(),
-            message: e.to_string(),
-        })?;
-    // Read standard error on its own thread so a chatty child never blocks on a full pipe.
-    let stderr = child.stderr.take().map(|mut pipe| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let _ = pipe.read_to_end(&mut text);
-            String::from_utf8_lossy(&text).into_owned()
-        })
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(SystemctlError::TimedOut {
-                    shown: line,
-                    timeout,
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(SystemctlError::Wait {
-                    shown: line,
-                    message: e.to_string(),
-                });
-            }
-        }
-    };
-    let stderr = stderr
-        .and_then(|t| t.join().ok())
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    if status.success() {
+            message,
+        },
+        RunError::Wait(message) => SystemctlError::Wait {
+            shown: shown(argv),
+            message,
+        },
+        RunError::Timeout(timeout) => SystemctlError::TimedOut {
+            shown: shown(argv),
+            timeout,
+        },
+    })?;
+    if done.status.success() {
         return Ok(());
     }
-    let status = match status.code() {
+    let status = match done.status.code() {
         Some(code) => format!("status {code}"),
         None => "a signal".to_owned(),
     };
+    let stderr = done.stderr.trim();
     let stderr = if stderr.is_empty() {
         String::new()
     } else {
@@ -178,7 +146,7 @@ fn run(argv: &[String], timeout: Duration) -> Result<(), SystemctlError> {
         )
     };
     Err(SystemctlError::Failed {
-        shown: line,
+        shown: shown(argv),
         status,
         stderr,
     })
