@@ -305,24 +305,4 @@ mod tests {
             Vec::<Value>::new()
         );
     }
-
-    /// The worked example of `docs/replay.md` (`## alerts`) is exactly what `run` prints.
-    #[test]
-    fn the_documented_example_is_exact() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/replay.md");
-        let doc = std::fs::read_to_string(path).expect("docs/replay.md exists");
-        let section = doc
-            .split("\n## ")
-            .find(|s| s.starts_with("alerts"))
-            .expect("docs/replay.md has an `## alerts` section");
-        let blocks: Vec<&str> = section
-            .split("```jsonl\n")
-            .skip(1)
-            .filter_map(|rest| rest.split("```").next())
-            .collect();
-        assert_eq!(blocks.len(), 2, "an input and an output jsonl block");
-        let mut out = Vec::new();
-        run(&mut blocks[0].as_bytes(), &mut out).expect("the example replays");
-        assert_eq!(String::from_utf8(out).expect("UTF-8"), blocks[1]);
-    }
 }
