@@ -3,8 +3,8 @@
 
 use agentwatch_benches::{calls_in, corpus};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use detect_eval::backtest::{Options, run};
 use std::hint::black_box;
-use xtask::backtest::{Options, run};
 
 fn backtest(c: &mut Criterion) {
     let sessions = corpus(10_000, 5);

@@ -1,13 +1,14 @@
-//! `cargo xtask …`: argument parsing, files and exit codes around [`crate::backtest`] and
-//! [`crate::corpus`].
+//! `cargo xtask …`: argument parsing, files and exit codes around [`detect_eval`] (the
+//! backtest and the report) and [`agentwatch_fixtures_gen`] (the generators).
 //!
 //! Exit codes: 0 success; 1 the backtest missed a label (or `gen-corpus --check` found the
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
-use crate::backtest::{self, Options};
-use crate::{corpus, devset, report, trajectories};
+use agentwatch_fixtures_gen::{corpus, devset, trajectories};
 use clap::{Parser, Subcommand};
 use detect_core::{DetectConfig, SessionFile};
+use detect_eval::backtest::{self, Options};
+use detect_eval::report;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -97,10 +98,7 @@ struct GenCorpusArgs {
     check: bool,
 }
 
-/// The committed corpus, found from this crate's directory (so any working directory works).
-pub fn default_corpus_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/corpus.json")
-}
+pub use agentwatch_fixtures_gen::default_corpus_path;
 
 /// Run `cargo xtask ARGS…` (the first item is the program name), writing to `out` and `err`.
 pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8

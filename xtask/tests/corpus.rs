@@ -1,10 +1,10 @@
 //! The committed corpus: reproducible, every label met at every prefix, near misses really near.
 
+use agentwatch_fixtures_gen::corpus;
 use detect_core::{Label, Session, SessionFile, Signal};
+use detect_eval::backtest::{self, Options, Report, SessionResult};
 use std::collections::BTreeMap;
-use xtask::backtest::{self, Options, Report, SessionResult};
 use xtask::cli::{self, default_corpus_path};
-use xtask::corpus;
 
 fn committed_text() -> String {
     std::fs::read_to_string(default_corpus_path()).expect("fixtures/corpus.json")

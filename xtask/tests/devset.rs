@@ -1,11 +1,11 @@
 //! The development set (`fixtures/dev/`): reproducible from its generator, and the targets of
 //! the `precise` profile (docs/detection.md) hold on it and on the corpus.
 
+use agentwatch_fixtures_gen::devset::{self, Kind};
 use detect_core::{Profile, Session, SessionFile};
-use xtask::backtest::{self, Options};
+use detect_eval::backtest::{self, Options};
+use detect_eval::report::{self, DevTotals};
 use xtask::cli::{self, default_corpus_path};
-use xtask::devset::{self, Kind};
-use xtask::report::{self, DevTotals};
 
 fn load(path: std::path::PathBuf) -> Vec<Session> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -35,7 +35,7 @@ fn the_committed_dev_set_is_what_the_generator_makes() {
     let committed =
         std::fs::read_to_string(devset::default_dev_path()).expect("fixtures/dev/sessions.json");
     assert!(
-        xtask::corpus::same_corpus(&committed, &made),
+        agentwatch_fixtures_gen::corpus::same_corpus(&committed, &made),
         "fixtures/dev/sessions.json is stale: run `cargo xtask import-trajectories`"
     );
 }
