@@ -58,6 +58,7 @@ pub use matcher::{
 };
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
+    output_hash,
 };
 pub use tree::{Forest, Judgement, judge_sessions};
 pub use verdict::{Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

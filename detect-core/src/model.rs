@@ -29,6 +29,10 @@ pub struct Session {
     /// Line counts of files, keyed by full path.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub line_counts: BTreeMap<String, u64>,
+    /// For a labelled loop: the index in `calls` of the call where the loop begins (the
+    /// backtest measures its latency from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_start: Option<usize>,
     pub calls: Vec<Call>,
 }
 
@@ -60,6 +64,21 @@ pub struct Call {
     pub metadata: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<CallTime>,
+    /// A hash of the tool's output ([`output_hash`]), when the source had one; the output
+    /// itself is never kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_hash: Option<String>,
+}
+
+/// The hash of a tool output kept in [`Call::output_hash`]: 64-bit FNV-1a of the UTF-8 bytes,
+/// as 16 lowercase hex digits. Stable across versions and platforms (it is stored in fixtures).
+pub fn output_hash(output: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in output.as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// Start and end of a call, unix milliseconds.
@@ -110,6 +129,7 @@ impl Call {
             status: CallStatus::Completed,
             metadata: Value::Null,
             time: None,
+            output_hash: None,
         }
     }
 
@@ -120,6 +140,12 @@ impl Call {
 
     pub fn with_status(mut self, status: CallStatus) -> Self {
         self.status = status;
+        self
+    }
+
+    /// The call with the hash of `output` ([`output_hash`]).
+    pub fn with_output(mut self, output: &str) -> Self {
+        self.output_hash = Some(output_hash(output));
         self
     }
 
@@ -297,6 +323,16 @@ fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
             )));
         }
     }
+    let loop_start = match obj.get("loop_start") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    named("`loop_start` must be a whole number (a call index)".to_owned())
+                })?,
+        ),
+    };
     let raw_calls = match obj.get("calls") {
         Some(Value::Array(calls)) => calls,
         Some(other) => {
@@ -323,6 +359,7 @@ fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
         note: opt_string(obj, "note").map_err(named)?,
         label,
         line_counts,
+        loop_start,
         calls,
         id,
     })
@@ -381,5 +418,53 @@ fn parse_call(value: &Value) -> Result<Call, String> {
         status,
         metadata: obj.get("metadata").cloned().unwrap_or(Value::Null),
         time,
+        output_hash: opt_string(obj, "output_hash")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn output_hash_is_fnv1a_64_in_hex() {
+        assert_eq!(output_hash(""), "cbf29ce484222325");
+        assert_eq!(output_hash("a"), "af63dc4c8601ec8c");
+        assert_ne!(output_hash("ok\n"), output_hash("ok"));
+    }
+
+    #[test]
+    fn loop_start_and_output_hash_are_optional_and_round_trip() {
+        let file = json!({"format": SESSION_FILE_FORMAT, "sessions": [
+            {"id": "a", "loop_start": 1, "calls": [
+                {"tool": "bash", "input": {"command": "ls"}, "status": "completed",
+                 "output_hash": "00000000000000ff"},
+                {"tool": "bash", "input": {"command": "ls"}, "status": "completed"}]},
+            {"id": "b", "calls": []}]});
+        let parsed = SessionFile::from_value(&file).unwrap();
+        assert_eq!(parsed.sessions[0].loop_start, Some(1));
+        assert_eq!(
+            parsed.sessions[0].calls[0].output_hash.as_deref(),
+            Some("00000000000000ff")
+        );
+        assert_eq!(parsed.sessions[0].calls[1].output_hash, None);
+        assert_eq!(parsed.sessions[1].loop_start, None);
+        let again = SessionFile::from_json(&parsed.to_json_pretty()).unwrap();
+        assert_eq!(again, parsed);
+        assert!(!parsed.to_json_pretty().contains("\"loop_start\": null"));
+    }
+
+    #[test]
+    fn bad_loop_start_or_output_hash_is_named() {
+        let bad_start = json!({"format": SESSION_FILE_FORMAT, "sessions": [
+            {"id": "a", "loop_start": -1, "calls": []}]});
+        let e = SessionFile::from_value(&bad_start).unwrap_err().to_string();
+        assert!(e.contains("(a)") && e.contains("loop_start"), "{e}");
+        let bad_hash = json!({"format": SESSION_FILE_FORMAT, "sessions": [
+            {"id": "a", "calls": [{"tool": "ls", "input": {}, "status": "completed",
+                                   "output_hash": 7}]}]});
+        let e = SessionFile::from_value(&bad_hash).unwrap_err().to_string();
+        assert!(e.contains("call 0") && e.contains("output_hash"), "{e}");
+    }
 }

@@ -4,7 +4,7 @@
 //! `opencode export`, and (as `message.data` / `part.data` rows) from `opencode.db`. Metadata is
 //! parsed leniently: every key is optional, as older opencode versions differ.
 
-use detect_core::{Call, CallStatus, CallTime, Session, total_lines_in_output};
+use detect_core::{Call, CallStatus, CallTime, Session, output_hash, total_lines_in_output};
 use serde_json::{Map, Value};
 
 /// Why an opencode document could not be converted.
@@ -95,6 +95,13 @@ pub fn call_from_part(part: &Value) -> Option<Call> {
     {
         metadata.insert("total_lines".to_owned(), Value::from(total));
     }
+    // The output is hashed, never kept: `state.output`, or `metadata.output` for a user-run
+    // shell part.
+    let output_hash = state
+        .get("output")
+        .and_then(Value::as_str)
+        .or_else(|| metadata.get("output").and_then(Value::as_str))
+        .map(output_hash);
     let time = state
         .get("time")
         .and_then(Value::as_object)
@@ -112,5 +119,6 @@ pub fn call_from_part(part: &Value) -> Option<Call> {
             Value::Object(metadata)
         },
         time,
+        output_hash,
     })
 }

@@ -5,9 +5,10 @@
 //! and keeps only what the detector needs: tool, status, input, times, and the metadata keys
 //! `exit`, `diff`, `filediff.{additions,deletions}`, `files[].{additions,deletions}`,
 //! `total_lines`, `lines_read`. A read's output is scanned for its "total N lines" note in place,
-//! without being copied.
+//! without being copied, and hashed ([`detect_core::output_hash`]); so is `metadata.output` (the
+//! output of a user-run shell part).
 
-use detect_core::{Call, CallStatus, CallTime, total_lines_in_output};
+use detect_core::{Call, CallStatus, CallTime, output_hash, total_lines_in_output};
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -77,10 +78,11 @@ pub struct LiteCallTime {
     pub end: Option<i64>,
 }
 
-/// The "total N lines" note of a tool output, read without copying the output.
-#[derive(Debug, Clone, Copy, Default)]
+/// The "total N lines" note and the hash of a tool output, read without copying the output.
+#[derive(Debug, Clone, Default)]
 pub struct OutputNote {
     pub total_lines: Option<u64>,
+    pub hash: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for OutputNote {
@@ -94,6 +96,7 @@ impl<'de> Deserialize<'de> for OutputNote {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<OutputNote, E> {
                 Ok(OutputNote {
                     total_lines: total_lines_in_output(v),
+                    hash: Some(output_hash(v)),
                 })
             }
             fn visit_unit<E: de::Error>(self) -> Result<OutputNote, E> {
@@ -107,9 +110,10 @@ impl<'de> Deserialize<'de> for OutputNote {
     }
 }
 
-/// The metadata keys the detector reads; everything else is skipped while parsing.
+/// The metadata keys the detector reads; everything else is skipped while parsing. The second
+/// field is the hash of `metadata.output` (a user-run shell part's output), when a string.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct DetectorMetadata(pub Map<String, Value>);
+pub struct DetectorMetadata(pub Map<String, Value>, pub Option<String>);
 
 /// Keep `{additions, deletions}` of a diff summary object.
 fn change_counts(value: &Value) -> Value {
@@ -166,8 +170,10 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
                 mut map: A,
             ) -> Result<DetectorMetadata, A::Error> {
                 let mut out = Map::new();
+                let mut hash = None;
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
+                        "output" => hash = map.next_value::<OutputNote>()?.hash,
                         "exit" | "diff" | "total_lines" | "lines_read" | "filediff" | "files" => {
                             let value: Value = map.next_value()?;
                             if let Some(kept) = keep(&key, value) {
@@ -179,7 +185,7 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
                         }
                     }
                 }
-                Ok(DetectorMetadata(out))
+                Ok(DetectorMetadata(out, hash))
             }
             fn visit_unit<E: de::Error>(self) -> Result<DetectorMetadata, E> {
                 Ok(DetectorMetadata::default())
@@ -230,9 +236,10 @@ fn lite_call(part: &LitePart) -> Option<Call> {
         return None;
     }
     let state = part.state.as_ref()?;
-    let mut metadata = state.metadata.clone().unwrap_or_default().0;
+    let DetectorMetadata(mut metadata, metadata_output) =
+        state.metadata.clone().unwrap_or_default();
     if !metadata.contains_key("total_lines")
-        && let Some(total) = state.output.and_then(|o| o.total_lines)
+        && let Some(total) = state.output.as_ref().and_then(|o| o.total_lines)
     {
         metadata.insert("total_lines".to_owned(), Value::from(total));
     }
@@ -252,6 +259,11 @@ fn lite_call(part: &LitePart) -> Option<Call> {
             start: t.start,
             end: t.end,
         }),
+        output_hash: state
+            .output
+            .as_ref()
+            .and_then(|o| o.hash.clone())
+            .or(metadata_output),
     })
 }
 
@@ -293,6 +305,28 @@ mod tests {
             calls[2].metadata,
             serde_json::json!({"diff": "@@", "filediff": {"additions": 1, "deletions": 2}})
         );
+        // Outputs are hashed, never kept; a part without an output has no hash.
+        assert_eq!(calls[0].output_hash, Some(output_hash("a\nb")));
+        assert_eq!(
+            calls[1].output_hash,
+            Some(output_hash("1: x\n(End of file - total 212 lines)"))
+        );
+        assert_eq!(calls[2].output_hash, None);
+    }
+
+    #[test]
+    fn a_user_run_shell_part_is_hashed_from_metadata_output() {
+        // `POST /session/:id/shell` parts carry their output in metadata only.
+        let text = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1, "completed": 2}},
+          "parts": [{"type": "tool", "tool": "bash", "state": {"status": "completed",
+                      "input": {"command": "ls"}, "metadata": {"output": "x\ny", "exit": 0}}}]}]"#;
+        let messages = parse_messages(text).unwrap();
+        let lite: Vec<Call> = messages[0].calls().collect();
+        assert_eq!(lite[0].output_hash, Some(output_hash("x\ny")));
+        let value: Value = serde_json::from_str(text).unwrap();
+        let full = crate::call_from_part(&value[0]["parts"][0]).unwrap();
+        assert_eq!(full.output_hash, lite[0].output_hash);
+        assert_eq!(full.metadata["exit"], 0);
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub fn scrub_call(call: &Call) -> Call {
         status: call.status.clone(),
         metadata: scrub_value(&call.metadata, None),
         time: call.time,
+        output_hash: call.output_hash.clone(),
     }
 }
 
@@ -97,6 +98,7 @@ pub fn scrub_session(session: &Session, config: &DetectConfig) -> Session {
         label: session.label,
         note: session.note.clone(),
         line_counts: session.line_counts.clone(),
+        loop_start: session.loop_start,
         calls: session.calls.iter().map(scrub_call).collect(),
     }
 }
