@@ -6,7 +6,9 @@
 //! - `watchdog_verdicts`: every session's verdict at each tick, with the reason's figures;
 //! - `watchdog_alerts`: the alert lifecycle, one row per dedup key;
 //! - `watchdog_channel_settings`: per-channel overrides (enabled, min severity) set at run time;
-//! - `agentwatch_state`: the policies' serialised state, by key.
+//! - `agentwatch_state`: the policies' serialised state, by key;
+//! - `agentwatch_events`: what each job did (ticks with their duration, deliveries, restarts),
+//!   for the metrics of `agentwatch serve`.
 //!
 //! The schema is versioned with `PRAGMA user_version` and migrated in place on open. A second
 //! run is kept out by [`RunLock`], an exclusive lock on a file beside the database.
@@ -155,6 +157,17 @@ const MIGRATIONS: &[&str] = &[
         seen_at INTEGER NOT NULL,
         PRIMARY KEY (source, session_id)
     );",
+    // 3: what each job did, for metrics: ticks (with their duration), deliveries, restarts.
+    "CREATE TABLE agentwatch_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('tick', 'delivery', 'restart')),
+        name TEXT NOT NULL DEFAULT '',
+        result TEXT NOT NULL,
+        duration_ms INTEGER
+    );
+    CREATE INDEX idx_events_kind_job ON agentwatch_events(kind, job);",
 ];
 
 /// The schema version this build writes.
@@ -189,6 +202,82 @@ pub struct VerdictRow {
     pub llm_opinion: Option<String>,
     pub model_id: Option<String>,
     pub provider: Option<String>,
+}
+
+/// One verdict of a tree's history, with the tick it was judged at.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreeVerdict {
+    pub tick_id: i64,
+    pub ticked_at: i64,
+    pub verdict: VerdictRow,
+    pub cost_since_landed_usd: Option<f64>,
+}
+
+/// Verdicts of one model and provider (`None`: not recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRollup {
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+    pub verdicts: i64,
+    pub flagged: i64,
+    pub sessions: i64,
+    /// Distinct trees with at least one flagged verdict (the stalls).
+    pub trees_flagged: i64,
+    pub cost_usd: Option<f64>,
+    pub last_flagged_at: Option<i64>,
+}
+
+/// What a job did, kept for metrics (`agentwatch_events`, migration 3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub at: i64,
+    /// `opencode`, `recover`, `deck`, `serve`, ...
+    pub job: String,
+    pub kind: EventKind,
+    /// The channel of a delivery, the unit or session of a restart; empty for a tick.
+    pub name: String,
+    /// A tick's outcome, a delivery's result (`sent`, `warning`, `failed`), a restart's
+    /// (`succeeded`, `failed`).
+    pub result: String,
+    pub duration_ms: Option<i64>,
+}
+
+/// The kinds of [`JobEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    Tick,
+    Delivery,
+    Restart,
+}
+
+impl EventKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tick => "tick",
+            Self::Delivery => "delivery",
+            Self::Restart => "restart",
+        }
+    }
+}
+
+/// How many events of one kind share a job, name and result, and the latest `at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventCount {
+    pub job: String,
+    pub name: String,
+    pub result: String,
+    pub count: i64,
+    pub last_at: i64,
+}
+
+/// One stored policy state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateEntry {
+    pub key: String,
+    pub value: String,
+    pub updated_at: i64,
 }
 
 /// One alert, as stored (the latest alert of its dedup key).
@@ -441,28 +530,147 @@ impl Store {
                     coverage, coverage_file, calls_since_landed, llm_opinion, model_id, provider
              FROM watchdog_verdicts WHERE tick_id = ?1 ORDER BY id",
         )?;
-        let rows = stmt.query_map([tick_id], |r| {
-            let signals: String = r.get(3)?;
-            Ok(VerdictRow {
-                session_id: r.get(0)?,
-                session_root: r.get(1)?,
-                flagged: r.get(2)?,
-                signals: signals
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-                dup: r.get(4)?,
-                top: r.get(5)?,
-                top_what: r.get(6)?,
-                landed: r.get(7)?,
-                slow: r.get(8)?,
-                coverage: r.get(9)?,
-                coverage_file: r.get(10)?,
-                calls_since_landed: r.get(11)?,
-                llm_opinion: r.get(12)?,
-                model_id: r.get(13)?,
-                provider: r.get(14)?,
+        let rows = stmt.query_map([tick_id], verdict_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One tree's verdicts over its latest `limit` stored rows, oldest first, each with its tick.
+    pub fn tree_history(&self, root: &str, limit: usize) -> Result<Vec<TreeVerdict>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT v.session_id, v.session_root, v.flagged, v.signals, v.dup, v.top, v.top_what,
+                    v.landed, v.slow, v.coverage, v.coverage_file, v.calls_since_landed,
+                    v.llm_opinion, v.model_id, v.provider, v.tick_id, t.ticked_at,
+                    v.cost_since_landed_usd
+             FROM watchdog_verdicts v JOIN watchdog_ticks t ON t.id = v.tick_id
+             WHERE v.session_root = ?1 ORDER BY v.tick_id DESC, v.id DESC LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![root, limit], |r| {
+            Ok(TreeVerdict {
+                verdict: verdict_from_row(r)?,
+                tick_id: r.get(15)?,
+                ticked_at: r.get(16)?,
+                cost_since_landed_usd: r.get(17)?,
+            })
+        })?;
+        let mut out: Vec<TreeVerdict> = rows.collect::<Result<_, _>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Verdicts by model and provider: how many, how many flagged, how many trees ever flagged,
+    /// the cost recorded since landing, and the last flagged time. Most flagged first.
+    pub fn model_rollup(&self) -> Result<Vec<ModelRollup>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT model_id, provider, COUNT(*), COALESCE(SUM(flagged), 0),
+                    COUNT(DISTINCT session_id),
+                    COUNT(DISTINCT CASE WHEN flagged THEN session_root END),
+                    SUM(cost_since_landed_usd),
+                    MAX(CASE WHEN flagged THEN created_at END)
+             FROM watchdog_verdicts GROUP BY model_id, provider
+             ORDER BY 4 DESC, 3 DESC, model_id, provider",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ModelRollup {
+                model_id: r.get(0)?,
+                provider: r.get(1)?,
+                verdicts: r.get(2)?,
+                flagged: r.get(3)?,
+                sessions: r.get(4)?,
+                trees_flagged: r.get(5)?,
+                cost_usd: r.get(6)?,
+                last_flagged_at: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many ticks ended with each outcome (`ok`, `flagged`, `no_opencode`).
+    pub fn tick_outcomes(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT outcome, COUNT(*) FROM watchdog_ticks GROUP BY outcome ORDER BY outcome",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Distinct trees with a flagged verdict at one tick.
+    pub fn flagged_trees(&self, tick_id: i64) -> Result<i64, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT COUNT(DISTINCT session_root) FROM watchdog_verdicts WHERE tick_id = ?1 AND flagged",
+            [tick_id],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Record what jobs did (ticks, deliveries, restarts), in one transaction.
+    pub fn record_events(&mut self, events: &[JobEvent]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO agentwatch_events (at, job, kind, name, result, duration_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for e in events {
+                stmt.execute(params![
+                    e.at,
+                    e.job,
+                    e.kind.as_str(),
+                    e.name,
+                    e.result,
+                    e.duration_ms
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Events of `kind` counted by job, name and result (empty before migration 3).
+    pub fn event_counts(&self, kind: EventKind) -> Result<Vec<EventCount>, StoreError> {
+        if self.version()? < 3 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT job, name, result, COUNT(*), MAX(at) FROM agentwatch_events WHERE kind = ?1
+             GROUP BY job, name, result ORDER BY job, name, result",
+        )?;
+        let rows = stmt.query_map([kind.as_str()], |r| {
+            Ok(EventCount {
+                job: r.get(0)?,
+                name: r.get(1)?,
+                result: r.get(2)?,
+                count: r.get(3)?,
+                last_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The recorded tick durations (job, milliseconds), at most the latest `limit`.
+    pub fn tick_durations(&self, limit: usize) -> Result<Vec<(String, i64)>, StoreError> {
+        if self.version()? < 3 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT job, duration_ms FROM agentwatch_events
+             WHERE kind = 'tick' AND duration_ms IS NOT NULL ORDER BY id DESC LIMIT ?1",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map([limit], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every stored policy state (key, JSON text, when it was saved), by key.
+    pub fn states(&self) -> Result<Vec<StateEntry>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value, updated_at FROM agentwatch_state ORDER BY key")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(StateEntry {
+                key: r.get(0)?,
+                value: r.get(1)?,
+                updated_at: r.get(2)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -652,4 +860,30 @@ impl Store {
         self.save_state(&aside, &value, now)?;
         Ok(Some(aside))
     }
+}
+
+/// A `watchdog_verdicts` row from its first 15 columns, in [`VerdictRow`] order.
+fn verdict_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VerdictRow> {
+    let signals: String = r.get(3)?;
+    Ok(VerdictRow {
+        session_id: r.get(0)?,
+        session_root: r.get(1)?,
+        flagged: r.get(2)?,
+        signals: signals
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        dup: r.get(4)?,
+        top: r.get(5)?,
+        top_what: r.get(6)?,
+        landed: r.get(7)?,
+        slow: r.get(8)?,
+        coverage: r.get(9)?,
+        coverage_file: r.get(10)?,
+        calls_since_landed: r.get(11)?,
+        llm_opinion: r.get(12)?,
+        model_id: r.get(13)?,
+        provider: r.get(14)?,
+    })
 }

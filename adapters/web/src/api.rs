@@ -1,0 +1,726 @@
+//! Routing, the request checks, and the JSON API over the store.
+
+use crate::{Incoming, Reply, ServeOptions, config_edit};
+use agentwatch_store::{AlertRow, ChannelSetting, Store, StoreError, TreeVerdict};
+use alert_state::Severity;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::sync::Mutex;
+
+/// The most verdict rows a tree's history returns.
+pub const TREE_ROWS_MAX: usize = 10_000;
+/// Tree history rows returned by default.
+pub const TREE_ROWS_DEFAULT: usize = 2_000;
+
+/// The shared state of the workers.
+pub(crate) struct App {
+    pub options: ServeOptions,
+    /// Serialises writes of the config overlay.
+    config_lock: Mutex<()>,
+}
+
+/// A failed request: its reply.
+type Handled = Result<Reply, Reply>;
+
+fn store_error(e: &StoreError) -> Reply {
+    Reply::error(500, None, format!("store: {e}"))
+}
+
+impl App {
+    pub fn new(options: ServeOptions) -> Self {
+        Self {
+            options,
+            config_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn now(&self) -> i64 {
+        (self.options.clock)()
+    }
+
+    /// The store read-only, `None` when no tick created it yet.
+    pub fn read_store(&self) -> Result<Option<Store>, Reply> {
+        if !self.options.db.is_file() {
+            return Ok(None);
+        }
+        Store::open_read_only(&self.options.db)
+            .map(Some)
+            .map_err(|e| store_error(&e))
+    }
+
+    pub fn handle(&self, req: &Incoming) -> Reply {
+        if let Err(reply) = self.check_host(req) {
+            return reply;
+        }
+        if req.method == "POST"
+            && let Err(reply) = self.check_post(req)
+        {
+            return reply;
+        }
+        // Pages are served under `/` and under `/admin/` (`watchdog.dashboard_base_url`).
+        let path = req.path.as_str();
+        let page_path = match path.strip_prefix("/admin") {
+            Some(rest) if !rest.starts_with("/api/") => {
+                if rest.is_empty() {
+                    "/"
+                } else {
+                    rest
+                }
+            }
+            _ => path,
+        };
+        let result = match (req.method.as_str(), page_path) {
+            ("GET", "/api/watchdog/loops") => self.loops(),
+            ("GET", "/api/watchdog/status") => self.status(),
+            ("GET", "/api/watchdog/channels") => self.channels().map(|c| Reply::json(200, &c)),
+            ("POST", "/api/watchdog/channels") => self.set_channel(req),
+            ("POST", "/api/watchdog/test-alert") => self.test_alert(req),
+            ("GET", "/api/watchdog/models") => self.models(),
+            ("GET", "/api/deck") => self.deck().map(|v| Reply::json(200, &v)),
+            ("GET", "/api/recover") => self.recover().map(|v| Reply::json(200, &v)),
+            ("GET", "/admin/api/config") => self.config_values(),
+            ("GET", "/metrics") => crate::metrics::render(self, req.header("Accept")),
+            ("GET", p) if p.starts_with("/api/watchdog/trees/") => {
+                let root = percent_decode(&p["/api/watchdog/trees/".len()..]);
+                self.tree(&root, req).map(|v| Reply::json(200, &v))
+            }
+            ("POST", p) if p.starts_with("/admin/api/config/") => {
+                self.set_config(&p["/admin/api/config/".len()..], req)
+            }
+            ("GET", p) => crate::pages::page(self, p, req),
+            (_, p) if p.starts_with("/api/") || p.starts_with("/admin/api/") => Err(Reply::error(
+                405,
+                None,
+                format!("{} {} is not supported", req.method, req.path),
+            )),
+            _ => Err(Reply::error(405, None, "method not allowed")),
+        };
+        result.unwrap_or_else(|reply| reply)
+    }
+
+    /// Without a token the server is loopback-only: a `Host` that is not a loopback name is a
+    /// page on another site reaching us through DNS rebinding.
+    fn check_host(&self, req: &Incoming) -> Result<(), Reply> {
+        if self.options.token.is_some() {
+            return Ok(());
+        }
+        let Some(host) = req.header("Host") else {
+            return Ok(());
+        };
+        if is_loopback_host(host) {
+            Ok(())
+        } else {
+            Err(Reply::error(
+                403,
+                None,
+                format!("Host {host:?} is not a loopback name"),
+            ))
+        }
+    }
+
+    fn check_post(&self, req: &Incoming) -> Result<(), Reply> {
+        if let Some(token) = self.options.token.as_deref() {
+            let given = req
+                .header("Authorization")
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or("");
+            if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+                return Err(Reply::error(
+                    401,
+                    None,
+                    "this server needs its token: Authorization: Bearer <token>",
+                ));
+            }
+        }
+        if let Some(origin) = req.header("Origin") {
+            let own = req.header("Host").map(|h| format!("http://{h}"));
+            if own
+                .as_deref()
+                .is_none_or(|o| !o.eq_ignore_ascii_case(origin))
+            {
+                return Err(Reply::error(
+                    403,
+                    None,
+                    format!("cross-origin request from {origin:?} refused"),
+                ));
+            }
+        }
+        if let Some(site) = req.header("Sec-Fetch-Site")
+            && !matches!(site, "same-origin" | "none")
+        {
+            return Err(Reply::error(
+                403,
+                None,
+                format!("cross-site request ({site}) refused"),
+            ));
+        }
+        let json = req.header("Content-Type").is_some_and(|t| {
+            t.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+        if !json {
+            return Err(Reply::error(
+                415,
+                None,
+                "the body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn loops(&self) -> Handled {
+        let alerts = match self.read_store()? {
+            Some(store) => store.alerts(false).map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        let loops: Vec<Value> = alerts.iter().map(alert_json).collect();
+        Ok(Reply::json(200, &json!({ "loops": loops })))
+    }
+
+    pub fn status_value(&self) -> Result<Value, Reply> {
+        let Some(store) = self.read_store()? else {
+            return Ok(json!({
+                "last_tick": null, "sessions_seen": 0,
+                "verdicts": {"flagged": 0, "total": 0}, "open_alerts": 0,
+            }));
+        };
+        let err = |e: StoreError| store_error(&e);
+        let tick = store.last_tick().map_err(err)?;
+        let counts = match &tick {
+            Some(t) => Some(store.verdict_counts(t.id).map_err(err)?),
+            None => None,
+        };
+        let open = store.alerts(false).map_err(err)?.len();
+        Ok(json!({
+            "last_tick": tick.as_ref().map(|t| json!({
+                "id": t.id, "ticked_at": t.ticked_at, "sessions_seen": t.sessions_seen,
+                "outcome": t.outcome, "alerts_fired": t.alerts_fired,
+            })),
+            "sessions_seen": tick.as_ref().map_or(0, |t| t.sessions_seen),
+            "verdicts": {
+                "flagged": counts.map_or(0, |c| c.flagged),
+                "total": counts.map_or(0, |c| c.total),
+            },
+            "open_alerts": open,
+        }))
+    }
+
+    fn status(&self) -> Handled {
+        self.status_value().map(|v| Reply::json(200, &v))
+    }
+
+    /// The configured channels with the stored run-time settings applied.
+    pub fn channels(&self) -> Result<Value, Reply> {
+        let settings = match self.read_store()? {
+            Some(store) => store.channel_settings().map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        let channels: Vec<Value> = self
+            .options
+            .channels
+            .iter()
+            .map(|c| {
+                let stored = settings.iter().find(|s| s.name == c.name);
+                json!({
+                    "name": c.name,
+                    "type": c.channel_type,
+                    "enabled": stored.map_or(c.enabled, |s| s.enabled),
+                    "min_severity": stored.map_or(c.min_severity.as_str(), |s| s.min_severity.as_str()),
+                    "rate_limit_s": c.rate_limit_s,
+                    "updated_at": stored.map(|s| s.updated_at),
+                })
+            })
+            .collect();
+        Ok(json!({ "channels": channels }))
+    }
+
+    fn set_channel(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["name", "enabled", "min_severity"])?;
+        let name = body
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Reply::error(400, Some("name"), "name: required, a channel name"))?;
+        let Some(configured) = self.options.channels.iter().find(|c| c.name == name) else {
+            let known: Vec<&str> = self
+                .options
+                .channels
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            return Err(Reply::error(
+                400,
+                Some("name"),
+                format!(
+                    "name: no channel named {name:?} (configured: {})",
+                    known.join(", ")
+                ),
+            ));
+        };
+        let enabled = match body.get("enabled") {
+            None => None,
+            Some(v) => Some(v.as_bool().ok_or_else(|| {
+                Reply::error(400, Some("enabled"), "enabled: must be true or false")
+            })?),
+        };
+        let min_severity = match body.get("min_severity") {
+            None => None,
+            Some(v) => Some(v.as_str().and_then(parse_severity).ok_or_else(|| {
+                Reply::error(
+                    400,
+                    Some("min_severity"),
+                    "min_severity: must be info, warning or critical",
+                )
+            })?),
+        };
+        if enabled.is_none() && min_severity.is_none() {
+            return Err(Reply::error(
+                400,
+                Some("enabled"),
+                "give enabled and/or min_severity",
+            ));
+        }
+        let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
+        let current = store
+            .channel_settings()
+            .map_err(|e| store_error(&e))?
+            .into_iter()
+            .find(|s| s.name == name);
+        let setting = ChannelSetting {
+            name: name.to_owned(),
+            enabled: enabled
+                .or(current.as_ref().map(|c| c.enabled))
+                .unwrap_or(configured.enabled),
+            min_severity: min_severity
+                .map(|s| s.as_str().to_owned())
+                .or(current.map(|c| c.min_severity))
+                .unwrap_or_else(|| configured.min_severity.clone()),
+            updated_at: self.now(),
+        };
+        store
+            .set_channel_setting(&setting)
+            .map_err(|e| store_error(&e))?;
+        Ok(Reply::json(200, &json!({ "channel": setting })))
+    }
+
+    fn test_alert(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["severity", "channel_name"])?;
+        let severity = match body.get("severity") {
+            None => Severity::Warning,
+            Some(v) => v.as_str().and_then(parse_severity).ok_or_else(|| {
+                Reply::error(
+                    400,
+                    Some("severity"),
+                    "severity: must be info, warning or critical",
+                )
+            })?,
+        };
+        let channel = match body.get("channel_name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(_) => {
+                return Err(Reply::error(
+                    400,
+                    Some("channel_name"),
+                    "channel_name: must be a channel name",
+                ));
+            }
+        };
+        let Some(sender) = &self.options.test_alert else {
+            return Err(Reply::error(503, None, "no channels are configured"));
+        };
+        let sends = sender
+            .send(severity, channel, self.now())
+            .map_err(|e| Reply::error(400, Some("channel_name"), e))?;
+        let ok = sends.iter().all(|s| s.result != "failed");
+        Ok(Reply::json(
+            200,
+            &json!({ "severity": severity.as_str(), "sends": sends, "ok": ok }),
+        ))
+    }
+
+    fn config_values(&self) -> Handled {
+        let Some(overlay) = &self.options.config_local else {
+            return Ok(Reply::json(200, &json!({ "file": null, "overlay": null })));
+        };
+        let values = config_edit::overlay_values(overlay)
+            .map_err(|e| Reply::error(500, None, e.to_string()))?;
+        let detector = self.detector();
+        Ok(Reply::json(
+            200,
+            &json!({
+                "file": overlay.display().to_string(),
+                "overlay": values,
+                "detector": detector_thresholds(&detector),
+                "keys": config_edit::CONFIG_KEYS,
+            }),
+        ))
+    }
+
+    fn set_config(&self, key: &str, req: &Incoming) -> Handled {
+        let key = percent_decode(key);
+        if !config_edit::CONFIG_KEYS.contains(&key.as_str()) {
+            return Err(Reply::error(
+                400,
+                Some("key"),
+                config_edit::ConfigEditError::UnknownKey(key).to_string(),
+            ));
+        }
+        let body = json_object(req, &["value"])?;
+        let value = body
+            .get("value")
+            .ok_or_else(|| Reply::error(400, Some("value"), "value: required"))?;
+        let Some(overlay) = &self.options.config_local else {
+            return Err(Reply::error(
+                409,
+                Some("key"),
+                "serve runs without a configuration file (--config FILE): nowhere to write",
+            ));
+        };
+        let _guard = self
+            .config_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        config_edit::apply(overlay, &self.options.detector, &key, value).map_err(|e| match e {
+            config_edit::ConfigEditError::File { .. } => Reply::error(500, None, e.to_string()),
+            _ => Reply::error(400, Some("value"), e.to_string()),
+        })?;
+        Ok(Reply::json(
+            200,
+            &json!({
+                "key": key, "value": value, "file": overlay.display().to_string(),
+                "effective": "next tick",
+            }),
+        ))
+    }
+
+    /// The detector in force (start configuration plus the overlay's edits).
+    pub fn detector(&self) -> detect_core::DetectConfig {
+        config_edit::effective_detector(
+            &self.options.detector,
+            self.options.config_local.as_deref(),
+        )
+    }
+
+    /// One tree's verdicts tick by tick.
+    pub fn tree(&self, root: &str, req: &Incoming) -> Result<Value, Reply> {
+        let limit = match req.query_param("limit") {
+            None => TREE_ROWS_DEFAULT,
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=TREE_ROWS_MAX).contains(n))
+                .ok_or_else(|| {
+                    Reply::error(
+                        400,
+                        Some("limit"),
+                        format!("limit: a whole number from 1 to {TREE_ROWS_MAX}"),
+                    )
+                })?,
+        };
+        let (rows, alert) = match self.read_store()? {
+            Some(store) => {
+                let rows = store
+                    .tree_history(root, limit)
+                    .map_err(|e| store_error(&e))?;
+                let key = alert_state::dedup_key_for_root(root);
+                let alert = store
+                    .alerts(true)
+                    .map_err(|e| store_error(&e))?
+                    .into_iter()
+                    .find(|a| a.dedup_key == key);
+                (rows, alert)
+            }
+            None => (Vec::new(), None),
+        };
+        let detector = self.detector();
+        Ok(json!({
+            "root": root,
+            "dedup_key": alert_state::dedup_key_for_root(root),
+            "alert": alert.as_ref().map(alert_json),
+            "thresholds": detector_thresholds(&detector),
+            "ticks": group_ticks(&rows),
+        }))
+    }
+
+    fn models(&self) -> Handled {
+        let rollup = match self.read_store()? {
+            Some(store) => store.model_rollup().map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        Ok(Reply::json(200, &json!({ "models": rollup })))
+    }
+
+    /// The stored policy state whose envelope names `policy`: (state, saved at).
+    fn policy_state(&self, store: &Store, policy: &str) -> Result<Option<(Value, i64)>, Reply> {
+        let states = store.states().map_err(|e| store_error(&e))?;
+        Ok(states.into_iter().find_map(|s| {
+            let v: Value = serde_json::from_str(&s.value).ok()?;
+            (v.get("policy")?.as_str()? == policy)
+                .then(|| (v.get("state").cloned().unwrap_or(Value::Null), s.updated_at))
+        }))
+    }
+
+    /// The deck job: sessions under the restart guard, the waiting patrol, escalations.
+    pub fn deck(&self) -> Result<Value, Reply> {
+        let Some(store) = self.read_store()? else {
+            return Ok(
+                json!({"sessions": [], "waiting": [], "escalations": [], "updated_at": null}),
+            );
+        };
+        let guard = self.policy_state(&store, "restart-guard")?;
+        let patrol = self.policy_state(&store, "waiting-patrol")?;
+        let sessions: Vec<Value> = guard
+            .as_ref()
+            .and_then(|(s, _)| s.get("sessions")?.as_object().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, record)| {
+                let mut v = json!({ "session": name });
+                if let (Some(out), Some(rec)) = (v.as_object_mut(), record.as_object()) {
+                    out.extend(rec.clone());
+                }
+                v
+            })
+            .collect();
+        let waiting: Vec<Value> = patrol
+            .as_ref()
+            .and_then(|(s, _)| s.get("trackers")?.as_object().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, t)| {
+                json!({
+                    "session": name,
+                    "unchanged_since": t.get("unchanged_since"),
+                    "last_nudge_at": t.get("last_nudge_at"),
+                })
+            })
+            .collect();
+        let escalations: Vec<Value> = store
+            .alerts(true)
+            .map_err(|e| store_error(&e))?
+            .iter()
+            .filter(|a| !a.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX))
+            .map(alert_json)
+            .collect();
+        Ok(json!({
+            "sessions": sessions,
+            "waiting": waiting,
+            "escalations": escalations,
+            "last_restart_at": guard.as_ref().and_then(|(s, _)| s.get("last_restart_at").cloned()),
+            "updated_at": guard.iter().chain(patrol.iter()).map(|(_, at)| *at).max(),
+        }))
+    }
+
+    /// The recover job: its phase, the cooldown left, the restarts it remembers, the notice.
+    pub fn recover(&self) -> Result<Value, Reply> {
+        let now = self.now();
+        let state = match self.read_store()? {
+            Some(store) => self.policy_state(&store, "loop-recovery")?,
+            None => None,
+        };
+        let notice = self
+            .options
+            .recover_notice
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        let (s, updated_at) = match &state {
+            Some((s, at)) => (s.clone(), Some(*at)),
+            None => (Value::Null, None),
+        };
+        let field = |k: &str| s.get(k).and_then(Value::as_i64);
+        let cooldown_left = field("cooldown_from")
+            .map(|from| (i64::from(self.options.recover_cooldown_s) - (now - from)).max(0))
+            .filter(|left| *left > 0);
+        let phase = if s.get("in_flight").is_some_and(|v| !v.is_null()) {
+            "restarting"
+        } else if s.get("asked").is_some_and(|v| !v.is_null()) {
+            "asking_router"
+        } else if cooldown_left.is_some() {
+            "cooldown"
+        } else if field("first_probe_at").is_some() {
+            "suspected"
+        } else {
+            "idle"
+        };
+        Ok(json!({
+            "phase": phase,
+            "cooldown_left_s": cooldown_left.unwrap_or(0),
+            "cooldown_s": self.options.recover_cooldown_s,
+            "last_restart_at": field("cooldown_from"),
+            "vetoes": s.get("vetoes"),
+            "first_probe_at": field("first_probe_at"),
+            "last_probe_at": field("last_probe_at"),
+            "notice": notice,
+            "notice_phase": notice.as_ref().and_then(|n| n.get("phase").cloned()),
+            "state": s,
+            "updated_at": updated_at,
+            "now": now,
+        }))
+    }
+}
+
+/// A JSON body that must be an object holding only `allowed` keys.
+fn json_object(req: &Incoming, allowed: &[&str]) -> Result<serde_json::Map<String, Value>, Reply> {
+    let value: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| Reply::error(400, Some("body"), format!("body: not JSON ({e})")))?;
+    let Value::Object(map) = value else {
+        return Err(Reply::error(
+            400,
+            Some("body"),
+            "body: must be a JSON object",
+        ));
+    };
+    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Reply::error(
+            400,
+            Some(unknown),
+            format!("{unknown}: unknown field (known: {})", allowed.join(", ")),
+        ));
+    }
+    Ok(map)
+}
+
+fn parse_severity(text: &str) -> Option<Severity> {
+    match text {
+        "info" => Some(Severity::Info),
+        "warning" => Some(Severity::Warning),
+        "critical" => Some(Severity::Critical),
+        _ => None,
+    }
+}
+
+/// An alert as the API shows it, with the link to its tree page.
+pub fn alert_json(a: &AlertRow) -> Value {
+    json!({
+        "dedup_key": a.dedup_key, "session_root": a.session_root, "state": a.state,
+        "severity": a.severity, "title": a.title, "summary": a.summary,
+        "flagged_ticks": a.flagged_ticks, "opened_at": a.opened_at,
+        "last_fired_at": a.last_fired_at, "resolved_at": a.resolved_at,
+        "tree_url": tree_path(&a.session_root),
+    })
+}
+
+/// `/trees/{root}`, the tree page of a root session.
+pub fn tree_path(root: &str) -> String {
+    format!("/trees/{}", percent_encode(root))
+}
+
+/// The thresholds the signals are compared with.
+pub fn detector_thresholds(d: &detect_core::DetectConfig) -> Value {
+    json!({
+        "window": d.window, "dup_min": d.dup_min, "top_min": d.top_min,
+        "top_min_ro": d.top_min_ro, "cum_min": d.cum_min, "cover_min": d.cover_min,
+        "min_calls": d.min_calls,
+    })
+}
+
+/// One tick of a tree: its sessions' verdicts.
+#[derive(Debug, Serialize)]
+pub struct TreeTick<'a> {
+    pub tick_id: i64,
+    pub ticked_at: i64,
+    pub flagged: bool,
+    pub sessions: Vec<&'a TreeVerdict>,
+}
+
+pub fn group_ticks(rows: &[TreeVerdict]) -> Vec<TreeTick<'_>> {
+    let mut ticks: Vec<TreeTick<'_>> = Vec::new();
+    for row in rows {
+        match ticks.last_mut() {
+            Some(t) if t.tick_id == row.tick_id => {
+                t.flagged |= row.verdict.flagged;
+                t.sessions.push(row);
+            }
+            _ => ticks.push(TreeTick {
+                tick_id: row.tick_id,
+                ticked_at: row.ticked_at,
+                flagged: row.verdict.flagged,
+                sessions: vec![row],
+            }),
+        }
+    }
+    ticks
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Decode `%XX` escapes (a malformed escape is kept as it is).
+pub fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).and_then(|b| hex(*b)),
+                bytes.get(i + 2).and_then(|b| hex(*b)),
+            )
+        {
+            out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encode everything but unreserved characters.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_are_told_from_others() {
+        for (host, ok) in [
+            ("127.0.0.1:8080", true),
+            ("localhost:8080", true),
+            ("LOCALHOST", true),
+            ("[::1]:8080", true),
+            ("127.1.2.3:80", true),
+            ("evil.example:8080", false),
+            ("10.0.0.1:8080", false),
+            ("[::2]:8080", false),
+        ] {
+            assert_eq!(is_loopback_host(host), ok, "{host}");
+        }
+    }
+
+    #[test]
+    fn percent_coding_round_trips() {
+        for text in ["ses_1", "a b/c?d", "é%"] {
+            assert_eq!(percent_decode(&percent_encode(text)), text);
+        }
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+    }
+}

@@ -1,0 +1,209 @@
+//! `GET /metrics`: the OpenMetrics text format, computed from the store on every scrape, so
+//! `serve` can run as its own process beside the jobs. The names are stable (Prometheus rules in
+//! `deploy/` use them); `docs/metrics.md` lists them.
+
+use crate::Reply;
+use crate::api::App;
+use agentwatch_store::{EventKind, Store, StoreError};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+type Labels = Vec<(String, String)>;
+
+/// Tick duration buckets, seconds.
+pub const TICK_BUCKETS: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+/// The most recent tick durations a scrape reads.
+pub const DURATIONS_READ: usize = 100_000;
+
+/// The severities open alerts are counted by (every one is exported, zero included).
+const SEVERITIES: &[&str] = &["info", "warning", "critical"];
+
+fn tick_histogram() -> Histogram {
+    Histogram::new(TICK_BUCKETS.iter().copied())
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The registry filled from the store.
+fn collect(store: Option<&Store>) -> Result<Registry, StoreError> {
+    let mut registry = Registry::default();
+    let ticks = Family::<Labels, Counter>::default();
+    let last_tick = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let sessions_seen = Gauge::<i64>::default();
+    let trees_flagged = Gauge::<i64>::default();
+    let verdicts = Family::<Labels, Gauge<i64>>::default();
+    let open_alerts = Family::<Labels, Gauge<i64>>::default();
+    let deliveries = Family::<Labels, Counter>::default();
+    let restarts = Family::<Labels, Counter>::default();
+    let durations =
+        Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(tick_histogram);
+    for severity in SEVERITIES {
+        let _ = open_alerts.get_or_create(&labels(&[("severity", severity)]));
+    }
+    if let Some(store) = store {
+        for (outcome, count) in store.tick_outcomes()? {
+            ticks
+                .get_or_create(&labels(&[("job", "opencode"), ("outcome", &outcome)]))
+                .inc_by(to_u64(count));
+        }
+        if let Some(tick) = store.last_tick()? {
+            last_tick
+                .get_or_create(&labels(&[("job", "opencode")]))
+                .set(tick.ticked_at as f64);
+            sessions_seen.set(tick.sessions_seen);
+            trees_flagged.set(store.flagged_trees(tick.id)?);
+            let counts = store.verdict_counts(tick.id)?;
+            verdicts
+                .get_or_create(&labels(&[("flagged", "true")]))
+                .set(counts.flagged);
+            verdicts
+                .get_or_create(&labels(&[("flagged", "false")]))
+                .set(counts.total - counts.flagged);
+        }
+        for alert in store.alerts(false)? {
+            open_alerts
+                .get_or_create(&labels(&[("severity", &alert.severity)]))
+                .inc();
+        }
+        for e in store.event_counts(EventKind::Tick)? {
+            // The opencode job's ticks are counted from its own table above.
+            if e.job != "opencode" {
+                ticks
+                    .get_or_create(&labels(&[("job", &e.job), ("outcome", &e.result)]))
+                    .inc_by(to_u64(e.count));
+            }
+            let gauge = last_tick.get_or_create(&labels(&[("job", &e.job)]));
+            if (e.last_at as f64) > gauge.get() {
+                gauge.set(e.last_at as f64);
+            }
+        }
+        for e in store.event_counts(EventKind::Delivery)? {
+            deliveries
+                .get_or_create(&labels(&[
+                    ("job", &e.job),
+                    ("channel", &e.name),
+                    ("result", &e.result),
+                ]))
+                .inc_by(to_u64(e.count));
+        }
+        for e in store.event_counts(EventKind::Restart)? {
+            restarts
+                .get_or_create(&labels(&[("job", &e.job), ("result", &e.result)]))
+                .inc_by(to_u64(e.count));
+        }
+        for (job, ms) in store.tick_durations(DURATIONS_READ)? {
+            durations
+                .get_or_create(&labels(&[("job", &job)]))
+                .observe(ms as f64 / 1000.0);
+        }
+    }
+    registry.register("agentwatch_ticks", "Ticks run, by job and outcome", ticks);
+    registry.register(
+        "agentwatch_last_tick_timestamp_seconds",
+        "Unix time of each job's latest tick",
+        last_tick,
+    );
+    registry.register(
+        "agentwatch_sessions_seen",
+        "opencode sessions enumerated by the latest tick",
+        sessions_seen,
+    );
+    registry.register(
+        "agentwatch_trees_flagged",
+        "Session trees with a flagged verdict at the latest tick",
+        trees_flagged,
+    );
+    registry.register(
+        "agentwatch_last_tick_verdicts",
+        "Verdicts of the latest opencode tick, flagged or not",
+        verdicts,
+    );
+    registry.register(
+        "agentwatch_open_alerts",
+        "Unresolved alerts by severity",
+        open_alerts,
+    );
+    registry.register(
+        "agentwatch_deliveries",
+        "Alert deliveries by job, channel and result",
+        deliveries,
+    );
+    registry.register(
+        "agentwatch_restarts",
+        "Restarts by job and result",
+        restarts,
+    );
+    registry.register(
+        "agentwatch_tick_duration_seconds",
+        "How long ticks took, by job",
+        durations,
+    );
+    Ok(registry)
+}
+
+/// The metrics text of the store (no store yet: zeros and no samples).
+pub fn text(store: Option<&Store>) -> Result<String, StoreError> {
+    let registry = collect(store)?;
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &registry);
+    Ok(out)
+}
+
+/// The same metrics in the classic Prometheus text format (0.0.4): counters are declared under
+/// their sample name (`…_total`), no `# UNIT`, no `# EOF`.
+pub fn classic(openmetrics: &str) -> String {
+    let counters: Vec<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// OpenMetrics when the scraper asks for it (Prometheus does), else the classic text format.
+pub fn render(app: &App, accept: Option<&str>) -> Result<Reply, Reply> {
+    let store = app.read_store()?;
+    let body = text(store.as_ref()).map_err(|e| Reply::error(500, None, format!("store: {e}")))?;
+    if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+        Ok(Reply::text(
+            200,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            body,
+        ))
+    } else {
+        Ok(Reply::text(
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            classic(&body),
+        ))
+    }
+}

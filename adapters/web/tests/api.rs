@@ -1,0 +1,586 @@
+//! The API over real HTTP on 127.0.0.1, against a store filled by real ticks of the binary.
+
+mod common;
+
+use agentwatch_store::Store;
+use agentwatch_testkit::TempDir;
+use agentwatch_web::{ServeOptions, Server, WebError};
+use common::*;
+
+fn store_snapshot(dir: &TempDir) -> (Vec<agentwatch_store::ChannelSetting>, usize, String) {
+    let store = Store::open_read_only(&dir.path.join("agentwatch.db")).unwrap();
+    let settings = store.channel_settings().unwrap();
+    let alerts = store.alerts(true).unwrap().len();
+    let overlay = std::fs::read_to_string(dir.path.join("config.local.toml")).unwrap_or_default();
+    (settings, alerts, overlay)
+}
+
+#[test]
+fn seed_endpoints_answer_from_the_store() {
+    let dir = TempDir::new("aw-web-api");
+    filled(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+
+    let loops = get(&format!("{url}/api/watchdog/loops"));
+    assert_eq!(loops.status, 200);
+    assert!(loops.content_type.starts_with("application/json"));
+    let loops = loops.json();
+    let rows = loops["loops"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{loops}");
+    assert_eq!(rows[0]["dedup_key"], "opencode-loop:ses_demo_build");
+    assert_eq!(rows[0]["severity"], "critical");
+    assert_eq!(rows[0]["state"], "open");
+    assert_eq!(rows[0]["opened_at"], T0);
+    assert_eq!(rows[0]["tree_url"], "/trees/ses_demo_build");
+
+    let status = get(&format!("{url}/api/watchdog/status")).json();
+    assert_eq!(status["last_tick"]["ticked_at"], T0 + 600);
+    assert_eq!(status["last_tick"]["outcome"], "flagged");
+    assert_eq!(status["sessions_seen"], 3);
+    assert_eq!(status["verdicts"]["total"], 3);
+    assert_eq!(status["verdicts"]["flagged"], 1);
+    assert_eq!(status["open_alerts"], 1);
+
+    let channels = get(&format!("{url}/api/watchdog/channels")).json();
+    let names: Vec<_> = channels["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["enabled"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(names, [("log", true), ("desk", false)]);
+    assert!(
+        !channels.to_string().contains("alerts.jsonl"),
+        "a channel's target reached the browser: {channels}"
+    );
+
+    let tree = get(&format!("{url}/api/watchdog/trees/ses_demo_build")).json();
+    let ticks = tree["ticks"].as_array().unwrap();
+    assert_eq!(ticks.len(), 3);
+    assert!(ticks.iter().all(|t| t["flagged"] == true));
+    let explore = ticks[2]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["verdict"]["session_id"] == "ses_demo_explore")
+        .unwrap();
+    assert_eq!(explore["verdict"]["top"], 22);
+    assert_eq!(
+        explore["verdict"]["signals"],
+        serde_json::json!(["top", "coverage"])
+    );
+    assert_eq!(tree["thresholds"]["top_min"], 12);
+    assert_eq!(tree["alert"]["severity"], "critical");
+
+    let quiet = get(&format!("{url}/api/watchdog/trees/ses_demo_review")).json();
+    assert!(
+        quiet["ticks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["flagged"] == false)
+    );
+    assert!(quiet["alert"].is_null());
+
+    let models = get(&format!("{url}/api/watchdog/models")).json();
+    let total: i64 = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["verdicts"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 9);
+
+    let deck = get(&format!("{url}/api/deck")).json();
+    assert_eq!(deck["sessions"], serde_json::json!([]));
+    let recover = get(&format!("{url}/api/recover")).json();
+    assert_eq!(recover["phase"], "idle");
+
+    let bad = get(&format!("{url}/api/watchdog/trees/x?limit=0"));
+    assert_eq!(
+        (bad.status, bad.json()["field"].as_str()),
+        (400, Some("limit"))
+    );
+    assert_eq!(get(&format!("{url}/nope")).status, 404);
+}
+
+#[test]
+fn channel_upsert_and_test_alert_go_through() {
+    let dir = TempDir::new("aw-web-chan");
+    filled(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+    let origin = ("Origin", url.as_str());
+
+    let r = post(
+        &format!("{url}/api/watchdog/channels"),
+        &[JSON, origin],
+        r#"{"name":"log","enabled":false}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = post(
+        &format!("{url}/api/watchdog/channels"),
+        &[JSON],
+        r#"{"name":"desk","min_severity":"critical"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (settings, _, _) = store_snapshot(&dir);
+    let got: Vec<_> = settings
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.enabled,
+                s.min_severity.as_str(),
+                s.updated_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("desk", false, "critical", T0 + 900),
+            ("log", false, "warning", T0 + 900)
+        ]
+    );
+    let channels = get(&format!("{url}/api/watchdog/channels")).json();
+    assert_eq!(channels["channels"][0]["enabled"], false);
+
+    // The next tick uses the stored settings: the escalation of a new alert reaches no channel.
+    std::fs::remove_file(dir.path.join("alerts.jsonl")).ok();
+    tick(&dir.path, T0 + 900, &[]);
+    assert!(
+        !dir.path.join("alerts.jsonl").exists(),
+        "a disabled channel was delivered to"
+    );
+
+    let r = post(
+        &format!("{url}/api/watchdog/test-alert"),
+        &[JSON, origin],
+        r#"{"severity":"critical","channel_name":"log"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["sends"][0]["result"], "sent");
+    let sent = std::fs::read_to_string(dir.path.join("test-alerts.jsonl")).unwrap();
+    assert!(sent.contains("\"severity\":\"critical\""), "{sent}");
+}
+
+/// name, URL, headers, body, expected status, expected field.
+type Refusal<'a> = (
+    &'a str,
+    &'a str,
+    &'a [(&'a str, &'a str)],
+    &'a str,
+    u16,
+    Option<&'a str>,
+);
+
+#[test]
+fn refused_posts_leave_store_and_config_unchanged() {
+    let dir = TempDir::new("aw-web-refuse");
+    filled(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+    let before = store_snapshot(&dir);
+    let chan = format!("{url}/api/watchdog/channels");
+    let conf = format!("{url}/admin/api/config/watchdog.detector.top_min");
+    let good = r#"{"name":"log","enabled":false}"#;
+    let cases: &[Refusal<'_>] = &[
+        (
+            "cross-origin",
+            &chan,
+            &[JSON, ("Origin", "http://evil.example")],
+            good,
+            403,
+            None,
+        ),
+        (
+            "cross-site fetch",
+            &chan,
+            &[JSON, ("Sec-Fetch-Site", "cross-site")],
+            good,
+            403,
+            None,
+        ),
+        (
+            "null origin",
+            &chan,
+            &[JSON, ("Origin", "null")],
+            good,
+            403,
+            None,
+        ),
+        (
+            "form post",
+            &chan,
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            "name=log&enabled=false",
+            415,
+            None,
+        ),
+        (
+            "malformed body",
+            &chan,
+            &[JSON],
+            "{\"name\":",
+            400,
+            Some("body"),
+        ),
+        ("not an object", &chan, &[JSON], "[1]", 400, Some("body")),
+        (
+            "unknown field",
+            &chan,
+            &[JSON],
+            r#"{"name":"log","url":"http://x"}"#,
+            400,
+            Some("url"),
+        ),
+        (
+            "unknown channel",
+            &chan,
+            &[JSON],
+            r#"{"name":"pager","enabled":true}"#,
+            400,
+            Some("name"),
+        ),
+        (
+            "enabled not bool",
+            &chan,
+            &[JSON],
+            r#"{"name":"log","enabled":"no"}"#,
+            400,
+            Some("enabled"),
+        ),
+        (
+            "bad severity",
+            &chan,
+            &[JSON],
+            r#"{"name":"log","min_severity":"loud"}"#,
+            400,
+            Some("min_severity"),
+        ),
+        (
+            "nothing to set",
+            &chan,
+            &[JSON],
+            r#"{"name":"log"}"#,
+            400,
+            Some("enabled"),
+        ),
+        (
+            "config out of range",
+            &conf,
+            &[JSON],
+            r#"{"value":0}"#,
+            400,
+            Some("value"),
+        ),
+        (
+            "config wrong type",
+            &conf,
+            &[JSON],
+            r#"{"value":"12"}"#,
+            400,
+            Some("value"),
+        ),
+        (
+            "config no value",
+            &conf,
+            &[JSON],
+            r#"{}"#,
+            400,
+            Some("value"),
+        ),
+        (
+            "config key not allowed",
+            &format!("{url}/admin/api/config/watchdog.dashboard_base_url"),
+            &[JSON],
+            r#"{"value":"http://x"}"#,
+            400,
+            Some("key"),
+        ),
+        (
+            "test alert bad severity",
+            &format!("{url}/api/watchdog/test-alert"),
+            &[JSON],
+            r#"{"severity":"loud"}"#,
+            400,
+            Some("severity"),
+        ),
+        (
+            "test alert unknown channel",
+            &format!("{url}/api/watchdog/test-alert"),
+            &[JSON],
+            r#"{"channel_name":"pager"}"#,
+            400,
+            Some("channel_name"),
+        ),
+    ];
+    for (name, target, headers, body, status, field) in cases {
+        let r = post(target, headers, body);
+        assert_eq!(r.status, *status, "{name}: {}", r.body);
+        assert_eq!(r.json()["field"].as_str(), *field, "{name}: {}", r.body);
+        assert!(r.json()["error"].is_string(), "{name}");
+        assert_eq!(
+            store_snapshot(&dir),
+            before,
+            "{name}: the store or config changed"
+        );
+    }
+    assert!(!dir.path.join("test-alerts.jsonl").exists());
+    // A page on another site reaching us through DNS rebinding.
+    let r = get_with(
+        &format!("{url}/api/watchdog/loops"),
+        &[("Host", "evil.example:8080")],
+    );
+    assert_eq!(r.status, 403);
+    // No CORS header, ever.
+    let r = get_with(
+        &format!("{url}/api/watchdog/loops"),
+        &[("Origin", "http://evil.example")],
+    );
+    assert!(!r.body.is_empty());
+}
+
+#[test]
+fn token_is_required_on_every_post_when_set() {
+    let dir = TempDir::new("aw-web-token");
+    filled(&dir);
+    let mut o = options(&dir);
+    o.token = Some("s3cret-token".into());
+    let server = start(o);
+    let url = server.url();
+    let before = store_snapshot(&dir);
+    let body = r#"{"name":"log","enabled":false}"#;
+    for (name, auth) in [
+        ("no token", None),
+        ("wrong token", Some("Bearer nope")),
+        ("not bearer", Some("s3cret-token")),
+    ] {
+        let mut headers = vec![JSON];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        let r = post(&format!("{url}/api/watchdog/channels"), &headers, body);
+        assert_eq!(r.status, 401, "{name}");
+        assert!(!r.body.contains("s3cret"), "{name}: the token was echoed");
+        assert_eq!(store_snapshot(&dir), before, "{name}");
+    }
+    let r = post(
+        &format!("{url}/api/watchdog/channels"),
+        &[JSON, ("Authorization", "Bearer s3cret-token")],
+        body,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn a_config_edit_changes_the_next_ticks_verdicts() {
+    let dir = TempDir::new("aw-web-config");
+    filled(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+    // The looping session is an `explore` agent: read-only, judged against `top_min_ro`.
+    for (key, value) in [("top_min_ro", "30"), ("cover_min", "20")] {
+        let r = post(
+            &format!("{url}/admin/api/config/watchdog.detector.{key}"),
+            &[JSON],
+            &format!(r#"{{"value":{value}}}"#),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["effective"], "next tick");
+    }
+    let overlay = std::fs::read_to_string(dir.path.join("config.local.toml")).unwrap();
+    assert!(overlay.contains("top_min_ro = 30"), "{overlay}");
+    let values = get(&format!("{url}/admin/api/config")).json();
+    assert_eq!(values["overlay"]["watchdog.detector.cover_min"], 20.0);
+    assert_eq!(values["detector"]["top_min_ro"], 30);
+
+    let out = tick(&dir.path, T0 + 900, &[]);
+    assert!(out.contains("tree ses_demo_build sessions=2 ok"), "{out}");
+    let status = get(&format!("{url}/api/watchdog/status")).json();
+    assert_eq!(status["verdicts"]["flagged"], 0);
+    assert_eq!(status["open_alerts"], 0, "the fixed tree's alert resolves");
+    let tree = get(&format!("{url}/api/watchdog/trees/ses_demo_build")).json();
+    assert_eq!(tree["thresholds"]["top_min_ro"], 30);
+    assert_eq!(
+        tree["ticks"].as_array().unwrap().last().unwrap()["flagged"],
+        false
+    );
+}
+
+#[test]
+fn metrics_count_what_the_store_holds() {
+    let dir = TempDir::new("aw-web-metrics");
+    filled(&dir);
+    let server = start(options(&dir));
+    let m = get_with(
+        &format!("{}/metrics", server.url()),
+        &[(
+            "Accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )],
+    );
+    assert_eq!(m.status, 200);
+    assert!(m.content_type.starts_with("application/openmetrics-text"));
+    let classic = get(&format!("{}/metrics", server.url()));
+    assert!(
+        classic
+            .content_type
+            .starts_with("text/plain; version=0.0.4")
+    );
+    assert!(
+        classic
+            .body
+            .contains("# TYPE agentwatch_ticks_total counter\n")
+    );
+    assert!(!classic.body.contains("# EOF"));
+    for line in [
+        "agentwatch_ticks_total{job=\"opencode\",outcome=\"flagged\"} 3",
+        "agentwatch_last_tick_timestamp_seconds{job=\"opencode\"} 1790000600.0",
+        "agentwatch_sessions_seen 3",
+        "agentwatch_trees_flagged 1",
+        "agentwatch_open_alerts{severity=\"critical\"} 1",
+        "agentwatch_open_alerts{severity=\"warning\"} 0",
+        "agentwatch_last_tick_verdicts{flagged=\"true\"} 1",
+        "# EOF",
+    ] {
+        assert!(
+            m.body.lines().any(|l| l == line),
+            "missing {line:?} in\n{}",
+            m.body
+        );
+    }
+}
+
+#[test]
+fn metrics_show_recorded_job_events() {
+    let dir = TempDir::new("aw-web-events");
+    let db = dir.path.join("agentwatch.db");
+    let mut store = Store::open(&db).unwrap();
+    use agentwatch_store::{EventKind, JobEvent};
+    let ev = |at, job: &str, kind, name: &str, result: &str, ms| JobEvent {
+        at,
+        job: job.into(),
+        kind,
+        name: name.into(),
+        result: result.into(),
+        duration_ms: ms,
+    };
+    store
+        .record_events(&[
+            ev(T0, "recover", EventKind::Tick, "", "ok", Some(40)),
+            ev(T0 + 60, "recover", EventKind::Tick, "", "ok", Some(3000)),
+            ev(
+                T0 + 60,
+                "recover",
+                EventKind::Restart,
+                "fly.service",
+                "succeeded",
+                None,
+            ),
+            ev(
+                T0 + 60,
+                "opencode",
+                EventKind::Delivery,
+                "log",
+                "sent",
+                None,
+            ),
+            ev(
+                T0 + 60,
+                "opencode",
+                EventKind::Delivery,
+                "hook",
+                "failed",
+                None,
+            ),
+        ])
+        .unwrap();
+    drop(store);
+    let server = start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..ServeOptions::new(db)
+    });
+    let body = get(&format!("{}/metrics", server.url())).body;
+    for line in [
+        "agentwatch_ticks_total{job=\"recover\",outcome=\"ok\"} 2",
+        "agentwatch_last_tick_timestamp_seconds{job=\"recover\"} 1790000060.0",
+        "agentwatch_restarts_total{job=\"recover\",result=\"succeeded\"} 1",
+        "agentwatch_deliveries_total{job=\"opencode\",channel=\"hook\",result=\"failed\"} 1",
+        "agentwatch_tick_duration_seconds_count{job=\"recover\"} 2",
+        "agentwatch_tick_duration_seconds_bucket{le=\"0.05\",job=\"recover\"} 1",
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing {line:?} in\n{body}"
+        );
+    }
+}
+
+#[test]
+fn no_store_yet_is_an_empty_answer_not_an_error() {
+    let dir = TempDir::new("aw-web-empty");
+    let server = start(ServeOptions {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..ServeOptions::new(dir.path.join("none.db"))
+    });
+    let url = server.url();
+    assert_eq!(
+        get(&format!("{url}/api/watchdog/status")).json()["last_tick"],
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        get(&format!("{url}/api/watchdog/loops")).json()["loops"],
+        serde_json::json!([])
+    );
+    assert_eq!(get(&format!("{url}/metrics")).status, 200);
+    assert!(
+        !dir.path.join("none.db").exists(),
+        "reading created the store"
+    );
+}
+
+#[test]
+fn beyond_loopback_needs_a_token() {
+    let dir = TempDir::new("aw-web-bind");
+    let mut o = ServeOptions::new(dir.path.join("a.db"));
+    o.listen = "0.0.0.0:0".parse().unwrap();
+    assert!(matches!(
+        Server::bind(o.clone()),
+        Err(WebError::NeedsToken(_))
+    ));
+    o.token = Some(String::new());
+    assert!(matches!(Server::bind(o), Err(WebError::NeedsToken(_))));
+}
+
+#[test]
+#[ignore = "needs promtool"]
+fn promtool_accepts_the_metrics() {
+    let dir = TempDir::new("aw-web-promtool");
+    filled(&dir);
+    let server = start(options(&dir));
+    let body = get(&format!("{}/metrics", server.url())).body;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}\n{body}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
