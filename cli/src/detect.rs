@@ -2,13 +2,13 @@
 //! judge sessions on their whole history. Without FILE it judges the built-in sample
 //! (`fixtures/sample.json`).
 
-use crate::exit::{CliError, CliResult, code};
-use crate::input::{read_sessions, sessions_from_text};
+use crate::CliResult;
+use agentwatch_runtime::Error;
+use agentwatch_runtime::input::{read_sessions, sessions_from_text};
 use detect_core::{DetectConfig, Judgement, judge_sessions};
 use std::process::ExitCode;
 
-/// The built-in sample: a landing parent with a looping explorer child, and a busy healthy review.
-pub const SAMPLE: &str = include_str!("../../fixtures/sample.json");
+use agentwatch_runtime::SAMPLE;
 
 #[derive(Debug, clap::Args)]
 pub struct DetectArgs {
@@ -28,14 +28,14 @@ pub struct DetectArgs {
 }
 
 /// Apply `--set key=value` overrides to a config.
-pub fn apply_overrides(config: &mut DetectConfig, overrides: &[String]) -> Result<(), CliError> {
+pub fn apply_overrides(config: &mut DetectConfig, overrides: &[String]) -> Result<(), Error> {
     for item in overrides {
-        let (key, value) = item.split_once('=').ok_or_else(|| {
-            CliError::new(code::USAGE, format!("--set {item}: expected KEY=VALUE"))
-        })?;
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--set {item}: expected KEY=VALUE")))?;
         config
             .set(key.trim(), value)
-            .map_err(|e| CliError::new(code::CONFIG, format!("--set {item}: {e}")))?;
+            .map_err(|e| Error::config(format!("--set {item}: {e}")))?;
     }
     Ok(())
 }
@@ -45,7 +45,7 @@ pub fn run(args: DetectArgs) -> CliResult {
     if let Some(profile) = &args.profile {
         config
             .set("profile", profile)
-            .map_err(|e| CliError::new(code::USAGE, format!("--profile {profile}: {e}")))?;
+            .map_err(|e| Error::usage(format!("--profile {profile}: {e}")))?;
     }
     apply_overrides(&mut config, &args.set)?;
     let sessions = if args.files.is_empty() {
@@ -55,8 +55,8 @@ pub fn run(args: DetectArgs) -> CliResult {
     };
     let judgement = judge_sessions(&sessions, &config);
     if args.json {
-        let text = serde_json::to_string_pretty(&judgement)
-            .map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(&judgement).map_err(|e| Error::software(e.to_string()))?;
         println!("{text}");
     } else {
         print!("{}", render_table(&judgement));

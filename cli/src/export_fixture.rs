@@ -14,10 +14,11 @@
 //! - The output is written to a temporary file in the same directory, synced, then renamed over
 //!   `--out`: a failed export never leaves a partial file, and never replaces a good one.
 
-use crate::exit::{CliError, CliResult, code};
+use crate::CliResult;
 use agentwatch_opencode::db::{
-    DbError, Export, FileRef, OpencodeDb, count_lines, export_fixture, parse_labels,
+    Export, FileRef, OpencodeDb, count_lines, export_fixture, parse_labels,
 };
+use agentwatch_runtime::Error;
 use detect_core::DetectConfig;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -46,34 +47,13 @@ pub struct ExportFixtureArgs {
     pub busy_timeout_ms: u64,
 }
 
-/// The exit code for a database or export error.
-pub fn db_error(err: DbError) -> CliError {
-    let c = match &err {
-        DbError::Missing { .. } => code::NOINPUT,
-        DbError::Locked { .. } => code::TEMPFAIL,
-        DbError::NotADatabase { .. }
-        | DbError::Schema { .. }
-        | DbError::BadRow { .. }
-        | DbError::UnknownSessions { .. }
-        | DbError::NoCalls { .. } => code::DATAERR,
-        DbError::Sqlite { .. } => code::IOERR,
-        DbError::ScrubChangedVerdict { .. } => code::SOFTWARE,
-    };
-    CliError::new(c, err.to_string())
-}
-
 pub fn run(args: ExportFixtureArgs) -> CliResult {
-    let labels_text = std::fs::read_to_string(&args.labels).map_err(|e| {
-        crate::input::read_err(format_args!("labels {}", args.labels.display()), &e)
-    })?;
-    let labels = parse_labels(&labels_text).map_err(|e| {
-        CliError::new(
-            code::DATAERR,
-            format!("labels {}: {e}", args.labels.display()),
-        )
-    })?;
+    let labels_text = std::fs::read_to_string(&args.labels)
+        .map_err(|e| Error::read(format_args!("labels {}", args.labels.display()), e))?;
+    let labels = parse_labels(&labels_text)
+        .map_err(|e| Error::data(format!("labels {}: {e}", args.labels.display())))?;
     let db = OpencodeDb::open(&args.db, Duration::from_millis(args.busy_timeout_ms))
-        .map_err(db_error)?;
+        .map_err(Error::from)?;
     let mut source = LineSource::new(args.commit.clone(), args.repo.clone());
     let Export {
         file,
@@ -84,7 +64,7 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
         &mut |f| source.lines(f),
         &DetectConfig::default(),
     )
-    .map_err(db_error)?;
+    .map_err(Error::from)?;
     let mut text = file.to_json_pretty();
     text.push('\n');
     write_atomic(&args.out, &text)?;
@@ -190,7 +170,7 @@ fn git_show_lines(dir: &Path, rev: &str, relative: &str) -> Option<u64> {
 /// Write `text` to `path` atomically (mode 0644) with the workspace's one atomic writer
 /// ([`agentwatch_systemd::write_atomic`]): a temporary file in the same directory, synced, renamed
 /// over `path`. On any failure the temporary file is removed and `path` is left as it was.
-pub fn write_atomic(path: &Path, text: &str) -> Result<(), CliError> {
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), Error> {
     agentwatch_systemd::write_atomic(path, text.as_bytes(), 0o644)
-        .map_err(|e| CliError::new(code::IOERR, format!("writing {e}")))
+        .map_err(|e| Error::io(format!("writing {e}")))
 }

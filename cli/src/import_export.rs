@@ -7,9 +7,10 @@
 //! passed through. Nothing is scrubbed (use `export-fixture` for fixtures you share); `agentwatch
 //! detect` also reads export JSON directly.
 
-use crate::exit::{CliError, CliResult, code};
+use crate::CliResult;
 use crate::export_fixture::write_atomic;
-use crate::input::read_sessions;
+use agentwatch_runtime::Error;
+use agentwatch_runtime::input::read_sessions;
 use detect_core::SessionFile;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,10 +27,7 @@ pub struct ImportExportArgs {
 
 pub fn run(args: ImportExportArgs) -> CliResult {
     if args.files.iter().filter(|f| *f == "-").count() > 1 {
-        return Err(CliError::new(
-            code::USAGE,
-            "standard input (`-`) can be read only once",
-        ));
+        return Err(Error::usage("standard input (`-`) can be read only once"));
     }
     let sessions = read_sessions(&args.files)?;
     for s in &sessions {

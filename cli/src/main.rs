@@ -1,29 +1,27 @@
 //! `agentwatch`: the command-line front end of the agentwatch workspace.
 //!
-//! Each subcommand is a thin shell around a pure core crate: it reads input, calls the core with an
-//! explicit `now`, and prints what the core decided. Errors are reported with context and a
-//! sysexits-style exit code (see [`exit`]).
+//! It parses arguments and prints results; the jobs live in `agentwatch-runtime`. Errors are
+//! reported with context and a sysexits-style exit code (`agentwatch_runtime::error::code`);
+//! a usage error clap finds exits 64 like every other usage error.
 #![forbid(unsafe_code)]
 
-mod clock;
-mod config;
-mod deck;
+mod args;
 mod detect;
-mod exit;
 mod export_fixture;
 mod import_export;
-mod input;
-mod notify;
-mod opencode;
-mod operator;
-mod recover;
-mod replay;
-mod replay_alerts;
-mod stored;
-mod tracked;
 
+use agentwatch_runtime::error::code;
+use agentwatch_runtime::{Error, jobs, operator, replay};
+use args::{
+    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs,
+    StatusArgs, TestAlertArgs,
+};
 use clap::{Parser, Subcommand};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
+
+/// What a command returns: its exit code, or the error to report.
+pub type CliResult = Result<ExitCode, Error>;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,50 +39,121 @@ enum Command {
     /// Judge the sessions of a session file (built-in sample when FILE is omitted).
     Detect(detect::DetectArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
-    Replay(replay::ReplayArgs),
+    Replay(ReplayArgs),
     /// One tick of the opencode loop watchdog: read sessions, judge trees, alert, store.
-    Opencode(opencode::OpencodeArgs),
+    Opencode(OpencodeArgs),
     /// Last tick, sessions seen, flagged/total verdicts, open alerts, channels.
-    Status(operator::StatusArgs),
+    Status(StatusArgs),
     /// Open alerts (all with --all).
-    Alerts(operator::AlertsArgs),
+    Alerts(AlertsArgs),
     /// List notification channels, or `set` one's run-time settings.
-    Channels(operator::ChannelsArgs),
+    Channels(ChannelsArgs),
     /// Send a test alert through the channels.
-    TestAlert(operator::TestAlertArgs),
+    TestAlert(TestAlertArgs),
     /// Print the effective configuration.
-    Config(operator::ConfigArgs),
+    Config(ConfigArgs),
     /// Export labelled sessions from opencode's database as a scrubbed fixture (session file).
     ExportFixture(export_fixture::ExportFixtureArgs),
     /// Turn `opencode export` JSON files into one session file.
     ImportExport(import_export::ImportExportArgs),
     /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
-    Recover(recover::RecoverArgs),
+    Recover(RecoverArgs),
     /// Watch agent-deck sessions: restart crashed critical ones, nudge stuck children, escalate.
-    Deck(deck::DeckArgs),
+    Deck(DeckArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { code::USAGE } else { 0 });
+        }
+    };
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
-        Command::Replay(args) => replay::run_cli(args),
-        Command::Opencode(args) => opencode::run(args),
-        Command::Status(args) => operator::status(args),
-        Command::Alerts(args) => operator::alerts(args),
-        Command::Channels(args) => operator::channels(args),
-        Command::TestAlert(args) => operator::test_alert(args),
-        Command::Config(args) => operator::show_config(args),
+        Command::Replay(args) => run_replay(&args),
+        Command::Opencode(args) => opencode(args),
+        Command::Status(args) => shown(operator::status(&args.into())),
+        Command::Alerts(args) => shown(operator::alerts(&args.into())),
+        Command::Channels(args) => shown(operator::channels(&args.into())),
+        Command::TestAlert(args) => shown(operator::test_alert(&args.into())),
+        Command::Config(args) => shown(operator::show_config(&args.into())),
         Command::ExportFixture(args) => export_fixture::run(args),
         Command::ImportExport(args) => import_export::run(args),
-        Command::Recover(args) => recover::run(args),
-        Command::Deck(args) => deck::run(args),
+        Command::Recover(args) => recover(args),
+        Command::Deck(args) => deck(args),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("agentwatch: error: {err}");
-            err.exit_code()
+            ExitCode::from(err.exit_code())
         }
     }
+}
+
+fn shown(result: Result<operator::Shown, Error>) -> CliResult {
+    let shown = result?;
+    print!("{}", shown.text);
+    Ok(ExitCode::from(shown.exit_code))
+}
+
+fn print_json(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn opencode(args: OpencodeArgs) -> CliResult {
+    let (json, verbose) = (args.json, args.verbose);
+    if let Some(report) = jobs::opencode::run(&args.into())? {
+        if json {
+            print_json(&report.to_json());
+        } else {
+            print!("{}", report.render(verbose));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn recover(args: RecoverArgs) -> CliResult {
+    let json = args.json;
+    let outcome = jobs::recover::run(&args.into())?;
+    if json {
+        print_json(&outcome.json);
+    }
+    Ok(ExitCode::from(outcome.exit_code))
+}
+
+fn deck(args: DeckArgs) -> CliResult {
+    let json = args.json;
+    let code = jobs::deck::run(&args.into(), &mut |report| {
+        if json {
+            println!("{}", report.to_json());
+        } else {
+            print!("{}", report.render());
+        }
+    })?;
+    Ok(ExitCode::from(code))
+}
+
+fn run_replay(args: &ReplayArgs) -> CliResult {
+    let policy = replay::Policy::parse(&args.policy)?;
+    let stdin = std::io::stdin();
+    let mut input: Box<dyn BufRead> = match args.file.as_deref() {
+        None | Some("-") => Box::new(stdin.lock()),
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|err| Error::no_input(format!("replay: cannot open {path}: {err}")))?;
+            Box::new(BufReader::new(file))
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    replay::run(policy, &mut *input, &mut out)?;
+    out.flush()
+        .map_err(|e| Error::io(format!("replay: cannot write output: {e}")))?;
+    Ok(ExitCode::SUCCESS)
 }

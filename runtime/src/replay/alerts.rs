@@ -5,7 +5,7 @@
 //! as it does between two oneshot runs of the watchdog. The schema and a worked example are the
 //! `## alerts` section of `docs/replay.md`.
 
-use crate::exit::{CliError, code};
+use crate::error::Error;
 use alert_state::{
     AlertConfig, AlertState, ChannelConfig, DecisionKind, Dispatch, RootObservation, Tick,
     parse_llm_opinion, process_tick,
@@ -75,11 +75,7 @@ struct DecisionLine<'a> {
 /// A line that is not a valid tick (bad JSON, an unknown field, a contradictory tick, an invalid
 /// channel list) stops the replay with exit code 65 and names the line; output already written
 /// stays. Blank lines are skipped.
-#[allow(
-    dead_code,
-    reason = "replay.rs dispatches `alerts` here once its owner wires it; remove then"
-)]
-pub fn run(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
     let mut config = AlertConfig {
         source: REPLAY_SOURCE.to_owned(),
         ..AlertConfig::default()
@@ -102,14 +98,12 @@ pub fn run(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError>
         let line: TickLine = serde_json::from_str(&text).map_err(|e| json_error(number, &e))?;
         let tick = apply_line(&mut config, line);
         let state: AlertState = serde_json::from_str(&stored_state).map_err(|e| {
-            CliError::new(
-                code::SOFTWARE,
-                format!("replay alerts: line {number}: stored state does not load back: {e}"),
-            )
+            Error::software(format!(
+                "replay alerts: line {number}: stored state does not load back: {e}"
+            ))
         })?;
-        let outcome = process_tick(&state, &config, &tick).map_err(|e| {
-            CliError::new(code::DATAERR, format!("replay alerts: line {number}: {e}"))
-        })?;
+        let outcome = process_tick(&state, &config, &tick)
+            .map_err(|e| Error::data(format!("replay alerts: line {number}: {e}")))?;
         for decision in &outcome.decisions {
             let line = DecisionLine {
                 now: tick.now,
@@ -163,56 +157,41 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
     }
 }
 
-fn to_json(value: &impl Serialize) -> Result<String, CliError> {
-    serde_json::to_string(value).map_err(|e| {
-        CliError::new(
-            code::SOFTWARE,
-            format!("replay alerts: cannot serialise: {e}"),
-        )
-    })
+fn to_json(value: &impl Serialize) -> Result<String, Error> {
+    serde_json::to_string(value)
+        .map_err(|e| Error::software(format!("replay alerts: cannot serialise: {e}")))
 }
 
 /// A JSON error for one input line; serde's own position is always "line 1" of that line, so
 /// only its column is kept.
-fn json_error(number: u64, error: &serde_json::Error) -> CliError {
+fn json_error(number: u64, error: &serde_json::Error) -> Error {
     let message = error.to_string();
     let position = format!(" at line {} column {}", error.line(), error.column());
     let message = message.strip_suffix(&position).unwrap_or(&message);
-    CliError::new(
-        code::DATAERR,
-        format!(
-            "replay alerts: line {number}, column {}: invalid tick: {message}",
-            error.column()
-        ),
-    )
+    Error::data(format!(
+        "replay alerts: line {number}, column {}: invalid tick: {message}",
+        error.column()
+    ))
 }
 
-fn read_error(number: u64, error: &std::io::Error) -> CliError {
+fn read_error(number: u64, error: &std::io::Error) -> Error {
     if error.kind() == ErrorKind::InvalidData {
-        CliError::new(
-            code::DATAERR,
-            format!("replay alerts: line {number}: not valid UTF-8"),
-        )
+        Error::data(format!("replay alerts: line {number}: not valid UTF-8"))
     } else {
-        CliError::new(
-            code::IOERR,
-            format!("replay alerts: cannot read line {number}: {error}"),
-        )
+        Error::io(format!("replay alerts: cannot read line {number}: {error}"))
     }
 }
 
-fn write_error(error: &std::io::Error) -> CliError {
-    CliError::new(
-        code::IOERR,
-        format!("replay alerts: cannot write output: {error}"),
-    )
+fn write_error(error: &std::io::Error) -> Error {
+    Error::io(format!("replay alerts: cannot write output: {error}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::code;
 
-    fn replay(input: &str) -> Result<Vec<Value>, CliError> {
+    fn replay(input: &str) -> Result<Vec<Value>, Error> {
         let mut out = Vec::new();
         run(&mut input.as_bytes(), &mut out)?;
         let text = String::from_utf8(out).expect("output is UTF-8");
@@ -222,7 +201,7 @@ mod tests {
             .collect())
     }
 
-    fn replay_err(input: &[u8]) -> CliError {
+    fn replay_err(input: &[u8]) -> Error {
         let mut out = Vec::new();
         run(&mut &input[..], &mut out).expect_err("replay fails")
     }
@@ -292,8 +271,8 @@ mod tests {
         ];
         for (input, message) in cases {
             let error = replay_err(input);
-            assert_eq!(error.code, code::DATAERR, "{message}");
-            assert_eq!(error.message, message);
+            assert_eq!(error.exit_code(), code::DATAERR, "{message}");
+            assert_eq!(error.to_string(), message);
         }
     }
 

@@ -34,14 +34,13 @@
 
 use crate::clock::{iso8601, now_or_clock};
 use crate::config::{self, Config, Env, RecoverSection};
-use crate::exit::{CliError, CliResult, code};
+use crate::error::{Error, code};
 use crate::stored::{
-    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_err, store_path,
-    take_lock,
+    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_path, take_lock,
 };
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
 use agentwatch_store::Store;
-use agentwatch_systemd::{EnvFileError, NOTICE_MODE, Systemctl, read_env_file, write_atomic};
+use agentwatch_systemd::{NOTICE_MODE, Systemctl, read_env_file, write_atomic};
 use recovery_policy::DecisionName;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
@@ -52,7 +51,6 @@ use recovery_policy::notice::{Phase, RecoveryNotice};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// The store key of the policy's state.
@@ -66,29 +64,22 @@ const ROUTER_KEY_VAR: &str = "FLY_LOOP_ROUTER_KEY";
 /// Largest loop report read.
 const MAX_REPORT_BYTES: u64 = 4 * 1024 * 1024;
 
-#[derive(Debug, clap::Args)]
-pub struct RecoverArgs {
+#[derive(Debug, Clone, Default)]
+pub struct Options {
     /// Run one check and exit (the systemd timer repeats it). Required: there is no daemon mode.
-    #[arg(long)]
     pub once: bool,
     /// Decide everything, do nothing: no notice, no restart, no state written.
-    #[arg(long)]
     pub dry_run: bool,
     /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
-    #[arg(long)]
     pub config: Option<PathBuf>,
     /// The run's time, unix seconds (for tests and replays; default the clock). Fixes the clock
     /// for the whole run: the countdown is then simulated, not slept.
-    #[arg(long)]
     pub now: Option<i64>,
     /// Print the run (decisions, notices written, restart) as one JSON object.
-    #[arg(long)]
     pub json: bool,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
-    #[arg(long)]
     pub db: Option<PathBuf>,
     /// Override a configuration key (`--set recover.unit=flysim.service`; repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 }
 
@@ -144,20 +135,12 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-fn env_file_err(e: EnvFileError) -> CliError {
-    let c = match e {
-        EnvFileError::Io { .. } => code::IOERR,
-        _ => code::CONFIG,
-    };
-    CliError::new(c, format!("recover.env_file: {e}"))
-}
-
-fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, CliError> {
+fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, Error> {
     let mut section = config.recover.clone();
     let mut api_key = env(ROUTER_KEY_VAR);
     if !section.env_file.trim().is_empty() {
         let path = config::expand_home(section.env_file.trim(), env);
-        if let Some(vars) = read_env_file(&path).map_err(env_file_err)? {
+        if let Some(vars) = read_env_file(&path)? {
             let from_file = |var: &str| {
                 vars.get(var)
                     .map(|v| v.trim().to_owned())
@@ -223,10 +206,18 @@ impl Run {
     }
 }
 
-pub fn run(args: RecoverArgs) -> CliResult {
+/// What one run decided and did: its exit code (0, or 69 when the restart failed) and the run as
+/// one JSON object (`--json`).
+#[derive(Debug)]
+pub struct Outcome {
+    pub exit_code: u8,
+    pub json: Value,
+}
+
+/// One check: read the report, decide, act, store.
+pub fn run(args: &Options) -> Result<Outcome, Error> {
     if !args.once {
-        return Err(CliError::new(
-            code::USAGE,
+        return Err(Error::usage(
             "recover: pass --once (one check per run; the systemd timer repeats it)",
         ));
     }
@@ -245,7 +236,10 @@ pub fn run(args: RecoverArgs) -> CliResult {
         (None, open_existing_read_only(&db_path)?)
     } else {
         let lock = take_lock(&db_path, "recover")?;
-        (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
+        (
+            Some(lock),
+            Some(Store::open(&db_path).map_err(Error::from)?),
+        )
     };
 
     let mut run = Run::default();
@@ -284,12 +278,8 @@ pub fn run(args: RecoverArgs) -> CliResult {
                 // Persist first: if this run dies during the countdown or the restart, the next
                 // one sees a restart without an outcome and holds (cooldown) instead of acting again.
                 if let Some(store) = store.as_mut() {
-                    persist(store, &state, clock.now()).map_err(|e| {
-                        CliError::new(
-                            e.code,
-                            format!("{e}; state not saved, so the restart was not performed"),
-                        )
-                    })?;
+                    persist(store, &state, clock.now())
+                        .map_err(|e| Error::StateNotSaved(Box::new(e)))?;
                 }
                 let outcome = perform_restart(&settings, &notice, execute_at, &mut clock, &mut run);
                 LoopEvent::Outcome(outcome)
@@ -307,21 +297,10 @@ pub fn run(args: RecoverArgs) -> CliResult {
     }
     let failed = run.last_name() == Some(LoopDecisionName::RestartFailed);
     let exit = if failed { code::UNAVAILABLE } else { 0 };
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&run_json(
-                &run,
-                started,
-                &settings,
-                args.dry_run,
-                state_saved,
-                exit
-            ))
-            .unwrap_or_default()
-        );
-    }
-    Ok(ExitCode::from(exit))
+    Ok(Outcome {
+        exit_code: exit,
+        json: run_json(&run, started, &settings, args.dry_run, state_saved, exit),
+    })
 }
 
 /// The stored state, or a clean one. An unreadable state is set aside (not in a dry run) and
@@ -331,7 +310,7 @@ fn load_policy_state(
     now: i64,
     dry_run: bool,
     run: &mut Run,
-) -> Result<LoopRecoveryState, CliError> {
+) -> Result<LoopRecoveryState, Error> {
     let (state, aside) = load_or_clean(store, STATE_KEY, now, dry_run, parse_policy)?;
     if let Some(aside) = aside {
         run.warn(now, aside.fields(STATE_KEY));
@@ -339,7 +318,7 @@ fn load_policy_state(
     Ok(state)
 }
 
-fn persist(store: &mut Store, state: &LoopRecoveryState, now: i64) -> Result<(), CliError> {
+fn persist(store: &mut Store, state: &LoopRecoveryState, now: i64) -> Result<(), Error> {
     save_policy(store, STATE_KEY, state, now)
 }
 
@@ -372,7 +351,7 @@ fn ask_router(settings: &Settings, report: &LoopReport) -> RouterVerdict {
         dialect: Dialect::OpenAi,
         model: router.model,
         api_key: settings.api_key.clone(),
-        timeout: Duration::from_secs_f64(settings.section.router_timeout_s),
+        timeout: crate::config::duration(settings.section.router_timeout_s),
     };
     match complete(
         &endpoint,
@@ -400,7 +379,7 @@ fn perform_restart(
     let systemctl = Systemctl {
         command: settings.section.systemctl.clone(),
         user: settings.section.user,
-        timeout: Duration::from_secs_f64(settings.section.restart_timeout_s),
+        timeout: crate::config::duration(settings.section.restart_timeout_s),
     };
     let argv = systemctl
         .restart_argv(&settings.section.unit)

@@ -7,13 +7,14 @@
 //! A tick exits 0 however many alerts fired; sources that fail are reported and skipped.
 //! Every transition is one `key=value` line on standard error.
 
+pub mod tracked;
+
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env};
-use crate::exit::{CliError, CliResult, code};
+use crate::error::Error;
 use crate::input::read_sessions;
 use crate::notify::{SendReport, apply_stored_settings, send};
-use crate::stored::{load_or_clean, open_existing_read_only, store_err, store_path, take_lock};
-use crate::tracked::{self, Tracked};
+use crate::stored::{load_or_clean, open_existing_read_only, store_path, take_lock};
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_store::{AlertRow, Store, VerdictRow};
 use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
@@ -21,49 +22,37 @@ use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
+use tracked::Tracked;
 
 /// The store key of the alert state.
 pub const ALERT_STATE_KEY: &str = "alerts";
 
-#[derive(Debug, clap::Args)]
-pub struct OpencodeArgs {
+#[derive(Debug, Clone, Default)]
+pub struct Options {
     /// Run one tick and exit (the systemd timer repeats it). This is the only mode.
-    #[arg(long)]
     pub once: bool,
     /// Decide everything, send nothing, write nothing.
-    #[arg(long)]
     pub dry_run: bool,
     /// Print every session's verdict.
-    #[arg(long)]
     pub verbose: bool,
     /// Print one JSON object describing the tick.
-    #[arg(long)]
     pub json: bool,
     /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
-    #[arg(long)]
     pub config: Option<PathBuf>,
     /// An opencode server URL, in addition to the configured ones (repeatable).
-    #[arg(long = "server", value_name = "URL")]
     pub servers: Vec<String>,
     /// A session file or `opencode export` JSON to judge as a source (repeatable).
-    #[arg(long = "sessions", value_name = "FILE")]
     pub session_files: Vec<String>,
     /// Judge the built-in demo sessions, with a fresh store in a temporary directory.
-    #[arg(long)]
     pub demo: bool,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
-    #[arg(long)]
     pub db: Option<PathBuf>,
     /// Override a configuration key (`--set watchdog.detector.top_min=10`; repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// The tick's time, unix seconds (for tests and replays; default the clock).
-    #[arg(long)]
     pub now: Option<i64>,
     /// Read every session's whole history, ignoring the stored cursors (for comparisons).
-    #[arg(long)]
     pub full_read: bool,
 }
 
@@ -141,19 +130,14 @@ pub fn server_urls(
 
 /// Read every source. Servers are read incrementally against what `store` holds (a dry run
 /// without a database reads them whole).
-pub fn collect(
-    config: &Config,
-    args: &OpencodeArgs,
-    store: Option<&Store>,
-    env: Env<'_>,
-) -> Collected {
+pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<'_>) -> Collected {
     let detector = config.detector();
     let mut collected = Collected::default();
     let (urls, problems) = server_urls(config, &args.servers, env);
     collected.failed.extend(problems);
     let timeouts = Timeouts {
-        connect: Duration::from_secs_f64(config.opencode.connect_timeout_s),
-        request: Duration::from_secs_f64(config.opencode.request_timeout_s),
+        connect: crate::config::duration(config.opencode.connect_timeout_s),
+        request: crate::config::duration(config.opencode.request_timeout_s),
     };
     for url in urls {
         let mut spec = ServerSpec::new(&url);
@@ -189,7 +173,7 @@ pub fn collect(
     let mut files = args.session_files.clone();
     if args.demo {
         files.clear();
-        match crate::input::sessions_from_text("demo", crate::detect::SAMPLE) {
+        match crate::input::sessions_from_text("demo", crate::SAMPLE) {
             Ok(sessions) => {
                 collected.add_whole("built-in demo", sessions, &detector);
                 collected.answered.push("built-in demo".to_owned());
@@ -255,7 +239,7 @@ fn load_alert_state(
     store: Option<&mut Store>,
     now: i64,
     dry_run: bool,
-) -> Result<AlertState, CliError> {
+) -> Result<AlertState, Error> {
     let (state, aside) = load_or_clean(store, ALERT_STATE_KEY, now, dry_run, |text| {
         serde_json::from_str(text).map_err(|e| e.to_string())
     })?;
@@ -286,7 +270,9 @@ fn quote(text: &str) -> String {
     out
 }
 
-pub fn run(args: OpencodeArgs) -> CliResult {
+/// One tick: collect, judge, alert, deliver, store. The report says what it saw and did; `None`
+/// when the watchdog is disabled.
+pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     let env: Env<'_> = &config::process_env;
     let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
     let now = now_or_clock(args.now);
@@ -295,7 +281,7 @@ pub fn run(args: OpencodeArgs) -> CliResult {
             "watchdog={} state=disabled reason=\"watchdog.enabled = false\"",
             iso8601(now)
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(None);
     }
     let demo_dir;
     let db_path = if args.demo && args.db.is_none() {
@@ -320,14 +306,17 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         (None, open_existing_read_only(&db_path)?)
     } else {
         let lock = take_lock(&db_path, "opencode")?;
-        (Some(lock), Some(Store::open(&db_path).map_err(store_err)?))
+        (
+            Some(lock),
+            Some(Store::open(&db_path).map_err(Error::from)?),
+        )
     };
     let mut config = loaded.config;
     if let Some(store) = &store {
         apply_stored_settings(&mut config, store);
     }
 
-    let mut collected = collect(&config, &args, store.as_ref(), env);
+    let mut collected = collect(&config, args, store.as_ref(), env);
     for (source, problem) in &collected.failed {
         eprintln!(
             "watchdog={} source={source:?} problem={problem:?} action=skip",
@@ -342,25 +331,17 @@ pub fn run(args: OpencodeArgs) -> CliResult {
         if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
             store
                 .record_tick(now, "no_opencode", 0, 0, &[], &[])
-                .map_err(store_err)?;
+                .map_err(Error::from)?;
         }
         TickReport::empty(now, &collected)
     } else {
-        tick(&config, store.as_mut(), &mut collected, now, &args, env)?
+        tick(&config, store.as_mut(), &mut collected, now, args, env)?
     };
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result.to_json()).unwrap_or_default()
-        );
-    } else {
-        print!("{}", result.render(args.verbose));
-    }
     eprintln!("tick done: {} alert(s) fired", result.fired());
     if args.demo && args.db.is_none() {
         let _ = std::fs::remove_dir_all(&demo_dir);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Some(result))
 }
 
 /// Decisions that fired an event (trigger, escalate, resolve).
@@ -401,7 +382,8 @@ impl TickReport {
         fired(&self.decisions)
     }
 
-    fn render(&self, verbose: bool) -> String {
+    /// The human form: trees, alert events and their routes, a closing count.
+    pub fn render(&self, verbose: bool) -> String {
         let mut out = String::new();
         if verbose {
             for v in &self.judgement.sessions {
@@ -458,7 +440,8 @@ impl TickReport {
         out
     }
 
-    fn to_json(&self) -> Value {
+    /// The tick as one JSON object.
+    pub fn to_json(&self) -> Value {
         json!({
             "now": self.now,
             "outcome": self.outcome,
@@ -477,9 +460,9 @@ fn tick(
     mut store: Option<&mut Store>,
     collected: &mut Collected,
     now: i64,
-    args: &OpencodeArgs,
+    args: &Options,
     env: Env<'_>,
-) -> Result<TickReport, CliError> {
+) -> Result<TickReport, Error> {
     let detector = config.detector();
     let (judgement, cache_rows) = tracked::judge(&mut collected.sessions, &detector, now);
     let read_now = collected.sessions.iter().filter(|s| s.was_read()).count();
@@ -549,7 +532,7 @@ fn tick(
         }
     }
     let outcome = process_tick(&state, &alert_config, &Tick { now, roots, gone })
-        .map_err(|e| CliError::new(code::SOFTWARE, format!("alert tick: {e}")))?;
+        .map_err(|e| Error::software(format!("alert tick: {e}")))?;
 
     let mut sends = Vec::new();
     for decision in &outcome.decisions {
@@ -651,7 +634,7 @@ fn tick(
                 &collected.answered,
                 &verdict_rows,
             )
-            .map_err(store_err)?;
+            .map_err(Error::from)?;
         let alert_rows: Vec<AlertRow> = outcome
             .decisions
             .iter()
@@ -678,7 +661,7 @@ fn tick(
                 resolved_at: a.resolved_at,
             })
             .collect();
-        store.upsert_alerts(&alert_rows).map_err(store_err)?;
+        store.upsert_alerts(&alert_rows).map_err(Error::from)?;
         for source in &collected.cached_sources {
             let rows = cache_rows
                 .get(source)
@@ -686,13 +669,13 @@ fn tick(
                 .unwrap_or_default();
             store
                 .replace_session_cache(source, rows)
-                .map_err(store_err)?;
+                .map_err(Error::from)?;
         }
-        let state_json = serde_json::to_string(&outcome.state)
-            .map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+        let state_json =
+            serde_json::to_string(&outcome.state).map_err(|e| Error::software(e.to_string()))?;
         store
             .save_state(ALERT_STATE_KEY, &state_json, now)
-            .map_err(store_err)?;
+            .map_err(Error::from)?;
     }
     Ok(TickReport {
         now,
@@ -726,7 +709,7 @@ fn ask_opinions(
         },
         model: config.watchdog.model.clone(),
         api_key: llm.api_key_env.as_deref().and_then(env),
-        timeout: Duration::from_secs_f64(llm.timeout_s),
+        timeout: crate::config::duration(llm.timeout_s),
     };
     for (root, slot) in opinions.iter_mut() {
         let Some(obs) = roots.iter().find(|r| &r.root == root) else {

@@ -8,7 +8,6 @@ use agentwatch_channels::{
 };
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::AlertEvent;
-use std::time::Duration;
 
 /// Apply the run-time settings stored by `agentwatch channels set` over the configured ones.
 pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
@@ -31,7 +30,7 @@ pub fn apply_stored_settings(config: &mut Config, store: &Store) {
 
 /// The adapter for one configured channel.
 pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKind, String> {
-    let timeout = Duration::from_secs_f64(section.timeout_s);
+    let timeout = crate::config::duration(section.timeout_s);
     match section.channel_type.as_str() {
         "desktop" => Ok(ChannelKind::Desktop(DesktopChannel {
             program: section

@@ -3,19 +3,10 @@
 //! the job starts clean.
 
 use crate::config::{self, Config, Env};
-use crate::exit::{CliError, code};
-use agentwatch_store::{LockError, RunLock, Store, StoreError};
+use crate::error::Error;
+use agentwatch_store::{RunLock, Store};
 use recovery_policy::{PolicyState, StateError, load_state, save_state};
 use std::path::{Path, PathBuf};
-
-/// A store error with its exit code: 65 for a file that is not (or not yet) ours, 74 otherwise.
-pub fn store_err(e: StoreError) -> CliError {
-    let c = match e {
-        StoreError::Corrupt { .. } | StoreError::TooNew { .. } => code::DATAERR,
-        _ => code::IOERR,
-    };
-    CliError::new(c, e.to_string())
-}
 
 /// Where the store lives: `--db`, else `[store] path`, else `$XDG_STATE_HOME/agentwatch/agentwatch.db`.
 pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf {
@@ -32,11 +23,11 @@ pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf
 
 /// The store opened read-only when the file exists (`None` when it does not): what a dry run or a
 /// report reads, never creating or migrating anything.
-pub fn open_existing_read_only(db: &Path) -> Result<Option<Store>, CliError> {
+pub fn open_existing_read_only(db: &Path) -> Result<Option<Store>, Error> {
     if !db.is_file() {
         return Ok(None);
     }
-    Store::open_read_only(db).map(Some).map_err(store_err)
+    Store::open_read_only(db).map(Some).map_err(Error::from)
 }
 
 /// The run lock of one job (`opencode`, `recover`, `deck`, ...) beside the database: two runs
@@ -50,13 +41,10 @@ pub fn lock_path(db: &Path, job: &str) -> PathBuf {
 }
 
 /// Take a job's run lock, or exit 75 saying who holds it.
-pub fn take_lock(db: &Path, job: &str) -> Result<RunLock, CliError> {
-    RunLock::acquire(&lock_path(db, job)).map_err(|e| match e {
-        LockError::Held(path) => CliError::new(
-            code::TEMPFAIL,
-            format!("another agentwatch {job} run holds {path}; exiting"),
-        ),
-        other => CliError::new(code::IOERR, other.to_string()),
+pub fn take_lock(db: &Path, job: &str) -> Result<RunLock, Error> {
+    RunLock::acquire(&lock_path(db, job)).map_err(|source| Error::Lock {
+        job: job.to_owned(),
+        source,
     })
 }
 
@@ -87,11 +75,11 @@ pub fn load_or_clean<T: Default>(
     now: i64,
     dry_run: bool,
     parse: impl FnOnce(&str) -> Result<T, String>,
-) -> Result<(T, Option<SetAside>), CliError> {
+) -> Result<(T, Option<SetAside>), Error> {
     let Some(store) = store else {
         return Ok((T::default(), None));
     };
-    let Some(text) = store.load_state(key).map_err(store_err)? else {
+    let Some(text) = store.load_state(key).map_err(Error::from)? else {
         return Ok((T::default(), None));
     };
     match parse(&text) {
@@ -102,7 +90,7 @@ pub fn load_or_clean<T: Default>(
             } else {
                 store
                     .set_aside_state(key, now)
-                    .map_err(store_err)?
+                    .map_err(Error::from)?
                     .unwrap_or_default()
             };
             Ok((T::default(), Some(SetAside { problem, kept_as })))
@@ -125,9 +113,9 @@ pub fn save_policy<S: PolicyState>(
     key: &str,
     state: &S,
     now: i64,
-) -> Result<(), CliError> {
-    let text = save_state(state).map_err(|e| CliError::new(code::SOFTWARE, e.to_string()))?;
+) -> Result<(), Error> {
+    let text = save_state(state).map_err(|e| Error::software(e.to_string()))?;
     store
         .save_state(key, &text, now)
-        .map_err(|e| CliError::new(code::IOERR, format!("saving {key} state: {e}")))
+        .map_err(|e| Error::io(format!("saving {key} state: {e}")))
 }

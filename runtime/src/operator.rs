@@ -3,62 +3,74 @@
 
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, parse_severity};
-use crate::exit::{CliError, CliResult, code};
+use crate::error::{Error, code};
 use crate::notify::{apply_stored_settings, send};
-use crate::stored::{open_existing_read_only as open_read_only, store_err, store_path, take_lock};
+use crate::stored::{open_existing_read_only as open_read_only, store_path, take_lock};
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::{AlertEvent, EventState};
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Options every operator command shares.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default)]
 pub struct Common {
     /// Configuration file.
-    #[arg(long)]
     pub config: Option<PathBuf>,
     /// The SQLite database.
-    #[arg(long)]
     pub db: Option<PathBuf>,
     /// Print JSON.
-    #[arg(long)]
     pub json: bool,
 }
 
-fn load(common: &Common, env: Env<'_>) -> Result<(Config, PathBuf), CliError> {
+fn load(common: &Common, env: Env<'_>) -> Result<(Config, PathBuf), Error> {
     let loaded = config::load(common.config.as_deref(), &[], env)?;
     let db = store_path(&loaded.config, common.db.as_deref(), env);
     Ok((loaded.config, db))
 }
 
-fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+/// What an operator command shows (the text or the JSON, as asked) and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub text: String,
+    pub exit_code: u8,
 }
 
-#[derive(Debug, clap::Args)]
+impl Shown {
+    fn text(text: String) -> Self {
+        Self {
+            text,
+            exit_code: code::OK,
+        }
+    }
+
+    fn json(value: &serde_json::Value) -> Self {
+        Self::text(format!(
+            "{}\n",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        ))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
 pub struct StatusArgs {
-    #[command(flatten)]
     pub common: Common,
 }
 
 /// Last tick, sessions seen, flagged/total verdicts, open alerts, channels.
-pub fn status(args: StatusArgs) -> CliResult {
+pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
+    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
     let store = open_read_only(&db)?;
     let (tick, counts, open) = match &store {
         Some(s) => {
-            let tick = s.last_tick().map_err(store_err)?;
+            let tick = s.last_tick().map_err(Error::from)?;
             let counts = match &tick {
-                Some(t) => Some(s.verdict_counts(t.id).map_err(store_err)?),
+                Some(t) => Some(s.verdict_counts(t.id).map_err(Error::from)?),
                 None => None,
             };
             apply_stored_settings(&mut config, s);
-            (tick, counts, s.alerts(false).map_err(store_err)?.len())
+            (tick, counts, s.alerts(false).map_err(Error::from)?.len())
         }
         None => (None, None, 0),
     };
@@ -68,71 +80,71 @@ pub fn status(args: StatusArgs) -> CliResult {
         .map(|c| json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s}))
         .collect();
     if args.common.json {
-        print_json(&json!({
+        return Ok(Shown::json(&json!({
             "db": db.display().to_string(),
             "last_tick": tick,
             "verdicts": counts,
             "open_alerts": open,
             "channels": channels,
-        }));
-        return Ok(ExitCode::SUCCESS);
+        })));
     }
-    println!("database: {}", db.display());
+    out.push_str(&format!("database: {}\n", db.display()));
     match &tick {
         Some(t) => {
-            println!(
-                "last tick: {} ({}), outcome {}",
+            out.push_str(&format!(
+                "last tick: {} ({}), outcome {}\n",
                 iso8601(t.ticked_at),
                 t.ticked_at,
                 t.outcome
-            );
-            println!("sessions seen: {}", t.sessions_seen);
+            ));
+            out.push_str(&format!("sessions seen: {}\n", t.sessions_seen));
             if let Some(c) = counts {
-                println!("flagged verdicts: {}/{}", c.flagged, c.total);
+                out.push_str(&format!("flagged verdicts: {}/{}\n", c.flagged, c.total));
             }
         }
-        None => println!("last tick: never"),
+        None => out.push_str("last tick: never\n"),
     }
-    println!("open alerts: {open}");
+    out.push_str(&format!("open alerts: {open}\n"));
     if config.channels.is_empty() {
-        println!("channels: none configured");
+        out.push_str("channels: none configured\n");
     }
     for c in &config.channels {
-        println!(
-            "channel {} type={} enabled={} min_severity={} rate_limit_s={}",
+        out.push_str(&format!(
+            "channel {} type={} enabled={} min_severity={} rate_limit_s={}\n",
             c.name, c.channel_type, c.enabled, c.min_severity, c.rate_limit_s
-        );
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Shown::text(out))
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, Default)]
 pub struct AlertsArgs {
-    #[command(flatten)]
     pub common: Common,
     /// Include resolved alerts.
-    #[arg(long)]
     pub all: bool,
 }
 
 /// Open alerts (or all with `--all`), newest first.
-pub fn alerts(args: AlertsArgs) -> CliResult {
+pub fn alerts(args: &AlertsArgs) -> Result<Shown, Error> {
+    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (_, db) = load(&args.common, env)?;
     let rows = match open_read_only(&db)? {
-        Some(s) => s.alerts(args.all).map_err(store_err)?,
+        Some(s) => s.alerts(args.all).map_err(Error::from)?,
         None => Vec::new(),
     };
     if args.common.json {
-        print_json(&json!({ "alerts": rows }));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Shown::json(&json!({ "alerts": rows })));
     }
     if rows.is_empty() {
-        println!("no {}alerts", if args.all { "" } else { "open " });
+        out.push_str(&format!(
+            "no {}alerts\n",
+            if args.all { "" } else { "open " }
+        ));
     }
     for a in &rows {
-        println!(
-            "{} {} {} opened={} flagged_ticks={} {}{}",
+        out.push_str(&format!(
+            "{} {} {} opened={} flagged_ticks={} {}{}\n",
             a.severity,
             a.dedup_key,
             a.state,
@@ -142,36 +154,32 @@ pub fn alerts(args: AlertsArgs) -> CliResult {
             a.resolved_at
                 .map(|t| format!(" resolved={}", iso8601(t)))
                 .unwrap_or_default()
-        );
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Shown::text(out))
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, Default)]
 pub struct ChannelsArgs {
-    #[command(flatten)]
     pub common: Common,
-    #[command(subcommand)]
     pub action: Option<ChannelsAction>,
 }
 
-#[derive(Debug, clap::Subcommand)]
+#[derive(Debug, Clone)]
 pub enum ChannelsAction {
     /// Change a channel's run-time settings (stored in the database, over the config file's).
     Set {
         name: String,
-        #[arg(long)]
         enabled: Option<bool>,
-        #[arg(long)]
         min_severity: Option<String>,
         /// Time of the change, unix seconds (default the clock).
-        #[arg(long)]
         now: Option<i64>,
     },
 }
 
 /// List channels, or change one.
-pub fn channels(args: ChannelsArgs) -> CliResult {
+pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
+    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
     if let Some(ChannelsAction::Set {
@@ -183,23 +191,19 @@ pub fn channels(args: ChannelsArgs) -> CliResult {
     {
         let Some(section) = config.channels.iter().find(|c| &c.name == name) else {
             let known: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
-            return Err(CliError::new(
-                code::USAGE,
-                format!(
-                    "no channel named {name:?} (configured: {})",
-                    known.join(", ")
-                ),
-            ));
+            return Err(Error::usage(format!(
+                "no channel named {name:?} (configured: {})",
+                known.join(", ")
+            )));
         };
         if let Some(s) = min_severity {
-            parse_severity(s)
-                .map_err(|e| CliError::new(code::USAGE, format!("--min-severity: {e}")))?;
+            parse_severity(s).map_err(|e| Error::usage(format!("--min-severity: {e}")))?;
         }
         let _lock = take_lock(&db, "channels")?;
-        let mut store = Store::open(&db).map_err(store_err)?;
+        let mut store = Store::open(&db).map_err(Error::from)?;
         let current = store
             .channel_settings()
-            .map_err(store_err)?
+            .map_err(Error::from)?
             .into_iter()
             .find(|s| &s.name == name);
         let setting = ChannelSetting {
@@ -213,7 +217,7 @@ pub fn channels(args: ChannelsArgs) -> CliResult {
                 .unwrap_or_else(|| section.min_severity.clone()),
             updated_at: now_or_clock(*now),
         };
-        store.set_channel_setting(&setting).map_err(store_err)?;
+        store.set_channel_setting(&setting).map_err(Error::from)?;
         eprintln!(
             "channel={} enabled={} min_severity={} action=saved",
             setting.name, setting.enabled, setting.min_severity
@@ -223,48 +227,43 @@ pub fn channels(args: ChannelsArgs) -> CliResult {
         apply_stored_settings(&mut config, &store);
     }
     if args.common.json {
-        print_json(&json!({ "channels": config.channels }));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Shown::json(&json!({ "channels": config.channels })));
     }
     if config.channels.is_empty() {
-        println!("no channels configured");
+        out.push_str("no channels configured\n");
     }
     for c in &config.channels {
-        println!(
-            "{} type={} enabled={} min_severity={} rate_limit_s={}",
+        out.push_str(&format!(
+            "{} type={} enabled={} min_severity={} rate_limit_s={}\n",
             c.name, c.channel_type, c.enabled, c.min_severity, c.rate_limit_s
-        );
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Shown::text(out))
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, Default)]
 pub struct TestAlertArgs {
-    #[command(flatten)]
     pub common: Common,
     /// info, warning or critical.
-    #[arg(long, default_value = "warning")]
     pub severity: String,
     /// Only this channel (default every enabled channel the severity passes).
-    #[arg(long)]
     pub channel: Option<String>,
     /// Show what would be sent without sending.
-    #[arg(long)]
     pub dry_run: bool,
     /// Time of the test, unix seconds (default the clock).
-    #[arg(long)]
     pub now: Option<i64>,
 }
 
 /// Send a test event through the channels, bypassing the rate limit.
-pub fn test_alert(args: TestAlertArgs) -> CliResult {
+pub fn test_alert(args: &TestAlertArgs) -> Result<Shown, Error> {
+    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
     if let Some(store) = open_read_only(&db)? {
         apply_stored_settings(&mut config, &store);
     }
-    let severity = parse_severity(&args.severity)
-        .map_err(|e| CliError::new(code::USAGE, format!("--severity: {e}")))?;
+    let severity =
+        parse_severity(&args.severity).map_err(|e| Error::usage(format!("--severity: {e}")))?;
     let now = now_or_clock(args.now);
     let alert_config = config.alert_config(&host_name());
     let event = AlertEvent {
@@ -287,68 +286,67 @@ pub fn test_alert(args: TestAlertArgs) -> CliResult {
     if let Some(name) = &args.channel
         && targets.is_empty()
     {
-        return Err(CliError::new(
-            code::USAGE,
-            format!("no channel named {name:?}"),
-        ));
+        return Err(Error::usage(format!("no channel named {name:?}")));
     }
     let reports: Vec<_> = targets
         .iter()
         .map(|c| send(&config, &c.name, &event, args.dry_run, env))
         .collect();
-    if args.common.json {
-        print_json(&json!({"event": event, "sends": reports}));
+    let failed = reports.iter().any(|r| r.result == "failed");
+    let mut shown = if args.common.json {
+        Shown::json(&json!({"event": event, "sends": reports}))
     } else {
         if reports.is_empty() {
-            println!("no enabled channel takes severity {}", severity.as_str());
+            out.push_str(&format!(
+                "no enabled channel takes severity {}\n",
+                severity.as_str()
+            ));
         }
         for r in &reports {
-            println!(
-                "{}: {}{}",
+            out.push_str(&format!(
+                "{}: {}{}\n",
                 r.channel,
                 r.result,
                 r.message
                     .as_deref()
                     .map(|m| format!(" ({m})"))
                     .unwrap_or_default()
-            );
+            ));
         }
+        Shown::text(out)
+    };
+    if failed {
+        shown.exit_code = code::UNAVAILABLE;
     }
-    let failed = reports.iter().any(|r| r.result == "failed");
-    Ok(if failed {
-        ExitCode::from(code::UNAVAILABLE)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(shown)
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, Default)]
 pub struct ConfigArgs {
     /// Configuration file.
-    #[arg(long)]
     pub config: Option<PathBuf>,
     /// Override a key, as the watch commands take it (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Print JSON instead of TOML.
-    #[arg(long)]
     pub json: bool,
 }
 
 /// Print the effective configuration (and the files it came from).
-pub fn show_config(args: ConfigArgs) -> CliResult {
+pub fn show_config(args: &ConfigArgs) -> Result<Shown, Error> {
+    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(args.config.as_deref(), &args.set, env)?;
     if args.json {
-        print_json(&json!({"files": loaded.files, "config": loaded.config}));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Shown::json(
+            &json!({"files": loaded.files, "config": loaded.config}),
+        ));
     }
     if loaded.files.is_empty() {
-        println!("# no configuration file: defaults");
+        out.push_str("# no configuration file: defaults\n");
     }
     for f in &loaded.files {
-        println!("# from {}", f.display());
+        out.push_str(&format!("# from {}\n", f.display()));
     }
-    print!("{}", loaded.config.to_toml());
-    Ok(ExitCode::SUCCESS)
+    out.push_str(&loaded.config.to_toml());
+    Ok(Shown::text(out))
 }

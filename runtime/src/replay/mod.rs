@@ -4,12 +4,14 @@
 //! Each input line is one JSON object: `{"now": UNIX_SECONDS, "<event>": payload}` with exactly one
 //! event key, or, before the first event, `{"config": {...}}`. Blank lines are skipped. Each output
 //! line is `{"now": N, "decision": NAME, "reason": TEXT[, "session": ID], "action": {...}|null}`.
-//! The `alerts` policy is `replay_alerts::run` (alert-state work), with its own line schema.
+//! The `alerts` policy is [`alerts::run`] (alert-state work), with its own line schema.
 //!
 //! Exit codes: 64 unknown policy, 65 a bad line (the message names its number), 66 unreadable
 //! FILE, 74 an I/O error on standard output.
 
-use crate::exit::{CliError, CliResult, code};
+pub mod alerts;
+
+use crate::error::Error;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopEvent, LoopRecoveryConfig, LoopRecoveryState, LoopReport, RouterVerdict,
 };
@@ -24,21 +26,13 @@ use recovery_policy::{Decision, DecisionName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
-use std::process::ExitCode;
-
-#[derive(Debug, clap::Args)]
-pub struct ReplayArgs {
-    /// loop-recovery | restart-guard | waiting-patrol | alerts
-    pub policy: String,
-    /// JSON-lines timeline; `-` or omitted reads standard input.
-    pub file: Option<String>,
-}
+use std::io::{self, BufRead, Write};
 
 const POLICIES: &str = "loop-recovery, restart-guard, waiting-patrol or alerts";
 
-#[derive(Debug, Clone, Copy)]
-enum Policy {
+/// The policies `replay` drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
     LoopRecovery,
     RestartGuard,
     WaitingPatrol,
@@ -46,47 +40,32 @@ enum Policy {
 }
 
 impl Policy {
-    fn parse(name: &str) -> Result<Self, CliError> {
+    /// `loop-recovery`, `restart-guard`, `waiting-patrol` or `alerts`; else a usage error (64).
+    pub fn parse(name: &str) -> Result<Self, Error> {
         match name {
             "loop-recovery" => Ok(Self::LoopRecovery),
             "restart-guard" => Ok(Self::RestartGuard),
             "waiting-patrol" => Ok(Self::WaitingPatrol),
             "alerts" => Ok(Self::Alerts),
-            other => Err(CliError::new(
-                code::USAGE,
-                format!(
-                    "replay: unknown policy `{other}` (expected {POLICIES})\nusage: agentwatch replay POLICY [FILE|-]"
-                ),
-            )),
+            other => Err(Error::usage(format!(
+                "replay: unknown policy `{other}` (expected {POLICIES})\nusage: agentwatch replay POLICY [FILE|-]"
+            ))),
         }
     }
 }
 
-pub fn run_cli(args: ReplayArgs) -> CliResult {
-    let policy = Policy::parse(&args.policy)?;
-    let stdin = io::stdin();
-    let mut input: Box<dyn BufRead> = match args.file.as_deref() {
-        None | Some("-") => Box::new(stdin.lock()),
-        Some(path) => {
-            let file = std::fs::File::open(path).map_err(|err| {
-                CliError::new(code::NOINPUT, format!("replay: cannot open {path}: {err}"))
-            })?;
-            Box::new(BufReader::new(file))
-        }
-    };
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+/// Replays the timeline `input` through `policy`, one JSON line per decision to `out`. Whatever
+/// was decided before an error is still written.
+pub fn run(policy: Policy, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
     let result = match policy {
-        Policy::LoopRecovery => replay_loop_recovery(&mut *input, &mut out),
-        Policy::RestartGuard => replay_restart_guard(&mut *input, &mut out),
-        Policy::WaitingPatrol => replay_waiting_patrol(&mut *input, &mut out),
-        Policy::Alerts => crate::replay_alerts::run(&mut *input, &mut out),
+        Policy::LoopRecovery => replay_loop_recovery(input, out),
+        Policy::RestartGuard => replay_restart_guard(input, out),
+        Policy::WaitingPatrol => replay_waiting_patrol(input, out),
+        Policy::Alerts => alerts::run(input, out),
     };
-    // Whatever was decided before an error is still printed.
     let flushed = out.flush().map_err(output_error);
     result?;
-    flushed?;
-    Ok(ExitCode::SUCCESS)
+    flushed
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -111,23 +90,22 @@ enum TimelineLine {
 fn read_timeline(
     input: &mut dyn BufRead,
     event_keys: &[&str],
-    mut on_line: impl FnMut(TimelineLine) -> Result<(), CliError>,
-) -> Result<(), CliError> {
+    mut on_line: impl FnMut(TimelineLine) -> Result<(), Error>,
+) -> Result<(), Error> {
     let mut buffer = Vec::new();
     let mut number = 0usize;
     let mut last_now: Option<i64> = None;
     let mut config_seen = false;
     loop {
         buffer.clear();
-        let read = input.read_until(b'\n', &mut buffer).map_err(|err| {
-            CliError::new(code::IOERR, format!("replay: cannot read input: {err}"))
-        })?;
+        let read = input
+            .read_until(b'\n', &mut buffer)
+            .map_err(|err| Error::io(format!("replay: cannot read input: {err}")))?;
         if read == 0 {
             return Ok(());
         }
         number += 1;
-        let bad =
-            |msg: String| CliError::new(code::DATAERR, format!("replay: line {number}: {msg}"));
+        let bad = |msg: String| Error::data(format!("replay: line {number}: {msg}"));
         let text = std::str::from_utf8(&buffer).map_err(|_| bad("not valid UTF-8".into()))?;
         if text.trim().is_empty() {
             continue;
@@ -185,18 +163,18 @@ fn read_timeline(
 }
 
 impl EventLine {
-    fn error(&self, msg: impl std::fmt::Display) -> CliError {
-        CliError::new(
-            code::DATAERR,
-            format!("replay: line {}: `{}`: {msg}", self.number, self.key),
-        )
+    fn error(&self, msg: impl std::fmt::Display) -> Error {
+        Error::data(format!(
+            "replay: line {}: `{}`: {msg}",
+            self.number, self.key
+        ))
     }
 
-    fn parse<T: DeserializeOwned>(&self) -> Result<T, CliError> {
+    fn parse<T: DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_value(self.payload.clone()).map_err(|err| self.error(err))
     }
 
-    fn text(&self) -> Result<String, CliError> {
+    fn text(&self) -> Result<String, Error> {
         self.payload
             .as_str()
             .map(str::to_owned)
@@ -204,17 +182,13 @@ impl EventLine {
     }
 }
 
-fn config_from<T: DeserializeOwned>(value: Value, number: usize) -> Result<T, CliError> {
-    serde_json::from_value(value).map_err(|err| {
-        CliError::new(
-            code::DATAERR,
-            format!("replay: line {number}: invalid config: {err}"),
-        )
-    })
+fn config_from<T: DeserializeOwned>(value: Value, number: usize) -> Result<T, Error> {
+    serde_json::from_value(value)
+        .map_err(|err| Error::data(format!("replay: line {number}: invalid config: {err}")))
 }
 
-fn output_error(err: io::Error) -> CliError {
-    CliError::new(code::IOERR, format!("replay: cannot write output: {err}"))
+fn output_error(err: io::Error) -> Error {
+    Error::io(format!("replay: cannot write output: {err}"))
 }
 
 #[derive(Serialize)]
@@ -228,20 +202,16 @@ fn emit<N: DecisionName, A: Serialize>(
     out: &mut dyn Write,
     now: i64,
     decision: &Decision<N, A>,
-) -> Result<(), CliError> {
-    let line = serde_json::to_string(&OutputLine { now, decision }).map_err(|err| {
-        CliError::new(
-            code::SOFTWARE,
-            format!("replay: cannot encode a decision: {err}"),
-        )
-    })?;
+) -> Result<(), Error> {
+    let line = serde_json::to_string(&OutputLine { now, decision })
+        .map_err(|err| Error::software(format!("replay: cannot encode a decision: {err}")))?;
     writeln!(out, "{line}").map_err(output_error)
 }
 
 // ------------------------------------------------------------------------------------------------
 // Policies
 
-fn replay_loop_recovery(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+fn replay_loop_recovery(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
     const KEYS: &[&str] = &[
         "report",
         "report_unreadable",
@@ -289,7 +259,7 @@ struct RestartResultLine {
     last_output: Option<String>,
 }
 
-fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
     const KEYS: &[&str] = &["sessions", "recheck", "restart_result"];
     let mut config = RestartGuardConfig::default();
     let mut state = RestartGuardState::default();
@@ -324,7 +294,7 @@ fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
     })
 }
 
-fn replay_waiting_patrol(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), CliError> {
+fn replay_waiting_patrol(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
     const KEYS: &[&str] = &["sessions"];
     let mut config = WaitingPatrolConfig::default();
     let mut state = WaitingPatrolState::default();

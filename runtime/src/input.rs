@@ -1,33 +1,23 @@
 //! Reading sessions from disk: session files (`agentwatch-sessions/1`) and `opencode export` JSON.
 
-use crate::exit::{CliError, code};
+use crate::error::Error;
 use detect_core::{Session, SessionFile};
 use serde_json::Value;
 
-/// An error reading `what`: 66 when it does not exist, 74 otherwise.
-pub fn read_err(what: impl std::fmt::Display, e: &std::io::Error) -> CliError {
-    let c = if e.kind() == std::io::ErrorKind::NotFound {
-        code::NOINPUT
-    } else {
-        code::IOERR
-    };
-    CliError::new(c, format!("{what}: {e}"))
-}
-
 /// Read a file, or standard input for `-`.
-pub fn read_text(path: &str) -> Result<String, CliError> {
+pub fn read_text(path: &str) -> Result<String, Error> {
     if path == "-" {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .map_err(|e| CliError::new(code::IOERR, format!("reading standard input: {e}")))?;
+            .map_err(|e| Error::io(format!("reading standard input: {e}")))?;
         return Ok(text);
     }
-    std::fs::read_to_string(path).map_err(|e| read_err(path, &e))
+    std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
 }
 
 /// The sessions of one document: a session file, or an `opencode export` of one session.
-pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, CliError> {
-    let data_err = |msg: String| CliError::new(code::DATAERR, format!("{origin}: {msg}"));
+pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
+    let data_err = |msg: String| Error::data(format!("{origin}: {msg}"));
     let value: Value =
         serde_json::from_str(text).map_err(|e| data_err(format!("not JSON: {e}")))?;
     if value.get("info").is_some() && value.get("messages").is_some() {
@@ -41,16 +31,16 @@ pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, CliE
 }
 
 /// Read the sessions of several files, in order; an id seen twice is an error naming both files.
-pub fn read_sessions(paths: &[String]) -> Result<Vec<Session>, CliError> {
+pub fn read_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
     let mut sessions: Vec<Session> = Vec::new();
     let mut origin_of = std::collections::HashMap::new();
     for path in paths {
         for session in sessions_from_text(path, &read_text(path)?)? {
             if let Some(first) = origin_of.insert(session.id.clone(), path.clone()) {
-                return Err(CliError::new(
-                    code::DATAERR,
-                    format!("session {} appears in both {first} and {path}", session.id),
-                ));
+                return Err(Error::data(format!(
+                    "session {} appears in both {first} and {path}",
+                    session.id
+                )));
             }
             sessions.push(session);
         }

@@ -5,9 +5,11 @@
 //! Every file is checked on its own first, so an unknown key or a bad value is reported with the
 //! file it came from; secrets are never stored here, only the names of the variables that hold them.
 
-use crate::exit::{CliError, code};
+use crate::error::Error;
 use alert_state::{AlertConfig, ChannelConfig, Severity};
 use detect_core::DetectConfig;
+use recovery_policy::restart_guard::RestartGuardConfig;
+use recovery_policy::waiting_patrol::WaitingPatrolConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use toml::{Table, Value};
@@ -20,7 +22,7 @@ pub struct Config {
     pub opencode: OpencodeSection,
     pub store: StoreSection,
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
-    pub deck: crate::deck::DeckSection,
+    pub deck: DeckSection,
     pub recover: RecoverSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
@@ -315,14 +317,13 @@ pub fn expand_home(path: &str, env: Env<'_>) -> PathBuf {
     }
 }
 
-fn config_err(message: String) -> CliError {
-    CliError::new(code::CONFIG, message)
+fn config_err(message: String) -> Error {
+    Error::config(message)
 }
 
 /// Read and check one TOML file on its own.
-fn read_table(path: &Path) -> Result<Table, CliError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| crate::input::read_err(path.display(), &e))?;
+fn read_table(path: &Path) -> Result<Table, Error> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path.display(), e))?;
     let table: Table = toml::from_str(&text)
         .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
     Config::deserialize(Value::Table(table.clone()))
@@ -343,13 +344,10 @@ fn merge(base: &mut Table, overlay: Table) {
 }
 
 /// Set `a.b.c = value` in a table, creating tables on the way.
-pub(crate) fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<(), CliError> {
+pub(crate) fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<(), Error> {
     let mut parts: Vec<&str> = dotted.split('.').collect();
     let Some(last) = parts.pop().filter(|k| !k.is_empty()) else {
-        return Err(CliError::new(
-            code::USAGE,
-            format!("--set {dotted}: empty key"),
-        ));
+        return Err(Error::usage(format!("--set {dotted}: empty key")));
     };
     let mut here = table;
     for part in parts {
@@ -382,7 +380,7 @@ fn parse_value(text: &str) -> Value {
 /// `explicit`: `--config FILE` (must exist). Otherwise the default file if it exists. The overlay
 /// is `config.local.toml` beside the main file. `sets`: `--set key=value` flags (dotted keys;
 /// the detector's short keys such as `top_min` are accepted too).
-pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Loaded, CliError> {
+pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Loaded, Error> {
     let mut table = Table::new();
     let mut files = Vec::new();
     let main = match explicit {
@@ -404,7 +402,7 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
     if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
         set_path(&mut table, "opencode.username", Value::String(user))?;
     }
-    crate::deck::apply_env(&mut table, env)?;
+    apply_deck_env(&mut table, env)?;
     for (var, key) in RECOVER_ENV {
         if let Some(value) = env(var) {
             set_path(&mut table, key, Value::String(value))?;
@@ -428,9 +426,9 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
         )?;
     }
     for item in sets {
-        let (key, value) = item.split_once('=').ok_or_else(|| {
-            CliError::new(code::USAGE, format!("--set {item}: expected KEY=VALUE"))
-        })?;
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--set {item}: expected KEY=VALUE")))?;
         let key = key.trim();
         let key = if detect_core::DETECT_KEYS.contains(&key) {
             format!("watchdog.detector.{key}")
@@ -447,7 +445,7 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
 
 impl Config {
     /// Check the values no type can: ranges, known names, required companions.
-    pub fn validate(&self) -> Result<(), CliError> {
+    pub fn validate(&self) -> Result<(), Error> {
         self.detector()
             .validate()
             .map_err(|e| config_err(format!("watchdog.detector: {e}")))?;
@@ -467,11 +465,7 @@ impl Config {
             ("recover.restart_timeout_s", self.recover.restart_timeout_s),
             ("recover.router_timeout_s", self.recover.router_timeout_s),
         ] {
-            if !(value.is_finite() && value > 0.0) {
-                return Err(config_err(format!(
-                    "{key} = {value}: must be a number of seconds > 0"
-                )));
-            }
+            check_seconds(key, value)?;
         }
         if !["ollama", "openai"].contains(&self.watchdog.llm.dialect.as_str()) {
             return Err(config_err(format!(
@@ -520,9 +514,7 @@ impl Config {
                     "{at}: telegram needs token_env and chat_id"
                 )));
             }
-            if !(ch.timeout_s.is_finite() && ch.timeout_s > 0.0) {
-                return Err(config_err(format!("{at}.timeout_s: must be > 0")));
-            }
+            check_seconds(&format!("{at}.timeout_s"), ch.timeout_s)?;
         }
         self.deck.validate(&self.channels)?;
         Ok(())
@@ -568,6 +560,24 @@ impl Config {
     }
 }
 
+/// The longest timeout a key may set: one day.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// A timeout in seconds must be a finite number in (0, [`MAX_TIMEOUT_S`]]; the error names the key.
+fn check_seconds(key: &str, value: f64) -> Result<(), Error> {
+    if value.is_finite() && value > 0.0 && value <= MAX_TIMEOUT_S {
+        return Ok(());
+    }
+    Err(config_err(format!(
+        "{key} = {value}: must be a number of seconds > 0 and at most {MAX_TIMEOUT_S}"
+    )))
+}
+
+/// A validated timeout as a [`Duration`]; total (an out-of-range value saturates, never panics).
+pub fn duration(seconds: f64) -> std::time::Duration {
+    std::time::Duration::try_from_secs_f64(seconds.clamp(0.0, MAX_TIMEOUT_S)).unwrap_or_default()
+}
+
 /// `info`, `warning` or `critical`.
 pub fn parse_severity(text: &str) -> Result<Severity, String> {
     match text {
@@ -578,9 +588,185 @@ pub fn parse_severity(text: &str) -> Result<Severity, String> {
     }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Configuration: `[deck]`
+
+/// `[deck]`: the agent-deck watchdog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeckSection {
+    /// agent-deck's runtime root (`AGENT_DECK_ROOT`): `watchdog/restart.log`,
+    /// `watchdog/escalations.log`, `watchdog/patrol.log`, opt-in flags `watchdog/autorestart/ID`.
+    pub root: String,
+    /// The agent-deck binary (`AGENT_DECK_BIN`); default `agent-deck` on `PATH`, else
+    /// `/usr/local/bin/agent-deck`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bin: Option<String>,
+    /// Watch only this profile (`AGENT_DECK_PROFILE`); also the `-p` of sessions listed without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Daemon: seconds between ticks.
+    pub interval_s: u64,
+    /// Daemon: least seconds between two ticks when hook files keep changing.
+    pub min_tick_gap_s: u64,
+    /// Daemon: how often the hook status files' mtimes are polled (seconds).
+    pub hook_poll_s: u64,
+    /// The hook status directory; default `$XDG_DATA_HOME/agent-deck/hooks`, else `ROOT/hooks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks_dir: Option<String>,
+    /// Timeout of list, show and send (seconds).
+    pub command_timeout_s: f64,
+    /// Timeout of `session restart` (seconds).
+    pub restart_timeout_s: f64,
+    pub tmux_bin: String,
+    /// The tmux server of sessions whose JSON names none: a socket path (`-S`) or a socket name
+    /// (`-L`, agent-deck's `[tmux].socket_name`); default the user's server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmux_socket: Option<String>,
+    /// agent-deck's `config.toml` (conductors' env files); default `ROOT/config.toml`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_deck_config: Option<String>,
+    /// Telegram chat for escalations (`TELEGRAM_ESCALATION_CHAT_ID`); unset: no Telegram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub telegram_chat_id: Option<String>,
+    /// The variable holding the bot token.
+    pub telegram_token_env: String,
+    /// Read `TELEGRAM_BOT_TOKEN=` from this file when the variable is unset (agent-deck's own).
+    pub telegram_token_file: String,
+    pub telegram_api_base: String,
+    pub telegram_timeout_s: f64,
+    /// `[[channels]]` that get escalations, by name; default every configured channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<Vec<String>>,
+    pub restart_guard: RestartGuardConfig,
+    pub waiting_patrol: WaitingPatrolConfig,
+}
+
+impl Default for DeckSection {
+    fn default() -> Self {
+        Self {
+            root: "~/.agent-deck".to_owned(),
+            bin: None,
+            profile: None,
+            interval_s: 15,
+            min_tick_gap_s: 5,
+            hook_poll_s: 1,
+            hooks_dir: None,
+            command_timeout_s: 30.0,
+            restart_timeout_s: 90.0,
+            tmux_bin: "tmux".to_owned(),
+            tmux_socket: None,
+            agent_deck_config: None,
+            telegram_chat_id: None,
+            telegram_token_env: "TELEGRAM_BOT_TOKEN".to_owned(),
+            telegram_token_file: "~/.claude/channels/telegram/.env".to_owned(),
+            telegram_api_base: agentwatch_channels::TELEGRAM_API_BASE.to_owned(),
+            telegram_timeout_s: 10.0,
+            channels: None,
+            restart_guard: RestartGuardConfig::default(),
+            waiting_patrol: WaitingPatrolConfig::default(),
+        }
+    }
+}
+
+/// The design's environment variables and the keys they set. `true`: a whole number of seconds.
+pub const DECK_ENV: &[(&str, &str, bool)] = &[
+    ("AGENT_DECK_ROOT", "deck.root", false),
+    ("AGENT_DECK_BIN", "deck.bin", false),
+    ("AGENT_DECK_PROFILE", "deck.profile", false),
+    (
+        "TELEGRAM_ESCALATION_CHAT_ID",
+        "deck.telegram_chat_id",
+        false,
+    ),
+    (
+        "POLLER_RESTART_DEDUP_S",
+        "deck.restart_guard.poller_dedup",
+        true,
+    ),
+    (
+        "WAITING_PATROL_THRESHOLD_S",
+        "deck.waiting_patrol.threshold",
+        true,
+    ),
+    (
+        "WAITING_PATROL_NUDGE_DEDUP_S",
+        "deck.waiting_patrol.nudge_dedup",
+        true,
+    ),
+    (
+        "MIN_GLOBAL_RESTART_INTERVAL_S",
+        "deck.restart_guard.global_spacing",
+        true,
+    ),
+];
+
+/// The environment layer of `[deck]` (between the files and `--set`).
+pub fn apply_deck_env(table: &mut toml::Table, env: Env<'_>) -> Result<(), Error> {
+    for (var, key, seconds) in DECK_ENV {
+        let Some(value) = env(var) else { continue };
+        let value = if *seconds {
+            let n: u32 = value.trim().parse().map_err(|_| {
+                Error::config(format!(
+                    "{var}={value:?}: must be a whole number of seconds"
+                ))
+            })?;
+            toml::Value::Integer(i64::from(n))
+        } else {
+            toml::Value::String(value)
+        };
+        set_path(table, key, value)?;
+    }
+    Ok(())
+}
+
+impl DeckSection {
+    /// Checks what no type can.
+    pub fn validate(&self, channels: &[ChannelSection]) -> Result<(), Error> {
+        let bad = |m: String| Err(Error::config(m));
+        for (key, value) in [
+            ("deck.interval_s", self.interval_s),
+            ("deck.hook_poll_s", self.hook_poll_s),
+        ] {
+            if value == 0 {
+                return bad(format!("{key} = 0: must be at least 1 second"));
+            }
+        }
+        for (key, value) in [
+            ("deck.command_timeout_s", self.command_timeout_s),
+            ("deck.restart_timeout_s", self.restart_timeout_s),
+            ("deck.telegram_timeout_s", self.telegram_timeout_s),
+        ] {
+            check_seconds(key, value)?;
+        }
+        if self.restart_guard.per_session_limit == 0 || self.restart_guard.window == 0 {
+            return bad(
+                "deck.restart_guard: per_session_limit and window must be at least 1".to_owned(),
+            );
+        }
+        let message = &self.waiting_patrol.message;
+        if message.trim().is_empty() || message.starts_with('-') {
+            return bad(format!(
+                "deck.waiting_patrol.message = {message:?}: must be text that does not start with '-'"
+            ));
+        }
+        if let Some(names) = &self.channels {
+            for name in names {
+                if !channels.iter().any(|c| &c.name == name) {
+                    return bad(format!(
+                        "deck.channels: {name:?} is not a configured channel"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::code;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -664,17 +850,37 @@ mod tests {
             ),
             ("[watchdog\nbroken", "config.toml"),
             ("[opencode]\nrequest_timeout_s = -1\n", "request_timeout_s"),
+            (
+                "[opencode]\nrequest_timeout_s = 1e300\n",
+                "request_timeout_s",
+            ),
+            (
+                "[watchdog.llm]\ntimeout_s = inf\n",
+                "watchdog.llm.timeout_s",
+            ),
+            (
+                "[recover]\nrestart_timeout_s = 1e300\n",
+                "recover.restart_timeout_s",
+            ),
+            (
+                "[deck]\ncommand_timeout_s = 1e300\n",
+                "deck.command_timeout_s",
+            ),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"log\"\ntimeout_s = 1e300\n",
+                "channels[0].timeout_s",
+            ),
         ];
         for (text, named) in rows {
             let path = write(&dir, "config.toml", text);
             let err = load(Some(&path), &[], &no_env).unwrap_err();
             assert!(err.to_string().contains(named), "{text:?}: {err}");
-            assert_eq!(err.code, code::CONFIG, "{text:?}");
+            assert_eq!(err.exit_code(), code::CONFIG, "{text:?}");
         }
         let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
         let err = load(Some(&dir.join("missing.toml")), &[], &no_env).unwrap_err();
-        assert_eq!(err.code, code::NOINPUT);
+        assert_eq!(err.exit_code(), code::NOINPUT);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -715,7 +921,7 @@ mod tests {
         assert!(err.to_string().contains("WD_LOOP_INTERVAL"), "{err}");
         for set in ["recover.unit=-x", "recover.systemctl=[]"] {
             let err = load(None, &[set.to_owned()], &no_env).unwrap_err();
-            assert_eq!(err.code, code::CONFIG, "{set}: {err}");
+            assert_eq!(err.exit_code(), code::CONFIG, "{set}: {err}");
         }
     }
 }

@@ -17,12 +17,11 @@
 //! `deck.interval_s`, earlier when a hook status file changes.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, ChannelSection, Config, Env, parse_severity};
-use crate::exit::{CliError, CliResult, code};
+use crate::config::{self, ChannelSection, Config, DeckSection, Env, parse_severity};
+use crate::error::{Error, code};
 use crate::notify::{SendReport, apply_stored_settings, deliver_report};
 use crate::stored::{
-    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_err, store_path,
-    take_lock,
+    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_path, take_lock,
 };
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
@@ -40,12 +39,11 @@ use recovery_policy::waiting_patrol::{
     WaitingPatrolState,
 };
 use recovery_policy::{Decision, DecisionName, PolicyState};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Store key of the restart guard's state.
@@ -55,210 +53,24 @@ pub const PATROL_STATE_KEY: &str = "deck.waiting-patrol";
 /// Lines of the pane's tail passed as the session's last output (rate-limit detection).
 const TAIL_LINES: usize = 20;
 
-#[derive(Debug, clap::Args)]
-pub struct DeckArgs {
+#[derive(Debug, Clone, Default)]
+pub struct Options {
     /// Run one tick and exit (a timer or cron repeats it); without it, run as a daemon.
-    #[arg(long)]
     pub once: bool,
     /// Decide everything, do nothing: no restart, no nudge, no message, no file or store write.
-    #[arg(long)]
     pub dry_run: bool,
     /// Log every decision (also the quiet ones) and every session seen.
-    #[arg(long)]
     pub verbose: bool,
     /// Print one JSON object per tick.
-    #[arg(long)]
     pub json: bool,
     /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
-    #[arg(long)]
     pub config: Option<PathBuf>,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
-    #[arg(long)]
     pub db: Option<PathBuf>,
     /// Override a configuration key (`--set deck.interval_s=30`; repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// The tick's time, unix seconds (with `--once`; for tests and replays).
-    #[arg(long)]
     pub now: Option<i64>,
-}
-
-// ------------------------------------------------------------------------------------------------
-// Configuration: `[deck]`
-
-/// `[deck]`: the agent-deck watchdog.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DeckSection {
-    /// agent-deck's runtime root (`AGENT_DECK_ROOT`): `watchdog/restart.log`,
-    /// `watchdog/escalations.log`, `watchdog/patrol.log`, opt-in flags `watchdog/autorestart/ID`.
-    pub root: String,
-    /// The agent-deck binary (`AGENT_DECK_BIN`); default `agent-deck` on `PATH`, else
-    /// `/usr/local/bin/agent-deck`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bin: Option<String>,
-    /// Watch only this profile (`AGENT_DECK_PROFILE`); also the `-p` of sessions listed without one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
-    /// Daemon: seconds between ticks.
-    pub interval_s: u64,
-    /// Daemon: least seconds between two ticks when hook files keep changing.
-    pub min_tick_gap_s: u64,
-    /// Daemon: how often the hook status files' mtimes are polled (seconds).
-    pub hook_poll_s: u64,
-    /// The hook status directory; default `$XDG_DATA_HOME/agent-deck/hooks`, else `ROOT/hooks`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hooks_dir: Option<String>,
-    /// Timeout of list, show and send (seconds).
-    pub command_timeout_s: f64,
-    /// Timeout of `session restart` (seconds).
-    pub restart_timeout_s: f64,
-    pub tmux_bin: String,
-    /// The tmux server of sessions whose JSON names none: a socket path (`-S`) or a socket name
-    /// (`-L`, agent-deck's `[tmux].socket_name`); default the user's server.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tmux_socket: Option<String>,
-    /// agent-deck's `config.toml` (conductors' env files); default `ROOT/config.toml`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_deck_config: Option<String>,
-    /// Telegram chat for escalations (`TELEGRAM_ESCALATION_CHAT_ID`); unset: no Telegram.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub telegram_chat_id: Option<String>,
-    /// The variable holding the bot token.
-    pub telegram_token_env: String,
-    /// Read `TELEGRAM_BOT_TOKEN=` from this file when the variable is unset (agent-deck's own).
-    pub telegram_token_file: String,
-    pub telegram_api_base: String,
-    pub telegram_timeout_s: f64,
-    /// `[[channels]]` that get escalations, by name; default every configured channel.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channels: Option<Vec<String>>,
-    pub restart_guard: RestartGuardConfig,
-    pub waiting_patrol: WaitingPatrolConfig,
-}
-
-impl Default for DeckSection {
-    fn default() -> Self {
-        Self {
-            root: "~/.agent-deck".to_owned(),
-            bin: None,
-            profile: None,
-            interval_s: 15,
-            min_tick_gap_s: 5,
-            hook_poll_s: 1,
-            hooks_dir: None,
-            command_timeout_s: 30.0,
-            restart_timeout_s: 90.0,
-            tmux_bin: "tmux".to_owned(),
-            tmux_socket: None,
-            agent_deck_config: None,
-            telegram_chat_id: None,
-            telegram_token_env: "TELEGRAM_BOT_TOKEN".to_owned(),
-            telegram_token_file: "~/.claude/channels/telegram/.env".to_owned(),
-            telegram_api_base: agentwatch_channels::TELEGRAM_API_BASE.to_owned(),
-            telegram_timeout_s: 10.0,
-            channels: None,
-            restart_guard: RestartGuardConfig::default(),
-            waiting_patrol: WaitingPatrolConfig::default(),
-        }
-    }
-}
-
-/// The design's environment variables and the keys they set. `true`: a whole number of seconds.
-pub const ENV_KEYS: &[(&str, &str, bool)] = &[
-    ("AGENT_DECK_ROOT", "deck.root", false),
-    ("AGENT_DECK_BIN", "deck.bin", false),
-    ("AGENT_DECK_PROFILE", "deck.profile", false),
-    (
-        "TELEGRAM_ESCALATION_CHAT_ID",
-        "deck.telegram_chat_id",
-        false,
-    ),
-    (
-        "POLLER_RESTART_DEDUP_S",
-        "deck.restart_guard.poller_dedup",
-        true,
-    ),
-    (
-        "WAITING_PATROL_THRESHOLD_S",
-        "deck.waiting_patrol.threshold",
-        true,
-    ),
-    (
-        "WAITING_PATROL_NUDGE_DEDUP_S",
-        "deck.waiting_patrol.nudge_dedup",
-        true,
-    ),
-    (
-        "MIN_GLOBAL_RESTART_INTERVAL_S",
-        "deck.restart_guard.global_spacing",
-        true,
-    ),
-];
-
-/// The environment layer of `[deck]` (between the files and `--set`).
-pub fn apply_env(table: &mut toml::Table, env: Env<'_>) -> Result<(), CliError> {
-    for (var, key, seconds) in ENV_KEYS {
-        let Some(value) = env(var) else { continue };
-        let value = if *seconds {
-            let n: u32 = value.trim().parse().map_err(|_| {
-                CliError::new(
-                    code::CONFIG,
-                    format!("{var}={value:?}: must be a whole number of seconds"),
-                )
-            })?;
-            toml::Value::Integer(i64::from(n))
-        } else {
-            toml::Value::String(value)
-        };
-        config::set_path(table, key, value)?;
-    }
-    Ok(())
-}
-
-impl DeckSection {
-    /// Checks what no type can.
-    pub fn validate(&self, channels: &[ChannelSection]) -> Result<(), CliError> {
-        let bad = |m: String| Err(CliError::new(code::CONFIG, m));
-        for (key, value) in [
-            ("deck.interval_s", self.interval_s),
-            ("deck.hook_poll_s", self.hook_poll_s),
-        ] {
-            if value == 0 {
-                return bad(format!("{key} = 0: must be at least 1 second"));
-            }
-        }
-        for (key, value) in [
-            ("deck.command_timeout_s", self.command_timeout_s),
-            ("deck.restart_timeout_s", self.restart_timeout_s),
-            ("deck.telegram_timeout_s", self.telegram_timeout_s),
-        ] {
-            if !(value.is_finite() && value > 0.0) {
-                return bad(format!("{key} = {value}: must be a number of seconds > 0"));
-            }
-        }
-        if self.restart_guard.per_session_limit == 0 || self.restart_guard.window == 0 {
-            return bad(
-                "deck.restart_guard: per_session_limit and window must be at least 1".to_owned(),
-            );
-        }
-        let message = &self.waiting_patrol.message;
-        if message.trim().is_empty() || message.starts_with('-') {
-            return bad(format!(
-                "deck.waiting_patrol.message = {message:?}: must be text that does not start with '-'"
-            ));
-        }
-        if let Some(names) = &self.channels {
-            for name in names {
-                if !channels.iter().any(|c| &c.name == name) {
-                    return bad(format!(
-                        "deck.channels: {name:?} is not a configured channel"
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -310,7 +122,7 @@ struct States {
 
 /// What one tick saw and did.
 #[derive(Debug, Default)]
-struct TickReport {
+pub struct TickReport {
     now: i64,
     dry_run: bool,
     listing: String,
@@ -367,11 +179,11 @@ impl<'a> Runtime<'a> {
             .or_else(|| find_on_path("agent-deck", env("PATH").as_deref()))
             .unwrap_or_else(|| PathBuf::from(DEFAULT_BIN));
         let mut deck = AgentDeck::new(bin);
-        deck.timeout = Duration::from_secs_f64(deck_cfg.command_timeout_s);
-        deck.restart_timeout = Duration::from_secs_f64(deck_cfg.restart_timeout_s);
+        deck.timeout = crate::config::duration(deck_cfg.command_timeout_s);
+        deck.restart_timeout = crate::config::duration(deck_cfg.restart_timeout_s);
         let tmux = Tmux {
             program: expand(&deck_cfg.tmux_bin),
-            timeout: Duration::from_secs_f64(deck_cfg.command_timeout_s),
+            timeout: crate::config::duration(deck_cfg.command_timeout_s),
         };
         let mut guard = deck_cfg.restart_guard.clone();
         let mut patrol = deck_cfg.waiting_patrol.clone();
@@ -394,7 +206,7 @@ impl<'a> Runtime<'a> {
                         api_base: deck_cfg.telegram_api_base.clone(),
                         token,
                         chat_id: chat_id.trim().to_owned(),
-                        timeout: Duration::from_secs_f64(deck_cfg.telegram_timeout_s),
+                        timeout: crate::config::duration(deck_cfg.telegram_timeout_s),
                     }),
                     None => Telegram::NoToken {
                         why: format!(
@@ -1179,7 +991,7 @@ fn load_policy<S: PolicyState>(
     key: &str,
     now: i64,
     dry_run: bool,
-) -> Result<S, CliError> {
+) -> Result<S, Error> {
     let (state, aside) = load_or_clean(store, key, now, dry_run, parse_policy::<S>)?;
     if let Some(aside) = aside {
         eprintln!("deck={} {}", iso8601(now), aside.fields(key));
@@ -1191,7 +1003,8 @@ fn load_policy<S: PolicyState>(
 // Output
 
 impl TickReport {
-    fn to_json(&self) -> Value {
+    /// The tick as one JSON object.
+    pub fn to_json(&self) -> Value {
         json!({
             "now": self.now,
             "at": iso8601(self.now),
@@ -1209,7 +1022,8 @@ impl TickReport {
         !(self.actions.is_empty() && self.escalations.is_empty() && self.problems.is_empty())
     }
 
-    fn render(&self) -> String {
+    /// The human form: actions, escalations, a closing count.
+    pub fn render(&self) -> String {
         let mut out = String::new();
         for action in &self.actions {
             let text = |k: &str| action.get(k).and_then(Value::as_str).unwrap_or("");
@@ -1252,24 +1066,19 @@ impl TickReport {
         ));
         out
     }
-
-    fn print(&self, json: bool) {
-        if json {
-            println!("{}", self.to_json());
-        } else {
-            print!("{}", self.render());
-        }
-    }
 }
 
 // ------------------------------------------------------------------------------------------------
 // Entry point
 
-pub fn run(args: DeckArgs) -> CliResult {
+/// Runs the deck watchdog: one tick with `--once`, else a tick every `deck.interval_s` (sooner on
+/// a hook change) until the process ends. `on_tick` gets each report worth showing (every one
+/// with `--once`, `--verbose` or `--json`; else the eventful ones). Returns the exit code of a
+/// `--once` tick: 69 when agent-deck could not list its sessions.
+pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, Error> {
     let env: Env<'_> = &config::process_env;
     if args.now.is_some() && !args.once {
-        return Err(CliError::new(
-            code::USAGE,
+        return Err(Error::usage(
             "deck: --now needs --once (the daemon reads the clock)",
         ));
     }
@@ -1286,7 +1095,7 @@ pub fn run(args: DeckArgs) -> CliResult {
     let mut store = if dry_run {
         open_existing_read_only(&db_path)?
     } else {
-        Some(Store::open(&db_path).map_err(store_err)?)
+        Some(Store::open(&db_path).map_err(Error::from)?)
     };
     if let Some(store) = &store {
         apply_stored_settings(&mut config, store);
@@ -1297,7 +1106,7 @@ pub fn run(args: DeckArgs) -> CliResult {
         guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run)?,
         patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run)?,
     };
-    let save = |store: &mut Option<Store>, states: &States, now: i64| -> Result<(), CliError> {
+    let save = |store: &mut Option<Store>, states: &States, now: i64| -> Result<(), Error> {
         match store {
             Some(store) if !dry_run => {
                 save_policy(store, GUARD_STATE_KEY, &states.guard, now)?;
@@ -1309,12 +1118,12 @@ pub fn run(args: DeckArgs) -> CliResult {
     if args.once {
         let report = rt.tick(&mut states, start);
         let saved = save(&mut store, &states, start);
-        report.print(args.json);
+        on_tick(&report);
         saved?;
         return Ok(if report.list_failed {
-            ExitCode::from(code::UNAVAILABLE)
+            code::UNAVAILABLE
         } else {
-            ExitCode::SUCCESS
+            code::OK
         });
     }
     let deck_cfg = &config.deck;
@@ -1335,7 +1144,7 @@ pub fn run(args: DeckArgs) -> CliResult {
             eprintln!("deck={} problem={}", iso8601(now), quoted(&e.to_string()));
         }
         if args.verbose || args.json || report.eventful() {
-            report.print(args.json);
+            on_tick(&report);
         }
         let woke = wait_for_next(deck_cfg, started, hooks.as_deref(), before);
         if args.verbose {
@@ -1415,7 +1224,7 @@ mod tests {
             err.to_string().contains("WAITING_PATROL_THRESHOLD_S"),
             "{err}"
         );
-        assert_eq!(err.code, code::CONFIG);
+        assert_eq!(err.exit_code(), code::CONFIG);
         let no_env = |_: &str| None;
         for (set, named) in [
             ("deck.interval_s=0", "interval_s"),

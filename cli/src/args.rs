@@ -1,0 +1,259 @@
+//! The command line's arguments, one struct per subcommand, and how each becomes the runtime's
+//! options. Flags are defined here only; the runtime knows nothing of clap.
+
+use agentwatch_runtime::{jobs, operator};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct DeckArgs {
+    /// Run one tick and exit (a timer or cron repeats it); without it, run as a daemon.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, do nothing: no restart, no nudge, no message, no file or store write.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Log every decision (also the quiet ones) and every session seen.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print one JSON object per tick.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set deck.interval_s=30`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The tick's time, unix seconds (with `--once`; for tests and replays).
+    #[arg(long)]
+    pub now: Option<i64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RecoverArgs {
+    /// Run one check and exit (the systemd timer repeats it). Required: there is no daemon mode.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, do nothing: no notice, no restart, no state written.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The run's time, unix seconds (for tests and replays; default the clock). Fixes the clock
+    /// for the whole run: the countdown is then simulated, not slept.
+    #[arg(long)]
+    pub now: Option<i64>,
+    /// Print the run (decisions, notices written, restart) as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set recover.unit=flysim.service`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OpencodeArgs {
+    /// Run one tick and exit (the systemd timer repeats it). This is the only mode.
+    #[arg(long)]
+    pub once: bool,
+    /// Decide everything, send nothing, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print every session's verdict.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Print one JSON object describing the tick.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// An opencode server URL, in addition to the configured ones (repeatable).
+    #[arg(long = "server", value_name = "URL")]
+    pub servers: Vec<String>,
+    /// A session file or `opencode export` JSON to judge as a source (repeatable).
+    #[arg(long = "sessions", value_name = "FILE")]
+    pub session_files: Vec<String>,
+    /// Judge the built-in demo sessions, with a fresh store in a temporary directory.
+    #[arg(long)]
+    pub demo: bool,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (`--set watchdog.detector.top_min=10`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The tick's time, unix seconds (for tests and replays; default the clock).
+    #[arg(long)]
+    pub now: Option<i64>,
+    /// Read every session's whole history, ignoring the stored cursors (for comparisons).
+    #[arg(long)]
+    pub full_read: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// loop-recovery | restart-guard | waiting-patrol | alerts
+    pub policy: String,
+    /// JSON-lines timeline; `-` or omitted reads standard input.
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// Configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AlertsArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Include resolved alerts.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChannelsArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub action: Option<ChannelsAction>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ChannelsAction {
+    /// Change a channel's run-time settings (stored in the database, over the config file's).
+    Set {
+        name: String,
+        #[arg(long)]
+        enabled: Option<bool>,
+        #[arg(long)]
+        min_severity: Option<String>,
+        /// Time of the change, unix seconds (default the clock).
+        #[arg(long)]
+        now: Option<i64>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TestAlertArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// info, warning or critical.
+    #[arg(long, default_value = "warning")]
+    pub severity: String,
+    /// Only this channel (default every enabled channel the severity passes).
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Show what would be sent without sending.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Time of the test, unix seconds (default the clock).
+    #[arg(long)]
+    pub now: Option<i64>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// Configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override a key, as the watch commands take it (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print JSON instead of TOML.
+    #[arg(long)]
+    pub json: bool,
+}
+
+macro_rules! same_fields {
+    ($from:ty => $to:ty { $($field:ident),* }) => {
+        impl From<$from> for $to {
+            fn from(a: $from) -> Self {
+                Self { $($field: a.$field),* }
+            }
+        }
+    };
+}
+
+same_fields!(OpencodeArgs => jobs::opencode::Options {
+    once, dry_run, verbose, json, config, servers, session_files, demo, db, set, now, full_read
+});
+same_fields!(RecoverArgs => jobs::recover::Options { once, dry_run, config, now, json, db, set });
+same_fields!(DeckArgs => jobs::deck::Options { once, dry_run, verbose, json, config, db, set, now });
+same_fields!(Common => operator::Common { config, db, json });
+same_fields!(ConfigArgs => operator::ConfigArgs { config, set, json });
+
+impl From<StatusArgs> for operator::StatusArgs {
+    fn from(a: StatusArgs) -> Self {
+        Self {
+            common: a.common.into(),
+        }
+    }
+}
+
+impl From<AlertsArgs> for operator::AlertsArgs {
+    fn from(a: AlertsArgs) -> Self {
+        Self {
+            common: a.common.into(),
+            all: a.all,
+        }
+    }
+}
+
+impl From<ChannelsArgs> for operator::ChannelsArgs {
+    fn from(a: ChannelsArgs) -> Self {
+        Self {
+            common: a.common.into(),
+            action: a.action.map(
+                |ChannelsAction::Set {
+                     name,
+                     enabled,
+                     min_severity,
+                     now,
+                 }| {
+                    operator::ChannelsAction::Set {
+                        name,
+                        enabled,
+                        min_severity,
+                        now,
+                    }
+                },
+            ),
+        }
+    }
+}
+
+impl From<TestAlertArgs> for operator::TestAlertArgs {
+    fn from(a: TestAlertArgs) -> Self {
+        Self {
+            common: a.common.into(),
+            severity: a.severity,
+            channel: a.channel,
+            dry_run: a.dry_run,
+            now: a.now,
+        }
+    }
+}

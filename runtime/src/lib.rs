@@ -1,0 +1,33 @@
+//! `agentwatch-runtime`: the jobs that drive agentwatch's pure cores.
+//!
+//! The cores (detect-core, alert-state, recovery-policy) decide; the adapters (`adapters/*`) read
+//! and act; this crate wires them into jobs: each job loads its state from the store, feeds the
+//! core what it observed with `now`, performs the actions the core returns, feeds their outcomes
+//! back and stores the new state.
+//!
+//! - [`jobs::opencode`]: the opencode loop watchdog (sources, the incremental session forest, the
+//!   alert lifecycle, delivery).
+//! - [`jobs::recover`]: the confirmed-loop restart of a service.
+//! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).
+//! - [`replay`]: the same cores driven from a recorded JSON-lines timeline.
+//! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
+//! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
+//!
+//! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod input;
+pub mod jobs;
+pub mod notify;
+pub mod operator;
+pub mod replay;
+pub mod stored;
+
+pub use error::{Error, Result};
+
+/// The built-in sample (`fixtures/sample.json`): a landing parent with a looping explorer child,
+/// and a busy healthy review. `agentwatch detect` judges it without a file; `--demo` watches it.
+pub const SAMPLE: &str = include_str!("../../fixtures/sample.json");
