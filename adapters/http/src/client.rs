@@ -1,13 +1,16 @@
 //! Requests with ureq 3: timeouts, a body limit, and failures as one error type.
 
 use crate::redact::{Target, head};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use ureq::http::HeaderMap;
 
 /// Largest answer body read unless [`Settings::max_body_bytes`] says otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// How much of a non-2xx answer's body an [`HttpError`] keeps.
 const BODY_HEAD_CHARS: usize = 200;
+/// How much of a non-2xx answer's body is read at all: a hostile or broken server's 200 MB
+/// error page costs this much, never its size (the connection is dropped after it).
+pub const ERROR_BODY_READ_BYTES: u64 = 16 * 1024;
 
 /// How a [`Client`] talks to servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +85,8 @@ impl Answer {
 pub struct Client {
     agent: ureq::Agent,
     settings: Settings,
+    /// No request runs past this instant (see [`Client::until`]).
+    deadline: Option<Instant>,
 }
 
 impl Client {
@@ -94,7 +99,39 @@ impl Client {
             .max_redirects(settings.max_redirects)
             .build()
             .into();
-        Self { agent, settings }
+        Self {
+            agent,
+            settings,
+            deadline: None,
+        }
+    }
+
+    /// This client (sharing connections) with every request's whole-request timeout cut to
+    /// what is left until `deadline`; a request asked for after it fails at once as a
+    /// [`Failure::Timeout`] without being sent. A job's overall deadline uses this.
+    #[must_use]
+    pub fn until(&self, deadline: Instant) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// The whole-request timeout of a request sent now, or the error when the deadline passed.
+    fn timeout(&self, target: &Target) -> Result<Duration, HttpError> {
+        let Some(deadline) = self.deadline else {
+            return Ok(self.settings.request);
+        };
+        match deadline.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(left.min(self.settings.request)),
+            _ => Err(HttpError {
+                url: target.shown().to_owned(),
+                failure: Failure::Timeout {
+                    timeout: Duration::ZERO,
+                    message: "not sent: the deadline passed".to_owned(),
+                },
+            }),
+        }
     }
 
     /// POSTs `body` as `application/json` with the extra `headers`.
@@ -108,6 +145,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Result<Answer, HttpError> {
+        let timeout = self.timeout(target)?;
         let mut request = self
             .agent
             .post(target.url())
@@ -115,7 +153,8 @@ impl Client {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        self.answer(target, request.send(body))
+        let request = request.config().timeout_global(Some(timeout)).build();
+        self.answer(target, timeout, request.send(body))
     }
 
     /// GETs `target` with the extra `headers`.
@@ -123,29 +162,35 @@ impl Client {
     /// # Errors
     /// As [`Client::post_json`].
     pub fn get(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Answer, HttpError> {
+        let timeout = self.timeout(target)?;
         let mut request = self.agent.get(target.url());
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        self.answer(target, request.call())
+        let request = request.config().timeout_global(Some(timeout)).build();
+        self.answer(target, timeout, request.call())
     }
 
     fn answer(
         &self,
         target: &Target,
+        timeout: Duration,
         sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<Answer, HttpError> {
-        let mut response = sent.map_err(|e| self.transport_error(target, &e))?;
+        let mut response = sent.map_err(|e| self.transport_error(target, timeout, &e))?;
         let status = response.status().as_u16();
-        let read = response
-            .body_mut()
-            .with_config()
-            .limit(self.settings.max_body_bytes)
-            .read_to_vec();
         if !(200..=299).contains(&status) {
-            let text = read
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .unwrap_or_default();
+            // Only the head of an error body is kept, so only a little more than that is read;
+            // a body cut short or broken keeps what arrived.
+            let mut bytes = Vec::new();
+            let _ = std::io::Read::read_to_end(
+                &mut std::io::Read::take(
+                    response.body_mut().as_reader(),
+                    ERROR_BODY_READ_BYTES.min(self.settings.max_body_bytes),
+                ),
+                &mut bytes,
+            );
+            let text = String::from_utf8_lossy(&bytes);
             return Err(HttpError {
                 url: target.shown().to_owned(),
                 // Scrubbed before it is cut, so that no part of a secret is kept.
@@ -155,7 +200,12 @@ impl Client {
                 },
             });
         }
-        let bytes = read.map_err(|e| self.transport_error(target, &e))?;
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(self.settings.max_body_bytes)
+            .read_to_vec()
+            .map_err(|e| self.transport_error(target, timeout, &e))?;
         Ok(Answer {
             status,
             headers: response.headers().clone(),
@@ -163,7 +213,12 @@ impl Client {
         })
     }
 
-    fn transport_error(&self, target: &Target, error: &ureq::Error) -> HttpError {
+    fn transport_error(
+        &self,
+        target: &Target,
+        timeout: Duration,
+        error: &ureq::Error,
+    ) -> HttpError {
         let message = target.scrub(&error.to_string());
         let timed_out = match error {
             ureq::Error::Timeout(_) => true,
@@ -175,10 +230,7 @@ impl Client {
             _ => false,
         };
         let failure = if timed_out {
-            Failure::Timeout {
-                timeout: self.settings.request,
-                message,
-            }
+            Failure::Timeout { timeout, message }
         } else {
             Failure::Unreachable { message }
         };

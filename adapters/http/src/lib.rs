@@ -36,9 +36,11 @@ mod client;
 mod encode;
 mod redact;
 
-pub use client::{Answer, Client, DEFAULT_MAX_BODY_BYTES, Failure, HttpError, Settings};
+pub use client::{
+    Answer, Client, DEFAULT_MAX_BODY_BYTES, ERROR_BODY_READ_BYTES, Failure, HttpError, Settings,
+};
 pub use encode::{basic_auth, percent_encode};
-pub use redact::{Redacted, Target, UrlParts, head, scrub, shown_url, url_parts};
+pub use redact::{Redacted, Target, UrlParts, head, redact_text, scrub, shown_url, url_parts};
 
 /// Implements `From<`[`HttpError`]`>` for an error enum that has the variants
 /// `Unreachable { url, message }`, `Timeout { url, timeout, message }` and

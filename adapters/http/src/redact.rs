@@ -20,8 +20,14 @@ pub struct UrlParts {
 }
 
 /// Splits `url` into `scheme://host[:port]/path` (user-info dropped, a query shown as
-/// `?<redacted>`, a fragment dropped) and its secret parts. Tolerates anything: a string that is
-/// not a URL is shown as it is, minus what looks like a query.
+/// `?<redacted>`, a fragment dropped, path keys shown as `<redacted>`) and its secret parts.
+/// Tolerates anything: a string that is not a URL is shown as it is, minus what looks like a
+/// query.
+///
+/// Path keys are the segments after a `services`, `webhooks` or `hooks` segment (Slack's
+/// `/services/T…/B…/KEY`, Discord's `/webhooks/ID/TOKEN`), Telegram's `bot<id>:<token>`
+/// segment (shown `bot<redacted>`), and any segment of 32 or more token characters holding
+/// both letters and digits (an API key pasted into a path).
 #[must_use]
 pub fn url_parts(url: &str) -> UrlParts {
     let mut secrets = Vec::new();
@@ -55,6 +61,7 @@ pub fn url_parts(url: &str) -> UrlParts {
         }
         None => authority,
     };
+    let path = shown_path(path, &mut secrets);
     let mut shown = match scheme {
         Some(scheme) => format!("{scheme}://{host}{path}"),
         None => format!("{host}{path}"),
@@ -68,10 +75,176 @@ pub fn url_parts(url: &str) -> UrlParts {
     UrlParts { shown, secrets }
 }
 
-/// How a URL is shown in errors and `Debug` (see [`url_parts`]).
+/// `path` with its key segments (see [`url_parts`]) replaced by `<redacted>` and pushed to
+/// `secrets`.
+fn shown_path(path: &str, secrets: &mut Vec<String>) -> String {
+    let mut keys_follow = false;
+    let segments: Vec<String> = path
+        .split('/')
+        .map(|segment| {
+            let lower = segment.to_ascii_lowercase();
+            let shown = if keys_follow && !segment.is_empty() && segment != "<redacted>" {
+                secrets.push(segment.to_owned());
+                "<redacted>".to_owned()
+            } else if let Some(token) = segment.strip_prefix("bot").filter(|t| {
+                t.split_once(':')
+                    .is_some_and(|(id, _)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+            }) {
+                secrets.push(token.to_owned());
+                "bot<redacted>".to_owned()
+            } else if looks_like_key(segment) {
+                secrets.push(segment.to_owned());
+                "<redacted>".to_owned()
+            } else {
+                segment.to_owned()
+            };
+            keys_follow |= matches!(lower.as_str(), "services" | "webhooks" | "hooks");
+            shown
+        })
+        .collect();
+    segments.join("/")
+}
+
+/// 32 or more token characters with both letters and digits.
+fn looks_like_key(segment: &str) -> bool {
+    segment.len() >= 32
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.~:+=".contains(&b))
+        && segment.bytes().any(|b| b.is_ascii_digit())
+        && segment.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// How a URL is shown in errors, logs, the store and JSON output (see [`url_parts`]): the one
+/// redaction every URL that can leave the process goes through.
 #[must_use]
 pub fn shown_url(url: &str) -> String {
     url_parts(url).shown
+}
+
+/// Names of query / form / header parameters whose values are secrets.
+const SECRET_KEYS: &[&str] = &[
+    "access_token",
+    "api_key",
+    "apikey",
+    "auth",
+    "key",
+    "pass",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+];
+
+/// `text` (an error body, a message, a value) with what looks like a secret replaced by
+/// `<redacted>`: every URL in it shown as [`shown_url`] shows it, the credentials after
+/// `Basic` / `Bearer` (an `Authorization` header echoed back), and the values of `token=`,
+/// `password=`, `key=` and the like. Known secrets are removed with [`scrub`]; this catches the
+/// ones nobody told us about.
+#[must_use]
+pub fn redact_text(text: &str) -> String {
+    redact_pairs(&redact_credentials(&redact_urls(text)))
+}
+
+fn is_url_end(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ')' | ']' | '}' | ',' | '\\')
+}
+
+fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let scheme_start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |i| i + 1);
+        let after = &rest[at + 3..];
+        let end = at + 3 + after.find(is_url_end).unwrap_or(after.len());
+        out.push_str(&rest[..scheme_start]);
+        if scheme_start == at {
+            // No scheme: not a URL, keep the separator.
+            out.push_str("://");
+            rest = &rest[at + 3..];
+            continue;
+        }
+        out.push_str(&shown_url(&rest[scheme_start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"+/=-._~".contains(&b)
+}
+
+fn redact_credentials(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut from = 0;
+    while let Some((at, scheme)) = ["basic ", "bearer "]
+        .iter()
+        .filter_map(|s| lower[from..].find(s).map(|i| (from + i, s.len())))
+        .min()
+    {
+        let start = at + scheme;
+        let len = text.as_bytes()[start..]
+            .iter()
+            .take_while(|b| is_token_byte(**b))
+            .count();
+        let token = &text[start..start + len];
+        let credential_like = len >= 8
+            && token
+                .bytes()
+                .any(|b| b.is_ascii_digit() || b"+/=".contains(&b) || b.is_ascii_uppercase());
+        if credential_like {
+            out.push_str(&text[copied..start]);
+            out.push_str("<redacted>");
+            copied = start + len;
+        }
+        from = start + len;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+fn redact_pairs(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let at_word_start =
+            i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        let key = at_word_start
+            .then(|| {
+                SECRET_KEYS.iter().find(|k| {
+                    lower.as_bytes()[i..].starts_with(k.as_bytes())
+                        && bytes.get(i + k.len()) == Some(&b'=')
+                })
+            })
+            .flatten();
+        if let Some(key) = key {
+            let start = i + key.len() + 1;
+            let len = bytes[start..]
+                .iter()
+                .take_while(|b| !(b.is_ascii_whitespace() || b"&\"';,<".contains(b)))
+                .count();
+            out.push_str(&text[copied..start]);
+            if len > 0 && &text[start..start + len] != "<redacted>" {
+                out.push_str("<redacted>");
+            } else {
+                out.push_str(&text[start..start + len]);
+            }
+            copied = start + len;
+            i = copied;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// `text` with every secret replaced by `<redacted>` (blank ones are no secrets).
@@ -116,7 +289,7 @@ impl Target {
             shown,
             secrets,
         };
-        target.shown = target.scrub(&target.shown);
+        target.shown = scrub(&target.shown, &target.secrets);
         target
     }
 
@@ -125,7 +298,7 @@ impl Target {
     pub fn with_secret(mut self, secret: &str) -> Self {
         self.secrets.push(secret.to_owned());
         self.secrets.push(secret.trim().to_owned());
-        self.shown = self.scrub(&self.shown);
+        self.shown = scrub(&self.shown, &self.secrets);
         self
     }
 
@@ -146,7 +319,7 @@ impl Target {
             shown: format!("{}{shown_suffix}", self.shown),
             secrets: self.secrets.clone(),
         };
-        target.shown = target.scrub(&target.shown);
+        target.shown = scrub(&target.shown, &target.secrets);
         target
     }
 
@@ -162,10 +335,11 @@ impl Target {
         &self.shown
     }
 
-    /// `text` with every secret of this target replaced by `<redacted>`.
+    /// `text` with every secret of this target replaced by `<redacted>`, then
+    /// [`redact_text`]: what a server echoes back is scrubbed of credentials it was not told.
     #[must_use]
     pub fn scrub(&self, text: &str) -> String {
-        scrub(text, &self.secrets)
+        redact_text(&scrub(text, &self.secrets))
     }
 }
 
@@ -198,6 +372,85 @@ mod tests {
         assert_eq!(shown_url("nonsense"), "nonsense");
         assert_eq!(shown_url(""), "");
         assert_eq!(shown_url("http://h@"), "http://");
+    }
+
+    #[test]
+    fn path_keys_are_redacted_in_shown_urls() {
+        for (url, shown) in [
+            (
+                "https://hooks.slack.com/services/T0001/B0002/XXXXabcdXXXXabcd",
+                "https://hooks.slack.com/services/<redacted>/<redacted>/<redacted>",
+            ),
+            (
+                "https://discord.com/api/webhooks/123/tok-EN_x",
+                "https://discord.com/api/webhooks/<redacted>/<redacted>",
+            ),
+            (
+                "https://api.telegram.org/bot123:AAx-y/sendMessage",
+                "https://api.telegram.org/bot<redacted>/sendMessage",
+            ),
+            (
+                "https://h.example/v1/sk0123456789abcdef0123456789abcdef/x",
+                "https://h.example/v1/<redacted>/x",
+            ),
+            (
+                "http://127.0.0.1:4096/session/ses_3f1a2b4c5d6e7f8091a2b3c4d5/message",
+                "http://127.0.0.1:4096/session/ses_3f1a2b4c5d6e7f8091a2b3c4d5/message",
+            ),
+            ("http://user:pw@h:1/a", "http://h:1/a"),
+        ] {
+            assert_eq!(shown_url(url), shown, "{url}");
+            assert_eq!(shown_url(shown), shown, "shown form is stable: {shown}");
+        }
+    }
+
+    #[test]
+    fn redact_text_hides_credentials_urls_and_secret_parameters() {
+        for (text, redacted) in [
+            (
+                "echo: Authorization: Basic b3BlbmNvZGU6czNjcmV0\r\n",
+                "echo: Authorization: Basic <redacted>\r\n",
+            ),
+            (
+                "authorization: bearer sk-ABCdef0123",
+                "authorization: bearer <redacted>",
+            ),
+            ("use Basic authentication", "use Basic authentication"),
+            (
+                "failed http://u:pw@h.example/x?token=1 (and \"https://hooks.slack.com/services/T1/B2/K3\")",
+                "failed http://h.example/x?<redacted> (and \"https://hooks.slack.com/services/<redacted>/<redacted>/<redacted>\")",
+            ),
+            (
+                "token=abc&x=1 password=p;",
+                "token=<redacted>&x=1 password=<redacted>;",
+            ),
+            ("monkey=3 key=", "monkey=3 key="),
+            ("a://b ://c é=1 basic ", "a://b ://c é=1 basic "),
+        ] {
+            assert_eq!(redact_text(text), redacted, "{text}");
+            assert_eq!(redact_text(redacted), redacted, "idempotent: {redacted}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn redact_text_is_total_and_hides_planted_secrets(
+            before in "\\PC{0,40}",
+            after in "[ &\\n][\\PC]{0,20}",
+            secret in "[A-Za-z0-9]{12,20}",
+            form in 0usize..4,
+        ) {
+            let _ = redact_text(&before);
+            let planted = match form {
+                0 => format!("token={secret}"),
+                1 => format!("Authorization: Basic {secret}0"),
+                2 => format!("http://u:{secret}@h/x"),
+                _ => format!("https://h/x?a={secret}"),
+            };
+            let text = format!("{before} {planted}{after}");
+            let shown = redact_text(&text);
+            proptest::prop_assert!(!shown.contains(&secret), "{shown}");
+        }
     }
 
     #[test]

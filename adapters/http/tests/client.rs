@@ -120,3 +120,46 @@ fn a_body_over_the_limit_is_an_error() {
         2048
     );
 }
+
+#[test]
+fn a_huge_error_body_is_read_only_as_far_as_its_head() {
+    // 200 MB of error page behind a client whose body limit would allow all of it.
+    let server = HttpServer::start(|_| Reply::Endless {
+        status: 500,
+        declared: 200 * 1024 * 1024,
+    });
+    let client = Client::new(Settings {
+        max_body_bytes: 512 * 1024 * 1024,
+        ..Settings::new(Duration::from_secs(30))
+    });
+    let error = client.get(&target(&server, "/big"), &[]).unwrap_err();
+    match &error.failure {
+        Failure::Status { status: 500, body } => assert!(body.starts_with("xxxx"), "{body}"),
+        other => panic!("{other:?}"),
+    }
+    drop(client);
+    let sent = server.bytes_sent();
+    // What was read plus what the socket buffers held when the client hung up.
+    assert!(sent < 32 * 1024 * 1024, "{sent} bytes were sent");
+}
+
+#[test]
+fn credentials_a_server_echoes_in_an_error_body_are_redacted() {
+    let server = HttpServer::start(|r| {
+        let echoed = r.headers.get("authorization").cloned().unwrap_or_default();
+        Reply::text(
+            400,
+            &format!("bad request; you sent Authorization: {echoed} from http://me:pw2@x/"),
+        )
+    });
+    let error = quick()
+        .get(
+            &target(&server, "/p"),
+            &[("authorization", "Basic b3BlbmNvZGU6czNjcmV0")],
+        )
+        .unwrap_err();
+    let shown = error.to_string();
+    assert!(!shown.contains("b3BlbmNvZGU6czNjcmV0"), "{shown}");
+    assert!(!shown.contains("pw2"), "{shown}");
+    assert!(shown.contains("Authorization: Basic <redacted>"), "{shown}");
+}

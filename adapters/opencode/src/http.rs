@@ -11,8 +11,9 @@ use agentwatch_http::{
     Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
 };
 use detect_core::Session;
-use serde_json::Value;
-use std::time::Duration;
+use serde::Deserialize;
+use serde_json::{Map, Number, Value};
+use std::time::{Duration, Instant};
 
 /// Where an opencode server is and how to authenticate.
 #[derive(Clone, PartialEq, Eq)]
@@ -69,10 +70,46 @@ pub enum SourceError {
     },
     #[error("{url}: answer is not the expected JSON: {message}")]
     Garbage { url: String, message: String },
+    /// A session whose messages need more pages than [`Limits::max_pages`] (a server that
+    /// always answers with a new `x-next-cursor`); what was read of it is dropped.
+    #[error("{url}: more than {pages} pages of messages (the limit); session not read")]
+    TooManyPages { url: String, pages: usize },
+    /// Not asked: the deadline set with [`OpencodeServer::with_deadline`] passed first.
+    #[error("{url}: skipped: the tick deadline passed")]
+    Skipped { url: String },
 }
 
-/// Largest response body read (a session's messages with big tool outputs can be large).
-const MAX_BODY_BYTES: u64 = 512 * 1024 * 1024;
+impl SourceError {
+    /// Whether this is a request the deadline left out (a tick reports these as skipped).
+    #[must_use]
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Self::Skipped { .. })
+    }
+}
+
+/// How much one server may make a tick read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest answer body read (a page of messages with big tool outputs can be large).
+    pub max_body_bytes: u64,
+    /// Most pages of messages read for one session in one call.
+    pub max_pages: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: MAX_BODY_BYTES,
+            max_pages: MAX_PAGES,
+        }
+    }
+}
+
+/// Largest response body read by default (a page of messages with big tool outputs).
+pub const MAX_BODY_BYTES: u64 = 256 * 1024 * 1024;
+/// Most pages of messages read per session by default: 200 pages of [`MESSAGE_PAGE`] is
+/// 100 000 messages.
+pub const MAX_PAGES: usize = 200;
 /// Redirects followed (ureq's default).
 const MAX_REDIRECTS: u32 = 10;
 /// Messages asked for per page of `/session/:id/message`.
@@ -97,6 +134,8 @@ pub struct OpencodeServer {
     base: Target,
     authorization: Option<String>,
     page_size: usize,
+    max_pages: usize,
+    deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for OpencodeServer {
@@ -108,6 +147,7 @@ impl std::fmt::Debug for OpencodeServer {
                 &self.authorization.as_ref().map(|_| Redacted),
             )
             .field("page_size", &self.page_size)
+            .field("max_pages", &self.max_pages)
             .finish_non_exhaustive()
     }
 }
@@ -120,10 +160,15 @@ struct Page<T> {
 
 impl OpencodeServer {
     pub fn new(spec: ServerSpec, timeouts: Timeouts) -> Self {
+        Self::with_limits(spec, timeouts, Limits::default())
+    }
+
+    /// A client reading at most `limits` (see [`Limits`]).
+    pub fn with_limits(spec: ServerSpec, timeouts: Timeouts, limits: Limits) -> Self {
         let client = Client::new(Settings {
             connect: timeouts.connect,
             request: timeouts.request,
-            max_body_bytes: MAX_BODY_BYTES,
+            max_body_bytes: limits.max_body_bytes,
             max_redirects: MAX_REDIRECTS,
         });
         let mut base = Target::new(spec.url.as_str());
@@ -138,7 +183,19 @@ impl OpencodeServer {
             base,
             authorization,
             page_size: MESSAGE_PAGE,
+            max_pages: limits.max_pages.max(1),
+            deadline: None,
         }
+    }
+
+    /// No request of this client runs past `deadline` (a tick's `opencode.tick_deadline_s`):
+    /// each request's timeout is cut to what is left, and once it passed every request fails
+    /// at once with [`SourceError::Skipped`], so the tick goes on and reports what it skipped.
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.client = self.client.until(deadline);
+        self.deadline = Some(deadline);
+        self
     }
 
     /// Ask for `n` messages per page (at least 1).
@@ -162,6 +219,11 @@ impl OpencodeServer {
         parse: impl Fn(&str) -> Result<T, serde_json::Error>,
     ) -> Result<Page<T>, SourceError> {
         let target = self.base.join(path_and_query);
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SourceError::Skipped {
+                url: target.shown().to_owned(),
+            });
+        }
         let authorization = self.authorization.as_deref().map(|a| ("Authorization", a));
         let answer = self
             .client
@@ -173,7 +235,7 @@ impl OpencodeServer {
             .map(str::to_owned);
         let body = parse(&answer.body).map_err(|e| SourceError::Garbage {
             url: target.shown().to_owned(),
-            message: target.scrub(&e.to_string()),
+            message: parse_problem(&e),
         })?;
         Ok(Page { body, next_cursor })
     }
@@ -206,28 +268,28 @@ impl OpencodeServer {
 
     /// Session infos of every project (`GET /experimental/session`), falling back to the
     /// server's current project (`GET /session`) on servers without the experimental route.
+    ///
+    /// The list is read typed (see [`SessionInfo`]): only the fields agentwatch uses are kept,
+    /// and a list holding anything but session objects with a string `id` is an error, never
+    /// a shorter (and so "complete") list. Each info comes back as the JSON object of its kept
+    /// fields.
     pub fn list_sessions(&self) -> Result<Vec<Value>, SourceError> {
-        let page = match self.get("/experimental/session") {
-            Ok(page) => page,
-            Err(SourceError::Status { status: 404, .. }) => self.get("/session")?,
-            Err(e) => return Err(e),
-        };
-        match page.body {
-            Value::Array(list) => Ok(list.into_iter().filter(|s| s.get("id").is_some()).collect()),
-            other => Err(self.garbage("/experimental/session", &other, "a list of sessions")),
-        }
+        Ok(self
+            .list_session_infos()?
+            .into_iter()
+            .map(SessionInfo::into_json)
+            .collect())
     }
 
-    fn garbage(&self, path: &str, value: &Value, expected: &str) -> SourceError {
-        let kind = match value {
-            Value::Object(_) => "an object",
-            Value::Array(_) => "a list",
-            Value::String(_) => "a string",
-            _ => "a scalar",
-        };
-        SourceError::Garbage {
-            url: self.base.join(path).shown().to_owned(),
-            message: format!("expected {expected}, found {kind}"),
+    /// As [`OpencodeServer::list_sessions`], typed.
+    pub fn list_session_infos(&self) -> Result<Vec<SessionInfo>, SourceError> {
+        let parse = |text: &str| serde_json::from_str::<Vec<SessionInfo>>(text);
+        match self.get_parsed("/experimental/session", parse) {
+            Ok(page) => Ok(page.body),
+            Err(SourceError::Status { status: 404, .. }) => {
+                Ok(self.get_parsed("/session", parse)?.body)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -266,6 +328,16 @@ impl OpencodeServer {
         let mut cursor: Option<String> = None;
         let mut found = false;
         loop {
+            if pages.len() >= self.max_pages {
+                return Err(SourceError::TooManyPages {
+                    url: self
+                        .base
+                        .join(&format!("/session/{id}/message"))
+                        .shown()
+                        .to_owned(),
+                    pages: self.max_pages,
+                });
+            }
             let path = match &cursor {
                 None => format!("/session/{id}/message?limit={}", self.page_size),
                 Some(c) => format!(
@@ -312,6 +384,96 @@ impl OpencodeServer {
             }
         }
         Ok((sessions, problems))
+    }
+}
+
+/// What a server's JSON did wrong, without quoting it (a hostile answer's text must not reach
+/// a log): the kind of problem and where.
+fn parse_problem(error: &serde_json::Error) -> String {
+    let kind = match error.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "JSON of the wrong shape",
+        serde_json::error::Category::Eof => "cut short",
+    };
+    let what = if error.classify() == serde_json::error::Category::Data {
+        let text = error.to_string();
+        if text.contains("expected") {
+            // serde's "invalid type: string \"…\", expected …": keep the expectation only.
+            let expected = text
+                .split_once("expected ")
+                .map_or("", |(_, e)| e)
+                .split(" at line ")
+                .next()
+                .unwrap_or("");
+            format!(" (expected {})", agentwatch_http::head(expected, 60))
+        } else if let Some(field) = text.strip_prefix("missing field `") {
+            format!(" (missing `{}`)", field.split('`').next().unwrap_or(""))
+        } else {
+            String::new()
+        }
+    } else {
+        String::new()
+    };
+    format!(
+        "{kind}{what} at line {} column {}",
+        error.line(),
+        error.column()
+    )
+}
+
+/// One entry of a session list, typed: the fields agentwatch reads. Unknown fields are skipped
+/// without being built; a wrong-typed known field fails the whole list.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    #[serde(default, rename = "parentID")]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub directory: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub time: Option<SessionTime>,
+}
+
+/// A session's `time` object (milliseconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SessionTime {
+    #[serde(default)]
+    pub created: Option<Number>,
+    #[serde(default)]
+    pub updated: Option<Number>,
+}
+
+impl SessionInfo {
+    /// The info as the JSON object opencode sent, minus the fields not kept.
+    #[must_use]
+    pub fn into_json(self) -> Value {
+        let mut object = Map::new();
+        object.insert("id".into(), Value::String(self.id));
+        for (key, value) in [
+            ("parentID", self.parent_id),
+            ("title", self.title),
+            ("directory", self.directory),
+            ("agent", self.agent),
+        ] {
+            if let Some(value) = value {
+                object.insert(key.into(), Value::String(value));
+            }
+        }
+        if let Some(time) = self.time {
+            let mut t = Map::new();
+            for (key, value) in [("created", time.created), ("updated", time.updated)] {
+                if let Some(value) = value {
+                    t.insert(key.into(), Value::Number(value));
+                }
+            }
+            object.insert("time".into(), Value::Object(t));
+        }
+        Value::Object(object)
     }
 }
 

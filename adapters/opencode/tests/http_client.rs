@@ -1,9 +1,9 @@
 //! The HTTP client against loopback servers that speak opencode's protocol, and ones that don't.
 
-use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
+use agentwatch_opencode::http::{Limits, OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_testkit::{HttpServer, Reply, Request};
 use serde_json::{Value, json};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn fixture(name: &str) -> Value {
     let path = format!(
@@ -182,4 +182,161 @@ fn a_session_whose_messages_fail_is_reported_and_skipped() {
     assert_eq!(sessions.len(), 1);
     assert_eq!(problems.len(), 1);
     assert!(problems[0].to_string().contains("ses_bad"));
+}
+
+#[test]
+fn a_session_list_of_wrong_typed_entries_is_an_error_not_a_complete_answer() {
+    for list in [
+        json!([{"id": 5}, 7, "x", null]),
+        json!([{"id": "ses_ok"}, 7]),
+        json!([{"id": "ses_ok"}, {"title": "no id"}]),
+        json!([{"id": "ses_ok", "title": 5}]),
+        json!([{"id": "ses_ok", "time": {"updated": "soon"}}]),
+    ] {
+        let body = list.clone();
+        let server = HttpServer::start(move |_| Reply::json(200, &body));
+        let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+        let err = client.list_sessions().unwrap_err();
+        assert!(
+            matches!(err, SourceError::Garbage { .. }),
+            "{list}: {err:?}"
+        );
+        // The message says where and what was expected, never quoting the answer.
+        let shown = err.to_string();
+        assert!(shown.contains("line 1 column"), "{shown}");
+        assert!(
+            !shown.contains("soon") && !shown.contains("no id"),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn a_session_list_keeps_the_fields_agentwatch_reads() {
+    let server = HttpServer::start(|_| {
+        Reply::json(
+            200,
+            &json!([{"id": "ses_a", "parentID": "ses_p", "title": "t", "directory": "/d",
+                     "projectID": "p", "share": {"url": "u"}, "time": {"created": 1, "updated": 2}},
+                    {"id": "ses_b", "title": null}]),
+        )
+    });
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    assert_eq!(
+        client.list_sessions().unwrap(),
+        vec![
+            json!({"id": "ses_a", "parentID": "ses_p", "title": "t", "directory": "/d",
+                   "time": {"created": 1, "updated": 2}}),
+            json!({"id": "ses_b"}),
+        ]
+    );
+}
+
+#[test]
+fn a_server_that_always_has_another_page_ends_with_a_clear_error() {
+    let server = HttpServer::start(|r: &Request| match r.path() {
+        "/experimental/session" => Reply::json(200, &json!([{"id": "ses_a"}])),
+        _ => {
+            // A fresh cursor on every page, forever.
+            let next = r
+                .query("before")
+                .and_then(|c| c.parse::<u64>().ok())
+                .unwrap_or(0)
+                + 1;
+            Reply::json(
+                200,
+                &json!([{"info": {"id": format!("msg_{next}"), "role": "user"}, "parts": []}]),
+            )
+            .with_header("X-Next-Cursor", &next.to_string())
+        }
+    });
+    let limits = Limits {
+        max_pages: 7,
+        ..Limits::default()
+    };
+    let client = OpencodeServer::with_limits(ServerSpec::new(server.url()), quick(), limits);
+    let (sessions, problems) = client.fetch_sessions().unwrap();
+    assert!(sessions.is_empty());
+    assert!(
+        matches!(&problems[..], [SourceError::TooManyPages { pages: 7, url }] if url.ends_with("/session/ses_a/message")),
+        "{problems:?}"
+    );
+    assert_eq!(server.requests().len(), 1 + 7);
+    let err = client
+        .messages_after("ses_a", Some("msg_never"))
+        .unwrap_err();
+    assert!(err.to_string().contains("more than 7 pages"), "{err}");
+}
+
+#[test]
+fn a_huge_error_body_is_not_read_whole() {
+    let server = HttpServer::start(|_| Reply::Endless {
+        status: 500,
+        declared: 200 * 1024 * 1024,
+    });
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(30),
+    };
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), timeouts);
+    let err = client.list_sessions().unwrap_err();
+    assert!(
+        matches!(err, SourceError::Status { status: 500, .. }),
+        "{err:?}"
+    );
+    drop(client);
+    assert!(
+        server.bytes_sent() < 32 * 1024 * 1024,
+        "{}",
+        server.bytes_sent()
+    );
+}
+
+#[test]
+fn a_password_echoed_in_an_error_body_never_shows() {
+    let server = HttpServer::start(|r: &Request| {
+        let echoed = r.headers.get("authorization").cloned().unwrap_or_default();
+        Reply::text(500, &format!("upstream said: Authorization: {echoed}"))
+    });
+    let mut spec = ServerSpec::new(server.url().replace("http://", "http://opencode:s3cret@"));
+    spec.password = Some("s3cret".to_owned());
+    let client = OpencodeServer::new(spec, quick());
+    let err = client.list_sessions().unwrap_err();
+    for shown in [err.to_string(), format!("{err:?}")] {
+        assert!(!shown.contains("b3BlbmNvZGU6czNjcmV0"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}
+
+#[test]
+fn past_the_deadline_every_session_is_reported_skipped() {
+    // Each message request hangs; the deadline cuts the first and skips the rest.
+    let server = HttpServer::start(|r: &Request| match r.path() {
+        "/experimental/session" => Reply::json(
+            200,
+            &json!([{"id": "ses_1"}, {"id": "ses_2"}, {"id": "ses_3"}]),
+        ),
+        _ => Reply::Hang,
+    });
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(30),
+    };
+    let started = Instant::now();
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), timeouts)
+        .with_deadline(started + Duration::from_millis(600));
+    let (sessions, problems) = client.fetch_sessions().unwrap();
+    assert!(sessions.is_empty());
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        matches!(problems[0], SourceError::Timeout { .. }),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1..].iter().all(SourceError::is_skipped),
+        "{problems:?}"
+    );
+    assert!(problems[2].to_string().contains("/session/ses_3/message"));
+    // Bounded by the deadline, not by three 30 s request timeouts.
+    assert!(started.elapsed() < Duration::from_secs(20));
 }

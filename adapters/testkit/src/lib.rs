@@ -69,6 +69,10 @@ pub enum Reply {
     Raw(Vec<u8>),
     /// Keep the connection open and never answer (until the server is dropped).
     Hang,
+    /// A status and a body of `declared` bytes (`x`s), written in 64 KiB chunks until the
+    /// client stops reading: a hostile server's huge body. [`HttpServer::bytes_sent`] counts
+    /// what the client took.
+    Endless { status: u16, declared: u64 },
 }
 
 impl Reply {
@@ -102,6 +106,7 @@ type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 pub struct HttpServer {
     port: u16,
     requests: Arc<Mutex<Vec<Request>>>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -122,10 +127,12 @@ impl HttpServer {
         listener.set_nonblocking(false).ok();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let handler: Arc<Handler> = Arc::new(handler);
         let thread = {
             let requests = Arc::clone(&requests);
             let stop = Arc::clone(&stop);
+            let sent = Arc::clone(&sent);
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
@@ -135,16 +142,26 @@ impl HttpServer {
                     let requests = Arc::clone(&requests);
                     let handler = Arc::clone(&handler);
                     let stop = Arc::clone(&stop);
-                    std::thread::spawn(move || serve(stream, &*handler, &requests, &stop));
+                    let sent = Arc::clone(&sent);
+                    std::thread::spawn(move || {
+                        serve(stream, &*handler, &requests, &stop, &sent);
+                    });
                 }
             })
         };
         Self {
             port,
             requests,
+            sent,
             stop,
             thread: Some(thread),
         }
+    }
+
+    /// Body bytes of [`Reply::Endless`] answers written so far (the client read them, or the
+    /// kernel buffers hold them: at most a few MiB more than the client read).
+    pub fn bytes_sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
     }
 
     pub fn port(&self) -> u16 {
@@ -173,7 +190,13 @@ impl Drop for HttpServer {
     }
 }
 
-fn serve(stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Request>>, stop: &AtomicBool) {
+fn serve(
+    stream: TcpStream,
+    handler: &Handler,
+    log: &Mutex<Vec<Request>>,
+    stop: &AtomicBool,
+    sent: &std::sync::atomic::AtomicU64,
+) {
     let mut reader = BufReader::new(match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
@@ -195,6 +218,25 @@ fn serve(stream: TcpStream, handler: &Handler, log: &Mutex<Vec<Request>>, stop: 
         }
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes);
+        }
+        Reply::Endless { status, declared } => {
+            let head = format!(
+                "HTTP/1.1 {status} {}\r\ncontent-type: text/plain\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n",
+                reason(status)
+            );
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut left = declared;
+            while left > 0 && !stop.load(Ordering::SeqCst) {
+                let n = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
+                if stream.write_all(&chunk[..n]).is_err() {
+                    break;
+                }
+                sent.fetch_add(n as u64, Ordering::SeqCst);
+                left -= n as u64;
+            }
         }
         Reply::Http {
             status,
