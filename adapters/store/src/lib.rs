@@ -9,6 +9,9 @@
 //! - `agentwatch_state`: the policies' serialised state, by key;
 //! - `agentwatch_events`: what each job did (ticks with their duration, deliveries, restarts),
 //!   for the metrics of `agentwatch serve`.
+//! - `watchdog_outbox`: events a tick decided, one row per channel, written in the tick's
+//!   transaction ([`Store::commit_tick`]) and marked delivered after each send, so a crash
+//!   anywhere gives at-least-once delivery (receivers deduplicate on the dedup key).
 //!
 //! The schema is versioned with `PRAGMA user_version` and migrated in place on open. A second
 //! run is kept out by [`RunLock`], an exclusive lock on a file beside the database.
@@ -19,6 +22,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+
+mod outbox;
+pub use outbox::{OutboxEvent, OutboxRow, TickWrite};
 
 /// Why the store cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -168,6 +174,21 @@ const MIGRATIONS: &[&str] = &[
         duration_ms INTEGER
     );
     CREATE INDEX idx_events_kind_job ON agentwatch_events(kind, job);",
+    // 4: the outbox: events a tick decided, one row per channel, written in the tick's
+    // transaction and marked delivered after the send (at-least-once delivery).
+    "CREATE TABLE watchdog_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        dedup_key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_attempt_at INTEGER,
+        last_error TEXT,
+        delivered_at INTEGER
+    );
+    CREATE INDEX idx_outbox_pending ON watchdog_outbox(delivered_at, id);",
 ];
 
 /// The schema version this build writes.
@@ -441,6 +462,31 @@ impl Store {
         verdicts: &[VerdictRow],
     ) -> Result<i64, StoreError> {
         let tx = self.conn.transaction()?;
+        let tick_id = insert_tick(
+            &tx,
+            ticked_at,
+            outcome,
+            sessions_seen,
+            alerts_fired,
+            servers,
+            verdicts,
+        )?;
+        tx.commit()?;
+        Ok(tick_id)
+    }
+}
+
+/// Writes a tick and its verdicts with `tx`; returns the tick id.
+fn insert_tick(
+    tx: &Connection,
+    ticked_at: i64,
+    outcome: &str,
+    sessions_seen: i64,
+    alerts_fired: i64,
+    servers: &[String],
+    verdicts: &[VerdictRow],
+) -> Result<i64, StoreError> {
+    {
         tx.execute(
             "INSERT INTO watchdog_ticks (ticked_at, sessions_seen, outcome, alerts_fired, servers)
              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -482,10 +528,11 @@ impl Store {
                 ])?;
             }
         }
-        tx.commit()?;
         Ok(tick_id)
     }
+}
 
+impl Store {
     /// The most recent tick.
     pub fn last_tick(&self) -> Result<Option<TickRow>, StoreError> {
         Ok(self
@@ -679,6 +726,15 @@ impl Store {
     /// Insert or replace alert rows (the latest alert of each dedup key).
     pub fn upsert_alerts(&mut self, alerts: &[AlertRow]) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
+        upsert_alerts(&tx, alerts)?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Writes alert rows with `tx`.
+fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError> {
+    {
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO watchdog_alerts (dedup_key, session_root, state, severity, title,
@@ -705,10 +761,11 @@ impl Store {
                 ])?;
             }
         }
-        tx.commit()?;
         Ok(())
     }
+}
 
+impl Store {
     /// Alerts, newest first; only unresolved ones unless `include_resolved`.
     pub fn alerts(&self, include_resolved: bool) -> Result<Vec<AlertRow>, StoreError> {
         let sql = if include_resolved {
@@ -785,12 +842,7 @@ impl Store {
 
     /// Store a policy's state.
     pub fn save_state(&mut self, key: &str, value: &str, now: i64) -> Result<(), StoreError> {
-        self.conn.execute(
-            "INSERT INTO agentwatch_state (key, value, updated_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            params![key, value, now],
-        )?;
-        Ok(())
+        save_state(&self.conn, key, value, now)
     }
 
     /// The cached sessions of one source.
@@ -852,12 +904,37 @@ impl Store {
 
     /// Keep a state value that could not be read under `KEY.corrupt.NOW`, so nothing is lost
     /// when the policy starts clean.
+    ///
+    /// A key already set aside at the same `now` is never overwritten: the second one is kept
+    /// as `KEY.corrupt.NOW.2`, the third as `.3`, and so on.
     pub fn set_aside_state(&mut self, key: &str, now: i64) -> Result<Option<String>, StoreError> {
-        let Some(value) = self.load_state(key)? else {
+        let tx = self.conn.transaction()?;
+        let value: Option<String> = tx
+            .query_row(
+                "SELECT value FROM agentwatch_state WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(value) = value else {
             return Ok(None);
         };
-        let aside = format!("{key}.corrupt.{now}");
-        self.save_state(&aside, &value, now)?;
+        let base = format!("{key}.corrupt.{now}");
+        let mut aside = base.clone();
+        let mut n = 1u64;
+        loop {
+            let inserted = tx.execute(
+                "INSERT INTO agentwatch_state (key, value, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(key) DO NOTHING",
+                params![aside, value, now],
+            )?;
+            if inserted == 1 {
+                break;
+            }
+            n += 1;
+            aside = format!("{base}.{n}");
+        }
+        tx.commit()?;
         Ok(Some(aside))
     }
 }
@@ -886,4 +963,14 @@ fn verdict_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VerdictRow> {
         model_id: r.get(13)?,
         provider: r.get(14)?,
     })
+}
+
+/// Writes a policy's state with `conn`.
+fn save_state(conn: &Connection, key: &str, value: &str, now: i64) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO agentwatch_state (key, value, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        params![key, value, now],
+    )?;
+    Ok(())
 }

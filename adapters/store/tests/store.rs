@@ -1,7 +1,8 @@
 //! The store on real SQLite files.
 
 use agentwatch_store::{
-    AlertRow, ChannelSetting, RunLock, SCHEMA_VERSION, Store, StoreError, VerdictRow,
+    AlertRow, ChannelSetting, OutboxEvent, RunLock, SCHEMA_VERSION, Store, StoreError, TickWrite,
+    VerdictRow,
 };
 use agentwatch_testkit::TempDir;
 
@@ -171,4 +172,157 @@ fn the_run_lock_is_exclusive_and_released_on_drop() {
     assert!(err.to_string().contains("run.lock"), "{err}");
     drop(held);
     RunLock::acquire(&path).unwrap();
+}
+
+#[test]
+fn a_second_corruption_in_the_same_second_is_set_aside_beside_the_first() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let mut asides = Vec::new();
+    for value in ["first", "second", "third"] {
+        store.save_state("alerts", value, 10).unwrap();
+        asides.push(store.set_aside_state("alerts", 11).unwrap().unwrap());
+    }
+    assert_eq!(
+        asides,
+        [
+            "alerts.corrupt.11",
+            "alerts.corrupt.11.2",
+            "alerts.corrupt.11.3"
+        ]
+    );
+    for (aside, value) in asides.iter().zip(["first", "second", "third"]) {
+        assert_eq!(store.load_state(aside).unwrap().as_deref(), Some(value));
+    }
+    assert_eq!(store.set_aside_state("missing", 11).unwrap(), None);
+}
+
+fn event(key: &str, kind: &str, channel: &str) -> OutboxEvent {
+    OutboxEvent {
+        dedup_key: key.into(),
+        kind: kind.into(),
+        channel: channel.into(),
+        payload: format!("{{\"key\":\"{key}\"}}"),
+    }
+}
+
+fn alert(key: &str) -> AlertRow {
+    AlertRow {
+        dedup_key: key.into(),
+        session_root: "ses_a".into(),
+        state: "open".into(),
+        severity: "warning".into(),
+        title: "t".into(),
+        summary: String::new(),
+        flagged_ticks: 1,
+        opened_at: 100,
+        last_fired_at: Some(100),
+        resolved_at: None,
+    }
+}
+
+#[test]
+fn a_tick_commits_its_alerts_states_and_outbox_together() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let outbox = [
+        event("opencode-loop:ses_a", "trigger", "webhook"),
+        event("opencode-loop:ses_a", "trigger", "desktop"),
+    ];
+    let alerts = [alert("opencode-loop:ses_a")];
+    let states = [("alerts".to_owned(), "{\"v\":2}".to_owned())];
+    let verdicts = [verdict("ses_a", "ses_a", true)];
+    let tick_id = store
+        .commit_tick(&TickWrite {
+            ticked_at: 100,
+            outcome: "flagged",
+            sessions_seen: 1,
+            alerts_fired: 1,
+            verdicts: &verdicts,
+            alerts: &alerts,
+            states: &states,
+            outbox: &outbox,
+            ..TickWrite::default()
+        })
+        .unwrap();
+    assert_eq!(store.last_tick().unwrap().unwrap().id, tick_id);
+    assert_eq!(store.alerts(false).unwrap(), alerts.to_vec());
+    assert_eq!(
+        store.load_state("alerts").unwrap().as_deref(),
+        Some("{\"v\":2}")
+    );
+    let pending = store.pending_deliveries(10).unwrap();
+    assert_eq!(
+        pending.iter().map(|r| r.event.clone()).collect::<Vec<_>>(),
+        outbox.to_vec()
+    );
+    assert!(
+        pending
+            .iter()
+            .all(|r| r.created_at == 100 && r.delivered_at.is_none())
+    );
+
+    // A tick that cannot be written leaves nothing of it behind: not its alerts, states or events.
+    let bad = store.commit_tick(&TickWrite {
+        ticked_at: 200,
+        outcome: "not an outcome",
+        alerts: &[alert("opencode-loop:ses_b")],
+        states: &[("alerts".to_owned(), "{\"v\":3}".to_owned())],
+        outbox: &[event("opencode-loop:ses_b", "trigger", "webhook")],
+        ..TickWrite::default()
+    });
+    assert!(bad.is_err());
+    assert_eq!(store.alerts(false).unwrap(), alerts.to_vec());
+    assert_eq!(
+        store.load_state("alerts").unwrap().as_deref(),
+        Some("{\"v\":2}")
+    );
+    assert_eq!(store.pending_deliveries(10).unwrap().len(), 2);
+}
+
+#[test]
+fn outbox_rows_are_marked_delivered_per_channel_and_failures_stay_pending() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("a.db");
+    let mut store = Store::open(&path).unwrap();
+    store
+        .enqueue(
+            &[
+                event("k1", "trigger", "webhook"),
+                event("k1", "trigger", "desktop"),
+                event("k2", "resolve", "webhook"),
+            ],
+            50,
+        )
+        .unwrap();
+    let pending = store.pending_deliveries(10).unwrap();
+    store.mark_delivered(pending[1].id, 51).unwrap();
+    store.mark_failed(pending[0].id, 51, "HTTP 500").unwrap();
+    store.mark_delivered(pending[2].id, 52).unwrap();
+    store.mark_delivered(pending[2].id, 99).unwrap();
+    store.mark_failed(pending[2].id, 99, "late").unwrap();
+    drop(store);
+
+    // What a later run (after a crash) finds: only the failed send is pending.
+    let mut store = Store::open(&path).unwrap();
+    let pending = store.pending_deliveries(10).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event, event("k1", "trigger", "webhook"));
+    assert_eq!(
+        (pending[0].attempts, pending[0].last_error.as_deref()),
+        (1, Some("HTTP 500"))
+    );
+    let all = store.outbox().unwrap();
+    assert_eq!(
+        all[2].delivered_at,
+        Some(52),
+        "marking twice keeps the first time"
+    );
+    assert_eq!(
+        all[2].attempts, 0,
+        "a delivered row does not count failures"
+    );
+    assert_eq!(store.pending_deliveries(0).unwrap().len(), 0);
+    assert_eq!(store.prune_delivered(52).unwrap(), 1);
+    assert_eq!(store.outbox().unwrap().len(), 2);
 }

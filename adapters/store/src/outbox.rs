@@ -1,0 +1,172 @@
+//! The outbox: events are written in the tick's transaction and delivered after.
+//!
+//! A tick commits what it decided (tick row, verdicts, alerts, policy state) and the events to
+//! send, one [`OutboxEvent`] per channel, in one transaction ([`Store::commit_tick`]). Delivery
+//! happens after the commit: each row is sent, then marked delivered
+//! ([`Store::mark_delivered`]) or failed ([`Store::mark_failed`]). A kill or a full disk at any
+//! point leaves either nothing decided (the next tick decides again) or rows not marked
+//! delivered (sent again: at least once, with the same dedup key receivers deduplicate on).
+
+use crate::{AlertRow, VerdictRow};
+use crate::{Store, StoreError, insert_tick, save_state, upsert_alerts};
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+
+/// One event to deliver to one channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxEvent {
+    /// The alert's dedup key (`opencode-loop:{root}`), which receivers deduplicate on.
+    pub dedup_key: String,
+    /// `trigger`, `escalate` or `resolve`.
+    pub kind: String,
+    pub channel: String,
+    /// What the channel needs to send it (JSON).
+    pub payload: String,
+}
+
+/// An outbox row, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub event: OutboxEvent,
+    pub created_at: i64,
+    /// Failed sends so far.
+    pub attempts: i64,
+    pub last_attempt_at: Option<i64>,
+    /// The last failure, as the channel reported it (already redacted by the channel).
+    pub last_error: Option<String>,
+    pub delivered_at: Option<i64>,
+}
+
+/// Everything one tick writes, committed together by [`Store::commit_tick`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TickWrite<'a> {
+    pub ticked_at: i64,
+    /// `ok`, `flagged` or `no_opencode`.
+    pub outcome: &'a str,
+    pub sessions_seen: i64,
+    pub alerts_fired: i64,
+    pub servers: &'a [String],
+    pub verdicts: &'a [VerdictRow],
+    pub alerts: &'a [AlertRow],
+    /// Policy states to save, `(key, JSON)`.
+    pub states: &'a [(String, String)],
+    /// Events to deliver after the commit.
+    pub outbox: &'a [OutboxEvent],
+}
+
+const ROW_COLUMNS: &str = "id, dedup_key, kind, channel, payload, created_at, attempts,
+    last_attempt_at, last_error, delivered_at";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    Ok(OutboxRow {
+        id: r.get(0)?,
+        event: OutboxEvent {
+            dedup_key: r.get(1)?,
+            kind: r.get(2)?,
+            channel: r.get(3)?,
+            payload: r.get(4)?,
+        },
+        created_at: r.get(5)?,
+        attempts: r.get(6)?,
+        last_attempt_at: r.get(7)?,
+        last_error: r.get(8)?,
+        delivered_at: r.get(9)?,
+    })
+}
+
+fn enqueue(
+    conn: &rusqlite::Connection,
+    events: &[OutboxEvent],
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare(
+        "INSERT INTO watchdog_outbox (dedup_key, kind, channel, payload, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for e in events {
+        stmt.execute(params![e.dedup_key, e.kind, e.channel, e.payload, now])?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Write a whole tick in one transaction: the tick and its verdicts, the alerts, the
+    /// policy states and the events to deliver. Either all of it is stored or none. Returns
+    /// the tick id.
+    pub fn commit_tick(&mut self, tick: &TickWrite<'_>) -> Result<i64, StoreError> {
+        let tx = self.conn.transaction()?;
+        let tick_id = insert_tick(
+            &tx,
+            tick.ticked_at,
+            tick.outcome,
+            tick.sessions_seen,
+            tick.alerts_fired,
+            tick.servers,
+            tick.verdicts,
+        )?;
+        upsert_alerts(&tx, tick.alerts)?;
+        for (key, value) in tick.states {
+            save_state(&tx, key, value, tick.ticked_at)?;
+        }
+        enqueue(&tx, tick.outbox, tick.ticked_at)?;
+        tx.commit()?;
+        Ok(tick_id)
+    }
+
+    /// Add events to the outbox on their own (one transaction).
+    pub fn enqueue(&mut self, events: &[OutboxEvent], now: i64) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        enqueue(&tx, events, now)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Undelivered events, oldest first (at most `limit`).
+    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {ROW_COLUMNS} FROM watchdog_outbox WHERE delivered_at IS NULL
+             ORDER BY id LIMIT ?1"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map([limit], row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every outbox row, oldest first (status and tests).
+    pub fn outbox(&self) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {ROW_COLUMNS} FROM watchdog_outbox ORDER BY id"
+        ))?;
+        let rows = stmt.query_map([], row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Mark a row delivered (its channel accepted it). Marking twice keeps the first time.
+    pub fn mark_delivered(&mut self, id: i64, now: i64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE watchdog_outbox SET delivered_at = COALESCE(delivered_at, ?2),
+               last_attempt_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )?;
+        Ok(())
+    }
+
+    /// Record a failed send of a row; it stays pending for the next delivery run.
+    pub fn mark_failed(&mut self, id: i64, now: i64, error: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE watchdog_outbox SET attempts = attempts + 1, last_attempt_at = ?2,
+               last_error = ?3 WHERE id = ?1 AND delivered_at IS NULL",
+            params![id, now, error],
+        )?;
+        Ok(())
+    }
+
+    /// Drop delivered rows delivered before `before`; returns how many.
+    pub fn prune_delivered(&mut self, before: i64) -> Result<usize, StoreError> {
+        Ok(self.conn.execute(
+            "DELETE FROM watchdog_outbox WHERE delivered_at IS NOT NULL AND delivered_at < ?1",
+            [before],
+        )?)
+    }
+}
