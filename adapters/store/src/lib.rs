@@ -438,7 +438,15 @@ impl Store {
             });
         }
         for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = self.conn.transaction()?;
+            // Immediate, and the version read again inside: another process opening the same
+            // file at the same moment may have run this step already.
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if current > i as i64 {
+                continue;
+            }
             tx.execute_batch(step)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tx.commit()?;
