@@ -88,6 +88,30 @@ pub struct AlertEvent {
     pub source: String,
 }
 
+impl AlertEvent {
+    /// The page that shows this alert (`details.link`: `watchdog.dashboard_base_url` + the tree
+    /// page, set by the caller), which channels show beside the summary.
+    #[must_use]
+    pub fn link(&self) -> Option<&str> {
+        self.details
+            .get("link")
+            .and_then(serde_json::Value::as_str)
+            .filter(|l| !l.trim().is_empty())
+    }
+
+    /// Set `details.link` (a non-object `details` is kept under `details.details`).
+    pub fn set_link(&mut self, link: String) {
+        if !self.details.is_object() {
+            let old = std::mem::take(&mut self.details);
+            self.details = serde_json::json!({});
+            if !old.is_null() {
+                self.details["details"] = old;
+            }
+        }
+        self.details["link"] = serde_json::Value::String(link);
+    }
+}
+
 /// The prefix of every dedup key this crate builds.
 pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
 
@@ -113,6 +137,26 @@ pub fn title_for_agent(agent: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_link_lives_in_details() {
+        let mut e = AlertEvent {
+            dedup_key: "k".into(),
+            severity: Severity::Warning,
+            state: EventState::Trigger,
+            title: "t".into(),
+            summary: "s".into(),
+            details: serde_json::Value::from(3),
+            source: "x".into(),
+        };
+        assert_eq!(e.link(), None);
+        e.set_link("http://h/admin/trees/r".into());
+        assert_eq!(e.link(), Some("http://h/admin/trees/r"));
+        assert_eq!(e.details["details"], 3);
+        e.details = serde_json::json!({"root": "r"});
+        e.set_link("http://h/x".into());
+        assert_eq!((e.details["root"].as_str(), e.link()), (Some("r"), Some("http://h/x")));
+    }
 
     #[test]
     fn prefix_matches_the_detector_key() {

@@ -1,7 +1,7 @@
 //! The command line's arguments, one struct per subcommand, and how each becomes the runtime's
 //! options. Flags are defined here only; the runtime knows nothing of clap.
 
-use agentwatch_runtime::{jobs, operator};
+use agentwatch_runtime::{jobs, operator, serve};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -81,7 +81,8 @@ pub struct OpencodeArgs {
     /// A session file or `opencode export` JSON to judge as a source (repeatable).
     #[arg(long = "sessions", value_name = "FILE")]
     pub session_files: Vec<String>,
-    /// Judge the built-in demo sessions, with a fresh store in a temporary directory.
+    /// Judge the built-in demo sessions (alerts to a log channel, no model asked), in a fresh
+    /// store in a temporary directory, or in `--db` (then `agentwatch serve --db` shows it).
     #[arg(long)]
     pub demo: bool,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
@@ -96,6 +97,21 @@ pub struct OpencodeArgs {
     /// Read every session's whole history, ignoring the stored cursors (for comparisons).
     #[arg(long)]
     pub full_read: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on (default `[serve] listen`, else 127.0.0.1:8080). Anything
+    /// but loopback needs the token named by `serve.token_env`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`); live edits go to
+    /// `config.local.toml` beside it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -204,6 +220,7 @@ same_fields!(OpencodeArgs => jobs::opencode::Options {
 same_fields!(RecoverArgs => jobs::recover::Options { once, dry_run, config, now, json, db, set });
 same_fields!(DeckArgs => jobs::deck::Options { once, dry_run, verbose, json, config, db, set, now });
 same_fields!(Common => operator::Common { config, db, json });
+same_fields!(ServeArgs => serve::Options { listen, db, config });
 same_fields!(ConfigArgs => operator::ConfigArgs { config, set, json });
 
 impl From<StatusArgs> for operator::StatusArgs {

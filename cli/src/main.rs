@@ -14,7 +14,7 @@ use agentwatch_runtime::error::code;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
     AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs,
-    StatusArgs, TestAlertArgs,
+    ServeArgs, StatusArgs, TestAlertArgs,
 };
 use clap::{Parser, Subcommand};
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -60,6 +60,8 @@ enum Command {
     Recover(RecoverArgs),
     /// Watch agent-deck sessions: restart crashed critical ones, nudge stuck children, escalate.
     Deck(DeckArgs),
+    /// Serve the admin pages, the JSON API and /metrics over the store (until killed).
+    Serve(ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Command::ImportExport(args) => import_export::run(args),
         Command::Recover(args) => recover(args),
         Command::Deck(args) => deck(args),
+        Command::Serve(args) => serve(args),
     };
     match result {
         Ok(code) => code,
@@ -137,6 +140,17 @@ fn deck(args: DeckArgs) -> CliResult {
         }
     })?;
     Ok(ExitCode::from(code))
+}
+
+fn serve(args: ServeArgs) -> CliResult {
+    let (server, db) = agentwatch_runtime::serve::bind(&args.into())?;
+    eprintln!("agentwatch serve: database {}", db.display());
+    println!("listening on http://{}", server.local_addr());
+    std::io::stdout()
+        .flush()
+        .map_err(|e| Error::io(format!("serve: cannot write output: {e}")))?;
+    server.run();
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_replay(args: &ReplayArgs) -> CliResult {

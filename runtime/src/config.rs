@@ -24,6 +24,8 @@ pub struct Config {
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
     pub deck: DeckSection,
     pub recover: RecoverSection,
+    /// `[serve]`: the admin pages and API (`agentwatch serve`, or inside `agentwatch run`).
+    pub serve: ServeSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
 }
@@ -124,6 +126,32 @@ impl Default for OpencodeSection {
             password_env: "OPENCODE_SERVER_PASSWORD".to_owned(),
             connect_timeout_s: 2.0,
             request_timeout_s: 10.0,
+        }
+    }
+}
+
+/// `[serve]`: the admin pages, JSON API and metrics (`agentwatch serve`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeSection {
+    /// Serve inside `agentwatch run` (the `serve` command serves whatever this says).
+    pub enabled: bool,
+    /// `ADDR:PORT`. Anything but a loopback address needs a token.
+    pub listen: String,
+    /// The environment variable holding the token: when set, every POST needs
+    /// `Authorization: Bearer <token>`, and the server may listen beyond loopback.
+    pub token_env: String,
+}
+
+/// The address `serve` listens on by default.
+pub const DEFAULT_SERVE_LISTEN: &str = "127.0.0.1:8080";
+
+impl Default for ServeSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: DEFAULT_SERVE_LISTEN.to_owned(),
+            token_env: "AGENTWATCH_SERVE_TOKEN".to_owned(),
         }
     }
 }
@@ -517,6 +545,17 @@ impl Config {
             check_seconds(&format!("{at}.timeout_s"), ch.timeout_s)?;
         }
         self.deck.validate(&self.channels)?;
+        if self.serve.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(config_err(format!(
+                "serve.listen = {:?}: must be an address and port such as {DEFAULT_SERVE_LISTEN}",
+                self.serve.listen
+            )));
+        }
+        if self.serve.token_env.trim().is_empty() {
+            return Err(config_err(
+                "serve.token_env: must name an environment variable".to_owned(),
+            ));
+        }
         Ok(())
     }
 

@@ -11,6 +11,8 @@
 //! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).
 //! - [`replay`]: the same cores driven from a recorded JSON-lines timeline.
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
+//! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
+//!   configuration (also started in the background by a long-running process).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
@@ -24,6 +26,7 @@ pub mod jobs;
 pub mod notify;
 pub mod operator;
 pub mod replay;
+pub mod serve;
 pub mod stored;
 
 pub use error::{Error, Result};

@@ -4,10 +4,10 @@
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, parse_severity};
 use crate::error::{Error, code};
-use crate::notify::{apply_stored_settings, send};
+use crate::notify::{SendReport, apply_stored_settings, send};
 use crate::stored::{open_existing_read_only as open_read_only, store_path, take_lock};
 use agentwatch_store::{ChannelSetting, Store};
-use alert_state::{AlertEvent, EventState};
+use alert_state::{AlertEvent, EventState, Severity};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -265,33 +265,14 @@ pub fn test_alert(args: &TestAlertArgs) -> Result<Shown, Error> {
     let severity =
         parse_severity(&args.severity).map_err(|e| Error::usage(format!("--severity: {e}")))?;
     let now = now_or_clock(args.now);
-    let alert_config = config.alert_config(&host_name());
-    let event = AlertEvent {
-        dedup_key: "agentwatch-test".to_owned(),
+    let (event, reports) = send_test_alert(
+        &config,
         severity,
-        state: EventState::Trigger,
-        title: "agentwatch test alert".to_owned(),
-        summary: format!("test alert sent at {}", iso8601(now)),
-        details: json!({"test": true}),
-        source: alert_config.source.clone(),
-    };
-    let targets: Vec<&config::ChannelSection> = config
-        .channels
-        .iter()
-        .filter(|c| match &args.channel {
-            Some(name) => &c.name == name,
-            None => c.enabled && parse_severity(&c.min_severity).is_ok_and(|m| severity >= m),
-        })
-        .collect();
-    if let Some(name) = &args.channel
-        && targets.is_empty()
-    {
-        return Err(Error::usage(format!("no channel named {name:?}")));
-    }
-    let reports: Vec<_> = targets
-        .iter()
-        .map(|c| send(&config, &c.name, &event, args.dry_run, env))
-        .collect();
+        args.channel.as_deref(),
+        now,
+        args.dry_run,
+        env,
+    )?;
     let failed = reports.iter().any(|r| r.result == "failed");
     let mut shown = if args.common.json {
         Shown::json(&json!({"event": event, "sends": reports}))
@@ -319,6 +300,47 @@ pub fn test_alert(args: &TestAlertArgs) -> Result<Shown, Error> {
         shown.exit_code = code::UNAVAILABLE;
     }
     Ok(shown)
+}
+
+/// Send a test event of `severity` to `channel`, or to every enabled channel whose gate the
+/// severity passes (the rate limit does not apply). `config` has the stored settings applied.
+/// An unknown `channel` is a usage error.
+pub fn send_test_alert(
+    config: &Config,
+    severity: Severity,
+    channel: Option<&str>,
+    now: i64,
+    dry_run: bool,
+    env: Env<'_>,
+) -> Result<(AlertEvent, Vec<SendReport>), Error> {
+    let alert_config = config.alert_config(&host_name());
+    let event = AlertEvent {
+        dedup_key: "agentwatch-test".to_owned(),
+        severity,
+        state: EventState::Trigger,
+        title: "agentwatch test alert".to_owned(),
+        summary: format!("test alert sent at {}", iso8601(now)),
+        details: json!({"test": true}),
+        source: alert_config.source,
+    };
+    let targets: Vec<&config::ChannelSection> = config
+        .channels
+        .iter()
+        .filter(|c| match channel {
+            Some(name) => c.name == name,
+            None => c.enabled && parse_severity(&c.min_severity).is_ok_and(|m| severity >= m),
+        })
+        .collect();
+    if let Some(name) = channel
+        && targets.is_empty()
+    {
+        return Err(Error::usage(format!("no channel named {name:?}")));
+    }
+    let reports = targets
+        .iter()
+        .map(|c| send(config, &c.name, &event, dry_run, env))
+        .collect();
+    Ok((event, reports))
 }
 
 #[derive(Debug, Clone, Default)]

@@ -4,7 +4,7 @@
 
 use crate::config::{self, Config, Env};
 use crate::error::Error;
-use agentwatch_store::{RunLock, Store};
+use agentwatch_store::{EventKind, JobEvent, RunLock, Store};
 use recovery_policy::{PolicyState, StateError, load_state, save_state};
 use std::path::{Path, PathBuf};
 
@@ -118,4 +118,40 @@ pub fn save_policy<S: PolicyState>(
     store
         .save_state(key, &text, now)
         .map_err(|e| Error::io(format!("saving {key} state: {e}")))
+}
+
+/// One [`JobEvent`].
+pub fn job_event(
+    at: i64,
+    job: &str,
+    kind: EventKind,
+    name: &str,
+    result: &str,
+    duration_ms: Option<i64>,
+) -> JobEvent {
+    JobEvent {
+        at,
+        job: job.to_owned(),
+        kind,
+        name: name.to_owned(),
+        result: result.to_owned(),
+        duration_ms,
+    }
+}
+
+/// Milliseconds since `started`, for a tick's duration.
+pub fn elapsed_ms(started: std::time::Instant) -> Option<i64> {
+    i64::try_from(started.elapsed().as_millis()).ok()
+}
+
+/// Record what a job did (ticks, deliveries, restarts) for `/metrics` and the pages. These rows
+/// are history, not state: a failure is a warning on the journal, never the job's failure.
+pub fn record_events(store: &mut Store, events: &[JobEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    if let Err(e) = store.record_events(events) {
+        let job = events.first().map_or("", |e| e.job.as_str());
+        eprintln!("{job}: warning=events problem={:?} action=skip", e.to_string());
+    }
 }

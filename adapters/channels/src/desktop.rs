@@ -1,4 +1,4 @@
-//! `notify-send -u URGENCY -- TITLE SUMMARY`, as an argv, with a timeout.
+//! `notify-send -u URGENCY -- TITLE SUMMARY[\nLINK]`, as an argv, with a timeout.
 
 use crate::{ChannelError, DesktopChannel, Outcome};
 use agentwatch_http::head;
@@ -36,8 +36,16 @@ pub(crate) fn args(event: &AlertEvent) -> Vec<String> {
         urgency(event.severity).to_owned(),
         "--".to_owned(),
         arg(title),
-        arg(&event.summary),
+        arg(&body(event)),
     ]
+}
+
+/// The summary, and the link to the alert's page on a line of its own.
+fn body(event: &AlertEvent) -> String {
+    match event.link() {
+        Some(link) => format!("{}\n{link}", event.summary),
+        None => event.summary.clone(),
+    }
 }
 
 pub(crate) fn deliver(

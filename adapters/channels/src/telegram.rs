@@ -55,14 +55,15 @@ pub(crate) fn deliver(
     }
 }
 
-/// The message: severity and transition, title, summary, dedup key, source.
+/// The message: severity and transition, title, summary, the link, dedup key, source.
 fn text(event: &AlertEvent) -> String {
     let text = format!(
-        "[{}] {}: {}\n{}\n\ndedup key: {}\nsource: {}",
+        "[{}] {}: {}\n{}\n{}\ndedup key: {}\nsource: {}",
         event.severity.as_str().to_uppercase(),
         event.state,
         event.title,
         event.summary,
+        event.link().map(|l| format!("{l}\n")).unwrap_or_default(),
         event.dedup_key,
         event.source,
     );

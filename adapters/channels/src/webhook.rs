@@ -81,6 +81,9 @@ fn pagerduty_body(event: &AlertEvent, routing_key: &str) -> Value {
             }
         }
         body["payload"] = Value::Object(payload);
+        if let Some(link) = event.link() {
+            body["links"] = json!([{ "href": link, "text": "agentwatch: this tree's verdicts" }]);
+        }
     }
     body
 }

@@ -491,3 +491,34 @@ fn telegram_without_a_token_is_a_config_error() {
     assert!(matches!(error, ChannelError::Config(_)), "{error:?}");
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn the_alert_link_reaches_pagerduty_json_and_telegram() {
+    let link = "http://127.0.0.1:8080/admin/trees/ses_a";
+    let mut e = event(EventState::Trigger, Severity::Warning);
+    e.set_link(link.into());
+
+    let pd = pagerduty_server();
+    let channel = ChannelKind::Webhook(webhook(
+        format!("{}/v2/enqueue", pd.url()),
+        WebhookMode::PagerDuty,
+    ));
+    deliver(&channel, &e).unwrap();
+    let body = pd.requests()[0].body_json();
+    assert_eq!(body["links"][0]["href"], link);
+    assert_eq!(body["payload"]["custom_details"]["link"], link);
+
+    let hook = HttpServer::start(|_| Reply::text(200, "ok"));
+    let channel = ChannelKind::Webhook(webhook(hook.url(), WebhookMode::Json));
+    deliver(&channel, &e).unwrap();
+    assert_eq!(hook.requests()[0].body_json()["details"]["link"], link);
+
+    let tg = telegram_server();
+    let channel = ChannelKind::Telegram(telegram(tg.url()));
+    deliver(&channel, &e).unwrap();
+    let text = tg.requests()[0].body_json()["text"].as_str().unwrap().to_owned();
+    assert!(
+        text.contains(&format!("in the last 60 calls\n{link}\n\ndedup key")),
+        "{text}"
+    );
+}

@@ -236,3 +236,23 @@ fn the_log_goes_to_stderr_without_a_path() {
         Ok(Outcome::Sent)
     );
 }
+
+#[test]
+fn the_alert_link_is_the_last_line_of_the_body() {
+    let dir = TempDir::new("agentwatch-desktop-link");
+    let stand_ins = StandIns::new(&dir.path.join("bin"));
+    let program = stand_in(&stand_ins, "notify-send", "", 0);
+    let mut e = event(EventState::Trigger, Severity::Warning);
+    e.set_link("http://127.0.0.1:8080/admin/trees/ses_a".into());
+    assert_eq!(deliver(&desktop(&program), &e), Ok(Outcome::Sent));
+    assert_eq!(
+        stand_ins.calls("notify-send"),
+        [[
+            "-u",
+            "normal",
+            "--",
+            "opencode loop: build",
+            "top: read src/lib.rs x14 in the last 60 calls\nhttp://127.0.0.1:8080/admin/trees/ses_a"
+        ]]
+    );
+}

@@ -10,7 +10,7 @@
 
 use detect_core::{Call, CallStatus, CallTime, output_hash, total_lines_in_output};
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -36,6 +36,15 @@ pub struct LiteInfo {
     pub time: Option<LiteMessageTime>,
     #[serde(default)]
     pub error: Option<IgnoredAny>,
+    /// An assistant message's model (`modelID`).
+    #[serde(default, rename = "modelID")]
+    pub model_id: Option<String>,
+    /// An assistant message's provider (`providerID`).
+    #[serde(default, rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// What an assistant message cost, in US dollars (`cost`).
+    #[serde(default)]
+    pub cost: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -267,6 +276,40 @@ fn lite_call(part: &LitePart) -> Option<Call> {
     })
 }
 
+/// What a session's assistant messages say about its model and spending, accumulated message by
+/// message in order: the latest model and provider, and the cost since the session last landed
+/// (the messages after the one whose calls landed; all of them before any landing).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// `None` until an assistant message reports a cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_since_landed_usd: Option<f64>,
+}
+
+impl Spend {
+    /// Take one settled message; `landed`: one of its calls landed (the count starts again after
+    /// it). A cost that is not a finite, non-negative number is ignored.
+    pub fn observe(&mut self, message: &LiteMessage, landed: bool) {
+        let info = &message.info;
+        if info.role.as_deref() == Some("assistant") {
+            if let Some(model) = info.model_id.as_deref().filter(|m| !m.is_empty()) {
+                self.model_id = Some(model.to_owned());
+                self.provider = info.provider_id.clone().filter(|p| !p.is_empty());
+            }
+            if let Some(cost) = info.cost.filter(|c| c.is_finite() && *c >= 0.0) {
+                self.cost_since_landed_usd = Some(self.cost_since_landed_usd.unwrap_or(0.0) + cost);
+            }
+        }
+        if landed {
+            self.cost_since_landed_usd = self.cost_since_landed_usd.map(|_| 0.0);
+        }
+    }
+}
+
 /// Parse a `/session/:id/message` answer.
 pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error> {
     serde_json::from_str(text)
@@ -275,6 +318,58 @@ pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each row: role, modelID, providerID, cost, landed; then the spend after it.
+    #[test]
+    fn spend_follows_the_assistant_messages_and_restarts_at_a_landing() {
+        type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<f64>, bool);
+        let rows: [(Row<'_>, (Option<&str>, Option<&str>, Option<f64>)); 7] = [
+            (("user", Some("m-user"), Some("p"), Some(9.0), false), (None, None, None)),
+            (("assistant", Some("m1"), Some("p1"), Some(0.5), false), (Some("m1"), Some("p1"), Some(0.5))),
+            (("assistant", Some("m2"), Some("p2"), Some(0.25), false), (Some("m2"), Some("p2"), Some(0.75))),
+            (("assistant", None, None, Some(0.125), true), (Some("m2"), Some("p2"), Some(0.0))),
+            (("assistant", Some("m2"), Some("p2"), Some(f64::NAN), false), (Some("m2"), Some("p2"), Some(0.0))),
+            (("assistant", Some("m2"), Some("p2"), Some(-1.0), false), (Some("m2"), Some("p2"), Some(0.0))),
+            (("assistant", Some("m3"), None, Some(0.0625), false), (Some("m3"), None, Some(0.0625))),
+        ];
+        let mut spend = Spend::default();
+        for ((role, model, provider, cost, landed), want) in rows {
+            let message = LiteMessage {
+                info: LiteInfo {
+                    id: "msg".into(),
+                    role: Some(role.into()),
+                    agent: None,
+                    mode: None,
+                    time: None,
+                    error: None,
+                    model_id: model.map(str::to_owned),
+                    provider_id: provider.map(str::to_owned),
+                    cost,
+                },
+                parts: Vec::new(),
+            };
+            spend.observe(&message, landed);
+            assert_eq!(
+                (spend.model_id.as_deref(), spend.provider.as_deref(), spend.cost_since_landed_usd),
+                want,
+                "{role} {model:?} {cost:?} {landed}"
+            );
+        }
+    }
+
+    #[test]
+    fn model_provider_and_cost_are_read_from_the_reference_shape() {
+        let text = r#"[{"info": {"id": "msg_a", "role": "assistant", "time": {"created": 1, "completed": 2},
+            "parentID": "msg_u", "modelID": "claude-sonnet-4-5", "providerID": "anthropic", "mode": "build",
+            "agent": "build", "path": {"cwd": "/p", "root": "/p"}, "cost": 0.0123,
+            "tokens": {"input": 10, "output": 5, "reasoning": 0, "cache": {"read": 0, "write": 0}}, "finish": "stop"},
+            "parts": []}]"#;
+        let messages = parse_messages(text).unwrap();
+        let info = &messages[0].info;
+        assert_eq!(info.model_id.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(info.provider_id.as_deref(), Some("anthropic"));
+        assert_eq!(info.cost, Some(0.0123));
+    }
 
     #[test]
     fn keeps_what_the_detector_reads_and_nothing_else() {

@@ -223,6 +223,9 @@ pub struct VerdictRow {
     pub llm_opinion: Option<String>,
     pub model_id: Option<String>,
     pub provider: Option<String>,
+    /// What the session's assistant messages cost since it last landed (US dollars).
+    #[serde(default)]
+    pub cost_since_landed_usd: Option<f64>,
 }
 
 /// One verdict of a tree's history, with the tick it was judged at.
@@ -231,7 +234,6 @@ pub struct TreeVerdict {
     pub tick_id: i64,
     pub ticked_at: i64,
     pub verdict: VerdictRow,
-    pub cost_since_landed_usd: Option<f64>,
 }
 
 /// Verdicts of one model and provider (`None`: not recorded).
@@ -511,8 +513,9 @@ fn insert_tick(
             let mut insert = tx.prepare(
                 "INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged, signals,
                    dup, top, top_what, landed, slow, coverage, coverage_file, calls_since_landed,
-                   llm_opinion, model_id, provider, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                   llm_opinion, model_id, provider, cost_since_landed_usd, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                         ?18)",
             )?;
             for v in verdicts {
                 insert.execute(params![
@@ -532,6 +535,7 @@ fn insert_tick(
                     v.llm_opinion,
                     v.model_id,
                     v.provider,
+                    v.cost_since_landed_usd,
                     ticked_at
                 ])?;
             }
@@ -582,7 +586,8 @@ impl Store {
     pub fn verdicts(&self, tick_id: i64) -> Result<Vec<VerdictRow>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT session_id, session_root, flagged, signals, dup, top, top_what, landed, slow,
-                    coverage, coverage_file, calls_since_landed, llm_opinion, model_id, provider
+                    coverage, coverage_file, calls_since_landed, llm_opinion, model_id, provider,
+                    cost_since_landed_usd
              FROM watchdog_verdicts WHERE tick_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([tick_id], verdict_from_row)?;
@@ -594,8 +599,8 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT v.session_id, v.session_root, v.flagged, v.signals, v.dup, v.top, v.top_what,
                     v.landed, v.slow, v.coverage, v.coverage_file, v.calls_since_landed,
-                    v.llm_opinion, v.model_id, v.provider, v.tick_id, t.ticked_at,
-                    v.cost_since_landed_usd
+                    v.llm_opinion, v.model_id, v.provider, v.cost_since_landed_usd, v.tick_id,
+                    t.ticked_at
              FROM watchdog_verdicts v JOIN watchdog_ticks t ON t.id = v.tick_id
              WHERE v.session_root = ?1 ORDER BY v.tick_id DESC, v.id DESC LIMIT ?2",
         )?;
@@ -603,9 +608,8 @@ impl Store {
         let rows = stmt.query_map(params![root, limit], |r| {
             Ok(TreeVerdict {
                 verdict: verdict_from_row(r)?,
-                tick_id: r.get(15)?,
-                ticked_at: r.get(16)?,
-                cost_since_landed_usd: r.get(17)?,
+                tick_id: r.get(16)?,
+                ticked_at: r.get(17)?,
             })
         })?;
         let mut out: Vec<TreeVerdict> = rows.collect::<Result<_, _>>()?;
@@ -697,6 +701,35 @@ impl Store {
                 result: r.get(2)?,
                 count: r.get(3)?,
                 last_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The latest `limit` events of `kind` (of `job` when given), newest first (empty before
+    /// migration 3).
+    pub fn recent_events(
+        &self,
+        kind: EventKind,
+        job: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<JobEvent>, StoreError> {
+        if self.version()? < 3 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT at, job, name, result, duration_ms FROM agentwatch_events
+             WHERE kind = ?1 AND (?2 IS NULL OR job = ?2) ORDER BY at DESC, id DESC LIMIT ?3",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![kind.as_str(), job, limit], |r| {
+            Ok(JobEvent {
+                at: r.get(0)?,
+                job: r.get(1)?,
+                kind,
+                name: r.get(2)?,
+                result: r.get(3)?,
+                duration_ms: r.get(4)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -970,6 +1003,7 @@ fn verdict_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VerdictRow> {
         llm_opinion: r.get(12)?,
         model_id: r.get(13)?,
         provider: r.get(14)?,
+        cost_since_landed_usd: r.get(15)?,
     })
 }
 

@@ -27,6 +27,7 @@ fn verdict(id: &str, root: &str, flagged: bool) -> VerdictRow {
         llm_opinion: Some("yes".into()),
         model_id: None,
         provider: None,
+        cost_since_landed_usd: None,
     }
 }
 

@@ -163,6 +163,7 @@ pub struct ExportBuilder {
     messages: Vec<serde_json::Value>,
     clock_ms: i64,
     counter: u64,
+    step_cost_usd: f64,
 }
 
 impl ExportBuilder {
@@ -182,7 +183,14 @@ impl ExportBuilder {
             messages: Vec::new(),
             clock_ms: start_ms,
             counter: 0,
+            step_cost_usd: 0.0,
         }
+    }
+
+    /// What each assistant step of the next [`steps`](Self::steps) costs (`cost`, US dollars).
+    pub fn step_cost(mut self, usd: f64) -> Self {
+        self.step_cost_usd = usd;
+        self
     }
 
     /// A new id of opencode's shape for `prefix` at the builder's clock.
@@ -225,7 +233,7 @@ impl ExportBuilder {
                 "info": {"id": msg_id, "sessionID": session, "role": "assistant", "parentID": user_id,
                          "time": {"created": start, "completed": start + step_ms / 2},
                          "modelID": "claude-sonnet-4-5", "providerID": "anthropic", "mode": agent, "agent": agent,
-                         "path": {"cwd": "/tmp/proj", "root": "/tmp/proj"}, "cost": 0,
+                         "path": {"cwd": "/tmp/proj", "root": "/tmp/proj"}, "cost": self.step_cost_usd,
                          "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
                          "finish": "tool-calls"},
                 "parts": [{"id": part_id, "sessionID": session, "messageID": msg_id, "type": "tool", "tool": tool,

@@ -37,6 +37,7 @@ fn main() {
                         llm_opinion: None,
                         model_id: Some(["claude-sonnet-4", "gpt-5", "qwen3-coder"][s % 3].into()),
                         provider: Some(["anthropic", "openai", "ollama"][s % 3].into()),
+                        cost_since_landed_usd: Some(0.01 * (tick % 50) as f64),
                     }
                 })
                 .collect();

@@ -1,7 +1,7 @@
 //! Routing, the request checks, and the JSON API over the store.
 
 use crate::{Incoming, Reply, ServeOptions, config_edit};
-use agentwatch_store::{AlertRow, ChannelSetting, Store, StoreError, TreeVerdict};
+use agentwatch_store::{AlertRow, ChannelSetting, EventKind, Store, StoreError, TreeVerdict};
 use alert_state::Severity;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -11,6 +11,8 @@ use std::sync::Mutex;
 pub const TREE_ROWS_MAX: usize = 10_000;
 /// Tree history rows returned by default.
 pub const TREE_ROWS_DEFAULT: usize = 2_000;
+/// Restarts and checks of a job's history returned.
+pub const HISTORY_ROWS: usize = 50;
 
 /// The shared state of the workers.
 pub(crate) struct App {
@@ -465,9 +467,10 @@ impl App {
     pub fn deck(&self) -> Result<Value, Reply> {
         let Some(store) = self.read_store()? else {
             return Ok(
-                json!({"sessions": [], "waiting": [], "escalations": [], "updated_at": null}),
+                json!({"sessions": [], "waiting": [], "escalations": [], "restarts": [], "ticks": [], "updated_at": null}),
             );
         };
+        let (restarts, ticks) = self.history(Some(&store), "deck")?;
         let guard = self.policy_state(&store, "restart-guard")?;
         let patrol = self.policy_state(&store, "waiting-patrol")?;
         let sessions: Vec<Value> = guard
@@ -507,18 +510,43 @@ impl App {
             "sessions": sessions,
             "waiting": waiting,
             "escalations": escalations,
+            "restarts": restarts,
+            "ticks": ticks,
             "last_restart_at": guard.as_ref().and_then(|(s, _)| s.get("last_restart_at").cloned()),
             "updated_at": guard.iter().chain(patrol.iter()).map(|(_, at)| *at).max(),
         }))
     }
 
+    /// A job's latest restarts and checks, newest first (`agentwatch_events`).
+    fn history(&self, store: Option<&Store>, job: &str) -> Result<(Vec<Value>, Vec<Value>), Reply> {
+        let Some(store) = store else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let rows = |kind| {
+            store
+                .recent_events(kind, Some(job), HISTORY_ROWS)
+                .map_err(|e| store_error(&e))
+        };
+        let restarts = rows(EventKind::Restart)?
+            .into_iter()
+            .map(|e| json!({"at": e.at, "name": e.name, "result": e.result}))
+            .collect();
+        let checks = rows(EventKind::Tick)?
+            .into_iter()
+            .map(|e| json!({"at": e.at, "result": e.result, "duration_ms": e.duration_ms}))
+            .collect();
+        Ok((restarts, checks))
+    }
+
     /// The recover job: its phase, the cooldown left, the restarts it remembers, the notice.
     pub fn recover(&self) -> Result<Value, Reply> {
         let now = self.now();
-        let state = match self.read_store()? {
-            Some(store) => self.policy_state(&store, "loop-recovery")?,
+        let store = self.read_store()?;
+        let state = match &store {
+            Some(store) => self.policy_state(store, "loop-recovery")?,
             None => None,
         };
+        let (restarts, checks) = self.history(store.as_ref(), "recover")?;
         let notice = self
             .options
             .recover_notice
@@ -557,6 +585,8 @@ impl App {
             "state": s,
             "updated_at": updated_at,
             "now": now,
+            "restarts": restarts,
+            "checks": checks,
         }))
     }
 }

@@ -86,6 +86,16 @@ pub trait TestAlert: Send + Sync {
     ) -> Result<Vec<Delivery>, String>;
 }
 
+/// The link an alert carries: `watchdog.dashboard_base_url` (the pages are served under `/` and
+/// under `/admin`) followed by the tree page of `root`, `/trees/{root}`.
+pub fn tree_link(dashboard_base_url: &str, root: &str) -> String {
+    format!(
+        "{}{}",
+        dashboard_base_url.trim_end_matches('/'),
+        api::tree_path(root)
+    )
+}
+
 /// The clock: unix seconds.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 

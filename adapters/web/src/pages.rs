@@ -283,14 +283,14 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
         }
         body.push_str("</div></section>");
         body.push_str(
-            "<section class=\"card\"><h2>Latest verdicts</h2><table id=\"verdicts\"><thead><tr><th>Tick</th><th>Session</th><th>Flagged</th><th>Signals</th><th>dup</th><th>top</th><th>slow</th><th>coverage</th><th>calls since landed</th><th>Model</th></tr></thead><tbody>",
+            "<section class=\"card\"><h2>Latest verdicts</h2><table id=\"verdicts\"><thead><tr><th>Tick</th><th>Session</th><th>Flagged</th><th>Signals</th><th>dup</th><th>top</th><th>slow</th><th>coverage</th><th>calls since landed</th><th>Model</th><th>Cost since landed</th></tr></thead><tbody>",
         );
         for t in ticks.iter().rev().take(20) {
             for s in &t.sessions {
                 let v = &s.verdict;
                 let _ = write!(
                     body,
-                    "<tr class=\"{cls}\"><td>{at}</td><td><code>{sid}</code></td><td>{f}</td><td>{sig}</td><td>{dup:.3}</td><td>{top} <small>{what}</small></td><td>{slow}</td><td>{cov:.2}</td><td>{csl}</td><td>{model}</td></tr>",
+                    "<tr class=\"{cls}\"><td>{at}</td><td><code>{sid}</code></td><td>{f}</td><td>{sig}</td><td>{dup:.3}</td><td>{top} <small>{what}</small></td><td>{slow}</td><td>{cov:.2}</td><td>{csl}</td><td>{model}</td><td>{cost}</td></tr>",
                     cls = if v.flagged { "flagged" } else { "quiet" },
                     at = time(Some(t.ticked_at)),
                     sid = esc(&v.session_id),
@@ -307,6 +307,9 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
                         .flatten()
                         .collect::<Vec<_>>()
                         .join("/")),
+                    cost = v
+                        .cost_since_landed_usd
+                        .map_or_else(|| "—".to_owned(), |c| format!("${c:.4}")),
                 );
             }
         }
@@ -363,6 +366,7 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
         last = time(rec["last_restart_at"].as_i64()),
         notice = esc(rec["notice_phase"].as_str().unwrap_or("none")),
     );
+    body.push_str(&restart_history("recover-restarts", "Recover: restart history", &rec["restarts"]));
     body.push_str(
         "<section class=\"card\" id=\"deck\"><h2>Deck sessions</h2><table><thead><tr><th>Session</th><th>Restarts in window</th><th>Last restart</th><th>Backoff until</th><th>Failures in a row</th></tr></thead><tbody>",
     );
@@ -423,5 +427,31 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
         body.push_str("<tr><td colspan=\"5\" class=\"empty\">No escalations.</td></tr>");
     }
     body.push_str("</tbody></table></section>");
+    body.push_str(&restart_history("deck-restarts", "Deck: restart history", &deck["restarts"]));
     Ok(Reply::html(200, layout("recovery", "Recovery", &body)))
+}
+
+/// A job's restarts, newest first: when, what, and how it went.
+fn restart_history(id: &str, title: &str, restarts: &serde_json::Value) -> String {
+    let mut body = format!(
+        "<section class=\"card\" id=\"{id}\"><h2>{}</h2><table><thead><tr><th>When</th><th>Unit or session</th><th>Result</th></tr></thead><tbody>",
+        esc(title)
+    );
+    let rows = restarts.as_array().cloned().unwrap_or_default();
+    for r in &rows {
+        let result = r["result"].as_str().unwrap_or("");
+        let _ = write!(
+            body,
+            "<tr class=\"restart result-{cls}\"><td>{at}</td><td><code>{name}</code></td><td>{result}</td></tr>",
+            cls = if result == "succeeded" { "ok" } else { "bad" },
+            at = time(r["at"].as_i64()),
+            name = esc(r["name"].as_str().unwrap_or("")),
+            result = esc(result),
+        );
+    }
+    if rows.is_empty() {
+        body.push_str("<tr><td colspan=\"3\" class=\"empty\">No restart recorded.</td></tr>");
+    }
+    body.push_str("</tbody></table></section>");
+    body
 }

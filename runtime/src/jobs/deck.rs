@@ -21,13 +21,14 @@ use crate::config::{self, ChannelSection, Config, DeckSection, Env, parse_severi
 use crate::error::{Error, code};
 use crate::notify::{SendReport, apply_stored_settings, deliver_report};
 use crate::stored::{
-    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_path, take_lock,
+    elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
+    save_policy, store_path, take_lock,
 };
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
 use agentwatch_channels::{ChannelKind, TelegramChannel};
-use agentwatch_store::Store;
+use agentwatch_store::{EventKind, JobEvent, Store};
 use alert_state::{AlertEvent, EventState, Severity as AlertSeverity};
 use recovery_policy::restart_guard::{
     AuthHold, GuardAction, GuardDecision, GuardDecisionName, GuardEvent, RestartGuardConfig,
@@ -132,6 +133,57 @@ pub struct TickReport {
     actions: Vec<Value>,
     escalations: Vec<Value>,
     problems: Vec<String>,
+}
+
+impl TickReport {
+    /// The tick, its restarts and its escalations' deliveries, as history for `/metrics` and the
+    /// recovery page (`agentwatch_events`).
+    pub fn events(&self, duration_ms: Option<i64>) -> Vec<JobEvent> {
+        let outcome = if self.list_failed { "list_failed" } else { "ok" };
+        let mut events = vec![job_event(
+            self.now,
+            "deck",
+            EventKind::Tick,
+            "",
+            outcome,
+            duration_ms,
+        )];
+        let text = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        for a in &self.actions {
+            if a["kind"] == "restart" && a["performed"] == true {
+                let result = match a["result"].as_str() {
+                    Some("restarted") => "succeeded",
+                    Some(other) => other,
+                    None => "unknown",
+                };
+                let session = text(a, "session");
+                events.push(job_event(
+                    self.now,
+                    "deck",
+                    EventKind::Restart,
+                    &session,
+                    result,
+                    None,
+                ));
+            }
+        }
+        for e in &self.escalations {
+            for d in e["deliveries"].as_array().into_iter().flatten() {
+                let result = text(d, "result");
+                if result != "skipped" && result != "dry_run" {
+                    events.push(job_event(
+                        self.now,
+                        "deck",
+                        EventKind::Delivery,
+                        &text(d, "channel"),
+                        &result,
+                        None,
+                    ));
+                }
+            }
+        }
+        events
+    }
 }
 
 fn quoted(text: &str) -> String {
@@ -1106,18 +1158,25 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run)?,
         patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run)?,
     };
-    let save = |store: &mut Option<Store>, states: &States, now: i64| -> Result<(), Error> {
+    let save = |store: &mut Option<Store>,
+                states: &States,
+                report: &TickReport,
+                started: Instant|
+     -> Result<(), Error> {
         match store {
             Some(store) if !dry_run => {
-                save_policy(store, GUARD_STATE_KEY, &states.guard, now)?;
-                save_policy(store, PATROL_STATE_KEY, &states.patrol, now)
+                save_policy(store, GUARD_STATE_KEY, &states.guard, report.now)?;
+                save_policy(store, PATROL_STATE_KEY, &states.patrol, report.now)?;
+                record_events(store, &report.events(elapsed_ms(started)));
+                Ok(())
             }
             _ => Ok(()),
         }
     };
     if args.once {
+        let started = Instant::now();
         let report = rt.tick(&mut states, start);
-        let saved = save(&mut store, &states, start);
+        let saved = save(&mut store, &states, &report, started);
         on_tick(&report);
         saved?;
         return Ok(if report.list_failed {
@@ -1140,7 +1199,7 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         let started = Instant::now();
         let now = now_or_clock(None);
         let report = rt.tick(&mut states, now);
-        if let Err(e) = save(&mut store, &states, now) {
+        if let Err(e) = save(&mut store, &states, &report, started) {
             eprintln!("deck={} problem={}", iso8601(now), quoted(&e.to_string()));
         }
         if args.verbose || args.json || report.eventful() {

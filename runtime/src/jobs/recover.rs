@@ -36,10 +36,11 @@ use crate::clock::{iso8601, now_or_clock};
 use crate::config::{self, Config, Env, RecoverSection};
 use crate::error::{Error, code};
 use crate::stored::{
-    load_or_clean, open_existing_read_only, parse_policy, save_policy, store_path, take_lock,
+    elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
+    save_policy, store_path, take_lock,
 };
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
-use agentwatch_store::Store;
+use agentwatch_store::{EventKind, JobEvent, Store};
 use agentwatch_systemd::{NOTICE_MODE, Systemctl, read_env_file, write_atomic};
 use recovery_policy::DecisionName;
 use recovery_policy::loop_recovery::{
@@ -204,6 +205,26 @@ impl Run {
     fn last_name(&self) -> Option<LoopDecisionName> {
         self.decisions.last().map(|(_, d)| d.name)
     }
+
+    /// The check (its last decision) and the restart it performed, as history for `/metrics`
+    /// and the recovery page (`agentwatch_events`).
+    fn events(&self, started: i64, unit: &str, duration_ms: Option<i64>) -> Vec<JobEvent> {
+        let outcome = self.last_name().map_or("none", DecisionName::as_str);
+        let mut events = vec![job_event(
+            started,
+            "recover",
+            EventKind::Tick,
+            "",
+            outcome,
+            duration_ms,
+        )];
+        if let Some(r) = &self.restart {
+            let at = self.decisions.last().map_or(started, |(at, _)| *at);
+            let result = if r.ok { "succeeded" } else { "failed" };
+            events.push(job_event(at, "recover", EventKind::Restart, unit, result, None));
+        }
+        events
+    }
 }
 
 /// What one run decided and did: its exit code (0, or 69 when the restart failed) and the run as
@@ -229,6 +250,7 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
         None => Clock::System,
     };
     let started = clock.now();
+    let timer = std::time::Instant::now();
     let db_path = store_path(&loaded.config, args.db.as_deref(), env);
 
     // A dry run neither takes the lock nor creates the database: it reads what is there.
@@ -294,6 +316,10 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
     if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
         persist(store, &state, clock.now())?;
         state_saved = true;
+        record_events(
+            store,
+            &run.events(started, &settings.section.unit, elapsed_ms(timer)),
+        );
     }
     let failed = run.last_name() == Some(LoopDecisionName::RestartFailed);
     let exit = if failed { code::UNAVAILABLE } else { 0 };

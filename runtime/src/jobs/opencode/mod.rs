@@ -14,9 +14,13 @@ use crate::config::{self, Config, Env};
 use crate::error::Error;
 use crate::input::read_sessions;
 use crate::notify::{SendReport, apply_stored_settings, send};
-use crate::stored::{load_or_clean, open_existing_read_only, store_path, take_lock};
+use crate::stored::{
+    elapsed_ms, job_event, load_or_clean, open_existing_read_only, record_events, store_path,
+    take_lock,
+};
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
-use agentwatch_store::{AlertRow, Store, VerdictRow};
+use agentwatch_opencode::lite::Spend;
+use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, VerdictRow};
 use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
@@ -44,7 +48,8 @@ pub struct Options {
     pub servers: Vec<String>,
     /// A session file or `opencode export` JSON to judge as a source (repeatable).
     pub session_files: Vec<String>,
-    /// Judge the built-in demo sessions, with a fresh store in a temporary directory.
+    /// Judge the built-in demo sessions (alerts to a log channel, no model asked), in a fresh
+    /// store in a temporary directory, or in `--db` (then `agentwatch serve --db` shows it).
     pub demo: bool,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
     pub db: Option<PathBuf>,
@@ -274,6 +279,7 @@ fn quote(text: &str) -> String {
 /// when the watchdog is disabled.
 pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     let env: Env<'_> = &config::process_env;
+    let started = std::time::Instant::now();
     let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
     let now = now_or_clock(args.now);
     if !loaded.config.watchdog.enabled {
@@ -283,10 +289,9 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         );
         return Ok(None);
     }
-    let demo_dir;
-    let db_path = if args.demo && args.db.is_none() {
-        demo_dir = std::env::temp_dir().join(format!("agentwatch-demo-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&demo_dir);
+    // The demo logs its alerts and asks no model; with `--db` it writes there (for `serve`),
+    // else to a fresh store in a temporary directory, removed after the tick.
+    if args.demo {
         if loaded.config.channels.is_empty() {
             loaded.config.channels.push(config::ChannelSection {
                 name: "log".to_owned(),
@@ -295,6 +300,11 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
             });
         }
         loaded.config.watchdog.local_llm_enabled = false;
+    }
+    let demo_dir;
+    let db_path = if args.demo && args.db.is_none() {
+        demo_dir = std::env::temp_dir().join(format!("agentwatch-demo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&demo_dir);
         Some(demo_dir.join("agentwatch.db"))
     } else {
         demo_dir = PathBuf::new();
@@ -337,6 +347,9 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     } else {
         tick(&config, store.as_mut(), &mut collected, now, args, env)?
     };
+    if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
+        record_events(store, &result.events(elapsed_ms(started)));
+    }
     eprintln!("tick done: {} alert(s) fired", result.fired());
     if args.demo && args.db.is_none() {
         let _ = std::fs::remove_dir_all(&demo_dir);
@@ -375,6 +388,29 @@ impl TickReport {
             decisions: vec![],
             sends: vec![],
         }
+    }
+
+    /// The tick and its deliveries, as history for `/metrics` (`agentwatch_events`).
+    pub fn events(&self, duration_ms: Option<i64>) -> Vec<JobEvent> {
+        let tick = job_event(
+            self.now,
+            "opencode",
+            EventKind::Tick,
+            "",
+            self.outcome,
+            duration_ms,
+        );
+        let deliveries = self.sends.iter().map(|(_, s)| {
+            job_event(
+                self.now,
+                "opencode",
+                EventKind::Delivery,
+                &s.channel,
+                &s.result,
+                None,
+            )
+        });
+        std::iter::once(tick).chain(deliveries).collect()
     }
 
     /// Events fired (trigger, escalate, resolve).
@@ -531,8 +567,17 @@ fn tick(
             root.opinion = *opinion;
         }
     }
-    let outcome = process_tick(&state, &alert_config, &Tick { now, roots, gone })
+    let mut outcome = process_tick(&state, &alert_config, &Tick { now, roots, gone })
         .map_err(|e| Error::software(format!("alert tick: {e}")))?;
+    // Every event links to its tree's page (`watchdog.dashboard_base_url`).
+    for decision in &mut outcome.decisions {
+        if let Some(dispatch) = &mut decision.dispatch {
+            let base = &config.watchdog.dashboard_base_url;
+            dispatch
+                .event
+                .set_link(agentwatch_web::tree_link(base, &decision.root));
+        }
+    }
 
     let mut sends = Vec::new();
     for decision in &outcome.decisions {
@@ -596,11 +641,17 @@ fn tick(
                     .map(move |s| (s.as_str(), t.root.as_str()))
             })
             .collect();
+        let spend_of: BTreeMap<&str, &Spend> = collected
+            .sessions
+            .iter()
+            .map(|s| (s.info.id.as_str(), &s.spend))
+            .collect();
         let verdict_rows: Vec<VerdictRow> = judgement
             .sessions
             .iter()
             .map(|v| {
                 let root = root_of.get(v.id.as_str()).copied().unwrap_or(v.id.as_str());
+                let spend = spend_of.get(v.id.as_str()).copied();
                 VerdictRow {
                     session_id: v.id.clone(),
                     session_root: root.to_owned(),
@@ -620,8 +671,9 @@ fn tick(
                         .copied()
                         .flatten()
                         .map(|o| o.as_str().to_owned()),
-                    model_id: None,
-                    provider: None,
+                    model_id: spend.and_then(|s| s.model_id.clone()),
+                    provider: spend.and_then(|s| s.provider.clone()),
+                    cost_since_landed_usd: spend.and_then(|s| s.cost_since_landed_usd),
                 }
             })
             .collect();

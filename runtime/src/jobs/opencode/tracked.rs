@@ -9,6 +9,7 @@
 //! - Descendant landings are passed up the tree every tick; they are idempotent.
 
 use agentwatch_opencode::http::{OpencodeServer, SourceError};
+use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{SessionCacheRow, Store};
 use detect_core::{
     DetectConfig, DetectorSnapshot, Forest, Judgement, Session, SessionDetector, SessionVerdict,
@@ -25,6 +26,8 @@ pub struct Tracked {
     pub source: String,
     /// The session without its calls: id, parent, title, agent, directory.
     pub info: Session,
+    /// Its model, provider and cost since it landed, from its assistant messages (servers only).
+    pub spend: Spend,
     state: State,
 }
 
@@ -49,6 +52,8 @@ struct VerdictMeta {
     verdict: SessionVerdict,
     own_landing: Option<i64>,
     descendant_landing: Option<i64>,
+    #[serde(default)]
+    spend: Spend,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -71,6 +76,7 @@ impl Tracked {
                 calls: Vec::new(),
                 ..session.clone()
             },
+            spend: Spend::default(),
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -142,6 +148,7 @@ pub fn read_server(
                 read.sessions.push(Tracked {
                     source: server.url().to_owned(),
                     info: stored_info,
+                    spend: meta.spend.clone(),
                     state: State::Stored {
                         row: Box::new(row),
                         meta: Box::new(meta),
@@ -154,13 +161,17 @@ pub fn read_server(
         let restored = row.as_ref().and_then(|r| {
             let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
             let info: Session = serde_json::from_str(&r.info).ok()?;
+            let spend = serde_json::from_str::<VerdictMeta>(&r.verdict)
+                .map(|m| m.spend)
+                .unwrap_or_default();
             Some((
                 SessionDetector::restore(snapshot, config)?,
                 r.cursor.clone(),
                 info,
+                spend,
             ))
         });
-        let cursor = restored.as_ref().and_then(|(_, c, _)| c.clone());
+        let cursor = restored.as_ref().and_then(|(_, c, _, _)| c.clone());
         let (messages, found) = match server.messages_after(&base.id, cursor.as_deref()) {
             Ok(answer) => answer,
             Err(e) => {
@@ -169,7 +180,7 @@ pub fn read_server(
             }
         };
         read.sessions_read += 1;
-        let (mut detector, mut cursor, mut session) = match restored {
+        let (mut detector, mut cursor, mut session, mut spend) = match restored {
             Some(r) if found => r,
             _ => {
                 let mut session = base.clone();
@@ -180,7 +191,12 @@ pub fn read_server(
                         .or_else(|| messages.iter().find_map(|m| m.info.agent.as_deref()))
                         .map(str::to_owned);
                 }
-                (SessionDetector::new(&session, config), None, session)
+                (
+                    SessionDetector::new(&session, config),
+                    None,
+                    session,
+                    Spend::default(),
+                )
             }
         };
         // The listing may carry a newer title; keep the identity fields fresh.
@@ -192,15 +208,18 @@ pub fn read_server(
                 complete = false;
                 break;
             }
+            let landing = detector.latest_own_landing();
             for call in message.calls() {
                 detector.push(&call);
             }
+            spend.observe(message, detector.latest_own_landing() != landing);
             cursor = Some(message.info.id.clone());
             read.messages_read += 1;
         }
         read.sessions.push(Tracked {
             source: server.url().to_owned(),
             info: session,
+            spend,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -253,6 +272,7 @@ pub fn judge(
                     verdict: verdict.clone(),
                     own_landing: detector.latest_own_landing(),
                     descendant_landing: detector.latest_descendant_landing(),
+                    spend: t.spend.clone(),
                 };
                 verdicts.push(verdict);
                 SessionCacheRow {
