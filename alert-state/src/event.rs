@@ -155,7 +155,10 @@ mod tests {
         assert_eq!(e.details["details"], 3);
         e.details = serde_json::json!({"root": "r"});
         e.set_link("http://h/x".into());
-        assert_eq!((e.details["root"].as_str(), e.link()), (Some("r"), Some("http://h/x")));
+        assert_eq!(
+            (e.details["root"].as_str(), e.link()),
+            (Some("r"), Some("http://h/x"))
+        );
     }
 
     #[test]

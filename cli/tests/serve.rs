@@ -86,9 +86,7 @@ fn get_json(url: &str) -> Value {
 }
 
 fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
-    let mut req = agent()
-        .post(url)
-        .header("Content-Type", "application/json");
+    let mut req = agent().post(url).header("Content-Type", "application/json");
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -111,7 +109,15 @@ fn serve_shows_the_demo_looping_tree() {
     let db_arg = db.to_str().unwrap();
     run(
         &dir.path,
-        &["opencode", "--once", "--demo", "--db", db_arg, "--now", &T0.to_string()],
+        &[
+            "opencode",
+            "--once",
+            "--demo",
+            "--db",
+            db_arg,
+            "--now",
+            &T0.to_string(),
+        ],
     );
     assert!(db.is_file(), "--demo --db keeps its store");
     let server = serve(&dir.path, &[], &["--db", db_arg, "--listen", "127.0.0.1:0"]);
@@ -160,7 +166,12 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
         let out = run(
             &dir.path,
             &[
-                &["opencode", "--once", "--sessions", sample().to_str().unwrap()][..],
+                &[
+                    "opencode",
+                    "--once",
+                    "--sessions",
+                    sample().to_str().unwrap(),
+                ][..],
                 &common,
                 &["--now", &now.to_string(), "--set", &base],
             ]
@@ -175,9 +186,14 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
     assert!(err.contains("channel=log delivery=sent"), "{err}");
 
     // The alert links to its tree's page, and the link opens it.
-    let logged: Value =
-        serde_json::from_str(std::fs::read_to_string(&alerts).unwrap().lines().next().unwrap())
-            .unwrap();
+    let logged: Value = serde_json::from_str(
+        std::fs::read_to_string(&alerts)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
     let link = logged["details"]["link"].as_str().unwrap();
     assert_eq!(link, format!("{}/admin/trees/ses_demo_build", server.url));
     let (code, page) = get(link);
@@ -196,7 +212,10 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
     std::fs::remove_file(&alerts).unwrap();
     tick(T0 + 300);
     let (out, err) = tick(T0 + 600);
-    assert!(out.contains("alert escalate opencode-loop:ses_demo_build"), "{out}");
+    assert!(
+        out.contains("alert escalate opencode-loop:ses_demo_build"),
+        "{out}"
+    );
     assert!(!err.contains("channel=log delivery=sent"), "{err}");
     assert!(!alerts.exists(), "a channel switched off was delivered to");
 
@@ -221,9 +240,13 @@ fn beyond_loopback_needs_the_token_and_then_every_post_does() {
     let dir = TempDir::new("aw-serve-token");
     let db = dir.path.join("agentwatch.db");
     let db_arg = db.to_str().unwrap();
-    let out = command(&dir.path, &[], &["serve", "--db", db_arg, "--listen", "0.0.0.0:0"])
-        .output()
-        .unwrap();
+    let out = command(
+        &dir.path,
+        &[],
+        &["serve", "--db", db_arg, "--listen", "0.0.0.0:0"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(78));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -246,7 +269,10 @@ fn beyond_loopback_needs_the_token_and_then_every_post_does() {
     let bearer = format!("Bearer {token}");
     let (code, body) = post(&url, &[("Authorization", &bearer)], r#"{"value":false}"#);
     assert_eq!(code, 409, "no config file: nowhere to write ({body})");
-    assert_eq!(get(&format!("http://127.0.0.1:{port}/api/watchdog/status")).0, 200);
+    assert_eq!(
+        get(&format!("http://127.0.0.1:{port}/api/watchdog/status")).0,
+        200
+    );
 }
 
 /// A session read from a loopback opencode stand-in: its verdicts carry the assistant messages'
@@ -306,13 +332,23 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
         (Some("claude-sonnet-4-5"), Some("anthropic"))
     );
     let cost = v.cost_since_landed_usd.unwrap();
-    assert!((cost - 0.90).abs() < 1e-9, "45 reads after the write: {cost}");
+    assert!(
+        (cost - 0.90).abs() < 1e-9,
+        "45 reads after the write: {cost}"
+    );
     assert_eq!(v.calls_since_landed, 45);
 
-    let server = serve(&dir.path, &[], &["--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let server = serve(
+        &dir.path,
+        &[],
+        &["--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"],
+    );
     let models = get_json(&format!("{}/api/watchdog/models", server.url));
     let m = &models["models"][0];
-    assert_eq!((m["model_id"].as_str(), m["provider"].as_str()), (Some("claude-sonnet-4-5"), Some("anthropic")));
+    assert_eq!(
+        (m["model_id"].as_str(), m["provider"].as_str()),
+        (Some("claude-sonnet-4-5"), Some("anthropic"))
+    );
     assert_eq!(m["verdicts"], 2);
     let tree = get_json(&format!("{}/api/watchdog/trees/ses_spend_root", server.url));
     let last = &tree["ticks"][1]["sessions"][0];

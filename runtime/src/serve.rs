@@ -182,7 +182,11 @@ mod tests {
             (Some("0.0.0.0:8080"), Some("s3cret"), true),
         ];
         for (listen, token, allowed) in rows {
-            let env = move |k: &str| (k == "AGENTWATCH_SERVE_TOKEN").then(|| token.map(str::to_owned)).flatten();
+            let env = move |k: &str| {
+                (k == "AGENTWATCH_SERVE_TOKEN")
+                    .then(|| token.map(str::to_owned))
+                    .flatten()
+            };
             let got = serve_options(&loaded(&[]), PathBuf::from("x.db"), listen, &env);
             assert_eq!(got.is_ok(), allowed, "{listen:?} {token:?}");
             if let Err(e) = got {

@@ -152,6 +152,9 @@ pub fn record_events(store: &mut Store, events: &[JobEvent]) {
     }
     if let Err(e) = store.record_events(events) {
         let job = events.first().map_or("", |e| e.job.as_str());
-        eprintln!("{job}: warning=events problem={:?} action=skip", e.to_string());
+        eprintln!(
+            "{job}: warning=events problem={:?} action=skip",
+            e.to_string()
+        );
     }
 }

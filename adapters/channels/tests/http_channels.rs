@@ -516,7 +516,10 @@ fn the_alert_link_reaches_pagerduty_json_and_telegram() {
     let tg = telegram_server();
     let channel = ChannelKind::Telegram(telegram(tg.url()));
     deliver(&channel, &e).unwrap();
-    let text = tg.requests()[0].body_json()["text"].as_str().unwrap().to_owned();
+    let text = tg.requests()[0].body_json()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
         text.contains(&format!("in the last 60 calls\n{link}\n\ndedup key")),
         "{text}"

@@ -323,14 +323,36 @@ mod tests {
     #[test]
     fn spend_follows_the_assistant_messages_and_restarts_at_a_landing() {
         type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<f64>, bool);
-        let rows: [(Row<'_>, (Option<&str>, Option<&str>, Option<f64>)); 7] = [
-            (("user", Some("m-user"), Some("p"), Some(9.0), false), (None, None, None)),
-            (("assistant", Some("m1"), Some("p1"), Some(0.5), false), (Some("m1"), Some("p1"), Some(0.5))),
-            (("assistant", Some("m2"), Some("p2"), Some(0.25), false), (Some("m2"), Some("p2"), Some(0.75))),
-            (("assistant", None, None, Some(0.125), true), (Some("m2"), Some("p2"), Some(0.0))),
-            (("assistant", Some("m2"), Some("p2"), Some(f64::NAN), false), (Some("m2"), Some("p2"), Some(0.0))),
-            (("assistant", Some("m2"), Some("p2"), Some(-1.0), false), (Some("m2"), Some("p2"), Some(0.0))),
-            (("assistant", Some("m3"), None, Some(0.0625), false), (Some("m3"), None, Some(0.0625))),
+        type Want<'a> = (Option<&'a str>, Option<&'a str>, Option<f64>);
+        let rows: [(Row<'_>, Want<'_>); 7] = [
+            (
+                ("user", Some("m-user"), Some("p"), Some(9.0), false),
+                (None, None, None),
+            ),
+            (
+                ("assistant", Some("m1"), Some("p1"), Some(0.5), false),
+                (Some("m1"), Some("p1"), Some(0.5)),
+            ),
+            (
+                ("assistant", Some("m2"), Some("p2"), Some(0.25), false),
+                (Some("m2"), Some("p2"), Some(0.75)),
+            ),
+            (
+                ("assistant", None, None, Some(0.125), true),
+                (Some("m2"), Some("p2"), Some(0.0)),
+            ),
+            (
+                ("assistant", Some("m2"), Some("p2"), Some(f64::NAN), false),
+                (Some("m2"), Some("p2"), Some(0.0)),
+            ),
+            (
+                ("assistant", Some("m2"), Some("p2"), Some(-1.0), false),
+                (Some("m2"), Some("p2"), Some(0.0)),
+            ),
+            (
+                ("assistant", Some("m3"), None, Some(0.0625), false),
+                (Some("m3"), None, Some(0.0625)),
+            ),
         ];
         let mut spend = Spend::default();
         for ((role, model, provider, cost, landed), want) in rows {
@@ -350,7 +372,11 @@ mod tests {
             };
             spend.observe(&message, landed);
             assert_eq!(
-                (spend.model_id.as_deref(), spend.provider.as_deref(), spend.cost_since_landed_usd),
+                (
+                    spend.model_id.as_deref(),
+                    spend.provider.as_deref(),
+                    spend.cost_since_landed_usd
+                ),
                 want,
                 "{role} {model:?} {cost:?} {landed}"
             );

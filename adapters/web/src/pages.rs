@@ -366,7 +366,11 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
         last = time(rec["last_restart_at"].as_i64()),
         notice = esc(rec["notice_phase"].as_str().unwrap_or("none")),
     );
-    body.push_str(&restart_history("recover-restarts", "Recover: restart history", &rec["restarts"]));
+    body.push_str(&restart_history(
+        "recover-restarts",
+        "Recover: restart history",
+        &rec["restarts"],
+    ));
     body.push_str(
         "<section class=\"card\" id=\"deck\"><h2>Deck sessions</h2><table><thead><tr><th>Session</th><th>Restarts in window</th><th>Last restart</th><th>Backoff until</th><th>Failures in a row</th></tr></thead><tbody>",
     );
@@ -427,7 +431,11 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
         body.push_str("<tr><td colspan=\"5\" class=\"empty\">No escalations.</td></tr>");
     }
     body.push_str("</tbody></table></section>");
-    body.push_str(&restart_history("deck-restarts", "Deck: restart history", &deck["restarts"]));
+    body.push_str(&restart_history(
+        "deck-restarts",
+        "Deck: restart history",
+        &deck["restarts"],
+    ));
     Ok(Reply::html(200, layout("recovery", "Recovery", &body)))
 }
 

@@ -139,7 +139,11 @@ impl TickReport {
     /// The tick, its restarts and its escalations' deliveries, as history for `/metrics` and the
     /// recovery page (`agentwatch_events`).
     pub fn events(&self, duration_ms: Option<i64>) -> Vec<JobEvent> {
-        let outcome = if self.list_failed { "list_failed" } else { "ok" };
+        let outcome = if self.list_failed {
+            "list_failed"
+        } else {
+            "ok"
+        };
         let mut events = vec![job_event(
             self.now,
             "deck",

@@ -221,7 +221,14 @@ impl Run {
         if let Some(r) = &self.restart {
             let at = self.decisions.last().map_or(started, |(at, _)| *at);
             let result = if r.ok { "succeeded" } else { "failed" };
-            events.push(job_event(at, "recover", EventKind::Restart, unit, result, None));
+            events.push(job_event(
+                at,
+                "recover",
+                EventKind::Restart,
+                unit,
+                result,
+                None,
+            ));
         }
         events
     }
