@@ -278,6 +278,23 @@ fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_esca
     assert_eq!(escalations[0]["severity"], "restart-limit");
     assert_eq!(escalations[0]["sid"], COND);
     assert_eq!(escalations[0]["telegram"], true);
+
+    // The history the recovery page and /metrics show: five ticks, three restarts, one delivery.
+    let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
+    let events = |kind| store.recent_events(kind, Some("deck"), 50).unwrap();
+    use agentwatch_store::EventKind;
+    assert_eq!(events(EventKind::Tick).len(), 5);
+    let restarts: Vec<(i64, String, String)> = events(EventKind::Restart)
+        .into_iter()
+        .map(|e| (e.at, e.name, e.result))
+        .collect();
+    let restarted = |dt| (T0 + dt, COND.to_owned(), "succeeded".to_owned());
+    assert_eq!(restarts, [restarted(120), restarted(60), restarted(0)]);
+    let deliveries: Vec<(String, String)> = events(EventKind::Delivery)
+        .into_iter()
+        .map(|e| (e.name, e.result))
+        .collect();
+    assert_eq!(deliveries, [("telegram-escalation".into(), "sent".into())]);
 }
 
 #[test]

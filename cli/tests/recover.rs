@@ -3,7 +3,7 @@
 //! OpenAI-compatible router, a real SQLite store and the loop report written by the test.
 //! No test sleeps: time is `--now` (the router-hang case waits for a 1 s client timeout).
 
-use agentwatch_store::{RunLock, Store};
+use agentwatch_store::{EventKind, RunLock, Store};
 use agentwatch_testkit::{HttpServer, Reply, StandIns, TempDir, stand_in};
 use recovery_policy::notice::parse_notice;
 use serde_json::{Value, json};
@@ -219,6 +219,26 @@ impl Rig {
         envelope["state"].clone()
     }
 
+    /// The restarts recorded for the pages and metrics: (at, unit, result), newest first.
+    fn restarts(&self) -> Vec<(i64, String, String)> {
+        Store::open_read_only(&self.db)
+            .unwrap()
+            .recent_events(EventKind::Restart, Some("recover"), 10)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.at, e.name, e.result))
+            .collect()
+    }
+
+    /// How many checks were recorded.
+    fn checks(&self) -> usize {
+        Store::open_read_only(&self.db)
+            .unwrap()
+            .recent_events(EventKind::Tick, Some("recover"), 100)
+            .unwrap()
+            .len()
+    }
+
     fn state_text(&self) -> Option<String> {
         Store::open_read_only(&self.db)
             .unwrap()
@@ -286,6 +306,15 @@ fn two_probes_then_a_restart_then_a_one_hour_cooldown() {
     // The cooldown starts when the restart finished (the simulated countdown ends at T0+365).
     assert_eq!(rig.state()["cooldown_from"], T0 + 365);
     assert_eq!(rig.state()["in_flight"], Value::Null);
+    assert_eq!(
+        rig.restarts(),
+        [(
+            T0 + 365,
+            "flysim.service".to_owned(),
+            "succeeded".to_owned()
+        )]
+    );
+    assert_eq!(rig.checks(), 4, "every check is recorded");
 
     for (at, now) in [(T0 + 600, T0 + 605), (T0 + 900, T0 + 905)] {
         let ran = rig.probe(at, now);
@@ -494,6 +523,8 @@ fn a_failed_restart_starts_no_cooldown() {
     let ran = rig.probe(T0 + 900, T0 + 905);
     assert_eq!(ran.decision(), "restart-failed");
     assert_eq!(rig.calls().len(), 2);
+    let results: Vec<String> = rig.restarts().into_iter().map(|(_, _, r)| r).collect();
+    assert_eq!(results, ["failed", "failed"]);
 }
 
 #[test]

@@ -184,6 +184,13 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
     };
     let (_, err) = tick(T0);
     assert!(err.contains("channel=log delivery=sent"), "{err}");
+    let (_, metrics) = get(&format!("{}/metrics", server.url));
+    for line in [
+        "agentwatch_deliveries_total{job=\"opencode\",channel=\"log\",result=\"sent\"} 1",
+        "agentwatch_tick_duration_seconds_count{job=\"opencode\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
 
     // The alert links to its tree's page, and the link opens it.
     let logged: Value = serde_json::from_str(

@@ -37,10 +37,13 @@ fn creates_migrates_and_round_trips_ticks_and_verdicts() {
     let path = dir.path.join("nested/agentwatch.db");
     let mut store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
-    let verdicts = vec![
+    let mut verdicts = vec![
         verdict("ses_a", "ses_a", true),
         verdict("ses_b", "ses_a", false),
     ];
+    verdicts[0].model_id = Some("claude-sonnet-4-5".into());
+    verdicts[0].provider = Some("anthropic".into());
+    verdicts[0].cost_since_landed_usd = Some(0.42);
     let id = store
         .record_tick(
             1_796_000_000,
@@ -65,6 +68,47 @@ fn creates_migrates_and_round_trips_ticks_and_verdicts() {
     assert_eq!(store.verdicts(id).unwrap(), verdicts);
     let mode: String = rusqlite_journal_mode(&path);
     assert_eq!(mode, "wal");
+}
+
+#[test]
+fn recent_events_filter_by_kind_and_job_newest_first() {
+    use agentwatch_store::{EventKind, JobEvent};
+    let dir = TempDir::new("aw-store-events");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let ev = |at, job: &str, kind, name: &str, result: &str| JobEvent {
+        at,
+        job: job.into(),
+        kind,
+        name: name.into(),
+        result: result.into(),
+        duration_ms: None,
+    };
+    store
+        .record_events(&[
+            ev(10, "recover", EventKind::Restart, "a.service", "succeeded"),
+            ev(20, "deck", EventKind::Restart, "ses_1", "failed"),
+            ev(30, "recover", EventKind::Restart, "a.service", "failed"),
+            ev(40, "recover", EventKind::Tick, "", "cooldown"),
+        ])
+        .unwrap();
+    let names = |kind, job, limit| -> Vec<(i64, String)> {
+        store
+            .recent_events(kind, job, limit)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.at, e.result))
+            .collect()
+    };
+    assert_eq!(
+        names(EventKind::Restart, Some("recover"), 10),
+        [(30, "failed".into()), (10, "succeeded".into())]
+    );
+    assert_eq!(names(EventKind::Restart, None, 10).len(), 3);
+    assert_eq!(names(EventKind::Restart, None, 1), [(30, "failed".into())]);
+    assert_eq!(
+        names(EventKind::Tick, Some("recover"), 10),
+        [(40, "cooldown".into())]
+    );
 }
 
 fn rusqlite_journal_mode(path: &std::path::Path) -> String {

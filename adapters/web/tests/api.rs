@@ -517,6 +517,21 @@ fn metrics_show_recorded_job_events() {
             "missing {line:?} in\n{body}"
         );
     }
+    // The recover job's history: its restarts and checks, newest first.
+    let recover = get(&format!("{}/api/recover", server.url())).json();
+    assert_eq!(
+        recover["restarts"],
+        serde_json::json!([{"at": T0 + 60, "name": "fly.service", "result": "succeeded"}])
+    );
+    assert_eq!(recover["checks"][0]["duration_ms"], 3000);
+    assert_eq!(recover["checks"].as_array().unwrap().len(), 2);
+    let page = get(&format!("{}/recovery.html", server.url())).body;
+    assert!(
+        page.contains("<tr class=\"restart result-ok\">") && page.contains("fly.service"),
+        "{page}"
+    );
+    let deck = get(&format!("{}/api/deck", server.url())).json();
+    assert_eq!(deck["restarts"], serde_json::json!([]));
 }
 
 #[test]

@@ -150,8 +150,31 @@ fn every_page_renders_in_chromium() {
     let dom = dump(&profile, &format!("{url}/models.html"));
     assert!(count(&dom, "<tr class=\"model\">") >= 1, "{dom}");
     screenshot(&profile, &format!("{url}/models.html"), "web-models");
+    // The jobs' restart history, as `recover` and `deck` record it.
+    {
+        use agentwatch_store::{EventKind, JobEvent};
+        let restart = |at, job: &str, name: &str, result: &str| JobEvent {
+            at,
+            job: job.into(),
+            kind: EventKind::Restart,
+            name: name.into(),
+            result: result.into(),
+            duration_ms: None,
+        };
+        Store::open(&dir.path.join("agentwatch.db"))
+            .unwrap()
+            .record_events(&[
+                restart(T0 + 120, "recover", "flysim.service", "succeeded"),
+                restart(T0 + 240, "deck", "conductor-ops", "failed"),
+                restart(T0 + 300, "deck", "conductor-ops", "succeeded"),
+            ])
+            .unwrap();
+    }
     let dom = dump(&profile, &format!("{url}/recovery.html"));
     assert!(dom.contains("data-phase=\"idle\""), "{dom}");
+    assert_eq!(count(&dom, "<tr class=\"restart result-ok\">"), 2, "{dom}");
+    assert_eq!(count(&dom, "<tr class=\"restart result-bad\">"), 1, "{dom}");
+    assert!(dom.contains("<code>flysim.service</code>"), "{dom}");
     screenshot(&profile, &format!("{url}/recovery.html"), "web-recovery");
 }
 
