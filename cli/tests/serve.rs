@@ -3,7 +3,7 @@
 //! without a token.
 
 use agentwatch_testkit::TempDir;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -240,6 +240,33 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
     let status = get_json(&format!("{}/api/watchdog/status", server.url));
     assert_eq!(status["verdicts"]["flagged"], 0);
     assert_eq!(status["open_alerts"], 0);
+
+    // The test alert goes through the configured channel (named, so even a disabled one).
+    let (code, body) = post(
+        &format!("{}/api/watchdog/test-alert", server.url),
+        &same_origin,
+        r#"{"severity":"critical","channel_name":"log"}"#,
+    );
+    assert_eq!(
+        (code, &body["sends"][0]["result"]),
+        (200, &json!("sent")),
+        "{body}"
+    );
+    let logged = std::fs::read_to_string(&alerts).unwrap();
+    assert!(
+        logged.contains("\"dedup_key\":\"agentwatch-test\""),
+        "{logged}"
+    );
+    let (code, body) = post(
+        &format!("{}/api/watchdog/test-alert", server.url),
+        &same_origin,
+        r#"{"channel_name":"nope"}"#,
+    );
+    assert_eq!(
+        (code, &body["field"]),
+        (400, &json!("channel_name")),
+        "{body}"
+    );
 }
 
 #[test]
@@ -289,7 +316,6 @@ fn beyond_loopback_needs_the_token_and_then_every_post_does() {
 #[test]
 fn verdicts_carry_model_provider_and_cost_since_landed() {
     use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
-    use serde_json::json;
     let dir = TempDir::new("aw-serve-spend");
     let start_ms = T0 * 1000;
     let ls = ("bash", json!({"command": "ls"}), json!({"exit": 0}), "a\nb");
@@ -361,4 +387,19 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
     let last = &tree["ticks"][1]["sessions"][0];
     assert_eq!(last["verdict"]["model_id"], "claude-sonnet-4-5");
     assert!((last["verdict"]["cost_since_landed_usd"].as_f64().unwrap() - 0.90).abs() < 1e-9);
+}
+
+#[test]
+fn the_shipped_unit_serves_on_loopback() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/agentwatch-serve.service"
+    ))
+    .unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap();
+    assert_eq!(exec, "%h/.cargo/bin/agentwatch serve");
+    assert!(unit.contains("RestartPreventExitStatus=64 78"));
 }

@@ -210,6 +210,34 @@ mod tests {
         assert!(e.to_string().contains("serve.listen"), "{e}");
     }
 
+    /// With `[serve] enabled = true` the server answers on its own threads until the handle is
+    /// dropped; then the port is free again.
+    #[test]
+    fn enabled_serve_runs_in_the_background_until_dropped() {
+        use std::io::{Read, Write};
+        let get = |addr: SocketAddr| -> std::io::Result<String> {
+            let mut conn = std::net::TcpStream::connect(addr)?;
+            conn.write_all(
+                b"GET /api/watchdog/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            )?;
+            let mut answer = String::new();
+            conn.read_to_string(&mut answer)?;
+            Ok(answer)
+        };
+        let dir = std::env::temp_dir().join(format!("aw-serve-bg-{}", std::process::id()));
+        let l = loaded(&["serve.enabled=true", "serve.listen=\"127.0.0.1:0\""]);
+        let running = start_in_background(&l, &dir.join("none.db"))
+            .unwrap()
+            .expect("enabled");
+        let addr = running.local_addr();
+        let answer = get(addr).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("\"last_tick\":null"), "{answer}");
+        drop(running);
+        assert!(get(addr).is_err(), "still answering after the drop");
+        assert!(!dir.join("none.db").exists(), "serving created the store");
+    }
+
     #[test]
     fn disabled_serve_starts_nothing() {
         assert!(
