@@ -18,8 +18,14 @@
 //!                     ask the LLM only about plan.roots_to_ask(); parse_llm_opinion(reply)
 //! Tick { now, roots: [RootObservation], gone } ─► process_tick(state, config, tick)
 //!                     ─► TickOutcome { state, opinion_plan, decisions: [Decision] }
-//! journal every Decision's reason; send every delivered Route's event; store outcome.state
+//! journal every Decision's reason; store outcome.state with the events to send (an outbox)
+//! send every delivered Route's event; on success state.record_sent(event, channel, now)
 //! ```
+//!
+//! The stored state records a delivery only when the caller reports its send succeeded
+//! ([`AlertState::record_sent`]): a failed send starts no rate-limit window and does not make the
+//! channel a receiver of the alert's resolve. Within one tick, routing still reserves a channel,
+//! so two alarms of one tick never both go to a rate-limited channel.
 //!
 //! Every [`Decision`], [`Route`] and [`OpinionDecision`] carries a one-sentence `reason` for the
 //! journal: nothing is suppressed silently.
@@ -52,7 +58,7 @@
 //!
 //! Channels are `{name, type, enabled, min_severity, rate_limit_s}` ([`ChannelConfig`]; `rate_limit_s` defaults to 300). A
 //! trigger or escalate goes to a channel when it is enabled, the severity is at least its
-//! `min_severity`, and it delivered no trigger or escalate in the last `rate_limit_s` seconds. The
+//! `min_severity`, and it delivered no trigger or escalate in the last `rate_limit_s` seconds (a send that succeeded). The
 //! window is half-open, `(now - rate_limit_s, now]`: a channel that delivered at `t` is free again
 //! at exactly `t + rate_limit_s`, so a 300 s limit never eats every other tick of a 300 s timer.
 //! A resolve bypasses the severity gate and the rate limit (and does not start a window) but goes

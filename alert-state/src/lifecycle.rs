@@ -55,6 +55,29 @@ impl AlertState {
         Self::default()
     }
 
+    /// Record that `event` reached `channel` at `at` (the caller's send succeeded). A trigger or
+    /// escalate starts the channel's rate-limit window and entitles the channel to the alert's
+    /// resolve, but only while the alert is open; a resolve records nothing.
+    pub fn record_sent(&mut self, event: &AlertEvent, channel: &str, at: i64) {
+        if event.state == EventState::Resolve {
+            return;
+        }
+        self.router.last_alarm.insert(
+            channel.to_owned(),
+            crate::router::LastAlarm {
+                at,
+                dedup_key: event.dedup_key.clone(),
+            },
+        );
+        if self.open_alerts.contains_key(&event.dedup_key) {
+            self.router
+                .delivered
+                .entry(event.dedup_key.clone())
+                .or_default()
+                .insert(channel.to_owned());
+        }
+    }
+
     /// The open alert of a root session, if any.
     #[must_use]
     pub fn open_alert_for_root(&self, root: &str) -> Option<&Alert> {
@@ -214,9 +237,23 @@ pub struct TickOutcome {
     pub opinion_plan: OpinionPlan,
     /// The decisions, ordered by dedup key.
     pub decisions: Vec<Decision>,
+    /// The tick's `now`.
+    #[serde(default)]
+    pub now: i64,
 }
 
 impl TickOutcome {
+    /// The state as it is once every delivered route's send succeeded (what a caller that does
+    /// not send, such as a replay, stores).
+    #[must_use]
+    pub fn state_if_all_sent(&self) -> AlertState {
+        let mut state = self.state.clone();
+        for (event, route) in self.deliveries() {
+            state.record_sent(event, &route.channel, self.now);
+        }
+        state
+    }
+
     /// Every event decided this tick (trigger, escalate, resolve), delivered anywhere or not.
     pub fn events(&self) -> impl Iterator<Item = &AlertEvent> {
         self.decisions
@@ -330,8 +367,15 @@ pub fn process_tick(
             .cmp(&priority(b))
             .then_with(|| a.dedup_key.cmp(&b.dedup_key))
     });
+    // Routing reserves channels within this tick (a second alarm to a channel is rate limited),
+    // but the stored state records a delivery only once the caller reports the send succeeded
+    // ([`AlertState::record_sent`]): a failed send neither blocks the channel nor earns a resolve.
+    let mut reserved = next.router.clone();
     for (index, event) in pending {
-        let routes = next.router.route(&config.channels, &event, now);
+        let routes = reserved.route(&config.channels, &event, now);
+        if event.state == EventState::Resolve {
+            next.router.delivered.remove(&event.dedup_key);
+        }
         if let Some(decision) = decisions.get_mut(index) {
             decision.dispatch = Some(Dispatch { event, routes });
         }
@@ -342,6 +386,7 @@ pub fn process_tick(
         state: next,
         opinion_plan,
         decisions,
+        now,
     })
 }
 

@@ -74,8 +74,10 @@ pub struct RouterState {
 }
 
 impl RouterState {
-    /// Routes `event` to every configured channel, in configuration order, and records the
-    /// deliveries.
+    /// Routes `event` to every configured channel, in configuration order, and reserves the
+    /// deliveries in `self` (so a later event of the same tick sees the channel's window).
+    /// [`process_tick`](crate::process_tick) routes on a scratch copy: the stored state records a
+    /// delivery only when the send succeeded ([`AlertState::record_sent`](crate::AlertState::record_sent)).
     ///
     /// Trigger and escalate events are delivered to a channel when it is enabled, the event's
     /// severity is at least its `min_severity`, and it delivered no trigger or escalate in the

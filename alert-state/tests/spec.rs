@@ -71,7 +71,7 @@ impl Watchdog {
             gone: gone.iter().map(|g| (*g).to_owned()).collect(),
         };
         let outcome = process_tick(&self.state, &self.config, &tick).expect("valid tick");
-        self.state = outcome.state.clone();
+        self.state = outcome.state_if_all_sent();
         outcome
     }
 }
@@ -1078,4 +1078,75 @@ fn extreme_values_do_not_panic() {
         only(&outcome).alert.as_ref().map(|a| a.flagged_ticks),
         Some(u32::MAX)
     );
+}
+
+#[test]
+fn a_failed_send_neither_blocks_the_channel_nor_earns_the_resolve() {
+    let config = config();
+    // Tick 1: ses_a triggers and is routed to `desktop`, but the send fails (no record_sent).
+    let first = process_tick(
+        &AlertState::default(),
+        &config,
+        &Tick {
+            now: T0,
+            roots: vec![flagged("ses_a", NONE)],
+            gone: vec![],
+        },
+    )
+    .expect("valid");
+    assert_eq!(suppression(&routes(only(&first))[0]), None);
+    let state = first.state.clone();
+    assert!(state.router.last_alarm.is_empty(), "{:?}", state.router);
+    assert!(state.router.delivered.is_empty(), "{:?}", state.router);
+
+    // 60 s later another alert is free to use the channel: the failed send started no window.
+    let second = process_tick(
+        &state,
+        &config,
+        &Tick {
+            now: T0 + 60,
+            roots: vec![flagged("ses_a", NONE), flagged("ses_b", NONE)],
+            gone: vec![],
+        },
+    )
+    .expect("valid");
+    let trigger = decision_for(&second, "ses_b", DecisionKind::Trigger);
+    assert_eq!(suppression(&routes(trigger)[0]), None);
+    let mut state = second.state.clone();
+    // This one was sent.
+    state.record_sent(event(trigger), "desktop", T0 + 60);
+    assert_eq!(state.router.last_alarm["desktop"].at, T0 + 60);
+
+    // ses_a resolves: `desktop` never received its trigger, so it gets no resolve either.
+    let third = process_tick(
+        &state,
+        &config,
+        &Tick {
+            now: T0 + 120,
+            roots: vec![healthy("ses_a"), flagged("ses_b", NONE)],
+            gone: vec![],
+        },
+    )
+    .expect("valid");
+    let resolve = decision_for(&third, "ses_a", DecisionKind::ResolveFixed);
+    assert_eq!(
+        suppression(&routes(resolve)[0]),
+        Some(Suppression::NotDeliveredBefore)
+    );
+}
+
+#[test]
+fn within_one_tick_a_channel_takes_one_alarm_even_before_any_send() {
+    let outcome = process_tick(
+        &AlertState::default(),
+        &config(),
+        &Tick {
+            now: T0,
+            roots: vec![flagged("ses_a", NONE), flagged("ses_b", NONE)],
+            gone: vec![],
+        },
+    )
+    .expect("valid");
+    let delivered = outcome.deliveries().count();
+    assert_eq!(delivered, 1, "{:#?}", outcome.decisions);
 }

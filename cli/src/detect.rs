@@ -5,6 +5,7 @@
 use crate::CliResult;
 use agentwatch_runtime::Error;
 use agentwatch_runtime::input::{read_sessions, sessions_from_text};
+use agentwatch_runtime::text::escape_control;
 use detect_core::{DetectConfig, Judgement, judge_sessions};
 use std::process::ExitCode;
 
@@ -57,9 +58,9 @@ pub fn run(args: DetectArgs) -> CliResult {
     if args.json {
         let text =
             serde_json::to_string_pretty(&judgement).map_err(|e| Error::software(e.to_string()))?;
-        println!("{text}");
+        crate::write_stdout("detect", &format!("{text}\n"))?;
     } else {
-        print!("{}", render_table(&judgement));
+        crate::write_stdout("detect", &render_table(&judgement))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -69,23 +70,27 @@ pub fn render_table(judgement: &Judgement) -> String {
     let mut out = String::new();
     for v in &judgement.sessions {
         let mark = if v.flagged { "FLAGGED" } else { "ok" };
-        out.push_str(&format!("session {} {mark} {}\n", v.id, v.summary()));
+        out.push_str(&format!(
+            "session {} {mark} {}\n",
+            escape_control(&v.id),
+            escape_control(&v.summary())
+        ));
     }
     for t in &judgement.trees {
         let flagged: Vec<&str> = t.flagged_sessions.iter().map(|s| s.id.as_str()).collect();
         let state = if t.flagged {
-            format!("FLAGGED by {}", flagged.join(", "))
+            format!("FLAGGED by {}", escape_control(&flagged.join(", ")))
         } else {
             "ok".to_owned()
         };
         out.push_str(&format!(
             "tree {} dedup_key={} sessions={} {state}\n",
-            t.root,
-            t.dedup_key,
+            escape_control(&t.root),
+            escape_control(&t.dedup_key),
             t.sessions.len()
         ));
         for note in &t.notes {
-            out.push_str(&format!("  note: {note}\n"));
+            out.push_str(&format!("  note: {}\n", escape_control(note)));
         }
     }
     let flagged = judgement.trees.iter().filter(|t| t.flagged).count();

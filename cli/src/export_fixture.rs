@@ -70,13 +70,16 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
     write_atomic(&args.out, &text)?;
 
     let labelled = file.sessions.iter().filter(|s| s.label.is_some()).count();
-    println!(
-        "wrote {}: {} sessions ({labelled} labelled, {} descendants), {} calls",
-        args.out.display(),
-        file.sessions.len(),
-        file.sessions.len() - labelled,
-        file.sessions.iter().map(|s| s.calls.len()).sum::<usize>(),
-    );
+    crate::write_stdout(
+        "export-fixture",
+        &format!(
+            "wrote {}: {} sessions ({labelled} labelled, {} descendants), {} calls\n",
+            args.out.display(),
+            file.sessions.len(),
+            file.sessions.len() - labelled,
+            file.sessions.iter().map(|s| s.calls.len()).sum::<usize>(),
+        ),
+    )?;
     if !unknown_lengths.is_empty() {
         let shown: Vec<&str> = unknown_lengths
             .iter()

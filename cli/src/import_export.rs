@@ -50,7 +50,7 @@ pub fn run(args: ImportExportArgs) -> CliResult {
                 file.sessions.len()
             );
         }
-        None => print!("{text}"),
+        None => crate::write_stdout("import-export", &text)?,
     }
     Ok(ExitCode::SUCCESS)
 }

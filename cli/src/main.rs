@@ -89,6 +89,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader closed the pipe (`| head -c1`): it wanted no more; stop quietly.
+        Err(Error::StdoutClosed) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("agentwatch: error: {err}");
             ExitCode::from(err.exit_code())
@@ -96,26 +98,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// Write `text` to standard output and flush it. A closed pipe is [`Error::StdoutClosed`] (the
+/// command ends quietly, exit 0); any other failure (`> /dev/full`) exits 74 naming `what`.
+pub fn write_stdout(what: &str, text: &str) -> Result<(), Error> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Error::stdout(what, &e))
+}
+
 fn shown(result: Result<operator::Shown, Error>) -> CliResult {
     let shown = result?;
-    print!("{}", shown.text);
+    write_stdout("agentwatch", &shown.text)?;
     Ok(ExitCode::from(shown.exit_code))
 }
 
-fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+fn print_json(what: &str, value: &serde_json::Value) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::software(e.to_string()))?;
+    write_stdout(what, &format!("{text}\n"))
 }
 
 fn opencode(args: OpencodeArgs) -> CliResult {
     let (json, verbose) = (args.json, args.verbose);
     if let Some(report) = jobs::opencode::run(&args.into())? {
         if json {
-            print_json(&report.to_json());
+            print_json("opencode", &report.to_json())?;
         } else {
-            print!("{}", report.render(verbose));
+            write_stdout("opencode", &report.render(verbose))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -125,20 +135,26 @@ fn recover(args: RecoverArgs) -> CliResult {
     let json = args.json;
     let outcome = jobs::recover::run(&args.into())?;
     if json {
-        print_json(&outcome.json);
+        print_json("recover", &outcome.json)?;
     }
     Ok(ExitCode::from(outcome.exit_code))
 }
 
 fn deck(args: DeckArgs) -> CliResult {
     let json = args.json;
+    // The first write error ends the output; the job's own outcome is reported after it.
+    let mut written: Result<(), Error> = Ok(());
     let code = jobs::deck::run(&args.into(), &mut |report| {
-        if json {
-            println!("{}", report.to_json());
-        } else {
-            print!("{}", report.render());
+        if written.is_ok() {
+            let text = if json {
+                format!("{}\n", report.to_json())
+            } else {
+                report.render()
+            };
+            written = write_stdout("deck", &text);
         }
     })?;
+    written?;
     Ok(ExitCode::from(code))
 }
 
@@ -167,7 +183,6 @@ fn run_replay(args: &ReplayArgs) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     replay::run(policy, &mut *input, &mut out)?;
-    out.flush()
-        .map_err(|e| Error::io(format!("replay: cannot write output: {e}")))?;
+    out.flush().map_err(|e| Error::stdout("replay", &e))?;
     Ok(ExitCode::SUCCESS)
 }

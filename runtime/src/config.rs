@@ -324,11 +324,10 @@ pub fn default_config_path(env: Env<'_>) -> Option<PathBuf> {
     })
 }
 
-/// `$XDG_STATE_HOME/agentwatch/agentwatch.db` (or `~/.local/state/…`).
-pub fn default_db_path(env: Env<'_>) -> PathBuf {
-    xdg_dir(env, "XDG_STATE_HOME", ".local/state")
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("agentwatch/agentwatch.db")
+/// `$XDG_STATE_HOME/agentwatch/agentwatch.db` (or `~/.local/state/…`); `None` when neither
+/// variable is set (never a database in the working directory).
+pub fn default_db_path(env: Env<'_>) -> Option<PathBuf> {
+    xdg_dir(env, "XDG_STATE_HOME", ".local/state").map(|d| d.join("agentwatch/agentwatch.db"))
 }
 
 fn xdg_dir(env: Env<'_>, var: &str, fallback: &str) -> Option<PathBuf> {
@@ -596,6 +595,25 @@ impl Config {
     /// The configuration as TOML, for `agentwatch config`.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The configuration as it may be shown (`config`, `channels --json`): every URL through
+    /// the one redaction ([`agentwatch_http::shown_url`]), so a webhook's `?token=`, a
+    /// Slack-style path key or a `user:pw@` never reaches a terminal or a log.
+    #[must_use]
+    pub fn shown(&self) -> Self {
+        let url = |u: &str| agentwatch_http::shown_url(u);
+        let mut shown = self.clone();
+        shown.opencode.servers = self.opencode.servers.iter().map(|u| url(u)).collect();
+        shown.watchdog.llm.url = url(&self.watchdog.llm.url);
+        shown.watchdog.dashboard_base_url = url(&self.watchdog.dashboard_base_url);
+        shown.recover.router_url = self.recover.router_url.as_deref().map(url);
+        shown.deck.telegram_api_base = url(&self.deck.telegram_api_base);
+        for channel in &mut shown.channels {
+            channel.url = channel.url.as_deref().map(url);
+            channel.api_base = channel.api_base.as_deref().map(url);
+        }
+        shown
     }
 }
 

@@ -68,6 +68,10 @@ pub enum Error {
     /// opencode's database (export-fixture): 66 missing, 75 locked, 65 bad data, 74 SQLite.
     #[error(transparent)]
     OpencodeDb(#[from] DbError),
+    /// Standard output was closed by its reader (`| head -c1`): the command stops quietly and
+    /// exits 0, as a reader that wanted no more asked.
+    #[error("standard output was closed")]
+    StdoutClosed,
     /// A restart was decided but its state could not be saved first, so it was not performed.
     #[error("{0}; state not saved, so the restart was not performed")]
     StateNotSaved(Box<Error>),
@@ -95,6 +99,10 @@ impl Error {
             Self::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                 code::NOINPUT
             }
+            Self::Read { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+                code::DATAERR
+            }
+            Self::StdoutClosed => code::OK,
             Self::Read { .. } => code::IOERR,
             Self::Store(StoreError::Corrupt { .. } | StoreError::TooNew { .. }) => code::DATAERR,
             Self::Store(_) => code::IOERR,
@@ -125,6 +133,16 @@ impl Error {
         Self::Read {
             what: what.to_string(),
             source,
+        }
+    }
+
+    /// An error writing standard output: a closed pipe is [`Error::StdoutClosed`] (quiet, exit
+    /// 0), anything else (a full disk, `> /dev/full`) an I/O error (74) naming `what`.
+    pub fn stdout(what: &str, source: &std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::StdoutClosed
+        } else {
+            Self::Io(format!("{what}: cannot write to standard output: {source}"))
         }
     }
 
@@ -187,6 +205,18 @@ mod tests {
                 75,
             ),
             (Error::StateNotSaved(Box::new(Error::io("disk full"))), 74),
+            (
+                Error::read("f", std::io::Error::from(std::io::ErrorKind::InvalidData)),
+                65,
+            ),
+            (
+                Error::stdout("x", &std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+                0,
+            ),
+            (
+                Error::stdout("x", &std::io::Error::from(std::io::ErrorKind::StorageFull)),
+                74,
+            ),
         ];
         for (err, want) in rows {
             assert_eq!(err.exit_code(), want, "{err}");

@@ -9,7 +9,7 @@ pub fn read_text(path: &str) -> Result<String, Error> {
     if path == "-" {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .map_err(|e| Error::io(format!("reading standard input: {e}")))?;
+            .map_err(|e| Error::read("standard input", e))?;
         return Ok(text);
     }
     std::fs::read_to_string(path).map_err(|e| Error::read(path, e))

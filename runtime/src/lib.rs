@@ -28,6 +28,7 @@ pub mod operator;
 pub mod replay;
 pub mod serve;
 pub mod stored;
+pub mod text;
 
 pub use error::{Error, Result};
 

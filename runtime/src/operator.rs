@@ -24,7 +24,7 @@ pub struct Common {
 
 fn load(common: &Common, env: Env<'_>) -> Result<(Config, PathBuf), Error> {
     let loaded = config::load(common.config.as_deref(), &[], env)?;
-    let db = store_path(&loaded.config, common.db.as_deref(), env);
+    let db = store_path(&loaded.config, common.db.as_deref(), env)?;
     Ok((loaded.config, db))
 }
 
@@ -227,7 +227,7 @@ pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
         apply_stored_settings(&mut config, &store);
     }
     if args.common.json {
-        return Ok(Shown::json(&json!({ "channels": config.channels })));
+        return Ok(Shown::json(&json!({ "channels": config.shown().channels })));
     }
     if config.channels.is_empty() {
         out.push_str("no channels configured\n");
@@ -358,9 +358,10 @@ pub fn show_config(args: &ConfigArgs) -> Result<Shown, Error> {
     let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let shown = loaded.config.shown();
     if args.json {
         return Ok(Shown::json(
-            &json!({"files": loaded.files, "config": loaded.config}),
+            &json!({"files": loaded.files, "config": shown}),
         ));
     }
     if loaded.files.is_empty() {
@@ -369,6 +370,6 @@ pub fn show_config(args: &ConfigArgs) -> Result<Shown, Error> {
     for f in &loaded.files {
         out.push_str(&format!("# from {}\n", f.display()));
     }
-    out.push_str(&loaded.config.to_toml());
+    out.push_str(&shown.to_toml());
     Ok(Shown::text(out))
 }

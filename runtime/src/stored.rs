@@ -9,7 +9,9 @@ use recovery_policy::{PolicyState, StateError, load_state, save_state};
 use std::path::{Path, PathBuf};
 
 /// Where the store lives: `--db`, else `[store] path`, else `$XDG_STATE_HOME/agentwatch/agentwatch.db`.
-pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf {
+/// With none of them and no `HOME` either, a configuration error (exit 78): a database is never
+/// created in whatever directory the run happens to start in.
+pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> Result<PathBuf, Error> {
     flag.map(Path::to_path_buf)
         .or_else(|| {
             config
@@ -18,7 +20,13 @@ pub fn store_path(config: &Config, flag: Option<&Path>, env: Env<'_>) -> PathBuf
                 .as_deref()
                 .map(|p| config::expand_home(p, env))
         })
-        .unwrap_or_else(|| config::default_db_path(env))
+        .or_else(|| config::default_db_path(env))
+        .ok_or_else(|| {
+            Error::config(
+                "no place for the database: neither XDG_STATE_HOME nor HOME is set; \
+                 pass --db PATH or set [store] path",
+            )
+        })
 }
 
 /// The store opened read-only when the file exists (`None` when it does not): what a dry run or a

@@ -208,6 +208,12 @@ impl OpencodeServer {
         &self.spec.url
     }
 
+    /// The server URL as it may be shown, logged or stored: a password in it (`user:pw@`), a
+    /// secret parameter or path key redacted ([`agentwatch_http::shown_url`]).
+    pub fn shown_url(&self) -> &str {
+        self.base.shown()
+    }
+
     fn get(&self, path_and_query: &str) -> Result<Page<Value>, SourceError> {
         self.get_parsed(path_and_query, |text| serde_json::from_str(text))
     }

@@ -51,8 +51,12 @@ pub struct TickWrite<'a> {
     pub alerts: &'a [AlertRow],
     /// Policy states to save, `(key, JSON)`.
     pub states: &'a [(String, String)],
-    /// Events to deliver after the commit.
+    /// Events to deliver after the commit. A new event for a dedup key and channel supersedes
+    /// an undelivered older one of the same key and channel (only the newest state matters).
     pub outbox: &'a [OutboxEvent],
+    /// Dedup keys whose alert resolved this tick: their undelivered older events are dropped on
+    /// every channel (a trigger that never arrived needs no resolve either).
+    pub supersede: &'a [String],
 }
 
 const ROW_COLUMNS: &str = "id, dedup_key, kind, channel, payload, created_at, attempts,
@@ -75,16 +79,32 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     })
 }
 
+/// Drops undelivered rows of `keys` (any channel); returns how many.
+fn supersede(conn: &rusqlite::Connection, keys: &[String]) -> Result<usize, StoreError> {
+    let mut stmt =
+        conn.prepare("DELETE FROM watchdog_outbox WHERE delivered_at IS NULL AND dedup_key = ?1")?;
+    let mut dropped = 0;
+    for key in keys {
+        dropped += stmt.execute([key])?;
+    }
+    Ok(dropped)
+}
+
 fn enqueue(
     conn: &rusqlite::Connection,
     events: &[OutboxEvent],
     now: i64,
 ) -> Result<(), StoreError> {
+    let mut older = conn.prepare(
+        "DELETE FROM watchdog_outbox
+         WHERE delivered_at IS NULL AND dedup_key = ?1 AND channel = ?2",
+    )?;
     let mut stmt = conn.prepare(
         "INSERT INTO watchdog_outbox (dedup_key, kind, channel, payload, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
     for e in events {
+        older.execute(params![e.dedup_key, e.channel])?;
         stmt.execute(params![e.dedup_key, e.kind, e.channel, e.payload, now])?;
     }
     Ok(())
@@ -109,9 +129,41 @@ impl Store {
         for (key, value) in tick.states {
             save_state(&tx, key, value, tick.ticked_at)?;
         }
+        supersede(&tx, tick.supersede)?;
         enqueue(&tx, tick.outbox, tick.ticked_at)?;
         tx.commit()?;
         Ok(tick_id)
+    }
+
+    /// Mark a row delivered and save policy states (`(key, JSON)`) in one transaction: the
+    /// state that records the delivery (a rate-limit window, a resolve's receivers) is never
+    /// out of step with the row.
+    pub fn mark_delivered_saving(
+        &mut self,
+        id: i64,
+        now: i64,
+        states: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "UPDATE watchdog_outbox SET delivered_at = COALESCE(delivered_at, ?2),
+               last_attempt_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )?;
+        for (key, value) in states {
+            save_state(&tx, key, value, now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Drop an undelivered row that can never be sent (its channel is no longer configured,
+    /// its payload does not load). Returns whether a row was dropped.
+    pub fn drop_pending(&mut self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.conn.execute(
+            "DELETE FROM watchdog_outbox WHERE id = ?1 AND delivered_at IS NULL",
+            [id],
+        )? == 1)
     }
 
     /// Add events to the outbox on their own (one transaction).

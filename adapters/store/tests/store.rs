@@ -371,3 +371,61 @@ fn outbox_rows_are_marked_delivered_per_channel_and_failures_stay_pending() {
     assert_eq!(store.prune_delivered(52).unwrap(), 1);
     assert_eq!(store.outbox().unwrap().len(), 2);
 }
+
+#[test]
+fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let tick = |at, outbox: &[OutboxEvent], supersede: &[String], store: &mut Store| {
+        store
+            .commit_tick(&TickWrite {
+                ticked_at: at,
+                outcome: "flagged",
+                outbox,
+                supersede,
+                ..TickWrite::default()
+            })
+            .unwrap();
+    };
+    tick(
+        100,
+        &[
+            event("k1", "trigger", "webhook"),
+            event("k1", "trigger", "desktop"),
+            event("k2", "trigger", "webhook"),
+        ],
+        &[],
+        &mut store,
+    );
+    let first = store.pending_deliveries(10).unwrap();
+    store.mark_delivered(first[1].id, 100).unwrap();
+    // k1 escalates: the undelivered trigger on webhook is replaced, desktop's delivered one kept.
+    tick(200, &[event("k1", "escalate", "webhook")], &[], &mut store);
+    let pending: Vec<(String, String, String)> = store
+        .pending_deliveries(10)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.event.dedup_key, r.event.kind, r.event.channel))
+        .collect();
+    assert_eq!(
+        pending,
+        [
+            ("k2".into(), "trigger".into(), "webhook".into()),
+            ("k1".into(), "escalate".into(), "webhook".into()),
+        ]
+    );
+    // k2 resolves though its trigger never arrived: nothing of k2 is left to send.
+    tick(300, &[], &["k2".to_owned()], &mut store);
+    let pending = store.pending_deliveries(10).unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].event.dedup_key, "k1");
+    store
+        .mark_delivered_saving(pending[0].id, 301, &[("alerts".into(), "{}".into())])
+        .unwrap();
+    assert!(store.pending_deliveries(10).unwrap().is_empty());
+    assert_eq!(store.load_state("alerts").unwrap().as_deref(), Some("{}"));
+    assert!(
+        !store.drop_pending(pending[0].id).unwrap(),
+        "delivered rows stay"
+    );
+}

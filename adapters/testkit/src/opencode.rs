@@ -154,6 +154,51 @@ impl Drop for RunningServer {
     }
 }
 
+/// One call for [`ExportBuilder::steps`]: tool, input, metadata, output.
+pub type Call = (
+    &'static str,
+    serde_json::Value,
+    serde_json::Value,
+    &'static str,
+);
+
+/// `n` calls of a loop: rereading one file at a few offsets and rerunning one failing test.
+pub fn looping_calls(n: usize) -> Vec<Call> {
+    (0..n)
+        .map(|i| {
+            if i % 3 == 0 {
+                (
+                    "bash",
+                    serde_json::json!({"command": "cd /tmp/proj && pytest -x tests/test_money.py", "description": "run"}),
+                    serde_json::json!({"output": "FAILED", "exit": 1, "truncated": false}),
+                    "FAILED",
+                )
+            } else {
+                (
+                    "read",
+                    serde_json::json!({"filePath": "/tmp/proj/src/money.py", "offset": 1 + (i % 5) * 40, "limit": 40}),
+                    serde_json::json!({"preview": "x", "truncated": false, "loaded": []}),
+                    "<content>",
+                )
+            }
+        })
+        .collect()
+}
+
+/// `n` calls of healthy work: reading `n` different files.
+pub fn healthy_calls(n: usize) -> Vec<Call> {
+    (0..n)
+        .map(|i| {
+            (
+                "read",
+                serde_json::json!({"filePath": format!("/tmp/proj/m/{i:04}.py"), "offset": 1, "limit": 40}),
+                serde_json::json!({"preview": "x", "truncated": false, "loaded": []}),
+                "<content>",
+            )
+        })
+        .collect()
+}
+
 /// Builds `opencode export` documents (`{info, messages: [{info, parts}]}`) that `opencode
 /// import` accepts: ids in opencode's shape (`prefix_` + 12 hex digits of `ms * 0x1000 + n` +
 /// 14 base62 characters), one assistant message per step, one tool part per call.

@@ -1142,7 +1142,7 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
     let mut config = loaded.config;
     let dry_run =
         args.dry_run || config.deck.restart_guard.dry_run || config.deck.waiting_patrol.dry_run;
-    let db_path = store_path(&config, args.db.as_deref(), env);
+    let db_path = store_path(&config, args.db.as_deref(), env)?;
     let _lock = if dry_run {
         None
     } else {

@@ -258,7 +258,7 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
     };
     let started = clock.now();
     let timer = std::time::Instant::now();
-    let db_path = store_path(&loaded.config, args.db.as_deref(), env);
+    let db_path = store_path(&loaded.config, args.db.as_deref(), env)?;
 
     // A dry run neither takes the lock nor creates the database: it reads what is there.
     let (_lock, mut store) = if args.dry_run {

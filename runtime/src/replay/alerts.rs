@@ -114,7 +114,7 @@ pub fn run(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {
             };
             writeln!(out, "{}", to_json(&line)?).map_err(|e| write_error(&e))?;
         }
-        stored_state = to_json(&outcome.state)?;
+        stored_state = to_json(&outcome.state_if_all_sent())?;
     }
     out.flush().map_err(|e| write_error(&e))
 }
@@ -183,7 +183,7 @@ fn read_error(number: u64, error: &std::io::Error) -> Error {
 }
 
 fn write_error(error: &std::io::Error) -> Error {
-    Error::io(format!("replay alerts: cannot write output: {error}"))
+    Error::stdout("replay alerts", error)
 }
 
 #[cfg(test)]

@@ -188,7 +188,7 @@ fn config_from<T: DeserializeOwned>(value: Value, number: usize) -> Result<T, Er
 }
 
 fn output_error(err: io::Error) -> Error {
-    Error::io(format!("replay: cannot write output: {err}"))
+    Error::stdout("replay", &err)
 }
 
 #[derive(Serialize)]

@@ -7,6 +7,7 @@
 //! A tick exits 0 however many alerts fired; sources that fail are reported and skipped.
 //! Every transition is one `key=value` line on standard error.
 
+pub mod deliver;
 pub mod tracked;
 
 use crate::clock::{host_name, iso8601, now_or_clock};
@@ -18,9 +19,10 @@ use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, record_events, store_path,
     take_lock,
 };
+use crate::text::{escape_control, quote};
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_opencode::lite::Spend;
-use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, VerdictRow};
+use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
 use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
@@ -145,6 +147,8 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
         request: crate::config::duration(config.opencode.request_timeout_s),
     };
     for url in urls {
+        // Everything that leaves the process (journal, store, JSON) names the server redacted.
+        let shown = agentwatch_http::shown_url(&url);
         let mut spec = ServerSpec::new(&url);
         spec.username = config.opencode.username.clone();
         spec.password = env(&config.opencode.password_env);
@@ -153,13 +157,13 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
             Ok(read) => {
                 collected.unreadable += read.problems.len();
                 for p in read.problems {
-                    collected.failed.push((url.clone(), p.to_string()));
+                    collected.failed.push((shown.clone(), p.to_string()));
                 }
                 collected.add(read.sessions);
-                collected.cached_sources.push(server.url().to_owned());
-                collected.answered.push(url);
+                collected.cached_sources.push(server.shown_url().to_owned());
+                collected.answered.push(shown);
             }
-            Err(e) => collected.failed.push((url, e.to_string())),
+            Err(e) => collected.failed.push((shown, e.to_string())),
         }
     }
     if let Some(db) = &config.opencode.db {
@@ -258,23 +262,6 @@ fn load_alert_state(
     Ok(state)
 }
 
-/// A journal value in single quotes; quotes, backslashes and control characters (a newline in a
-/// session title) are escaped so one event stays one line.
-fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\'' => out.push_str("\\'"),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
-}
-
 /// One tick: collect, judge, alert, deliver, store. The report says what it saw and did; `None`
 /// when the watchdog is disabled.
 pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
@@ -310,7 +297,10 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         demo_dir = PathBuf::new();
         None
     };
-    let db_path = db_path.unwrap_or_else(|| store_path(&loaded.config, args.db.as_deref(), env));
+    let db_path = match db_path {
+        Some(path) => path,
+        None => store_path(&loaded.config, args.db.as_deref(), env)?,
+    };
     // A dry run neither takes the lock nor creates or migrates the database: it reads what is there.
     let (_lock, mut store) = if args.dry_run {
         (None, open_existing_read_only(&db_path)?)
@@ -338,12 +328,16 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
             "watchdog={} outcome=no_opencode reason=\"no source answered\"",
             iso8601(now)
         );
+        let mut report = TickReport::empty(now, &collected);
         if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
             store
                 .record_tick(now, "no_opencode", 0, 0, &[], &[])
                 .map_err(Error::from)?;
+            // Events an earlier tick could not send go out even when no source answers now.
+            let mut state = load_alert_state(Some(&mut *store), now, false)?;
+            report.sends = deliver::deliver_pending(&config, store, &mut state, now, env)?;
         }
-        TickReport::empty(now, &collected)
+        report
     } else {
         tick(&config, store.as_mut(), &mut collected, now, args, env)?
     };
@@ -424,19 +418,23 @@ impl TickReport {
         if verbose {
             for v in &self.judgement.sessions {
                 let mark = if v.flagged { "FLAGGED" } else { "ok" };
-                out.push_str(&format!("session {} {mark} {}\n", v.id, v.summary()));
+                out.push_str(&format!(
+                    "session {} {mark} {}\n",
+                    escape_control(&v.id),
+                    escape_control(&v.summary())
+                ));
             }
         }
         for t in &self.judgement.trees {
             let state = if t.flagged {
                 let ids: Vec<&str> = t.flagged_sessions.iter().map(|s| s.id.as_str()).collect();
-                format!("FLAGGED by {}", ids.join(", "))
+                format!("FLAGGED by {}", escape_control(&ids.join(", ")))
             } else {
                 "ok".to_owned()
             };
             out.push_str(&format!(
                 "tree {} sessions={} {state}\n",
-                t.root,
+                escape_control(&t.root),
                 t.sessions.len()
             ));
         }
@@ -448,7 +446,7 @@ impl TickReport {
             out.push_str(&format!(
                 "alert {} {} severity={} title={:?}\n",
                 e.state.as_str(),
-                e.dedup_key,
+                escape_control(&e.dedup_key),
                 e.severity.as_str(),
                 e.title
             ));
@@ -602,20 +600,19 @@ fn tick(
         };
         for route in &dispatch.routes {
             if route.delivery.is_delivered() {
-                let report = send(config, &route.channel, &dispatch.event, args.dry_run, env);
-                eprintln!(
-                    "watchdog={} dedup={} channel={} delivery={}{}",
-                    iso8601(now),
-                    quote(&decision.dedup_key),
-                    route.channel,
-                    report.result,
-                    report
-                        .message
-                        .as_deref()
-                        .map(|m| format!(" message={m:?}"))
-                        .unwrap_or_default()
-                );
-                sends.push((decision.dedup_key.clone(), report));
+                // A dry run reports what it would send; a real tick sends from the outbox after
+                // its transaction (below).
+                if args.dry_run {
+                    let report = send(config, &route.channel, &dispatch.event, true, env);
+                    eprintln!(
+                        "watchdog={} dedup={} channel={} delivery={}",
+                        iso8601(now),
+                        quote(&decision.dedup_key),
+                        route.channel,
+                        report.result,
+                    );
+                    sends.push((decision.dedup_key.clone(), report));
+                }
             } else {
                 eprintln!(
                     "watchdog={} dedup={} channel={} delivery=suppressed reason={:?}",
@@ -677,16 +674,6 @@ fn tick(
                 }
             })
             .collect();
-        store
-            .record_tick(
-                now,
-                tick_outcome,
-                i64::try_from(collected.sessions.len()).unwrap_or(i64::MAX),
-                i64::try_from(fired).unwrap_or(i64::MAX),
-                &collected.answered,
-                &verdict_rows,
-            )
-            .map_err(Error::from)?;
         let alert_rows: Vec<AlertRow> = outcome
             .decisions
             .iter()
@@ -713,7 +700,26 @@ fn tick(
                 resolved_at: a.resolved_at,
             })
             .collect();
-        store.upsert_alerts(&alert_rows).map_err(Error::from)?;
+        // One transaction: the tick, its verdicts, the alerts, the alert state and the events
+        // to send. Delivery comes after, from the outbox (at least once).
+        let state_json =
+            serde_json::to_string(&outcome.state).map_err(|e| Error::software(e.to_string()))?;
+        let outbox = deliver::outbox_events(&outcome.decisions)?;
+        let supersede = deliver::resolved_keys(&outcome.decisions);
+        store
+            .commit_tick(&TickWrite {
+                ticked_at: now,
+                outcome: tick_outcome,
+                sessions_seen: i64::try_from(collected.sessions.len()).unwrap_or(i64::MAX),
+                alerts_fired: i64::try_from(fired).unwrap_or(i64::MAX),
+                servers: &collected.answered,
+                verdicts: &verdict_rows,
+                alerts: &alert_rows,
+                states: &[(ALERT_STATE_KEY.to_owned(), state_json)],
+                outbox: &outbox,
+                supersede: &supersede,
+            })
+            .map_err(Error::from)?;
         for source in &collected.cached_sources {
             let rows = cache_rows
                 .get(source)
@@ -723,11 +729,8 @@ fn tick(
                 .replace_session_cache(source, rows)
                 .map_err(Error::from)?;
         }
-        let state_json =
-            serde_json::to_string(&outcome.state).map_err(|e| Error::software(e.to_string()))?;
-        store
-            .save_state(ALERT_STATE_KEY, &state_json, now)
-            .map_err(Error::from)?;
+        let mut state = outcome.state.clone();
+        sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
     }
     Ok(TickReport {
         now,
@@ -784,16 +787,4 @@ fn ask_opinions(
         }
     }
     opinions
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quote;
-
-    #[test]
-    fn quoted_values_stay_on_one_line() {
-        assert_eq!(quote("opencode loop: explore"), "'opencode loop: explore'");
-        assert_eq!(quote("it's"), r"'it\'s'");
-        assert_eq!(quote("a\nb\\c"), r"'a\nb\\c'");
-    }
 }

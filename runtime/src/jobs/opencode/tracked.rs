@@ -119,7 +119,7 @@ pub fn read_server(
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
     let cached = match store {
-        Some(store) if !full_read => store.session_cache(server.url()).unwrap_or_default(),
+        Some(store) if !full_read => store.session_cache(server.shown_url()).unwrap_or_default(),
         _ => Vec::new(),
     };
     let mut cache: HashMap<String, SessionCacheRow> = cached
@@ -146,7 +146,7 @@ pub fn read_server(
             (Some((meta, stored_info)), Some(row)) => {
                 // The row moves into the state: no copy of its snapshot per unchanged session.
                 read.sessions.push(Tracked {
-                    source: server.url().to_owned(),
+                    source: server.shown_url().to_owned(),
                     info: stored_info,
                     spend: meta.spend.clone(),
                     state: State::Stored {
@@ -217,7 +217,7 @@ pub fn read_server(
             read.messages_read += 1;
         }
         read.sessions.push(Tracked {
-            source: server.url().to_owned(),
+            source: server.shown_url().to_owned(),
             info: session,
             spend,
             state: State::Live {
