@@ -136,7 +136,7 @@ fn web_error(e: WebError) -> Error {
 pub fn bind(args: &Options) -> Result<(Server, PathBuf), Error> {
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(args.config.as_deref(), &[], env)?;
-    let db = store_path(&loaded.config, args.db.as_deref(), env);
+    let db = store_path(&loaded.config, args.db.as_deref(), env)?;
     let options = serve_options(&loaded, db.clone(), args.listen.as_deref(), env)?;
     let server = Server::bind(options).map_err(web_error)?;
     Ok((server, db))
