@@ -309,14 +309,10 @@ fn beyond_loopback_needs_the_token_and_then_every_post_does() {
     );
 }
 
-/// A session read from a loopback opencode stand-in: its verdicts carry the assistant messages'
-/// model and provider, and what they cost since the session's write landed; a second tick that
-/// finds the session unchanged keeps them (they live in the session cache), and the models
-/// page's API rolls them up.
-#[test]
-fn verdicts_carry_model_provider_and_cost_since_landed() {
-    use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
-    let dir = TempDir::new("aw-serve-spend");
+/// A session that runs `ls` ten times (one cent each), writes a file (landing), then reads it
+/// 45 times (two cents each): 0.90 USD since it landed.
+fn spending_export() -> Value {
+    use agentwatch_testkit::opencode::ExportBuilder;
     let start_ms = T0 * 1000;
     let ls = ("bash", json!({"command": "ls"}), json!({"exit": 0}), "a\nb");
     let write = (
@@ -331,13 +327,24 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
         json!({}),
         "1: fn main() {}\n(End of file - total 1 lines)",
     );
-    let export = ExportBuilder::new("ses_spend_root", "spending", None, start_ms)
+    ExportBuilder::new("ses_spend_root", "spending", None, start_ms)
         .step_cost(0.01)
         .steps("build", &vec![ls.clone(); 10], 1000)
         .steps("build", &[write], 1000)
         .step_cost(0.02)
         .steps("build", &vec![read.clone(); 45], 1000)
-        .build();
+        .build()
+}
+
+/// A session read from a loopback opencode stand-in: its verdicts carry the assistant messages'
+/// model and provider, and what they cost since the session's write landed; a second tick that
+/// finds the session unchanged keeps them (they live in the session cache), and the models
+/// page's API rolls them up.
+#[test]
+fn verdicts_carry_model_provider_and_cost_since_landed() {
+    use agentwatch_testkit::opencode::serve_exports;
+    let dir = TempDir::new("aw-serve-spend");
+    let export = spending_export();
     let opencode = serve_exports(vec![export]);
     let db = dir.path.join("agentwatch.db");
     for now in [T0 + 3600, T0 + 3900] {
@@ -402,4 +409,46 @@ fn the_shipped_unit_serves_on_loopback() {
         .unwrap();
     assert_eq!(exec, "%h/.cargo/bin/agentwatch serve");
     assert!(unit.contains("RestartPreventExitStatus=64 78"));
+}
+
+/// The same session read from opencode's own database: the same model, provider and cost.
+#[test]
+fn opencode_db_sessions_carry_model_provider_and_cost_too() {
+    use agentwatch_opencode::db::testing::{create_db, insert_export};
+    let dir = TempDir::new("aw-serve-spend-db");
+    let oc = dir.path.join("opencode.db");
+    create_db(&oc).unwrap();
+    insert_export(&oc, &spending_export(), "/tmp/proj").unwrap();
+    let db = dir.path.join("agentwatch.db");
+    run(
+        &dir.path,
+        &[
+            "opencode",
+            "--once",
+            "--db",
+            db.to_str().unwrap(),
+            "--now",
+            &(T0 + 3600).to_string(),
+            "--set",
+            "watchdog.local_llm_enabled=false",
+            "--set",
+            &format!("opencode.db={:?}", oc.display().to_string()),
+        ],
+    );
+    let store = agentwatch_store::Store::open_read_only(&db).unwrap();
+    let tick = store.last_tick().unwrap().unwrap();
+    let v = &store.verdicts(tick.id).unwrap()[0];
+    assert_eq!(
+        (
+            v.model_id.as_deref(),
+            v.provider.as_deref(),
+            v.calls_since_landed
+        ),
+        (Some("claude-sonnet-4-5"), Some("anthropic"), 45)
+    );
+    let cost = v.cost_since_landed_usd.unwrap();
+    assert!(
+        (cost - 0.90).abs() < 1e-9,
+        "45 reads after the write: {cost}"
+    );
 }

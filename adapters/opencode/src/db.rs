@@ -102,6 +102,8 @@ pub struct LoadedSession {
     /// The session directory and the assistant messages' `path.root` / `path.cwd`, deduplicated,
     /// in that order: where the session's files live relative to (for `git show REV:path`).
     pub roots: Vec<String>,
+    /// Its messages' infos, in order (model, provider, cost, times), for [`crate::lite::Spend`].
+    pub infos: Vec<crate::lite::LiteInfo>,
 }
 
 /// An `opencode.db` opened read-only.
@@ -346,6 +348,11 @@ impl OpencodeDb {
             }
         }
         roots.retain(|r| !r.is_empty());
+        // A message info opencode wrote in another shape is skipped here (its calls still count).
+        let infos = messages
+            .iter()
+            .filter_map(|(_, info, _)| serde_json::from_value(Value::Object(info.clone())).ok())
+            .collect();
         let messages: Vec<Value> = messages
             .into_iter()
             .map(|(_, info, parts)| {
@@ -367,7 +374,11 @@ impl OpencodeDb {
         }
         let session = session_from_messages(&Value::Object(info), &messages)
             .map_err(|e| bad(e.to_string()))?;
-        Ok(LoadedSession { session, roots })
+        Ok(LoadedSession {
+            session,
+            roots,
+            infos,
+        })
     }
 }
 
@@ -526,7 +537,10 @@ pub fn export_fixture(
 
     let mut sessions = Vec::with_capacity(loaded.len());
     let mut unknown_lengths = BTreeSet::new();
-    for LoadedSession { mut session, roots } in loaded {
+    for LoadedSession {
+        mut session, roots, ..
+    } in loaded
+    {
         if let Some(entry) = labels.get(&session.id) {
             if session.calls.iter().all(|c| !c.status.is_counted()) {
                 return Err(DbError::NoCalls { id: session.id });

@@ -23,7 +23,7 @@ pub struct LiteMessage {
 }
 
 /// What the watch loop reads of a message's info.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct LiteInfo {
     pub id: String,
     #[serde(default)]
@@ -47,7 +47,7 @@ pub struct LiteInfo {
     pub cost: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub struct LiteMessageTime {
     #[serde(default)]
     pub created: Option<i64>,
@@ -310,6 +310,39 @@ impl Spend {
     }
 }
 
+impl Spend {
+    /// The spend of a session known in full: the latest assistant message's model and provider,
+    /// and the cost of the assistant messages created after `landed_at_ms` (the end of its latest
+    /// landed call; all of them when it never landed), as [`Spend::observe`] counts it message by
+    /// message.
+    pub fn of_messages(infos: &[LiteInfo], landed_at_ms: Option<i64>) -> Self {
+        let mut spend = Self::default();
+        for info in infos {
+            let after = match (landed_at_ms, info.time.and_then(|t| t.created)) {
+                (Some(landed), Some(created)) => created > landed,
+                (Some(_), None) => false,
+                (None, _) => true,
+            };
+            let counted = LiteInfo {
+                cost: if after {
+                    info.cost
+                } else {
+                    info.cost.map(|_| 0.0)
+                },
+                ..info.clone()
+            };
+            spend.observe(
+                &LiteMessage {
+                    info: counted,
+                    parts: Vec::new(),
+                },
+                false,
+            );
+        }
+        spend
+    }
+}
+
 /// Parse a `/session/:id/message` answer.
 pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error> {
     serde_json::from_str(text)
@@ -380,6 +413,41 @@ mod tests {
                 want,
                 "{role} {model:?} {cost:?} {landed}"
             );
+        }
+    }
+
+    /// Each row: costs of three assistant messages created at 1, 2, 3; the landing; the cost.
+    #[test]
+    fn spend_of_whole_messages_counts_after_the_landing() {
+        let rows = [
+            ([Some(1.0), Some(2.0), Some(4.0)], None, Some(7.0)),
+            ([Some(1.0), Some(2.0), Some(4.0)], Some(2), Some(4.0)),
+            ([Some(1.0), Some(2.0), Some(4.0)], Some(3), Some(0.0)),
+            ([None, None, None], Some(1), None),
+            ([Some(1.0), None, None], Some(1), Some(0.0)),
+        ];
+        for (costs, landed, want) in rows {
+            let infos: Vec<LiteInfo> = costs
+                .iter()
+                .zip(1..)
+                .map(|(cost, created)| LiteInfo {
+                    id: format!("msg_{created}"),
+                    role: Some("assistant".into()),
+                    agent: None,
+                    mode: None,
+                    time: Some(LiteMessageTime {
+                        created: Some(created),
+                        completed: Some(created),
+                    }),
+                    error: None,
+                    model_id: Some("m".into()),
+                    provider_id: Some("p".into()),
+                    cost: *cost,
+                })
+                .collect();
+            let spend = Spend::of_messages(&infos, landed);
+            assert_eq!(spend.cost_since_landed_usd, want, "{costs:?} {landed:?}");
+            assert_eq!(spend.model_id.as_deref(), Some("m"));
         }
     }
 

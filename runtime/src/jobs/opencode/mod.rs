@@ -20,6 +20,7 @@ use crate::stored::{
     take_lock,
 };
 use crate::text::{escape_control, quote};
+use agentwatch_opencode::db::LoadedSession;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
@@ -170,9 +171,15 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
         let path = config::expand_home(db, env);
         if path.exists() {
             match read_opencode_db(&path) {
-                Ok(sessions) => {
+                Ok(loaded) => {
                     let source = path.display().to_string();
-                    collected.add_whole(&source, sessions, &detector);
+                    let tracked = loaded
+                        .iter()
+                        .map(|l| {
+                            Tracked::whole_with_infos(&source, &l.session, &l.infos, &detector)
+                        })
+                        .collect();
+                    collected.add(tracked);
                     collected.answered.push(source);
                 }
                 Err(e) => collected.failed.push((path.display().to_string(), e)),
@@ -204,14 +211,14 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
     collected
 }
 
-/// Sessions from opencode's own database, read-only.
-fn read_opencode_db(path: &Path) -> Result<Vec<Session>, String> {
+/// Sessions from opencode's own database, read-only, with their messages' infos.
+fn read_opencode_db(path: &Path) -> Result<Vec<LoadedSession>, String> {
     let db = agentwatch_opencode::db::OpencodeDb::open(path, Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
     let rows = db.sessions().map_err(|e| e.to_string())?;
     let mut sessions = Vec::with_capacity(rows.len());
     for row in &rows {
-        sessions.push(db.load(row).map_err(|e| e.to_string())?.session);
+        sessions.push(db.load(row).map_err(|e| e.to_string())?);
     }
     Ok(sessions)
 }

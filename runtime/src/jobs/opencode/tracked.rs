@@ -9,7 +9,7 @@
 //! - Descendant landings are passed up the tree every tick; they are idempotent.
 
 use agentwatch_opencode::http::{OpencodeServer, SourceError};
-use agentwatch_opencode::lite::Spend;
+use agentwatch_opencode::lite::{LiteInfo, Spend};
 use agentwatch_store::{SessionCacheRow, Store};
 use detect_core::{
     DetectConfig, DetectorSnapshot, Forest, Judgement, Session, SessionDetector, SessionVerdict,
@@ -83,6 +83,18 @@ impl Tracked {
                 updated_ms: None,
             },
         }
+    }
+
+    /// [`Tracked::whole`] with the spend its messages' infos say (opencode.db).
+    pub fn whole_with_infos(
+        source: &str,
+        session: &Session,
+        infos: &[LiteInfo],
+        config: &DetectConfig,
+    ) -> Self {
+        let mut tracked = Self::whole(source, session, config);
+        tracked.spend = Spend::of_messages(infos, tracked.own_landing());
+        tracked
     }
 
     /// Whether the session was read this tick (not taken from the store).
