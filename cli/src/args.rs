@@ -100,6 +100,22 @@ pub struct OpencodeArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Decide everything, do nothing, in every job; no tick is stored.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key for every job (`--set run.jobs=["opencode"]`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// Address and port to listen on (default `[serve] listen`, else 127.0.0.1:8080). Anything
     /// but loopback needs the token named by `serve.token_env`.
@@ -219,6 +235,7 @@ same_fields!(OpencodeArgs => jobs::opencode::Options {
 });
 same_fields!(RecoverArgs => jobs::recover::Options { once, dry_run, config, now, json, db, set });
 same_fields!(DeckArgs => jobs::deck::Options { once, dry_run, verbose, json, config, db, set, now });
+same_fields!(RunArgs => agentwatch_runtime::run::Options { dry_run, config, db, set });
 same_fields!(Common => operator::Common { config, db, json });
 same_fields!(ServeArgs => serve::Options { listen, db, config });
 same_fields!(ConfigArgs => operator::ConfigArgs { config, set, json });

@@ -13,7 +13,7 @@ mod import_export;
 use agentwatch_runtime::error::code;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
-    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs,
+    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs, RunArgs,
     ServeArgs, StatusArgs, TestAlertArgs,
 };
 use clap::{Parser, Subcommand};
@@ -62,6 +62,8 @@ enum Command {
     Deck(DeckArgs),
     /// Serve the admin pages, the JSON API and /metrics over the store (until killed).
     Serve(ServeArgs),
+    /// Run every job of `[run] jobs` in one process, each at its cadence, until SIGTERM/SIGINT.
+    Run(RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Recover(args) => recover(args),
         Command::Deck(args) => deck(args),
         Command::Serve(args) => serve(args),
+        Command::Run(args) => agentwatch_runtime::run::run(&args.into()).map(ExitCode::from),
     };
     match result {
         Ok(code) => code,

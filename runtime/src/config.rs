@@ -26,6 +26,8 @@ pub struct Config {
     pub recover: RecoverSection,
     /// `[serve]`: the admin pages and API (`agentwatch serve`, or inside `agentwatch run`).
     pub serve: ServeSection,
+    /// `[run]`: which jobs `agentwatch run` runs, and how often.
+    pub run: RunSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
 }
@@ -228,6 +230,75 @@ impl Default for RecoverSection {
             report_window: policy.report_window,
             veto_limit: None,
         }
+    }
+}
+
+/// A job `agentwatch run` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobName {
+    /// The opencode loop watchdog (`agentwatch opencode --once`).
+    Opencode,
+    /// The agent-deck watchdog (`agentwatch deck --once`).
+    Deck,
+    /// The confirmed-loop restart (`agentwatch recover --once`).
+    Recover,
+}
+
+impl JobName {
+    /// Every job, in the order ties are run.
+    pub const ALL: [Self; 3] = [Self::Opencode, Self::Deck, Self::Recover];
+
+    /// The job's name, as in the config, the journal and its run lock.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Opencode => "opencode",
+            Self::Deck => "deck",
+            Self::Recover => "recover",
+        }
+    }
+}
+
+/// `[run]`: `agentwatch run`, every listed job in one long-running process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSection {
+    /// The jobs to run (`opencode`, `deck`, `recover`); opencode also needs `watchdog.enabled`.
+    pub jobs: Vec<JobName>,
+    /// Seconds between opencode ticks (the timer's 5 minutes).
+    pub opencode_interval_s: u64,
+    /// Seconds between recover checks (the timer's minute). The deck's is `deck.interval_s`.
+    pub recover_interval_s: u64,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        Self {
+            jobs: JobName::ALL.to_vec(),
+            opencode_interval_s: 300,
+            recover_interval_s: 60,
+        }
+    }
+}
+
+impl RunSection {
+    /// Checks what no type can: each interval within (0, 1 day], each job listed once.
+    pub fn validate(&self) -> Result<(), Error> {
+        for (key, value) in [
+            ("run.opencode_interval_s", self.opencode_interval_s),
+            ("run.recover_interval_s", self.recover_interval_s),
+        ] {
+            check_seconds(key, value as f64)?;
+        }
+        for (i, job) in self.jobs.iter().enumerate() {
+            if self.jobs[..i].contains(job) {
+                return Err(config_err(format!(
+                    "run.jobs: {} is listed twice",
+                    job.as_str()
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -555,6 +626,7 @@ impl Config {
                 "serve.token_env: must name an environment variable".to_owned(),
             ));
         }
+        self.run.validate()?;
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //!   alert lifecycle, delivery).
 //! - [`jobs::recover`]: the confirmed-loop restart of a service.
 //! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).
+//! - [`run`]: `agentwatch run`, every job in one long-running process at its own cadence.
 //! - [`replay`]: the same cores driven from a recorded JSON-lines timeline.
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
@@ -26,6 +27,7 @@ pub mod jobs;
 pub mod notify;
 pub mod operator;
 pub mod replay;
+pub mod run;
 pub mod serve;
 pub mod stored;
 pub mod text;

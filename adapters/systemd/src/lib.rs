@@ -13,12 +13,16 @@
 //! - [`read_env_file`]: `KEY=value` lines (the router settings and its key), read as data, never
 //!   sourced. A file whose mode is wider than 0640 is **refused**, and the error says so and how to
 //!   fix it: the file may hold a bearer key.
+//! - [`Notifier`]: sd_notify(3) for `agentwatch run` (`READY=1`, `WATCHDOG=1`, `STOPPING=1`) as
+//!   one datagram to `NOTIFY_SOCKET`, no libsystemd; a no-op when systemd did not start us.
 #![forbid(unsafe_code)]
 
 mod atomic;
 mod env_file;
+mod notify;
 mod systemctl;
 
 pub use atomic::{AtomicWriteError, NOTICE_MODE, write_atomic};
 pub use env_file::{ENV_FILE_MAX_MODE, EnvFile, EnvFileError, parse_env_text, read_env_file};
+pub use notify::{Notifier, NotifyError};
 pub use systemctl::{Restarted, Systemctl, SystemctlError, check_unit_name};

@@ -1,0 +1,754 @@
+//! `agentwatch run`: every listed job (`[run] jobs`) in one long-running process, each at its own
+//! cadence, until SIGTERM or SIGINT.
+//!
+//! ```text
+//! config, store, signals -> sd_notify READY=1 -> loop {
+//!     wait (woken early by a signal) until the next due job or watchdog ping
+//!     tick that job as its oneshot would (its run lock held for the tick only)
+//!     one journal line (a tick the job could not start also a tick event), schedule it again
+//! } -> STOPPING=1, exit 0
+//! ```
+//!
+//! * **Cadence**: opencode every `run.opencode_interval_s`, deck every `deck.interval_s`, recover
+//!   every `run.recover_interval_s`, counted from the start of the job's last tick; a job may ask
+//!   to be called sooner ([`TickOutcome::next_wakeup`]). A tick that overruns its interval makes
+//!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
+//! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
+//!   stores its state at the end of its tick, and recover saves its decision before its
+//!   countdown), then the process says `STOPPING=1` and exits 0. A second signal exits at once
+//!   (130 for SIGINT, 143 for SIGTERM): every store write is one SQLite transaction, so nothing is
+//!   half-written.
+//! * **Locks**: each tick takes and releases its job's run lock, so a oneshot (`agentwatch
+//!   opencode --once`) can run between two ticks; a tick that finds the lock held is logged as
+//!   `result=locked` and retried at the next cadence.
+//! * **Store**: each job records its own tick event (`agentwatch_events`); a tick that could not
+//!   run (`locked`, `error`) is recorded here, so `/metrics` sees it too.
+//! * **serve**: with `[serve] enabled = true` the web server runs on its own threads beside the
+//!   jobs ([`crate::serve::start_in_background`]) and stops with them.
+//! * **Errors**: a tick that fails (a bad config edited in meanwhile, a store error) is logged and
+//!   retried; only a bad configuration at start stops the process (78).
+//! * **Journal**: one `run=ISO job=NAME result=R exit=N took_ms=T next=ISO` line per tick, after the
+//!   job's own lines; a `state=start` and a `state=stop` line.
+//! * **systemd**: `READY=1` once started, `WATCHDOG=1` every half `WATCHDOG_USEC`, `STOPPING=1`
+//!   (`deploy/agentwatch.service`, `Type=notify`).
+//!
+//! The loop ([`drive_jobs`]) takes its [`Clock`], its [`Jobs`] and its [`Observer`] as inputs, so
+//! tests run it on a simulated clock without sleeping.
+
+use crate::clock::{iso8601, now_or_clock};
+use crate::config::{self, Config, Env, JobName};
+use crate::error::{Error, code};
+use crate::jobs;
+use crate::stored::{job_event, record_events, store_path};
+use agentwatch_store::{EventKind, LockError, Store};
+use agentwatch_systemd::Notifier;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The longest interval the loop schedules (one day); longer values are clamped.
+const MAX_INTERVAL_S: i64 = 86_400;
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    pub config: Option<PathBuf>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (repeatable), for every job.
+    pub set: Vec<String>,
+    /// Every job decides and performs nothing, and nothing is stored.
+    pub dry_run: bool,
+}
+
+// ------------------------------------------------------------------------------------------------
+// Time
+
+/// Why a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// The time waited for came.
+    Due,
+    /// Stop was asked for (a signal); the loop ends.
+    Stop,
+}
+
+/// The loop's clock: what time it is, and a wait that a stop request cuts short.
+pub trait Clock {
+    /// Unix seconds.
+    fn now(&self) -> i64;
+    /// Wait until `at` (unix seconds) or a stop request, whichever comes first. A stop asked for
+    /// earlier (during a tick) is returned at once.
+    fn wait_until(&mut self, at: i64) -> Wake;
+}
+
+/// The system clock, woken early by whatever is sent on its channel (the signal thread).
+#[derive(Debug)]
+pub struct SystemClock {
+    stop: Receiver<i32>,
+}
+
+impl SystemClock {
+    /// A clock woken by anything sent on `stop`.
+    pub fn new(stop: Receiver<i32>) -> Self {
+        Self { stop }
+    }
+
+    /// A clock woken by SIGTERM or SIGINT. A second signal ends the process at once
+    /// (128 + the signal's number).
+    pub fn with_signals() -> Result<Self, Error> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let (tx, rx) = channel();
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+            .map_err(|e| Error::io(format!("run: cannot handle signals: {e}")))?;
+        std::thread::Builder::new()
+            .name("agentwatch-signals".to_owned())
+            .spawn(move || forward_signals(signals.forever(), &tx))
+            .map_err(|e| Error::io(format!("run: cannot start the signal thread: {e}")))?;
+        Ok(Self::new(rx))
+    }
+}
+
+/// The first signal asks the loop to stop; a second one exits at once.
+fn forward_signals(signals: impl Iterator<Item = i32>, stop: &Sender<i32>) {
+    let mut asked = false;
+    for signal in signals {
+        if asked {
+            eprintln!(
+                "run={} state=abort signal={signal} reason=\"second signal\"",
+                iso8601(now_or_clock(None))
+            );
+            std::process::exit(128 + signal);
+        }
+        asked = true;
+        let _ = stop.send(signal);
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> i64 {
+        now_or_clock(None)
+    }
+
+    fn wait_until(&mut self, at: i64) -> Wake {
+        let target = UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap_or(0));
+        loop {
+            let left = target
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            match self.stop.recv_timeout(left) {
+                Ok(_) => return Wake::Stop,
+                Err(RecvTimeoutError::Timeout) if SystemTime::now() >= target => return Wake::Due,
+                // Woken a little early (the clock was set back or the timer slack): wait again.
+                Err(RecvTimeoutError::Timeout) => {}
+                // Nobody can ask to stop any more: only time is left to wait for.
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(left);
+                    return Wake::Due;
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The schedule
+
+/// When each job is next due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    /// `(job, interval_s, due)`, in tie order.
+    entries: Vec<(JobName, i64, i64)>,
+}
+
+impl Schedule {
+    /// Every job due at `start`, in the order given; intervals clamped to [1 s, 1 day].
+    pub fn new(jobs: &[(JobName, u64)], start: i64) -> Self {
+        let entries = jobs
+            .iter()
+            .map(|&(job, every)| {
+                let every = i64::try_from(every).unwrap_or(MAX_INTERVAL_S);
+                (job, every.clamp(1, MAX_INTERVAL_S), start)
+            })
+            .collect();
+        Self { entries }
+    }
+
+    /// The job due first (the earlier-listed one on a tie), and when.
+    pub fn next(&self) -> Option<(JobName, i64)> {
+        self.entries
+            .iter()
+            .min_by_key(|(_, _, due)| *due)
+            .map(|&(job, _, due)| (job, due))
+    }
+
+    /// `job` ticked from `started` to `finished`: due again one interval after it started, or
+    /// at the wakeup it asked for if sooner, and never before it finished.
+    pub fn done(&mut self, job: JobName, started: i64, finished: i64, wakeup: Option<i64>) {
+        if let Some(entry) = self.entries.iter_mut().find(|(j, _, _)| *j == job) {
+            let by_interval = started.saturating_add(entry.1);
+            let due = wakeup.map_or(by_interval, |w| w.min(by_interval));
+            entry.2 = due.max(finished);
+        }
+    }
+
+    /// The jobs, in tie order.
+    pub fn jobs(&self) -> impl Iterator<Item = (JobName, i64)> + '_ {
+        self.entries.iter().map(|&(job, every, _)| (job, every))
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Ticks
+
+/// What one tick of a job came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickOutcome {
+    /// The job's outcome (`ok`, `flagged`, `no_opencode`, a recover decision, ...), or
+    /// `locked`, `disabled`, `error`.
+    pub result: String,
+    /// The exit code the oneshot would have had.
+    pub exit_code: u8,
+    /// When the job wants its next tick, if sooner than its interval.
+    pub next_wakeup: Option<i64>,
+    /// Why it failed, for the journal.
+    pub error: Option<String>,
+}
+
+impl TickOutcome {
+    fn new(result: &str, exit_code: u8) -> Self {
+        Self {
+            result: result.to_owned(),
+            exit_code,
+            next_wakeup: None,
+            error: None,
+        }
+    }
+
+    fn failed(err: &Error) -> Self {
+        let result = match err {
+            Error::Lock {
+                source: LockError::Held(_),
+                ..
+            } => "locked",
+            _ => "error",
+        };
+        Self {
+            error: Some(err.to_string()),
+            ..Self::new(result, err.exit_code())
+        }
+    }
+}
+
+/// Runs one tick of a job.
+pub trait Jobs {
+    fn tick(&mut self, job: JobName, now: i64) -> TickOutcome;
+}
+
+/// One finished tick, as the loop reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickRecord {
+    pub job: JobName,
+    pub started: i64,
+    pub took: Duration,
+    pub outcome: TickOutcome,
+    /// When the job is next due.
+    pub next: i64,
+}
+
+/// What the loop tells the world: each tick, and that it is alive.
+pub trait Observer {
+    fn tick(&mut self, record: &TickRecord);
+    /// Time for a watchdog ping.
+    fn alive(&mut self, now: i64);
+}
+
+/// Runs `schedule`'s jobs until the clock says stop. `ping_every_s`: seconds between
+/// [`Observer::alive`] calls (the systemd watchdog), `None` for none. Returns the ticks run.
+pub fn drive_jobs(
+    schedule: &mut Schedule,
+    clock: &mut dyn Clock,
+    jobs: &mut dyn Jobs,
+    observer: &mut dyn Observer,
+    ping_every_s: Option<i64>,
+) -> u64 {
+    let ping_every = ping_every_s.map(|s| s.max(1));
+    let mut next_ping = ping_every.map(|every| clock.now().saturating_add(every));
+    let mut ticks = 0;
+    while let Some((job, due)) = schedule.next() {
+        let at = next_ping.map_or(due, |ping| ping.min(due));
+        if clock.wait_until(at) == Wake::Stop {
+            break;
+        }
+        let now = clock.now();
+        if let (Some(ping), Some(every)) = (next_ping, ping_every)
+            && now >= ping
+        {
+            observer.alive(now);
+            next_ping = Some(now.saturating_add(every));
+        }
+        if now < due {
+            continue;
+        }
+        let started = Instant::now();
+        let outcome = jobs.tick(job, now);
+        let finished = clock.now();
+        schedule.done(job, now, finished, outcome.next_wakeup);
+        let next = schedule
+            .entries
+            .iter()
+            .find(|(j, _, _)| *j == job)
+            .map_or(finished, |e| e.2);
+        observer.tick(&TickRecord {
+            job,
+            started: now,
+            took: started.elapsed(),
+            outcome,
+            next,
+        });
+        ticks += 1;
+    }
+    ticks
+}
+
+/// The real jobs, each run as its oneshot would be.
+#[derive(Debug)]
+struct JobRunner<'a> {
+    options: &'a Options,
+}
+
+impl Jobs for JobRunner<'_> {
+    fn tick(&mut self, job: JobName, now: i64) -> TickOutcome {
+        let o = self.options;
+        let result = match job {
+            JobName::Opencode => jobs::opencode::run(&jobs::opencode::Options {
+                once: true,
+                dry_run: o.dry_run,
+                config: o.config.clone(),
+                db: o.db.clone(),
+                set: o.set.clone(),
+                now: Some(now),
+                ..Default::default()
+            })
+            .map(|report| match report {
+                Some(report) => TickOutcome::new(report.outcome, code::OK),
+                None => TickOutcome::new("disabled", code::OK),
+            }),
+            JobName::Deck => jobs::deck::run(
+                &jobs::deck::Options {
+                    once: true,
+                    dry_run: o.dry_run,
+                    config: o.config.clone(),
+                    db: o.db.clone(),
+                    set: o.set.clone(),
+                    now: Some(now),
+                    ..Default::default()
+                },
+                &mut |_| {},
+            )
+            .map(|exit| match exit {
+                code::OK => TickOutcome::new("ok", exit),
+                _ => TickOutcome::new("list_failed", exit),
+            }),
+            // No `now`: a fixed clock would simulate the countdown instead of waiting it out.
+            JobName::Recover => jobs::recover::run(&jobs::recover::Options {
+                once: true,
+                dry_run: o.dry_run,
+                config: o.config.clone(),
+                db: o.db.clone(),
+                set: o.set.clone(),
+                ..Default::default()
+            })
+            .map(|outcome| {
+                let decision = outcome.json["decision"].as_str().unwrap_or("none");
+                TickOutcome::new(decision, outcome.exit_code)
+            }),
+        };
+        result.unwrap_or_else(|err| TickOutcome::failed(&err))
+    }
+}
+
+/// The journal, the tick events of ticks that could not run, and systemd's watchdog.
+#[derive(Debug)]
+struct Reporter {
+    store: Option<Store>,
+    notifier: Notifier,
+}
+
+impl Observer for Reporter {
+    fn tick(&mut self, r: &TickRecord) {
+        let took_ms = i64::try_from(r.took.as_millis()).unwrap_or(i64::MAX);
+        eprintln!("{}", tick_line(r, took_ms));
+        // A job that ran records its own tick; one that could not start cannot.
+        if let Some(store) = self.store.as_mut().filter(|_| r.outcome.error.is_some()) {
+            let event = job_event(
+                r.started,
+                r.job.as_str(),
+                EventKind::Tick,
+                "",
+                &r.outcome.result,
+                Some(took_ms),
+            );
+            record_events(store, &[event]);
+        }
+        let _ = self.notifier.status(&format!(
+            "last tick: {} {} at {}",
+            r.job.as_str(),
+            r.outcome.result,
+            iso8601(r.started)
+        ));
+    }
+
+    fn alive(&mut self, now: i64) {
+        if let Err(e) = self.notifier.watchdog() {
+            eprintln!(
+                "run={} warning=sd_notify problem={:?}",
+                iso8601(now),
+                e.to_string()
+            );
+        }
+    }
+}
+
+/// The journal line of one tick.
+pub fn tick_line(r: &TickRecord, took_ms: i64) -> String {
+    let mut line = format!(
+        "run={} job={} result={} exit={} took_ms={took_ms} next={}",
+        iso8601(r.started),
+        r.job.as_str(),
+        r.outcome.result,
+        r.outcome.exit_code,
+        iso8601(r.next)
+    );
+    if let Some(error) = &r.outcome.error {
+        line.push_str(&format!(" error={error:?}"));
+    }
+    line
+}
+
+/// Each listed job with its interval; opencode only while `watchdog.enabled`.
+pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
+    JobName::ALL
+        .into_iter()
+        .filter(|job| config.run.jobs.contains(job))
+        .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
+        .map(|job| {
+            let every = match job {
+                JobName::Opencode => config.run.opencode_interval_s,
+                JobName::Deck => config.deck.interval_s,
+                JobName::Recover => config.run.recover_interval_s,
+            };
+            (job, every)
+        })
+        .collect()
+}
+
+/// `agentwatch run`: runs until SIGTERM or SIGINT, then exits 0.
+pub fn run(options: &Options) -> Result<u8, Error> {
+    let env: Env<'_> = &config::process_env;
+    let loaded = config::load(options.config.as_deref(), &options.set, env)?;
+    let db = store_path(&loaded.config, options.db.as_deref(), env);
+    let cadences = cadences(&loaded.config);
+    let mut clock = SystemClock::with_signals()?;
+    let notifier = match Notifier::from_env(env, std::process::id()) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!(
+                "run={} warning=sd_notify problem={:?} action=ignore",
+                iso8601(clock.now()),
+                e.to_string()
+            );
+            Notifier::default()
+        }
+    };
+    let store = if options.dry_run {
+        None
+    } else {
+        Some(Store::open(&db).map_err(Error::from)?)
+    };
+    // Dropped when the jobs stop, which stops the server.
+    let serve = crate::serve::start_in_background(&loaded, &db)?;
+    let start = clock.now();
+    let listed: Vec<String> = cadences
+        .iter()
+        .map(|(job, every)| format!("{}:{every}s", job.as_str()))
+        .collect();
+    eprintln!(
+        "run={} state=start jobs={} db={:?} dry_run={} watchdog_s={}",
+        iso8601(start),
+        listed.join(","),
+        db.display().to_string(),
+        options.dry_run,
+        notifier
+            .watchdog_interval()
+            .map_or("none".to_owned(), |d| d.as_secs().to_string())
+    );
+    let ping_every = notifier
+        .watchdog_interval()
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let mut reporter = Reporter { store, notifier };
+    let _ = reporter
+        .notifier
+        .ready(&format!("running {}", listed.join(", ")));
+    let mut schedule = Schedule::new(&cadences, start);
+    let mut runner = JobRunner { options };
+    let ticks = drive_jobs(
+        &mut schedule,
+        &mut clock,
+        &mut runner,
+        &mut reporter,
+        ping_every,
+    );
+    let _ = reporter.notifier.stopping("stopping");
+    drop(serve);
+    eprintln!(
+        "run={} state=stop ticks={ticks} reason=signal",
+        iso8601(clock.now())
+    );
+    Ok(code::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// A clock that jumps to whatever is waited for, and stops at `stop_at`.
+    struct Simulated {
+        now: i64,
+        stop_at: i64,
+        stop_now: bool,
+    }
+
+    impl Clock for Simulated {
+        fn now(&self) -> i64 {
+            self.now
+        }
+        fn wait_until(&mut self, at: i64) -> Wake {
+            if self.stop_now || at >= self.stop_at {
+                return Wake::Stop;
+            }
+            self.now = self.now.max(at);
+            Wake::Due
+        }
+    }
+
+    #[derive(Default)]
+    struct Seen {
+        ticks: Vec<(JobName, i64, i64)>,
+        pings: Vec<i64>,
+    }
+
+    impl Observer for Seen {
+        fn tick(&mut self, r: &TickRecord) {
+            self.ticks.push((r.job, r.started, r.next));
+        }
+        fn alive(&mut self, now: i64) {
+            self.pings.push(now);
+        }
+    }
+
+    /// Jobs that answer from a queue of outcomes and can take simulated time.
+    struct Fake {
+        took: i64,
+        wakeups: VecDeque<Option<i64>>,
+        /// Ask to stop during the n-th tick.
+        stop_during: Option<usize>,
+        calls: usize,
+    }
+
+    /// The clock and the jobs share the simulated time through this.
+    struct World {
+        clock: Simulated,
+        jobs: Fake,
+    }
+
+    impl Clock for World {
+        fn now(&self) -> i64 {
+            self.clock.now()
+        }
+        fn wait_until(&mut self, at: i64) -> Wake {
+            self.clock.wait_until(at)
+        }
+    }
+
+    fn run_world(world: &mut World, schedule: &mut Schedule, ping: Option<i64>) -> Seen {
+        struct JobsOf<'w>(&'w std::cell::RefCell<&'w mut World>);
+        impl Jobs for JobsOf<'_> {
+            fn tick(&mut self, _job: JobName, _now: i64) -> TickOutcome {
+                let mut w = self.0.borrow_mut();
+                w.jobs.calls += 1;
+                if w.jobs.stop_during == Some(w.jobs.calls) {
+                    w.clock.stop_now = true;
+                }
+                w.clock.now += w.jobs.took;
+                let wakeup = w.jobs.wakeups.pop_front().flatten();
+                TickOutcome {
+                    next_wakeup: wakeup,
+                    ..TickOutcome::new("ok", 0)
+                }
+            }
+        }
+        struct ClockOf<'w>(&'w std::cell::RefCell<&'w mut World>);
+        impl Clock for ClockOf<'_> {
+            fn now(&self) -> i64 {
+                self.0.borrow().now()
+            }
+            fn wait_until(&mut self, at: i64) -> Wake {
+                self.0.borrow_mut().wait_until(at)
+            }
+        }
+        let cell = std::cell::RefCell::new(world);
+        let mut seen = Seen::default();
+        drive_jobs(
+            schedule,
+            &mut ClockOf(&cell),
+            &mut JobsOf(&cell),
+            &mut seen,
+            ping,
+        );
+        seen
+    }
+
+    fn world(stop_at: i64, took: i64) -> World {
+        World {
+            clock: Simulated {
+                now: 1000,
+                stop_at,
+                stop_now: false,
+            },
+            jobs: Fake {
+                took,
+                wakeups: VecDeque::new(),
+                stop_during: None,
+                calls: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn each_job_runs_at_its_own_cadence() {
+        let mut w = world(1000 + 125, 0);
+        let mut s = Schedule::new(
+            &[
+                (JobName::Opencode, 60),
+                (JobName::Deck, 15),
+                (JobName::Recover, 60),
+            ],
+            1000,
+        );
+        let seen = run_world(&mut w, &mut s, None);
+        let at = |job| -> Vec<i64> {
+            seen.ticks
+                .iter()
+                .filter(|t| t.0 == job)
+                .map(|t| t.1 - 1000)
+                .collect()
+        };
+        assert_eq!(at(JobName::Opencode), [0, 60, 120]);
+        assert_eq!(at(JobName::Deck), [0, 15, 30, 45, 60, 75, 90, 105, 120]);
+        assert_eq!(at(JobName::Recover), [0, 60, 120]);
+        // Ties run in the listed order.
+        let first: Vec<JobName> = seen.ticks.iter().take(3).map(|t| t.0).collect();
+        assert_eq!(first, [JobName::Opencode, JobName::Deck, JobName::Recover]);
+    }
+
+    #[test]
+    fn a_slow_tick_delays_only_itself_and_a_wakeup_comes_sooner() {
+        // Each tick takes 20 s of the clock: the 15 s job is due again as soon as it ends.
+        let mut w = world(1000 + 50, 20);
+        let mut s = Schedule::new(&[(JobName::Deck, 15)], 1000);
+        let seen = run_world(&mut w, &mut s, None);
+        let starts: Vec<i64> = seen.ticks.iter().map(|t| t.1 - 1000).collect();
+        assert_eq!(starts, [0, 20, 40]);
+
+        let mut w = world(1000 + 100, 0);
+        w.jobs.wakeups = VecDeque::from([Some(1005), Some(5000), None]);
+        let mut s = Schedule::new(&[(JobName::Recover, 60)], 1000);
+        let seen = run_world(&mut w, &mut s, None);
+        let starts: Vec<i64> = seen.ticks.iter().map(|t| t.1 - 1000).collect();
+        assert_eq!(
+            starts,
+            [0, 5, 65],
+            "a wakeup later than the interval is ignored"
+        );
+        assert_eq!(seen.ticks[0].2, 1005, "next= says when it is due");
+    }
+
+    #[test]
+    fn a_stop_during_a_tick_lets_it_finish_and_runs_nothing_more() {
+        let mut w = world(i64::MAX, 3);
+        w.jobs.stop_during = Some(2);
+        let mut s = Schedule::new(&[(JobName::Opencode, 60), (JobName::Deck, 60)], 1000);
+        let seen = run_world(&mut w, &mut s, None);
+        assert_eq!(
+            seen.ticks.len(),
+            2,
+            "the second tick is finished and reported"
+        );
+        assert_eq!(w.jobs.calls, 2);
+    }
+
+    #[test]
+    fn the_watchdog_is_pinged_between_ticks() {
+        let mut w = world(1000 + 100, 0);
+        let mut s = Schedule::new(&[(JobName::Opencode, 60)], 1000);
+        let seen = run_world(&mut w, &mut s, Some(30));
+        let pings: Vec<i64> = seen.pings.iter().map(|p| p - 1000).collect();
+        assert_eq!(pings, [30, 60, 90]);
+        assert_eq!(seen.ticks.len(), 2);
+    }
+
+    #[test]
+    fn intervals_are_clamped() {
+        let s = Schedule::new(&[(JobName::Deck, 0), (JobName::Recover, u64::MAX)], 0);
+        let every: Vec<i64> = s.jobs().map(|(_, e)| e).collect();
+        assert_eq!(every, [1, MAX_INTERVAL_S]);
+    }
+
+    #[test]
+    fn the_system_clock_wakes_on_a_stop() {
+        let (tx, rx) = channel();
+        let mut clock = SystemClock::new(rx);
+        tx.send(15).unwrap();
+        let far = clock.now() + 3600;
+        assert_eq!(clock.wait_until(far), Wake::Stop);
+        let past = clock.now() - 1;
+        assert_eq!(clock.wait_until(past), Wake::Due);
+    }
+
+    #[test]
+    fn cadences_follow_the_config() {
+        let mut c = Config::default();
+        assert_eq!(
+            cadences(&c),
+            [
+                (JobName::Opencode, 300),
+                (JobName::Deck, 15),
+                (JobName::Recover, 60)
+            ]
+        );
+        c.watchdog.enabled = false;
+        c.run.jobs = vec![JobName::Recover, JobName::Opencode];
+        assert_eq!(cadences(&c), [(JobName::Recover, 60)]);
+    }
+
+    #[test]
+    fn a_tick_line_escapes_its_error() {
+        let r = TickRecord {
+            job: JobName::Deck,
+            started: 0,
+            took: Duration::from_millis(5),
+            outcome: TickOutcome {
+                error: Some("bad\nrun=forged".to_owned()),
+                ..TickOutcome::new("error", 74)
+            },
+            next: 15,
+        };
+        let line = tick_line(&r, 5);
+        assert_eq!(
+            line,
+            "run=1970-01-01T00:00:00+00:00 job=deck result=error exit=74 took_ms=5 next=1970-01-01T00:00:15+00:00 error=\"bad\\nrun=forged\""
+        );
+    }
+}
