@@ -140,7 +140,10 @@ mod tests {
     }
 
     /// An environment, and the watchdog interval it asks for (`None`: an error).
-    type Row = (&'static [(&'static str, &'static str)], Option<Option<Duration>>);
+    type Row = (
+        &'static [(&'static str, &'static str)],
+        Option<Option<Duration>>,
+    );
 
     #[test]
     fn what_the_environment_asks_for() {
