@@ -447,7 +447,7 @@ pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
 pub fn run(options: &Options) -> Result<u8, Error> {
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(options.config.as_deref(), &options.set, env)?;
-    let db = store_path(&loaded.config, options.db.as_deref(), env);
+    let db = store_path(&loaded.config, options.db.as_deref(), env)?;
     let cadences = cadences(&loaded.config);
     let mut clock = SystemClock::with_signals()?;
     let notifier = match Notifier::from_env(env, std::process::id()) {
