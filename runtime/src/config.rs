@@ -315,7 +315,7 @@ pub const RECOVER_ENV: &[(&str, &str)] = &[
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelSection {
     pub name: String,
-    /// `desktop`, `webhook`, `log` or `telegram`.
+    /// `desktop`, `webhook`, `log`, `telegram` or `alertmanager`.
     #[serde(rename = "type")]
     pub channel_type: String,
     pub enabled: bool,
@@ -324,9 +324,20 @@ pub struct ChannelSection {
     /// webhook: the URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// webhook: `json` (default) or `pagerduty`.
+    /// webhook: `json` (default), `pagerduty`, `slack` (a Slack-compatible incoming webhook) or
+    /// `ntfy` (`url` is the topic's URL).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// alertmanager: the base URLs of the cluster's peers (`http://am1:9093`), each posted to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub urls: Option<Vec<String>>,
+    /// alertmanager: an open alert's `endsAt` is this many seconds after each tick (default 900,
+    /// three 5-minute ticks); Alertmanager resolves an alert no tick re-asserts by then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ends_after_s: Option<u64>,
+    /// alertmanager: the `host` label (default the host name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// webhook in pagerduty mode: the variable holding the routing key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_key_env: Option<String>,
@@ -358,6 +369,9 @@ impl Default for ChannelSection {
             rate_limit_s: alert_state::DEFAULT_RATE_LIMIT_S,
             url: None,
             mode: None,
+            urls: None,
+            ends_after_s: None,
+            host: None,
             routing_key_env: None,
             program: None,
             path: None,
@@ -370,7 +384,7 @@ impl Default for ChannelSection {
 }
 
 /// The channel types this build can deliver to.
-pub const CHANNEL_TYPES: &[&str] = &["desktop", "webhook", "log", "telegram"];
+pub const CHANNEL_TYPES: &[&str] = &["desktop", "webhook", "log", "telegram", "alertmanager"];
 
 /// Where the configuration came from.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -601,11 +615,33 @@ impl Config {
                 return Err(config_err(format!("{at}.url: required for a webhook")));
             }
             if let Some(mode) = &ch.mode
-                && !["json", "pagerduty"].contains(&mode.as_str())
+                && agentwatch_channels::WebhookMode::from_name(mode).is_none()
             {
                 return Err(config_err(format!(
-                    "{at}.mode = {mode:?}: must be json or pagerduty"
+                    "{at}.mode = {mode:?}: must be json, pagerduty, slack or ntfy"
                 )));
+            }
+            if ch.channel_type == "alertmanager" {
+                let urls = ch.urls.as_deref().unwrap_or_default();
+                if urls.is_empty() {
+                    return Err(config_err(format!(
+                        "{at}.urls: required for alertmanager (the peers' base URLs)"
+                    )));
+                }
+                if let Some(url) = urls
+                    .iter()
+                    .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+                {
+                    return Err(config_err(format!(
+                        "{at}.urls: {:?} is not an http:// or https:// URL",
+                        agentwatch_channels::shown_url(url)
+                    )));
+                }
+                if ch.ends_after_s == Some(0) {
+                    return Err(config_err(format!(
+                        "{at}.ends_after_s = 0: must be at least 1 second (default 900)"
+                    )));
+                }
             }
             if ch.channel_type == "telegram" && (ch.token_env.is_none() || ch.chat_id.is_none()) {
                 return Err(config_err(format!(
@@ -973,6 +1009,18 @@ mod tests {
             ("[watchdog.detector]\ntop_min = \"x\"\n", "top_min"),
             ("[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n", "pigeon"),
             ("[[channels]]\nname = \"a\"\ntype = \"webhook\"\n", "url"),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"alertmanager\"\n",
+                "urls",
+            ),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"alertmanager\"\nurls = [\"am:9093\"]\n",
+                "urls",
+            ),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"webhook\"\nurl = \"http://h\"\nmode = \"fax\"\n",
+                "ntfy",
+            ),
             (
                 "[[channels]]\nname = \"a\"\ntype = \"desktop\"\nmin_severity = \"loud\"\n",
                 "min_severity",

@@ -11,6 +11,7 @@
 //! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).
 //! - [`run`]: `agentwatch run`, every job in one long-running process at its own cadence.
 //! - [`replay`]: the same cores driven from a recorded JSON-lines timeline.
+//! - [`fleet`]: the Alertmanager channels' open alerts, re-asserted every tick.
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
 //!   configuration (also started in the background by a long-running process).
@@ -22,6 +23,7 @@
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod fleet;
 pub mod input;
 pub mod jobs;
 pub mod notify;

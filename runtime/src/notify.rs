@@ -3,8 +3,8 @@
 
 use crate::config::{ChannelSection, Config, Env, parse_severity};
 use agentwatch_channels::{
-    ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel, WebhookChannel, WebhookMode,
-    deliver,
+    AlertmanagerChannel, ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel,
+    WebhookChannel, WebhookMode, deliver,
 };
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::AlertEvent;
@@ -28,6 +28,20 @@ pub fn apply_stored_settings(config: &mut Config, store: &Store) {
     }
 }
 
+/// The Alertmanager adapter of an `alertmanager` channel: its peers, the `host` label (default
+/// the host name), `endsAt` ahead by `ends_after_s`.
+pub fn alertmanager_channel(section: &ChannelSection) -> AlertmanagerChannel {
+    AlertmanagerChannel {
+        urls: section.urls.clone().unwrap_or_default(),
+        timeout: crate::config::duration(section.timeout_s),
+        host: section.host.clone().unwrap_or_else(crate::clock::host_name),
+        ends_after: section.ends_after_s.map_or(
+            agentwatch_channels::alertmanager::DEFAULT_ENDS_AFTER,
+            std::time::Duration::from_secs,
+        ),
+    }
+}
+
 /// The adapter for one configured channel.
 pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKind, String> {
     let timeout = crate::config::duration(section.timeout_s);
@@ -39,10 +53,11 @@ pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKin
                 .unwrap_or_else(|| "notify-send".to_owned()),
         })),
         "webhook" => {
-            let mode = match section.mode.as_deref() {
-                Some("pagerduty") => WebhookMode::PagerDuty,
-                _ => WebhookMode::Json,
-            };
+            let mode = section
+                .mode
+                .as_deref()
+                .and_then(WebhookMode::from_name)
+                .unwrap_or(WebhookMode::Json);
             let routing_key = match (&mode, &section.routing_key_env) {
                 (WebhookMode::PagerDuty, Some(var)) => Some(env(var).ok_or_else(|| {
                     format!(
@@ -83,6 +98,7 @@ pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKin
                 timeout,
             }))
         }
+        "alertmanager" => Ok(ChannelKind::Alertmanager(alertmanager_channel(section))),
         other => Err(format!("channel {}: unknown type {other}", section.name)),
     }
 }
@@ -107,7 +123,9 @@ impl SendReport {
     }
 }
 
-/// Deliver `event` through one built channel adapter and report it under `name`.
+/// Deliver `event` through one built channel adapter and report it under `name` (an
+/// Alertmanager channel stamps it with the system clock; the opencode tick re-asserts its open
+/// alerts through [`crate::fleet`] at the tick's time instead).
 pub fn deliver_report(name: &str, kind: &ChannelKind, event: &AlertEvent) -> SendReport {
     match deliver(kind, event) {
         Ok(Outcome::Sent) => SendReport::new(name, "sent", None),

@@ -9,6 +9,9 @@
 //! | [`DesktopChannel`] | runs `notify-send -u URGENCY -- TITLE SUMMARY` as an argv (never a shell); urgency critical → `critical`, warning → `normal`, info → `low`. A missing program is an [`Outcome::Warning`], not an error: a headless box has no desktop. |
 //! | [`WebhookChannel`] [`Json`](WebhookMode::Json) | `POST url` with the event as JSON, exactly as `alert-state` serialises it. |
 //! | [`WebhookChannel`] [`PagerDuty`](WebhookMode::PagerDuty) | `POST url` (Events API v2, [`PAGERDUTY_EVENTS_URL`]) with `{routing_key, event_action, dedup_key, payload}`; trigger and escalate are `trigger` (PagerDuty updates the open incident of the dedup key), resolve is `resolve` without a payload (PagerDuty ignores one on resolve). |
+//! | [`WebhookChannel`] [`Slack`](WebhookMode::Slack) | `POST url` (a Slack-compatible incoming webhook: Slack, Mattermost, Rocket.Chat, Discord's `/slack` endpoint) with `{text}`: one mrkdwn line `*[SEVERITY] state* title`, the summary, the dedup key and source; `&`, `<`, `>` escaped as Slack asks. |
+//! | [`WebhookChannel`] [`Ntfy`](WebhookMode::Ntfy) | `url` is `https://ntfy.sh/TOPIC` (or a self-hosted server's); `POST` to the server's root with ntfy's JSON `{topic, title, message, priority, tags}`: priority 5 critical, 4 warning, 3 a resolve. |
+//! | [`AlertmanagerChannel`] | `POST {url}/api/v2/alerts` to every peer of a Prometheus Alertmanager cluster, labels `alertname` (per kind, [`alertmanager::ALERT_KINDS`]), `dedup_key`, `root`, `severity`, `host`, `job`; annotations `summary`, `description`, `dashboard`. Open until `now + ends_after`; a resolve ends the alert at `now`. A caller that re-posts open alerts every tick uses [`alertmanager::post`] with its own list ([`AmAlert`]). |
 //! | [`TelegramChannel`] | `POST {api_base}/bot{token}/sendMessage` with `{chat_id, text}`, plain text (no parse mode, so nothing in a title needs escaping). |
 //! | [`LogChannel`] | one JSON line per event (the event as `alert-state` serialises it, so it reads back as an [`AlertEvent`]) appended to a file, or written to stderr. |
 //!
@@ -40,12 +43,17 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod alertmanager;
 mod desktop;
 mod log;
 mod telegram;
 mod webhook;
 
-use agentwatch_http::{Redacted, shown_url};
+pub use alertmanager::{AlertmanagerChannel, AmAlert};
+
+use agentwatch_http::Redacted;
+/// A URL as errors and `Debug` show it (user-info dropped, query redacted).
+pub use agentwatch_http::shown_url;
 use alert_state::AlertEvent;
 use std::fmt;
 use std::path::PathBuf;
@@ -69,6 +77,7 @@ pub enum ChannelKind {
     Webhook(WebhookChannel),
     Log(LogChannel),
     Telegram(TelegramChannel),
+    Alertmanager(AlertmanagerChannel),
 }
 
 /// A desktop notification through `notify-send` (or a compatible program).
@@ -128,6 +137,29 @@ pub enum WebhookMode {
     Json,
     /// A PagerDuty Events API v2 event.
     PagerDuty,
+    /// A Slack-compatible incoming webhook's `{text}`.
+    Slack,
+    /// ntfy's JSON publish (`url` is the topic's URL).
+    Ntfy,
+}
+
+impl WebhookMode {
+    /// Every mode by its configuration name.
+    pub const NAMES: &[(&str, WebhookMode)] = &[
+        ("json", WebhookMode::Json),
+        ("pagerduty", WebhookMode::PagerDuty),
+        ("slack", WebhookMode::Slack),
+        ("ntfy", WebhookMode::Ntfy),
+    ];
+
+    /// The mode of a configuration name (`json`, `pagerduty`, `slack`, `ntfy`).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, m)| *m)
+    }
 }
 
 /// JSON lines of events.
@@ -227,20 +259,85 @@ pub enum ChannelError {
     /// The log file could not be written.
     #[error("log {target}: {message}")]
     Log { target: String, message: String },
+    /// Several peers of an Alertmanager cluster did not take the alerts; `errors` names each.
+    #[error("{failed} of {total} Alertmanagers did not take the alerts: {errors}")]
+    Peers {
+        failed: usize,
+        total: usize,
+        errors: String,
+    },
 }
 
 agentwatch_http::impl_from_http_error!(ChannelError);
 
-/// Delivers one event through one channel.
+/// Delivers one event through one channel, at the system clock's time (only an Alertmanager
+/// channel reads it, for `startsAt` and `endsAt`; see [`deliver_at`]).
+///
+/// # Errors
+/// As [`deliver_at`].
+pub fn deliver(kind: &ChannelKind, event: &AlertEvent) -> Result<Outcome, ChannelError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    deliver_at(kind, event, now)
+}
+
+/// Delivers one event through one channel at `now` (unix seconds).
 ///
 /// # Errors
 /// A [`ChannelError`] naming the program, URL (redacted) or file when the channel failed. A
 /// desktop channel whose program does not exist returns `Ok(Outcome::Warning(..))` instead.
-pub fn deliver(kind: &ChannelKind, event: &AlertEvent) -> Result<Outcome, ChannelError> {
+pub fn deliver_at(
+    kind: &ChannelKind,
+    event: &AlertEvent,
+    now: i64,
+) -> Result<Outcome, ChannelError> {
     match kind {
         ChannelKind::Desktop(channel) => desktop::deliver(channel, event, DESKTOP_TIMEOUT),
         ChannelKind::Webhook(channel) => webhook::deliver(channel, event),
         ChannelKind::Log(channel) => log::deliver(channel, event),
         ChannelKind::Telegram(channel) => telegram::deliver(channel, event),
+        ChannelKind::Alertmanager(channel) => alertmanager::deliver(channel, event, now),
+    }
+}
+
+/// `2026-01-15T14:30:01+00:00` (RFC 3339, UTC) for a unix time.
+#[must_use]
+pub fn iso8601(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso8601;
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00+00:00");
+        assert_eq!(iso8601(1_768_487_401), "2026-01-15T14:30:01+00:00");
+        assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00+00:00");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59+00:00");
     }
 }

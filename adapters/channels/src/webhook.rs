@@ -1,8 +1,9 @@
-//! Webhooks: the event as JSON, or a PagerDuty Events API v2 event.
+//! Webhooks: the event as JSON, a PagerDuty Events API v2 event, a Slack-compatible incoming
+//! webhook's message, or an ntfy notification.
 
 use crate::{ChannelError, Outcome, WebhookChannel, WebhookMode};
 use agentwatch_http::{Client, Settings, Target, head};
-use alert_state::{AlertEvent, EventState};
+use alert_state::{AlertEvent, EventState, Severity};
 use serde_json::{Map, Value, json};
 
 /// PagerDuty's limit on `payload.summary`.
@@ -36,9 +37,94 @@ pub(crate) fn deliver(
                 })?;
             pagerduty_body(event, routing_key).to_string()
         }
+        WebhookMode::Slack => slack_body(event).to_string(),
+        WebhookMode::Ntfy => {
+            let (root, topic) = ntfy_topic(&channel.url).ok_or_else(|| {
+                ChannelError::Config(format!(
+                    "the ntfy webhook {} names no topic (use https://ntfy.sh/TOPIC)",
+                    target.shown()
+                ))
+            })?;
+            target = Target::new(root);
+            if let Some(key) = &channel.routing_key {
+                target = target.with_secret(key);
+            }
+            ntfy_body(event, topic).to_string()
+        }
     };
     Client::new(Settings::new(channel.timeout)).post_json(&target, &[], &body)?;
     Ok(Outcome::Sent)
+}
+
+/// How much of a summary the chat messages keep.
+const MESSAGE_CHARS: usize = 3000;
+
+/// `[SEVERITY] state`: the head of a chat message.
+fn headline(event: &AlertEvent) -> String {
+    format!(
+        "[{}] {}",
+        event.severity.as_str().to_uppercase(),
+        event.state
+    )
+}
+
+/// Slack's mrkdwn escapes: `&`, `<` and `>` only (Slack's "Escaping text").
+fn slack_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A Slack-compatible incoming webhook body: `{"text": …}` (Slack, Mattermost, Rocket.Chat and
+/// Discord's `/slack` endpoint all take it).
+fn slack_body(event: &AlertEvent) -> Value {
+    let text = format!(
+        "*{}* {}\n{}\ndedup key: `{}` · source: {}",
+        headline(event),
+        slack_escape(&event.title),
+        slack_escape(&head(&event.summary, MESSAGE_CHARS)),
+        slack_escape(&event.dedup_key),
+        slack_escape(&event.source),
+    );
+    json!({ "text": text })
+}
+
+/// `https://ntfy.sh/TOPIC` split into the server's root (`https://ntfy.sh/`) and the topic; `None`
+/// when the URL's path ends in no topic.
+fn ntfy_topic(url: &str) -> Option<(String, String)> {
+    let url = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    let (scheme, rest) = url.split_once("://")?;
+    let (root, topic) = rest.rsplit_once('/')?;
+    if topic.is_empty() {
+        return None;
+    }
+    Some((format!("{scheme}://{root}/"), topic.to_owned()))
+}
+
+/// ntfy's JSON publish: `{topic, title, message, priority, tags}` (priority 5 critical, 4
+/// warning, 3 a resolve; the tags are emoji shortcodes ntfy shows before the title).
+fn ntfy_body(event: &AlertEvent, topic: String) -> Value {
+    let (priority, tag) = match (event.state, event.severity) {
+        (EventState::Resolve, _) | (_, Severity::Info) => (3, "white_check_mark"),
+        (_, Severity::Warning) => (4, "warning"),
+        (_, Severity::Critical) => (5, "rotating_light"),
+    };
+    json!({
+        "topic": topic,
+        "title": format!("{} {}", headline(event), event.title),
+        "message": format!(
+            "{}\ndedup key: {} · source: {}",
+            head(&event.summary, MESSAGE_CHARS),
+            event.dedup_key,
+            event.source
+        ),
+        "priority": priority,
+        "tags": [tag],
+    })
 }
 
 /// The Events API v2 body. Trigger and escalate are both `trigger`: PagerDuty keeps one incident
@@ -86,4 +172,42 @@ fn pagerduty_body(event: &AlertEvent, routing_key: &str) -> Value {
         }
     }
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row: URL, the root posted to and the topic.
+    #[test]
+    fn ntfy_urls_split_into_root_and_topic() {
+        let rows = [
+            (
+                "https://ntfy.sh/alerts",
+                Some(("https://ntfy.sh/", "alerts")),
+            ),
+            (
+                "https://ntfy.sh/alerts/",
+                Some(("https://ntfy.sh/", "alerts")),
+            ),
+            (
+                "http://127.0.0.1:8090/a_b?x=1",
+                Some(("http://127.0.0.1:8090/", "a_b")),
+            ),
+            ("http://h/base/t", Some(("http://h/base/", "t"))),
+            ("https://ntfy.sh", None),
+            ("https://ntfy.sh/", None),
+            ("not a url", None),
+        ];
+        for (url, expected) in rows {
+            let got = ntfy_topic(url);
+            let got = got.as_ref().map(|(r, t)| (r.as_str(), t.as_str()));
+            assert_eq!(got, expected, "{url}");
+        }
+    }
+
+    #[test]
+    fn slack_text_escapes_only_what_slack_asks() {
+        assert_eq!(slack_escape("a<b>&c*d"), "a&lt;b&gt;&amp;c*d");
+    }
 }

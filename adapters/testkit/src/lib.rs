@@ -7,6 +7,8 @@
 //!   list per line) and exits like the real program, for what cannot run here (notify-send without
 //!   a desktop, systemctl without systemd as PID 1).
 //! - [`opencode`]: finds and starts a real opencode server offline for end-to-end tests.
+//! - [`alertmanager`]: starts a real Prometheus Alertmanager on free loopback ports (alone or
+//!   clustered), waits for it by polling its API, and reads its alerts.
 //! - [`agentdeck`]: a scripted `agent-deck` stand-in (answers per subcommand and id, records every
 //!   argv) and a tmux server on a private socket.
 //!
@@ -14,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agentdeck;
+pub mod alertmanager;
 pub mod opencode;
 
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@ use super::ALERT_STATE_KEY;
 use crate::clock::iso8601;
 use crate::config::{Config, Env};
 use crate::error::Error;
+use crate::fleet::ALERTMANAGER_TYPE;
 use crate::notify::{SendReport, send};
 use crate::text::quote;
 use agentwatch_store::{OutboxEvent, Store};
@@ -18,13 +19,18 @@ use std::collections::HashSet;
 /// Pending rows one tick sends at most (oldest first); the rest wait for the next tick.
 pub const MAX_SENDS_PER_TICK: usize = 100;
 
-/// The outbox rows of a tick's decisions: one per delivered route.
+/// The outbox rows of a tick's decisions: one per delivered route (but Alertmanager's).
 pub fn outbox_events(decisions: &[Decision]) -> Result<Vec<OutboxEvent>, Error> {
     let mut events = Vec::new();
     for dispatch in decisions.iter().filter_map(|d| d.dispatch.as_ref()) {
         let payload = serde_json::to_string(&dispatch.event)
             .map_err(|e| Error::software(format!("outbox payload: {e}")))?;
-        for route in dispatch.routes.iter().filter(|r| r.delivery.is_delivered()) {
+        // Alertmanager channels post what they hold every tick (`crate::fleet`) instead.
+        for route in dispatch
+            .routes
+            .iter()
+            .filter(|r| r.delivery.is_delivered() && r.channel_type != ALERTMANAGER_TYPE)
+        {
             events.push(OutboxEvent {
                 dedup_key: dispatch.event.dedup_key.clone(),
                 kind: dispatch.event.state.as_str().to_owned(),

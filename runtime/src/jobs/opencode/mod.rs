@@ -13,6 +13,7 @@ pub mod tracked;
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env};
 use crate::error::Error;
+use crate::fleet::{self, ALERTMANAGER_STATE_KEY, ALERTMANAGER_TYPE, HeldAlerts, SyncReport};
 use crate::input::read_sessions;
 use crate::notify::{SendReport, apply_stored_settings, send};
 use crate::stored::{
@@ -24,10 +25,12 @@ use agentwatch_opencode::db::LoadedSession;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
-use alert_state::{AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick};
+use alert_state::{
+    AlertEvent, AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick,
+};
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tracked::Tracked;
@@ -269,6 +272,81 @@ fn load_alert_state(
     Ok(state)
 }
 
+/// Load what the Alertmanager channels hold; a corrupt record is set aside, with a warning.
+fn load_held_alerts(
+    store: Option<&mut Store>,
+    now: i64,
+    dry_run: bool,
+) -> Result<HeldAlerts, Error> {
+    let (held, aside) = load_or_clean(store, ALERTMANAGER_STATE_KEY, now, dry_run, |text| {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    })?;
+    if let Some(aside) = aside {
+        eprintln!(
+            "watchdog={} {}",
+            iso8601(now),
+            aside.fields(ALERTMANAGER_STATE_KEY)
+        );
+    }
+    Ok(held)
+}
+
+/// A tick that saw no source still re-asserts the alerts the Alertmanager channels hold (not
+/// seeing a loop is not seeing it end), so Alertmanager does not resolve them meanwhile.
+fn reassert_only(
+    config: &Config,
+    mut store: Option<&mut Store>,
+    now: i64,
+    dry_run: bool,
+) -> Result<Vec<SyncReport>, Error> {
+    if !fleet::configured(config) {
+        return Ok(Vec::new());
+    }
+    let state = load_alert_state(store.as_deref_mut(), now, dry_run)?;
+    let mut held = load_held_alerts(store.as_deref_mut(), now, dry_run)?;
+    let syncs = sync_alertmanager(config, &mut held, &[], &state, now, dry_run);
+    if let Some(store) = store.filter(|_| !dry_run) {
+        let held_json = serde_json::to_string(&held).map_err(|e| Error::software(e.to_string()))?;
+        store
+            .save_state(ALERTMANAGER_STATE_KEY, &held_json, now)
+            .map_err(Error::from)?;
+    }
+    Ok(syncs)
+}
+
+/// Every Alertmanager channel's post of this tick, with the alerts open in `state`; journalled.
+fn sync_alertmanager(
+    config: &Config,
+    held: &mut HeldAlerts,
+    routed: &[(String, AlertEvent)],
+    state: &AlertState,
+    now: i64,
+    dry_run: bool,
+) -> Vec<SyncReport> {
+    let open_keys: BTreeSet<&str> = state.open_alerts.keys().map(String::as_str).collect();
+    let syncs = fleet::sync(config, held, routed, &open_keys, now, dry_run);
+    journal_syncs(&syncs, now);
+    syncs
+}
+
+/// One journal line per Alertmanager post.
+fn journal_syncs(syncs: &[SyncReport], now: i64) {
+    for sync in syncs {
+        eprintln!(
+            "watchdog={} channel={} alertmanager={} open={} ending={}{}",
+            iso8601(now),
+            sync.channel,
+            sync.result,
+            sync.open,
+            sync.ending,
+            sync.message
+                .as_deref()
+                .map(|m| format!(" message={m:?}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
 /// One tick: collect, judge, alert, deliver, store. The report says what it saw and did; `None`
 /// when the watchdog is disabled.
 pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
@@ -344,6 +422,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
             let mut state = load_alert_state(Some(&mut *store), now, false)?;
             report.sends = deliver::deliver_pending(&config, store, &mut state, now, env)?;
         }
+        report.alertmanager = reassert_only(&config, store.as_mut(), now, args.dry_run)?;
         report
     } else {
         tick(&config, store.as_mut(), &mut collected, now, args, env)?
@@ -373,6 +452,8 @@ pub struct TickReport {
     pub judgement: Judgement,
     pub decisions: Vec<Decision>,
     pub sends: Vec<(String, SendReport)>,
+    /// Each Alertmanager channel's post: new, re-asserted and ended alerts together.
+    pub alertmanager: Vec<SyncReport>,
 }
 
 impl TickReport {
@@ -388,6 +469,7 @@ impl TickReport {
             },
             decisions: vec![],
             sends: vec![],
+            alertmanager: vec![],
         }
     }
 
@@ -401,16 +483,25 @@ impl TickReport {
             self.outcome,
             duration_ms,
         );
-        let deliveries = self.sends.iter().map(|(_, s)| {
-            job_event(
-                self.now,
-                "opencode",
-                EventKind::Delivery,
-                &s.channel,
-                &s.result,
-                None,
-            )
-        });
+        // An Alertmanager channel's delivery is its one post of the tick (new, re-asserted and
+        // ended alerts together), so a channel that is down counts failed every tick.
+        let posted = |channel: &str| self.alertmanager.iter().any(|a| a.channel == channel);
+        let deliveries = self
+            .sends
+            .iter()
+            .map(|(_, s)| (&s.channel, &s.result))
+            .filter(|(channel, _)| !posted(channel))
+            .chain(self.alertmanager.iter().map(|a| (&a.channel, &a.result)))
+            .map(|(channel, result)| {
+                job_event(
+                    self.now,
+                    "opencode",
+                    EventKind::Delivery,
+                    channel,
+                    result,
+                    None,
+                )
+            });
         std::iter::once(tick).chain(deliveries).collect()
     }
 
@@ -470,6 +561,19 @@ impl TickReport {
                 ));
             }
         }
+        for sync in &self.alertmanager {
+            out.push_str(&format!(
+                "alertmanager {}: {} open={} ending={}{}\n",
+                sync.channel,
+                sync.result,
+                sync.open,
+                sync.ending,
+                sync.message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ));
+        }
         out.push_str(&format!(
             "# {}: {} session(s), {}/{} tree(s) flagged, {} alert event(s)\n",
             self.outcome,
@@ -492,6 +596,7 @@ impl TickReport {
             "trees": self.judgement.trees,
             "decisions": self.decisions,
             "sends": self.sends.iter().map(|(k, s)| json!({"dedup_key": k, "channel": s.channel, "result": s.result, "message": s.message})).collect::<Vec<_>>(),
+            "alertmanager": self.alertmanager,
         })
     }
 }
@@ -523,6 +628,12 @@ fn tick(
         .collect();
     let alert_config = config.alert_config(&host_name());
     let state = load_alert_state(store.as_deref_mut(), now, args.dry_run)?;
+    let alertmanager = fleet::configured(config);
+    let mut held = if alertmanager {
+        load_held_alerts(store.as_deref_mut(), now, args.dry_run)?
+    } else {
+        HeldAlerts::default()
+    };
 
     // Only a complete picture may resolve an alert whose root is missing.
     let complete = collected.failed.is_empty() && collected.unreadable == 0;
@@ -585,6 +696,9 @@ fn tick(
     }
 
     let mut sends = Vec::new();
+    // Events for Alertmanager channels: posted with the open alerts they hold after the store
+    // writes (`fleet`), not through the outbox.
+    let mut routed: Vec<(String, AlertEvent)> = Vec::new();
     for decision in &outcome.decisions {
         let fields = match &decision.alert {
             Some(a) => format!(
@@ -606,7 +720,9 @@ fn tick(
             continue;
         };
         for route in &dispatch.routes {
-            if route.delivery.is_delivered() {
+            if route.delivery.is_delivered() && route.channel_type == ALERTMANAGER_TYPE {
+                routed.push((route.channel.clone(), dispatch.event.clone()));
+            } else if route.delivery.is_delivered() {
                 // A dry run reports what it would send; a real tick sends from the outbox after
                 // its transaction (below).
                 if args.dry_run {
@@ -632,6 +748,7 @@ fn tick(
         }
     }
 
+    let mut syncs_done: Vec<SyncReport> = Vec::new();
     let fired = fired(&outcome.decisions);
     let any_flagged = judgement.trees.iter().any(|t| t.flagged);
     let tick_outcome = if any_flagged { "flagged" } else { "ok" };
@@ -738,6 +855,71 @@ fn tick(
         }
         let mut state = outcome.state.clone();
         sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
+        if alertmanager {
+            let syncs = sync_alertmanager(config, &mut held, &routed, &state, now, false);
+            // A delivery counts (rate-limit window, resolve receivers) once the post took it.
+            for (channel, event) in &routed {
+                if syncs
+                    .iter()
+                    .any(|s| &s.channel == channel && s.result == "sent")
+                {
+                    state.record_sent(event, channel, now);
+                }
+            }
+            // Alertmanager holds every alert a successful post carried (a trigger that failed
+            // and went out re-asserted included), so their resolves go to it.
+            for sync in syncs.iter().filter(|s| s.result == "sent") {
+                for key in held
+                    .channels
+                    .get(&sync.channel)
+                    .into_iter()
+                    .flat_map(|c| c.open.keys())
+                    .filter(|k| state.open_alerts.contains_key(*k))
+                {
+                    state
+                        .router
+                        .delivered
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(sync.channel.clone());
+                }
+            }
+            let state_json =
+                serde_json::to_string(&state).map_err(|e| Error::software(e.to_string()))?;
+            store
+                .save_state(ALERT_STATE_KEY, &state_json, now)
+                .map_err(Error::from)?;
+            let held_json =
+                serde_json::to_string(&held).map_err(|e| Error::software(e.to_string()))?;
+            store
+                .save_state(ALERTMANAGER_STATE_KEY, &held_json, now)
+                .map_err(Error::from)?;
+            syncs_done = syncs;
+        }
+    } else if alertmanager {
+        syncs_done = sync_alertmanager(config, &mut held, &routed, &outcome.state, now, true);
+    }
+    for (channel, event) in routed {
+        let report = syncs_done
+            .iter()
+            .find(|s| s.channel == channel)
+            .map_or_else(
+                || SendReport::new(&channel, "failed", Some("not posted".to_owned())),
+                SyncReport::send_report,
+            );
+        eprintln!(
+            "watchdog={} dedup={} state={} channel={channel} delivery={}{}",
+            iso8601(now),
+            quote(&event.dedup_key),
+            event.state.as_str(),
+            report.result,
+            report
+                .message
+                .as_deref()
+                .map(|m| format!(" message={m:?}"))
+                .unwrap_or_default()
+        );
+        sends.push((event.dedup_key, report));
     }
     Ok(TickReport {
         now,
@@ -747,6 +929,7 @@ fn tick(
         judgement,
         decisions: outcome.decisions,
         sends,
+        alertmanager: syncs_done,
     })
 }
 
