@@ -471,10 +471,9 @@ fn frozen_child(tmux: &TmuxServer) {
 }
 
 #[test]
+#[ignore = "needs tmux"]
 fn a_waiting_child_with_a_frozen_pane_gets_one_nudge_per_hour() {
-    if !require_tmux("a_waiting_child_with_a_frozen_pane_gets_one_nudge_per_hour") {
-        return;
-    }
+    require_tmux();
     let world = World::new("patrol");
     let tmux = TmuxServer::new(&world.tmp.path.join("tmux"));
     frozen_child(&tmux);
@@ -554,10 +553,9 @@ fn a_waiting_child_with_a_frozen_pane_gets_one_nudge_per_hour() {
 }
 
 #[test]
+#[ignore = "needs tmux"]
 fn patrol_thresholds_and_socket_come_from_the_environment_and_config() {
-    if !require_tmux("patrol_thresholds_and_socket_come_from_the_environment_and_config") {
-        return;
-    }
+    require_tmux();
     let mut world = World::new("patrol-env");
     world
         .var("WAITING_PATROL_THRESHOLD_S", "30")
@@ -639,11 +637,13 @@ fn dry_run_runs_the_same_timelines_and_changes_nothing() {
         db_before,
         "real runs save"
     );
+}
 
-    // The patrol too: a dry run at the nudge decides it and sends nothing.
-    if !require_tmux("dry_run_runs_the_same_timelines_and_changes_nothing (patrol part)") {
-        return;
-    }
+/// The patrol part of `dry_run_runs_the_same_timelines_and_changes_nothing`.
+#[test]
+#[ignore = "needs tmux"]
+fn dry_run_patrol_decides_the_nudge_and_sends_nothing() {
+    require_tmux();
     let world = World::new("dry-patrol");
     let tmux = TmuxServer::new(&world.tmp.path.join("tmux"));
     frozen_child(&tmux);

@@ -14,10 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 #[test]
+#[ignore = "needs tmux"]
 fn capture_pane_on_a_private_socket_and_hash_it() {
-    if !require_tmux("capture_pane_on_a_private_socket_and_hash_it") {
-        return;
-    }
+    require_tmux();
     let tmp = TempDir::new("aw-ad-tmux");
     let server = TmuxServer::new(&tmp.path);
     server.new_session(
@@ -90,10 +89,9 @@ fn capture_pane_on_a_private_socket_and_hash_it() {
 }
 
 #[test]
+#[ignore = "needs tmux"]
 fn capture_pane_on_a_named_socket() {
-    if !require_tmux("capture_pane_on_a_named_socket") {
-        return;
-    }
+    require_tmux();
     let name = format!("aw-ad-test-{}", std::process::id());
     let tmux = |args: &[&str]| {
         Command::new("tmux")

@@ -229,20 +229,13 @@ pub fn tmux_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// `true` when tmux is installed. Otherwise a test that needs it fails under
-/// `AGENTWATCH_REQUIRE_TMUX=1` (CI) and says why it did not run everywhere else.
-pub fn require_tmux(test: &str) -> bool {
-    if tmux_available() {
-        return true;
-    }
+/// For a test marked `#[ignore = "needs tmux"]` (CI runs them with `--include-ignored`): fails,
+/// saying how to install it, when tmux does not run. Never a silent pass.
+pub fn require_tmux() {
     assert!(
-        std::env::var("AGENTWATCH_REQUIRE_TMUX").as_deref() != Ok("1"),
-        "{test}: tmux is required (AGENTWATCH_REQUIRE_TMUX=1) but `tmux -V` does not run: apt-get install tmux"
+        tmux_available(),
+        "this test needs tmux, but `tmux -V` does not run: apt-get install tmux (or `eval \"$(.ci/deps)\"`)"
     );
-    eprintln!(
-        "{test}: tmux is not installed, so this test did not run (apt-get install tmux; CI sets AGENTWATCH_REQUIRE_TMUX=1)"
-    );
-    false
 }
 
 /// A tmux server on a private socket (`-S DIR/tmux.sock`), killed when dropped.

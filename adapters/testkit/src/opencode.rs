@@ -20,6 +20,14 @@ pub fn find_binary() -> Option<PathBuf> {
     Some(dir.join("node_modules/opencode-linux-x64/bin/opencode")).filter(|p| p.is_file())
 }
 
+/// For a test marked `#[ignore = "needs opencode"]` (CI runs them with `--include-ignored`): the
+/// binary, or a failure saying how to install it. Never a silent pass.
+pub fn require_binary() -> PathBuf {
+    find_binary().unwrap_or_else(|| {
+        panic!("this test needs opencode, but it is not installed: run .ci/install-opencode.sh")
+    })
+}
+
 /// An isolated opencode home: every XDG dir under one root, a project dir, no network features.
 #[derive(Debug)]
 pub struct OpencodeHome {
