@@ -78,7 +78,7 @@ fn slack_escape(text: &str) -> String {
 /// A Slack-compatible incoming webhook body: `{"text": …}` (Slack, Mattermost, Rocket.Chat and
 /// Discord's `/slack` endpoint all take it).
 fn slack_body(event: &AlertEvent) -> Value {
-    let text = format!(
+    let mut text = format!(
         "*{}* {}\n{}\ndedup key: `{}` · source: {}",
         headline(event),
         slack_escape(&event.title),
@@ -86,6 +86,13 @@ fn slack_body(event: &AlertEvent) -> Value {
         slack_escape(&event.dedup_key),
         slack_escape(&event.source),
     );
+    if let Some(link) = event.link() {
+        // Slack's link syntax `<url|label>`; `|` and `>` cannot be escaped inside it.
+        text.push_str(&format!(
+            "\n<{}|open the tree>",
+            link.replace(['|', '>'], "")
+        ));
+    }
     json!({ "text": text })
 }
 
@@ -113,7 +120,7 @@ fn ntfy_body(event: &AlertEvent, topic: String) -> Value {
         (_, Severity::Warning) => (4, "warning"),
         (_, Severity::Critical) => (5, "rotating_light"),
     };
-    json!({
+    let mut body = json!({
         "topic": topic,
         "title": format!("{} {}", headline(event), event.title),
         "message": format!(
@@ -124,7 +131,11 @@ fn ntfy_body(event: &AlertEvent, topic: String) -> Value {
         ),
         "priority": priority,
         "tags": [tag],
-    })
+    });
+    if let Some(link) = event.link() {
+        body["click"] = Value::String(link.to_owned());
+    }
+    body
 }
 
 /// The Events API v2 body. Trigger and escalate are both `trigger`: PagerDuty keeps one incident

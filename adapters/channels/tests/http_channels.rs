@@ -525,3 +525,143 @@ fn the_alert_link_reaches_pagerduty_json_and_telegram() {
         "{text}"
     );
 }
+
+// ---- webhook presets: Slack-compatible incoming webhooks and ntfy ----
+
+/// A Slack-style incoming webhook: `200 ok` for a JSON object with a non-empty string `text`,
+/// `400 invalid_payload` / `no_text` otherwise, as Slack answers.
+fn slack_server() -> HttpServer {
+    HttpServer::start(|request| {
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return Reply::text(400, "invalid_payload");
+        };
+        match body.get("text").and_then(Value::as_str) {
+            Some(text) if !text.trim().is_empty() && request.method == "POST" => {
+                Reply::text(200, "ok")
+            }
+            _ => Reply::text(400, "no_text"),
+        }
+    })
+}
+
+/// An ntfy server's JSON publish: `POST /` with a string `topic` and `message`, an optional
+/// string `title` and `click`, `priority` 1 to 5, `tags` a list of strings; it answers the
+/// message as ntfy does, or 400 with ntfy's error shape.
+fn ntfy_server() -> HttpServer {
+    HttpServer::start(|request| {
+        let bad = |why: &str| Reply::json(400, &json!({"code": 40001, "http": 400, "error": why}));
+        if request.method != "POST" || request.path() != "/" {
+            return bad("JSON publishing goes to the root URL");
+        }
+        let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
+            return bad("invalid request: body must be JSON");
+        };
+        let string = |k: &str| body.get(k).is_none_or(Value::is_string);
+        let ok = body["topic"].as_str().is_some_and(|t| !t.is_empty())
+            && body["message"].is_string()
+            && string("title")
+            && string("click")
+            && body["priority"]
+                .as_i64()
+                .is_some_and(|p| (1..=5).contains(&p))
+            && body["tags"]
+                .as_array()
+                .is_some_and(|t| t.iter().all(Value::is_string));
+        if ok {
+            Reply::json(
+                200,
+                &json!({"id": "hwQ2YpKdmg", "time": 1_796_000_000, "event": "message",
+                        "topic": body["topic"], "message": body["message"]}),
+            )
+        } else {
+            bad(&format!("invalid message: {body}"))
+        }
+    })
+}
+
+#[test]
+fn slack_webhooks_get_one_mrkdwn_text_with_the_link() {
+    let server = slack_server();
+    let url = format!("{}/services/T000/B000/XXXX", server.url());
+    let channel = ChannelKind::Webhook(webhook(url, WebhookMode::Slack));
+    let mut e = event(EventState::Escalate, Severity::Critical);
+    e.title = "opencode loop: <build> & co".into();
+    e.set_link("http://127.0.0.1:8080/admin/trees/ses_a".into());
+    assert_eq!(deliver(&channel, &e), Ok(Outcome::Sent));
+
+    let requests = server.requests();
+    assert_eq!(requests[0].target, "/services/T000/B000/XXXX");
+    let body = requests[0].body_json();
+    assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+    assert_eq!(
+        body["text"],
+        "*[CRITICAL] escalate* opencode loop: &lt;build&gt; &amp; co\n\
+         top: read src/lib.rs x14 in the last 60 calls\n\
+         dedup key: `opencode-loop:ses_a` · source: agentwatch@devbox\n\
+         <http://127.0.0.1:8080/admin/trees/ses_a|open the tree>"
+    );
+}
+
+#[test]
+fn ntfy_gets_a_json_publish_to_the_root_with_priority_by_severity() {
+    let server = ntfy_server();
+    let channel = ChannelKind::Webhook(webhook(
+        format!("{}/agentwatch-alerts", server.url()),
+        WebhookMode::Ntfy,
+    ));
+    let mut linked = event(EventState::Trigger, Severity::Warning);
+    linked.set_link("http://127.0.0.1:8080/admin/trees/ses_a".into());
+    for (e, priority, tag) in [
+        (
+            event(EventState::Escalate, Severity::Critical),
+            5,
+            "rotating_light",
+        ),
+        (linked, 4, "warning"),
+        (
+            event(EventState::Resolve, Severity::Info),
+            3,
+            "white_check_mark",
+        ),
+    ] {
+        assert_eq!(deliver(&channel, &e), Ok(Outcome::Sent), "{:?}", e.state);
+        let request = server.requests().pop().unwrap();
+        assert_eq!(request.path(), "/");
+        let body = request.body_json();
+        assert_eq!(body["topic"], "agentwatch-alerts");
+        assert_eq!(body["priority"], priority);
+        assert_eq!(body["tags"], json!([tag]));
+        assert_eq!(
+            body["title"],
+            format!(
+                "[{}] {} opencode loop: build",
+                e.severity.as_str().to_uppercase(),
+                e.state
+            )
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("opencode-loop:ses_a")
+        );
+        assert_eq!(body.get("click").and_then(Value::as_str), e.link());
+    }
+}
+
+#[test]
+fn an_ntfy_url_without_a_topic_is_a_config_error_and_a_slack_400_is_an_error() {
+    let ntfy = ntfy_server();
+    let channel = ChannelKind::Webhook(webhook(ntfy.url(), WebhookMode::Ntfy));
+    let error = deliver(&channel, &event(EventState::Trigger, Severity::Warning)).unwrap_err();
+    assert!(matches!(error, ChannelError::Config(_)), "{error:?}");
+    assert!(ntfy.requests().is_empty());
+
+    let slack = HttpServer::start(|_| Reply::text(400, "no_text"));
+    let channel = ChannelKind::Webhook(webhook(slack.url(), WebhookMode::Slack));
+    let error = deliver(&channel, &event(EventState::Trigger, Severity::Warning)).unwrap_err();
+    assert!(
+        matches!(&error, ChannelError::Status { status: 400, body, .. } if body == "no_text"),
+        "{error:?}"
+    );
+}
