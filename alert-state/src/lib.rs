@@ -16,7 +16,7 @@
 //! load AlertState (serde; AlertState::default() when there is none)
 //! detector verdicts ─► plan_llm_opinions(state, config, flagged roots) ─► OpinionPlan
 //!                     ask the LLM only about plan.roots_to_ask(); parse_llm_opinion(reply)
-//! Tick { now, roots: [RootObservation], gone } ─► process_tick(state, config, tick)
+//! Tick { now, roots: [RootObservation], gone, stale } ─► process_tick(state, config, tick)
 //!                     ─► TickOutcome { state, opinion_plan, decisions: [Decision] }
 //! journal every Decision's reason; store outcome.state with the events to send (an outbox)
 //! send every delivered Route's event; on success state.record_sent(event, channel, now)
@@ -39,6 +39,7 @@
 //! | critical | flagged | `flagged_ticks += 1`, [`StillFlagged`](DecisionKind::StillFlagged) | none |
 //! | open | present, not flagged | [`ResolveFixed`](DecisionKind::ResolveFixed): severity info, `resolved_at = now` | `resolve` |
 //! | open | in `gone` | [`ResolveGone`](DecisionKind::ResolveGone): same | `resolve` |
+//! | open | in `stale` (no new call within the stale age; not judged) | [`ResolveStale`](DecisionKind::ResolveStale): same | `resolve` |
 //! | none | not flagged, or gone | nothing | none |
 //!
 //! A resolved alert leaves the state (its decision carries the final record); a later flag opens
@@ -95,6 +96,7 @@
 //!     now: 1_796_000_000,
 //!     roots: vec![RootObservation::flagged("ses_a", "build", "top: read lib.rs x14").with_opinion(opinion)],
 //!     gone: vec![],
+//!     stale: vec![],
 //! };
 //! let outcome = process_tick(&state, &config, &tick).expect("valid tick");
 //! let decision = &outcome.decisions[0];

@@ -158,6 +158,11 @@ pub struct Tick {
     /// Root sessions the server no longer returns.
     #[serde(default)]
     pub gone: Vec<String>,
+    /// Root sessions whose tree had no new call within the stale age: not judged as looping now.
+    /// An open alert on one resolves as [`DecisionKind::ResolveStale`]. A root here must not be
+    /// observed in `roots`; one also in `gone` resolves as stale.
+    #[serde(default)]
+    pub stale: Vec<String>,
 }
 
 /// What a tick decided about one alert.
@@ -174,6 +179,8 @@ pub enum DecisionKind {
     ResolveFixed,
     /// An open alert's root is gone from the server; a `resolve` event goes out.
     ResolveGone,
+    /// An open alert's tree had no new call within the stale age; a `resolve` event goes out.
+    ResolveStale,
     /// An LLM opinion was supplied for a root the plan did not ask about; it was not used.
     OpinionIgnored,
 }
@@ -188,6 +195,7 @@ impl DecisionKind {
             Self::StillFlagged => "still_flagged",
             Self::ResolveFixed => "resolve_fixed",
             Self::ResolveGone => "resolve_gone",
+            Self::ResolveStale => "resolve_stale",
             Self::OpinionIgnored => "opinion_ignored",
         }
     }
@@ -285,7 +293,7 @@ pub enum TickError {
     /// A root id is empty.
     #[error("{list}[{index}]: root session id must not be empty")]
     EmptyRoot {
-        /// `roots` or `gone`.
+        /// `roots`, `gone` or `stale`.
         list: &'static str,
         /// Position in that list.
         index: usize,
@@ -303,6 +311,12 @@ pub enum TickError {
     /// A root is both observed and gone.
     #[error("root `{root}` is listed both in roots and in gone")]
     RootSeenAndGone {
+        /// The contradictory root.
+        root: String,
+    },
+    /// A root is both observed (judged) and stale (not judged).
+    #[error("root `{root}` is listed both in roots and in stale")]
+    RootSeenAndStale {
         /// The contradictory root.
         root: String,
     },
@@ -352,8 +366,16 @@ pub fn process_tick(
         }
     }
 
+    let stale: BTreeSet<&str> = tick.stale.iter().map(String::as_str).collect();
+    for root in &stale {
+        if let Some(alert) = next.open_alerts.remove(&dedup_key_for_root(root)) {
+            let (decision, event) = resolve(alert, config, now, ResolveCause::Stale);
+            pending.push((decisions.len(), event));
+            decisions.push(decision);
+        }
+    }
     let gone: BTreeSet<&str> = tick.gone.iter().map(String::as_str).collect();
-    for root in gone {
+    for root in gone.difference(&stale) {
         if let Some(alert) = next.open_alerts.remove(&dedup_key_for_root(root)) {
             let (decision, event) = resolve(alert, config, now, ResolveCause::Gone);
             pending.push((decisions.len(), event));
@@ -417,6 +439,17 @@ fn validate_tick(tick: &Tick) -> Result<(), TickError> {
         }
         if seen.contains_key(root.as_str()) {
             return Err(TickError::RootSeenAndGone { root: root.clone() });
+        }
+    }
+    for (index, root) in tick.stale.iter().enumerate() {
+        if root.is_empty() {
+            return Err(TickError::EmptyRoot {
+                list: "stale",
+                index,
+            });
+        }
+        if seen.contains_key(root.as_str()) {
+            return Err(TickError::RootSeenAndStale { root: root.clone() });
         }
     }
     Ok(())
@@ -596,6 +629,7 @@ fn flag_open_alert(
 enum ResolveCause {
     Fixed,
     Gone,
+    Stale,
 }
 
 fn resolve(
@@ -622,6 +656,12 @@ fn resolve(
             format!("loop over: root session {root} is gone from the opencode server"),
             format!("root {root} is gone from the opencode server"),
             "gone",
+        ),
+        ResolveCause::Stale => (
+            DecisionKind::ResolveStale,
+            format!("loop over: root session {root} is stale (no new call within the stale age)"),
+            format!("root {root} had no new call within watchdog.stale_after_s"),
+            "stale",
         ),
     };
     let mut details = base_details(&alert);

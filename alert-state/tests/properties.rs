@@ -207,7 +207,12 @@ proptest! {
                 }
             }
 
-            let tick = Tick { now, roots, gone };
+            let tick = Tick {
+                now,
+                roots,
+                gone,
+                stale: vec![],
+            };
             let outcome = process_tick(&state, &config, &tick).expect("generated ticks are valid");
             prop_assert_eq!(&outcome.opinion_plan, &plan);
 

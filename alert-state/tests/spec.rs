@@ -69,6 +69,7 @@ impl Watchdog {
             now,
             roots,
             gone: gone.iter().map(|g| (*g).to_owned()).collect(),
+            stale: vec![],
         };
         let outcome = process_tick(&self.state, &self.config, &tick).expect("valid tick");
         self.state = outcome.state_if_all_sent();
@@ -780,6 +781,45 @@ fn a_resolve_bypasses_severity_and_rate_limit_for_channels_that_delivered_the_al
     assert!(route.reason.contains("bypass"), "{}", route.reason);
 }
 
+/// A stale root (no new call within the stale age) resolves its open alert as `resolve_stale`,
+/// with a readable reason and a resolve event for the channels that saw the alert; a stale root
+/// also listed as gone resolves once, as stale; a stale root without an alert is nothing.
+#[test]
+fn a_stale_root_resolves_its_open_alert_as_stale() {
+    let mut watchdog = Watchdog::new(config());
+    watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    watchdog.tick(vec![flagged("ses_b", NONE)], &[]);
+    watchdog.now += TICK_S;
+    let tick = Tick {
+        now: watchdog.now,
+        roots: vec![],
+        gone: vec!["ses_a".into(), "ses_b".into()],
+        stale: vec!["ses_a".into(), "ses_c".into()],
+    };
+    let outcome = process_tick(&watchdog.state, &watchdog.config, &tick).expect("valid tick");
+    let kinds: Vec<(&str, DecisionKind)> = outcome
+        .decisions
+        .iter()
+        .map(|d| (d.root.as_str(), d.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ses_a", DecisionKind::ResolveStale),
+            ("ses_b", DecisionKind::ResolveGone)
+        ]
+    );
+    let stale = &outcome.decisions[0];
+    assert_eq!(stale.kind.as_str(), "resolve_stale");
+    assert!(stale.reason.contains("stale_after_s"), "{}", stale.reason);
+    let event = event(stale);
+    assert_eq!(event.state, EventState::Resolve);
+    assert!(event.summary.contains("stale"), "{}", event.summary);
+    assert_eq!(event.details["resolved_because"], json!("stale"));
+    assert_eq!(routes(stale)[0].delivery, Delivery::Delivered);
+    assert!(outcome.state.open_alerts.is_empty());
+}
+
 #[test]
 fn a_resolve_does_not_start_a_rate_limit_window() {
     let mut watchdog = Watchdog::new(config());
@@ -971,6 +1011,7 @@ fn invalid_ticks_and_configs_are_errors_that_name_the_problem() {
         now: T0,
         roots,
         gone: gone.iter().map(|g| (*g).to_owned()).collect(),
+        stale: vec![],
     };
     let cases: Vec<(AlertConfig, Tick, TickError, &str)> = vec![
         (
@@ -990,6 +1031,17 @@ fn invalid_ticks_and_configs_are_errors_that_name_the_problem() {
                 root: "ses_a".into(),
             },
             "root `ses_a` is listed both in roots and in gone",
+        ),
+        (
+            config(),
+            Tick {
+                stale: vec!["ses_a".into()],
+                ..tick(vec![healthy("ses_a")], &[])
+            },
+            TickError::RootSeenAndStale {
+                root: "ses_a".into(),
+            },
+            "root `ses_a` is listed both in roots and in stale",
         ),
         (
             config(),
@@ -1072,6 +1124,7 @@ fn extreme_values_do_not_panic() {
         now: 0,
         roots: vec![flagged("ses_a", NONE)],
         gone: vec![],
+        stale: vec![],
     };
     let outcome = process_tick(&state, &watchdog.config, &tick).expect("valid");
     assert_eq!(
@@ -1091,6 +1144,7 @@ fn a_failed_send_neither_blocks_the_channel_nor_earns_the_resolve() {
             now: T0,
             roots: vec![flagged("ses_a", NONE)],
             gone: vec![],
+            stale: vec![],
         },
     )
     .expect("valid");
@@ -1107,6 +1161,7 @@ fn a_failed_send_neither_blocks_the_channel_nor_earns_the_resolve() {
             now: T0 + 60,
             roots: vec![flagged("ses_a", NONE), flagged("ses_b", NONE)],
             gone: vec![],
+            stale: vec![],
         },
     )
     .expect("valid");
@@ -1125,6 +1180,7 @@ fn a_failed_send_neither_blocks_the_channel_nor_earns_the_resolve() {
             now: T0 + 120,
             roots: vec![healthy("ses_a"), flagged("ses_b", NONE)],
             gone: vec![],
+            stale: vec![],
         },
     )
     .expect("valid");
@@ -1144,6 +1200,7 @@ fn within_one_tick_a_channel_takes_one_alarm_even_before_any_send() {
             now: T0,
             roots: vec![flagged("ses_a", NONE), flagged("ses_b", NONE)],
             gone: vec![],
+            stale: vec![],
         },
     )
     .expect("valid");

@@ -76,9 +76,10 @@ fn read(path: &str, offset: i64) -> (&'static str, Value, Value, &'static str) {
 }
 
 /// A looping tree (a parent that edits, a child that rereads one file and reruns one test) and
-/// a healthy session.
+/// a healthy session, ten minutes before `T0` (well within `watchdog.stale_after_s` of every
+/// tick, so no tree is stale).
 fn exports(dir: &Path) -> (PathBuf, PathBuf, PathBuf, ExportBuilder) {
-    let start = T0 * 1000 - 3_600_000;
+    let start = T0 * 1000 - 600_000;
     let edit = (
         "edit",
         json!({"filePath": "/tmp/proj/src/lib.rs", "oldString": "a", "newString": "b"}),

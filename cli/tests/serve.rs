@@ -347,7 +347,7 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
     let export = spending_export();
     let opencode = serve_exports(vec![export]);
     let db = dir.path.join("agentwatch.db");
-    for now in [T0 + 3600, T0 + 3900] {
+    for now in [T0 + 600, T0 + 900] {
         run(
             &dir.path,
             &[

@@ -52,6 +52,10 @@ pub struct WatchdogSection {
     pub source: Option<String>,
     /// Base URL for links in alerts.
     pub dashboard_base_url: String,
+    /// A tree whose newest call is older than this many seconds is stale: not judged as looping
+    /// now, its open alert resolves (`resolve_stale`), and live sources (servers, opencode.db)
+    /// report only sessions active within it. `0` means no limit (read and judge all history).
+    pub stale_after_s: u64,
     pub detector: DetectConfig,
     pub llm: LlmSection,
 }
@@ -67,9 +71,27 @@ impl Default for WatchdogSection {
             read_only_agents: None,
             source: None,
             dashboard_base_url: "http://127.0.0.1:8080/admin".to_owned(),
+            stale_after_s: DEFAULT_STALE_AFTER_S,
             detector: DetectConfig::default(),
             llm: LlmSection::default(),
         }
+    }
+}
+
+/// `watchdog.stale_after_s` by default: an hour without a new call.
+pub const DEFAULT_STALE_AFTER_S: u64 = 3600;
+
+/// The longest `watchdog.stale_after_s` (30 days); `0` means no limit.
+pub const MAX_STALE_AFTER_S: u64 = 30 * 86_400;
+
+impl WatchdogSection {
+    /// The time (unix ms) before which a tree's newest call makes it stale at `now` (unix
+    /// seconds); `None` when `stale_after_s = 0` (no limit).
+    pub fn stale_cutoff_ms(&self, now: i64) -> Option<i64> {
+        (self.stale_after_s > 0).then(|| {
+            let age = i64::try_from(self.stale_after_s).unwrap_or(i64::MAX);
+            now.saturating_sub(age).saturating_mul(1000)
+        })
     }
 }
 
@@ -579,6 +601,12 @@ impl Config {
         ] {
             check_seconds(key, value)?;
         }
+        if self.watchdog.stale_after_s > MAX_STALE_AFTER_S {
+            return Err(config_err(format!(
+                "watchdog.stale_after_s = {}: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}",
+                self.watchdog.stale_after_s
+            )));
+        }
         if !["ollama", "openai"].contains(&self.watchdog.llm.dialect.as_str()) {
             return Err(config_err(format!(
                 "watchdog.llm.dialect = {:?}: must be ollama or openai",
@@ -1043,6 +1071,11 @@ mod tests {
                 "[deck]\ncommand_timeout_s = 1e300\n",
                 "deck.command_timeout_s",
             ),
+            (
+                "[watchdog]\nstale_after_s = 99999999\n",
+                "watchdog.stale_after_s",
+            ),
+            ("[watchdog]\nstale_after_s = -1\n", "stale_after_s"),
             (
                 "[[channels]]\nname = \"a\"\ntype = \"log\"\ntimeout_s = 1e300\n",
                 "channels[0].timeout_s",

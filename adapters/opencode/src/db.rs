@@ -24,7 +24,7 @@ use crate::convert::session_from_messages;
 use detect_core::{DetectConfig, Label, Session, SessionFile, judge_sessions, resolve_path};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ pub const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
             "directory",
             "agent",
             "time_created",
+            "time_updated",
         ],
     ),
     ("message", &["id", "session_id", "time_created", "data"]),
@@ -209,6 +210,27 @@ impl OpencodeDb {
     /// Every session row, oldest first.
     pub fn sessions(&self) -> Result<Vec<SessionRow>, DbError> {
         self.session_rows("SELECT id, parent_id, title, directory, agent, time_created FROM session ORDER BY time_created, id", [])
+    }
+
+    /// Each session's latest activity (unix ms): the later of its `time_updated` and its newest
+    /// message's `time_created` (opencode does not bump `time_updated` for every message, e.g.
+    /// calls through `POST /session/:id/shell`). A session with neither has no entry.
+    pub fn session_activity(&self) -> Result<HashMap<String, i64>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT s.id, MAX(COALESCE(s.time_updated, 0), \
+                 COALESCE((SELECT MAX(m.time_created) FROM message m WHERE m.session_id = s.id), 0)) \
+                 FROM session s",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+        })
+        .map_err(|e| self.err(e))?
+        .filter(|item| !matches!(item, Ok((_, 0))))
+        .collect::<Result<_, _>>()
+        .map_err(|e| self.err(e))
     }
 
     /// One session row, if the session exists.

@@ -154,6 +154,7 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
         now: line.now,
         roots,
         gone: line.gone,
+        stale: Vec::new(),
     }
 }
 

@@ -79,6 +79,10 @@ pub struct Collected {
     pub failed: Vec<(String, String)>,
     /// Sessions some source could not read (their roots must not look "gone").
     pub unreadable: usize,
+    /// Sessions a live source left out as not active within `watchdog.stale_after_s`.
+    pub stale: HashSet<String>,
+    /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
+    pub recorded: HashSet<String>,
 }
 
 impl Collected {
@@ -95,6 +99,7 @@ impl Collected {
             .map(|s| Tracked::whole(source, s, config))
             .collect();
         self.add(tracked);
+        self.recorded.insert(source.to_owned());
     }
 }
 
@@ -141,8 +146,15 @@ pub fn server_urls(
 
 /// Read every source. Servers are read incrementally against what `store` holds (a dry run
 /// without a database reads them whole).
-pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<'_>) -> Collected {
+pub fn collect(
+    config: &Config,
+    args: &Options,
+    store: Option<&Store>,
+    env: Env<'_>,
+    now: i64,
+) -> Collected {
     let detector = config.detector();
+    let cutoff = config.watchdog.stale_cutoff_ms(now);
     let mut collected = Collected::default();
     let (urls, problems) = server_urls(config, &args.servers, env);
     collected.failed.extend(problems);
@@ -157,8 +169,9 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
         spec.username = config.opencode.username.clone();
         spec.password = env(&config.opencode.password_env);
         let server = OpencodeServer::new(spec, timeouts);
-        match tracked::read_server(&server, store, &detector, args.full_read) {
+        match tracked::read_server(&server, store, &detector, args.full_read, cutoff) {
             Ok(read) => {
+                collected.stale.extend(read.stale);
                 collected.unreadable += read.problems.len();
                 for p in read.problems {
                     collected.failed.push((shown.clone(), p.to_string()));
@@ -173,8 +186,9 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
     if let Some(db) = &config.opencode.db {
         let path = config::expand_home(db, env);
         if path.exists() {
-            match read_opencode_db(&path) {
-                Ok(loaded) => {
+            match read_opencode_db(&path, cutoff) {
+                Ok((loaded, stale)) => {
+                    collected.stale.extend(stale);
                     let source = path.display().to_string();
                     let tracked = loaded
                         .iter()
@@ -214,16 +228,44 @@ pub fn collect(config: &Config, args: &Options, store: Option<&Store>, env: Env<
     collected
 }
 
-/// Sessions from opencode's own database, read-only, with their messages' infos.
-fn read_opencode_db(path: &Path) -> Result<Vec<LoadedSession>, String> {
+/// Sessions from opencode's own database, read-only, with their messages' infos: with a
+/// `stale_cutoff_ms`, only those active since (and their ancestors); the others' ids second.
+fn read_opencode_db(
+    path: &Path,
+    stale_cutoff_ms: Option<i64>,
+) -> Result<(Vec<LoadedSession>, Vec<String>), String> {
     let db = agentwatch_opencode::db::OpencodeDb::open(path, Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
-    let rows = db.sessions().map_err(|e| e.to_string())?;
-    let mut sessions = Vec::with_capacity(rows.len());
-    for row in &rows {
-        sessions.push(db.load(row).map_err(|e| e.to_string())?);
-    }
-    Ok(sessions)
+    db.snapshot(|db| {
+        let rows = db.sessions()?;
+        let keep: Option<HashSet<String>> = match stale_cutoff_ms {
+            None => None,
+            Some(cutoff) => {
+                let activity = db.session_activity()?;
+                let items = rows.iter().map(|r| {
+                    let active = activity.get(&r.id).is_none_or(|at| *at >= cutoff);
+                    (r.id.as_str(), r.parent_id.as_deref(), active)
+                });
+                Some(
+                    tracked::active_with_ancestors(items)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                )
+            }
+        };
+        let mut sessions = Vec::with_capacity(rows.len());
+        let mut stale = Vec::new();
+        for row in &rows {
+            if keep.as_ref().is_some_and(|k| !k.contains(&row.id)) {
+                stale.push(row.id.clone());
+                continue;
+            }
+            sessions.push(db.load(row)?);
+        }
+        Ok((sessions, stale))
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// The agent a tree's alert is titled with: the first flagged session's, else the root's.
@@ -401,7 +443,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         apply_stored_settings(&mut config, store);
     }
 
-    let mut collected = collect(&config, args, store.as_ref(), env);
+    let mut collected = collect(&config, args, store.as_ref(), env, now);
     for (source, problem) in &collected.failed {
         eprintln!(
             "watchdog={} source={source:?} problem={problem:?} action=skip",
@@ -449,6 +491,8 @@ pub struct TickReport {
     pub outcome: &'static str,
     pub sources: Vec<String>,
     pub failed: Vec<(String, String)>,
+    /// Roots of trees not judged as looping now: no new call within `watchdog.stale_after_s`.
+    pub stale: Vec<String>,
     pub judgement: Judgement,
     pub decisions: Vec<Decision>,
     pub sends: Vec<(String, SendReport)>,
@@ -463,6 +507,7 @@ impl TickReport {
             outcome: "no_opencode",
             sources: collected.answered.clone(),
             failed: collected.failed.clone(),
+            stale: Vec::new(),
             judgement: Judgement {
                 sessions: vec![],
                 trees: vec![],
@@ -524,7 +569,9 @@ impl TickReport {
             }
         }
         for t in &self.judgement.trees {
-            let state = if t.flagged {
+            let state = if self.stale.contains(&t.root) {
+                "stale (no new call within watchdog.stale_after_s)".to_owned()
+            } else if t.flagged {
                 let ids: Vec<&str> = t.flagged_sessions.iter().map(|s| s.id.as_str()).collect();
                 format!("FLAGGED by {}", escape_control(&ids.join(", ")))
             } else {
@@ -578,7 +625,11 @@ impl TickReport {
             "# {}: {} session(s), {}/{} tree(s) flagged, {} alert event(s)\n",
             self.outcome,
             self.judgement.sessions.len(),
-            self.judgement.trees.iter().filter(|t| t.flagged).count(),
+            self.judgement
+                .trees
+                .iter()
+                .filter(|t| t.flagged && !self.stale.contains(&t.root))
+                .count(),
             self.judgement.trees.len(),
             self.fired()
         ));
@@ -594,6 +645,7 @@ impl TickReport {
             "failed": self.failed.iter().map(|(s, p)| json!({"source": s, "problem": p})).collect::<Vec<_>>(),
             "sessions": self.judgement.sessions,
             "trees": self.judgement.trees,
+            "stale": self.stale,
             "decisions": self.decisions,
             "sends": self.sends.iter().map(|(k, s)| json!({"dedup_key": k, "channel": s.channel, "result": s.result, "message": s.message})).collect::<Vec<_>>(),
             "alertmanager": self.alertmanager,
@@ -635,15 +687,20 @@ fn tick(
         HeldAlerts::default()
     };
 
+    // The stale rule: a tree of a live source whose newest call is older than the cutoff is not
+    // judged as looping now; an open alert on it (or on a root a source left out as stale)
+    // resolves as stale.
+    let stale_trees = stale_trees(&judgement, collected, config.watchdog.stale_cutoff_ms(now));
     // Only a complete picture may resolve an alert whose root is missing.
     let complete = collected.failed.is_empty() && collected.unreadable == 0;
     let present: HashSet<&str> = judgement.trees.iter().map(|t| t.root.as_str()).collect();
-    let gone: Vec<String> = state
+    let (stale_missing, gone): (Vec<String>, Vec<String>) = state
         .open_alerts
         .values()
         .map(|a| a.root.clone())
         .filter(|root| !present.contains(root.as_str()))
-        .collect();
+        .partition(|root| collected.stale.contains(root));
+    let stale: Vec<String> = stale_trees.iter().cloned().chain(stale_missing).collect();
     if !complete && !gone.is_empty() {
         eprintln!(
             "watchdog={} missing_roots={} action=keep_open reason=\"a source failed, so missing is not gone\"",
@@ -656,6 +713,7 @@ fn tick(
     let mut roots: Vec<RootObservation> = judgement
         .trees
         .iter()
+        .filter(|t| !stale_trees.contains(&t.root))
         .map(|t| {
             let agent = tree_agent(t, &by_id);
             if t.flagged {
@@ -683,8 +741,17 @@ fn tick(
             root.opinion = *opinion;
         }
     }
-    let mut outcome = process_tick(&state, &alert_config, &Tick { now, roots, gone })
-        .map_err(|e| Error::software(format!("alert tick: {e}")))?;
+    let mut outcome = process_tick(
+        &state,
+        &alert_config,
+        &Tick {
+            now,
+            roots,
+            gone,
+            stale,
+        },
+    )
+    .map_err(|e| Error::software(format!("alert tick: {e}")))?;
     // Every event links to its tree's page (`watchdog.dashboard_base_url`).
     for decision in &mut outcome.decisions {
         if let Some(dispatch) = &mut decision.dispatch {
@@ -750,7 +817,10 @@ fn tick(
 
     let mut syncs_done: Vec<SyncReport> = Vec::new();
     let fired = fired(&outcome.decisions);
-    let any_flagged = judgement.trees.iter().any(|t| t.flagged);
+    let any_flagged = judgement
+        .trees
+        .iter()
+        .any(|t| t.flagged && !stale_trees.contains(&t.root));
     let tick_outcome = if any_flagged { "flagged" } else { "ok" };
     if let Some(store) = store.filter(|_| !args.dry_run) {
         let root_of: BTreeMap<&str, &str> = judgement
@@ -926,11 +996,47 @@ fn tick(
         outcome: tick_outcome,
         sources: collected.answered.clone(),
         failed: collected.failed.clone(),
+        stale: stale_trees.into_iter().collect(),
         judgement,
         decisions: outcome.decisions,
         sends,
         alertmanager: syncs_done,
     })
+}
+
+/// The roots of trees whose newest call (over the sessions of live sources) is older than
+/// `cutoff_ms`. A tree with a session of a recorded source (a file, the demo), or with no call
+/// time at all, is never stale.
+fn stale_trees(
+    judgement: &Judgement,
+    collected: &Collected,
+    cutoff_ms: Option<i64>,
+) -> BTreeSet<String> {
+    let Some(cutoff) = cutoff_ms else {
+        return BTreeSet::new();
+    };
+    let by_id: BTreeMap<&str, &Tracked> = collected
+        .sessions
+        .iter()
+        .map(|s| (s.info.id.as_str(), s))
+        .collect();
+    judgement
+        .trees
+        .iter()
+        .filter(|t| {
+            let sessions: Vec<&Tracked> = t
+                .sessions
+                .iter()
+                .filter_map(|id| by_id.get(id.as_str()).copied())
+                .collect();
+            let recorded = sessions
+                .iter()
+                .any(|s| collected.recorded.contains(&s.source));
+            let newest = sessions.iter().filter_map(|s| s.newest_call_ms).max();
+            !recorded && newest.is_some_and(|n| n < cutoff)
+        })
+        .map(|t| t.root.clone())
+        .collect()
 }
 
 /// Ask the LLM about the planned roots; failures leave the opinion empty and are logged.

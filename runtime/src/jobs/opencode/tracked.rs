@@ -28,6 +28,8 @@ pub struct Tracked {
     pub info: Session,
     /// Its model, provider and cost since it landed, from its assistant messages (servers only).
     pub spend: Spend,
+    /// When its newest settled call happened (unix ms), if any call says: the stale rule's clock.
+    pub newest_call_ms: Option<i64>,
     state: State,
 }
 
@@ -54,6 +56,8 @@ struct VerdictMeta {
     descendant_landing: Option<i64>,
     #[serde(default)]
     spend: Spend,
+    #[serde(default)]
+    newest_call_ms: Option<i64>,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -77,6 +81,7 @@ impl Tracked {
                 ..session.clone()
             },
             spend: Spend::default(),
+            newest_call_ms: newest_call(session.calls.iter(), None),
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -110,6 +115,41 @@ impl Tracked {
     }
 }
 
+/// The latest of `known` and the calls' times (end, else start; unix ms).
+fn newest_call<'a>(
+    calls: impl Iterator<Item = &'a detect_core::Call>,
+    known: Option<i64>,
+) -> Option<i64> {
+    calls
+        .filter_map(detect_core::Call::end_ms)
+        .fold(known, |a, t| a.max(Some(t)))
+}
+
+/// The sessions a live source reports: those active since the cutoff, and their ancestors (so a
+/// tree keeps its root while a subagent works). Each item is `(id, parent, active)`; the answer
+/// holds the ids to keep. Ancestors are followed through the items only; a cycle ends the walk.
+pub fn active_with_ancestors<'a>(
+    items: impl IntoIterator<Item = (&'a str, Option<&'a str>, bool)>,
+) -> std::collections::HashSet<&'a str> {
+    let items: Vec<(&str, Option<&str>, bool)> = items.into_iter().collect();
+    let parent_of: HashMap<&str, Option<&str>> =
+        items.iter().map(|(id, parent, _)| (*id, *parent)).collect();
+    let mut keep = std::collections::HashSet::new();
+    for (id, _, active) in &items {
+        if !active {
+            continue;
+        }
+        let mut at = Some(*id);
+        while let Some(current) = at {
+            if !keep.insert(current) {
+                break;
+            }
+            at = parent_of.get(current).copied().flatten();
+        }
+    }
+    keep
+}
+
 /// What reading one server incrementally found.
 #[derive(Debug, Default)]
 pub struct ServerRead {
@@ -119,14 +159,19 @@ pub struct ServerRead {
     /// Sessions read this tick, and messages consumed.
     pub sessions_read: usize,
     pub messages_read: usize,
+    /// Sessions listed but not active within the stale age (not read, not reported).
+    pub stale: Vec<String>,
 }
 
-/// Read one server, reusing and advancing what the store (if any) holds for it.
+/// Read one server, reusing and advancing what the store (if any) holds for it. With a
+/// `stale_cutoff_ms`, only sessions updated since (or whose stored newest call is since) and
+/// their ancestors are read; the others are listed in [`ServerRead::stale`].
 pub fn read_server(
     server: &OpencodeServer,
     store: Option<&Store>,
     config: &DetectConfig,
     full_read: bool,
+    stale_cutoff_ms: Option<i64>,
 ) -> Result<ServerRead, SourceError> {
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
@@ -140,6 +185,49 @@ pub fn read_server(
         .map(|r| (r.session_id.clone(), r))
         .collect();
     let mut read = ServerRead::default();
+    let infos = match stale_cutoff_ms {
+        None => infos,
+        Some(cutoff) => {
+            let stored_newest = |id: &str| {
+                cache
+                    .get(id)
+                    .and_then(|r| serde_json::from_str::<VerdictMeta>(&r.verdict).ok())
+                    .and_then(|m| m.newest_call_ms)
+            };
+            let items: Vec<(String, Option<String>, bool)> = infos
+                .iter()
+                .filter_map(|info| {
+                    let id = info.get("id")?.as_str()?.to_owned();
+                    let parent = info
+                        .get("parentID")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    let updated = info.pointer("/time/updated").and_then(Value::as_i64);
+                    let active = updated.is_none_or(|u| u >= cutoff)
+                        || stored_newest(&id).is_some_and(|n| n >= cutoff);
+                    Some((id, parent, active))
+                })
+                .collect();
+            let keep: std::collections::HashSet<String> = active_with_ancestors(
+                items
+                    .iter()
+                    .map(|(id, parent, active)| (id.as_str(), parent.as_deref(), *active)),
+            )
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+            let (kept, stale): (Vec<Value>, Vec<Value>) = infos.into_iter().partition(|info| {
+                info.get("id")
+                    .and_then(Value::as_str)
+                    .is_none_or(|id| keep.contains(id))
+            });
+            read.stale = stale
+                .iter()
+                .filter_map(|i| i.get("id").and_then(Value::as_str).map(str::to_owned))
+                .collect();
+            kept
+        }
+    };
     for info in &infos {
         let Some(base) = agentwatch_opencode::session_from_messages(info, &[]).ok() else {
             continue;
@@ -161,6 +249,7 @@ pub fn read_server(
                     source: server.shown_url().to_owned(),
                     info: stored_info,
                     spend: meta.spend.clone(),
+                    newest_call_ms: meta.newest_call_ms,
                     state: State::Stored {
                         row: Box::new(row),
                         meta: Box::new(meta),
@@ -173,17 +262,16 @@ pub fn read_server(
         let restored = row.as_ref().and_then(|r| {
             let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
             let info: Session = serde_json::from_str(&r.info).ok()?;
-            let spend = serde_json::from_str::<VerdictMeta>(&r.verdict)
-                .map(|m| m.spend)
-                .unwrap_or_default();
+            let meta = serde_json::from_str::<VerdictMeta>(&r.verdict).ok();
             Some((
                 SessionDetector::restore(snapshot, config)?,
                 r.cursor.clone(),
                 info,
-                spend,
+                meta.as_ref().map(|m| m.spend.clone()).unwrap_or_default(),
+                meta.and_then(|m| m.newest_call_ms),
             ))
         });
-        let cursor = restored.as_ref().and_then(|(_, c, _, _)| c.clone());
+        let cursor = restored.as_ref().and_then(|(_, c, _, _, _)| c.clone());
         let (messages, found) = match server.messages_after(&base.id, cursor.as_deref()) {
             Ok(answer) => answer,
             Err(e) => {
@@ -192,7 +280,7 @@ pub fn read_server(
             }
         };
         read.sessions_read += 1;
-        let (mut detector, mut cursor, mut session, mut spend) = match restored {
+        let (mut detector, mut cursor, mut session, mut spend, mut newest) = match restored {
             Some(r) if found => r,
             _ => {
                 let mut session = base.clone();
@@ -208,6 +296,7 @@ pub fn read_server(
                     None,
                     session,
                     Spend::default(),
+                    None,
                 )
             }
         };
@@ -223,6 +312,7 @@ pub fn read_server(
             let landing = detector.latest_own_landing();
             for call in message.calls() {
                 detector.push(&call);
+                newest = newest_call(std::iter::once(&call), newest);
             }
             spend.observe(message, detector.latest_own_landing() != landing);
             cursor = Some(message.info.id.clone());
@@ -232,6 +322,7 @@ pub fn read_server(
             source: server.shown_url().to_owned(),
             info: session,
             spend,
+            newest_call_ms: newest,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -285,6 +376,7 @@ pub fn judge(
                     own_landing: detector.latest_own_landing(),
                     descendant_landing: detector.latest_descendant_landing(),
                     spend: t.spend.clone(),
+                    newest_call_ms: t.newest_call_ms,
                 };
                 verdicts.push(verdict);
                 SessionCacheRow {
