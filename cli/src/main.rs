@@ -11,6 +11,7 @@ mod export_fixture;
 mod import_export;
 
 use agentwatch_runtime::error::code;
+use agentwatch_runtime::journal::Priority;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
     AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs, RunArgs,
@@ -95,7 +96,8 @@ fn main() -> ExitCode {
         // The reader closed the pipe (`| head -c1`): it wanted no more; stop quietly.
         Err(Error::StdoutClosed) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("agentwatch: error: {err}");
+            let prefix = agentwatch_runtime::journal::prefix(Priority::Err);
+            eprintln!("{prefix}agentwatch: error: {err}");
             ExitCode::from(err.exit_code())
         }
     }

@@ -221,13 +221,13 @@ program = "{notify}"
         t1.stderr()
     );
     assert!(
-        t1.stderr().contains("tick done: 1 alert(s) fired"),
+        t1.stderr().contains(" tick=done outcome=flagged ") && t1.stderr().contains(" fired=1 "),
         "{}",
         t1.stderr()
     );
     assert!(
         t1.stderr()
-            .contains("state=trigger severity=warning title='opencode loop: explore'"),
+            .contains("state=trigger severity=warning title=\"opencode loop: explore\""),
         "{}",
         t1.stderr()
     );
@@ -340,7 +340,7 @@ fn demo_tick_shows_verdicts_and_events() {
         out.contains("alert trigger opencode-loop:ses_demo_build severity=warning"),
         "{out}"
     );
-    assert!(run.stderr().contains("tick done: 1 alert(s) fired"));
+    assert!(run.stderr().contains(" fired=1 "), "{}", run.stderr());
 }
 
 #[test]

@@ -864,3 +864,76 @@ fn a_missing_report_a_held_lock_and_a_missing_once() {
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--once"));
 }
+
+/// Polls `what` every 50 ms for at most 20 s.
+fn eventually(what: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if what() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn sigterm_during_the_countdown_cancels_the_notice_and_records_no_cooldown() {
+    // A real-time run (no --now): the countdown is really waited, and SIGTERM comes during it.
+    let rig = Rig::new("sigterm", 0, "countdown = 600\n");
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    // The first probe five minutes ago (a run at that time), the second just now.
+    assert_eq!(
+        rig.probe(now - 300, now - 295).decision(),
+        "waiting-second-probe"
+    );
+    rig.write_report(now - 2, 1);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentwatch"));
+    cmd.args(["recover", "--once", "--config"]).arg(&rig.config);
+    for var in SPEC_VARS {
+        cmd.env_remove(var);
+    }
+    let child = cmd
+        .env("HOME", &rig.dir.path)
+        .env("XDG_CONFIG_HOME", rig.dir.path.join("xdg-config"))
+        .env("XDG_STATE_HOME", rig.dir.path.join("xdg-state"))
+        .env("PATH", rig.stand_ins.path_env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let counting = eventually(|| {
+        std::fs::read_to_string(&rig.notice).is_ok_and(|t| t.contains("\"phase\":\"countdown\""))
+    });
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(counting, "no countdown notice: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    // The notice is cancelled (the splash hides it), nothing was restarted, no cooldown stored.
+    let notice = rig.notice_json();
+    assert_eq!(notice["phase"], "cancelled", "{notice}");
+    assert!(parse_notice(&notice.to_string()).is_ok());
+    assert!(rig.calls().is_empty(), "systemctl ran: {:?}", rig.calls());
+    let ran = Ran {
+        code: 0,
+        stdout: String::new(),
+        stderr,
+    };
+    assert_eq!(ran.steps(), "restart,restart-cancelled", "{}", ran.stderr);
+    let state = rig.state();
+    assert_eq!(state["cooldown_from"], Value::Null, "{state}");
+    assert_eq!(state["in_flight"], Value::Null, "{state}");
+    assert!(rig.restarts().is_empty());
+}

@@ -119,11 +119,18 @@ fn dry_run_reaches_the_same_decisions() {
             expected.contains("\"dry_run\":false"),
             "{policy}: the example has an action"
         );
-        assert_eq!(
-            dry,
-            expected.replace("\"dry_run\":false", "\"dry_run\":true"),
-            "{policy}"
-        );
+        // Every action is marked, escalations included (which say `dry_run` only when true).
+        let marked: String = expected
+            .replace("\"dry_run\":false", "\"dry_run\":true")
+            .lines()
+            .map(|line| match line.strip_suffix("}}") {
+                Some(head) if line.contains("\"kind\":\"escalate\"") => {
+                    format!("{head},\"dry_run\":true}}}}\n")
+                }
+                _ => format!("{line}\n"),
+            })
+            .collect();
+        assert_eq!(dry, marked, "{policy}");
     }
 }
 

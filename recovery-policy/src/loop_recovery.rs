@@ -52,6 +52,7 @@
 //! | `restart` | confirmed (and confirmed by the router, or no router, or veto limit reached) |
 //! | `restart-succeeded` | outcome fed back: success; the cooldown starts |
 //! | `restart-failed` | outcome fed back: failure; no cooldown |
+//! | `restart-cancelled` | the restart was called off during its countdown; nothing ran, no cooldown |
 //! | `unexpected-router-reply` | a router reply with no question pending; ignored |
 //! | `unexpected-outcome` | an outcome with no restart pending; ignored |
 
@@ -344,6 +345,9 @@ pub enum LoopEvent {
     RouterVerdict(RouterVerdict),
     /// The restart the policy decided has finished.
     Outcome(ActionOutcome),
+    /// The restart the policy decided was called off before anything was restarted (the run was
+    /// stopped during its countdown): the detail says why.
+    Cancelled(String),
 }
 
 /// The router's answer, as the caller got it.
@@ -395,6 +399,7 @@ decision_names! {
         Restart => "restart",
         RestartSucceeded => "restart-succeeded",
         RestartFailed => "restart-failed",
+        RestartCancelled => "restart-cancelled",
         UnexpectedRouterReply => "unexpected-router-reply",
         UnexpectedOutcome => "unexpected-outcome",
     }
@@ -486,6 +491,7 @@ impl LoopRecoveryState {
             }
             LoopEvent::RouterVerdict(verdict) => self.on_verdict(config, verdict, now),
             LoopEvent::Outcome(outcome) => self.on_outcome(config, outcome, now),
+            LoopEvent::Cancelled(detail) => self.on_cancelled(detail),
         }
     }
 
@@ -757,6 +763,27 @@ impl LoopRecoveryState {
                 format!("restart failed{detail}; no cooldown, a retry needs two new probes"),
             )
         }
+    }
+}
+
+impl LoopRecoveryState {
+    /// The decided restart never ran: no cooldown (the one before it comes back), and, as after
+    /// a failure, its probes are used up.
+    fn on_cancelled(&mut self, detail: &str) -> LoopDecision {
+        let Some(in_flight) = self.in_flight.take() else {
+            return LoopDecision::new(
+                Name::UnexpectedOutcome,
+                "cancellation with no restart pending; ignored",
+            );
+        };
+        self.cooldown_from = in_flight.previous_cooldown_from;
+        LoopDecision::new(
+            Name::RestartCancelled,
+            format!(
+                "restart decided at {} cancelled before it ran ({detail}); nothing was restarted, no cooldown, a retry needs two new probes",
+                in_flight.decided_at
+            ),
+        )
     }
 }
 

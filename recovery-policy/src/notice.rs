@@ -33,6 +33,8 @@ pub enum Phase {
     Done,
     /// The action failed.
     Failed,
+    /// Called off during the countdown: nothing was done; the splash hides at once.
+    Cancelled,
 }
 
 /// What the recovery does.
@@ -206,7 +208,8 @@ pub enum Splash {
     Failed,
 }
 
-/// The splash rule: a pure function of (notice, now). `age = now - updatedAt`; hidden when
+/// The splash rule: a pure function of (notice, now). `cancelled` is hidden at once. Else
+/// `age = now - updatedAt`; hidden when
 /// `age > 900` or `age < -120`; `countdown` shows until then; `acting` while `age <= 600`; `done`
 /// while `age <= 8`; `failed` while `age <= 20`.
 pub fn splash_visibility(notice: &RecoveryNotice, now: UnixSeconds) -> Splash {
@@ -232,5 +235,6 @@ pub fn splash_visibility(notice: &RecoveryNotice, now: UnixSeconds) -> Splash {
         Phase::Acting => within(ACTING_FOR, Splash::Acting),
         Phase::Done => within(DONE_FOR, Splash::Done),
         Phase::Failed => within(FAILED_FOR, Splash::Failed),
+        Phase::Cancelled => Splash::Hidden(HiddenBecause::PhaseOver),
     }
 }

@@ -23,7 +23,9 @@
 //!   the opt-in flag file (`opt_in`, an input boolean). Other sessions are never restarted.
 //! * Triggers: a critical session in `error`; or a conductor (`is_conductor`, `conductor-` title or
 //!   `conductor` group) with a `plugin:telegram@...` channel, alive (running/waiting/idle) and
-//!   `pollers == 0` live pollers owning its state dir, at most once per `poller_dedup` \[3600 s\].
+//!   `pollers == 0` live pollers owning its state dir, at most once per `poller_dedup` \[3600 s\];
+//!   a poller restart that failed does not count, so the next tick retries it (and two failures
+//!   in a row escalate, as for any restart).
 //! * `stopped` sessions are never restarted (the user stopped them). Auth-held sessions are never
 //!   restarted; the first sighting of a hold escalates (`auth-hold`), once per hold.
 //! * Per session at most `per_session_limit` \[3\] restarts in any `window` \[300 s\] (a restart at `t`
@@ -36,7 +38,7 @@
 //!   `rate_limit_backoff` \[900 s\] and escalates (once per back-off).
 //! * `failures_before_escalation` \[2\] consecutive failed restarts escalate (once per run of
 //!   failures).
-//! * Dry-run only marks the actions; decisions are identical.
+//! * Dry-run only marks the actions (restarts and escalations); decisions are identical.
 //!
 //! # Decisions
 //!
@@ -428,11 +430,14 @@ pub enum GuardAction {
         trigger: Trigger,
         dry_run: bool,
     },
-    /// Tell a person (log, Telegram...).
+    /// Tell a person (log, Telegram...). `dry_run` (written only when true) marks a dry run's
+    /// escalation as it marks a restart: the caller tells no one.
     Escalate {
         session: String,
         severity: Severity,
         message: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        dry_run: bool,
     },
 }
 
@@ -748,6 +753,7 @@ impl RestartGuardState {
                     session: obs.id.clone(),
                     severity: Severity::AuthHold,
                     message,
+                    dry_run: config.dry_run,
                 })
             }
         } else if let Some(until) = record.backoff_until.filter(|&until| until > now) {
@@ -892,6 +898,9 @@ impl RestartGuardState {
             )
             .about(id);
         };
+        // A poller restart is the one whose decision started the poller dedup.
+        let for_poller = record.poller_restart_at.is_some()
+            && record.poller_restart_at == record.awaiting_result_since;
         record.awaiting_result_since = None;
         record.last_restart_at = Some(record.last_restart_at.map_or(now, |t| t.max(now)));
         self.last_restart_at = Some(self.last_restart_at.map_or(now, |t| t.max(now)));
@@ -930,6 +939,12 @@ impl RestartGuardState {
                 ),
             ),
             RestartReply::Failed { error } => {
+                // A failed poller restart did not restart anything: the dedup (one poller restart
+                // per hour) counts only restarts that happened, so the next tick may try again,
+                // as agent-deck's own watchdog does; the other guards still hold.
+                if for_poller {
+                    record.poller_restart_at = None;
+                }
                 record.consecutive_failures = record.consecutive_failures.saturating_add(1);
                 let failures = record.consecutive_failures;
                 let error = clip(error);
@@ -947,6 +962,7 @@ impl RestartGuardState {
                         session: id.to_owned(),
                         severity: Severity::RestartFailed,
                         message,
+                        dry_run: config.dry_run,
                     })
                 } else {
                     GuardDecision::new(
@@ -1009,6 +1025,7 @@ fn limit_hold(
             session: obs.id.clone(),
             severity: Severity::RestartLimit,
             message,
+            dry_run: config.dry_run,
         }),
     )
 }
@@ -1038,6 +1055,7 @@ fn rate_limit_backoff(
         session: id.to_owned(),
         severity: Severity::RateLimit,
         message,
+        dry_run: config.dry_run,
     })
 }
 

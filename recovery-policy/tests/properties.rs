@@ -232,6 +232,13 @@ proptest! {
                     }
                 }
                 LoopEvent::RouterVerdict(_) => {}
+                LoopEvent::Cancelled(_) => {
+                    if let Some((_, pending)) = last_restart.as_mut()
+                        && decision.name != LoopDecisionName::UnexpectedOutcome
+                    {
+                        *pending = None;
+                    }
+                }
             }
             if decision.name == LoopDecisionName::Restart {
                 // Never an action without two fresh, separate probes.
@@ -385,6 +392,8 @@ struct Restart {
     session: String,
     trigger: Trigger,
     fresh: SessionObservation,
+    /// Its result said it failed (a failed poller restart does not start the poller dedup).
+    failed: bool,
 }
 
 fn drive_guard(
@@ -443,6 +452,7 @@ fn drive_guard(
                     session: session.clone(),
                     trigger,
                     fresh: fresh.clone(),
+                    failed: matches!(step.result, ResultKind::Failed),
                 });
                 let reply = match step.result {
                     ResultKind::Restarted => RestartReply::Restarted { warning: None },
@@ -473,7 +483,9 @@ fn drive_guard(
 }
 
 fn undry_guard((now, mut decision): (i64, GuardDecision)) -> (i64, GuardDecision) {
-    if let Some(GuardAction::Restart { dry_run, .. }) = decision.action.as_mut() {
+    if let Some(GuardAction::Restart { dry_run, .. } | GuardAction::Escalate { dry_run, .. }) =
+        decision.action.as_mut()
+    {
         *dry_run = false;
     }
     (now, decision)
@@ -510,7 +522,7 @@ proptest! {
                     let previous_poller = restarts[..index]
                         .iter()
                         .rev()
-                        .find(|r| r.session == restart.session && r.trigger == Trigger::PollerMissing);
+                        .find(|r| r.session == restart.session && r.trigger == Trigger::PollerMissing && !r.failed);
                     if let Some(previous) = previous_poller {
                         prop_assert!(restart.at - previous.at >= i64::from(config.poller_dedup));
                     }

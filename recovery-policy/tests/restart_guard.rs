@@ -676,6 +676,74 @@ fn a_conductor_without_a_live_poller_is_restarted_at_most_once_per_3600_s() {
 }
 
 #[test]
+fn a_failed_poller_restart_is_retried_next_tick_and_two_failures_escalate() {
+    let mut guard = Guard::default();
+    let failed = || RestartReply::Failed {
+        error: "restart rc=1".into(),
+    };
+    let mut names = Vec::new();
+    for t in [0, 61, 122] {
+        let tick = one(guard.tick(t, &[deaf_conductor(Some(0))]));
+        names.push(tick.name);
+        if tick.name != N::Recheck {
+            continue;
+        }
+        assert_eq!(guard.recheck(t, &deaf_conductor(Some(0))).name, N::Restart);
+        names.push(guard.result(t + 1, "c1", failed(), None).name);
+    }
+    assert_eq!(
+        names,
+        [
+            N::Recheck,
+            N::RestartFailed,
+            // Not poller-dedup: the failed restart restarted nothing.
+            N::Recheck,
+            N::RestartFailedEscalated,
+            N::Recheck,
+            N::RestartFailed,
+        ]
+    );
+    // A poller restart that worked still holds the dedup for an hour.
+    guard.tick(300, &[deaf_conductor(Some(0))]);
+    guard.recheck(300, &deaf_conductor(Some(0)));
+    guard.result(301, "c1", restarted(), None);
+    assert_eq!(
+        one(guard.tick(400, &[deaf_conductor(Some(0))])).name,
+        N::PollerDedup
+    );
+}
+
+#[test]
+fn a_dry_run_marks_its_escalations_too() {
+    let held = |dry_run| {
+        let mut guard = Guard::with(RestartGuardConfig {
+            dry_run,
+            ..RestartGuardConfig::default()
+        });
+        let held = SessionObservation {
+            auth_hold: Some(AuthHold {
+                reason: "auth_death".into(),
+            }),
+            ..conductor("error")
+        };
+        one(guard.tick(0, &[held]))
+    };
+    let dry = held(true);
+    assert!(
+        matches!(
+            dry.action,
+            Some(GuardAction::Escalate { dry_run: true, .. })
+        ),
+        "{dry:?}"
+    );
+    let json = serde_json::to_value(&dry.action).unwrap();
+    assert_eq!(json["dry_run"], true, "{json}");
+    // A real run's escalation reads as before (docs/replay.md): no `dry_run` key.
+    let real = serde_json::to_value(&held(false).action).unwrap();
+    assert_eq!(real.get("dry_run"), None, "{real}");
+}
+
+#[test]
 fn poller_liveness_needs_a_live_conductor_with_telegram_and_zero_pollers() {
     let not_conductor = SessionObservation {
         id: "w".into(),

@@ -26,6 +26,7 @@ pub mod error;
 pub mod fleet;
 pub mod input;
 pub mod jobs;
+pub mod journal;
 pub mod notify;
 pub mod operator;
 pub mod replay;

@@ -2,12 +2,13 @@
 //! the environment variables the config names) and sends one event, reporting the outcome.
 
 use crate::config::{ChannelSection, Config, Env, parse_severity};
+use crate::journal::{Line, Priority};
 use agentwatch_channels::{
     AlertmanagerChannel, ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel,
     WebhookChannel, WebhookMode, deliver,
 };
 use agentwatch_store::{ChannelSetting, Store};
-use alert_state::AlertEvent;
+use alert_state::{AlertEvent, Severity};
 
 /// Apply the run-time settings stored by `agentwatch channels set` over the configured ones.
 pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
@@ -103,6 +104,24 @@ pub fn channel_kind(section: &ChannelSection, env: Env<'_>) -> Result<ChannelKin
     }
 }
 
+/// An event as a journal line (`alert=TIME dedup=… state=… severity=… title=… summary=…`): an
+/// error for a critical alert, a warning for a warning, info for a resolve.
+pub fn alert_line(event: &AlertEvent, now: i64) -> Line {
+    let priority = match event.severity {
+        Severity::Critical => Priority::Err,
+        Severity::Warning => Priority::Warning,
+        Severity::Info => Priority::Info,
+    };
+    Line::new(priority, "alert", now)
+        .field("dedup", &event.dedup_key)
+        .field("state", event.state.as_str())
+        .field("severity", event.severity.as_str())
+        .field("title", &event.title)
+        .field("summary", &event.summary)
+        .field("source", &event.source)
+        .field_opt("link", event.link())
+}
+
 /// What happened to one delivery.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SendReport {
@@ -134,12 +153,14 @@ pub fn deliver_report(name: &str, kind: &ChannelKind, event: &AlertEvent) -> Sen
     }
 }
 
-/// Send `event` to the channel named `name` (or only report, in a dry run).
+/// Send `event` at `now` to the channel named `name` (or only report, in a dry run). A `log`
+/// channel without a `path` writes the event to the journal as one [`alert_line`].
 pub fn send(
     config: &Config,
     name: &str,
     event: &AlertEvent,
     dry_run: bool,
+    now: i64,
     env: Env<'_>,
 ) -> SendReport {
     let report = |result: &str, message: Option<String>| SendReport::new(name, result, message);
@@ -148,6 +169,10 @@ pub fn send(
     };
     if dry_run {
         return report("dry_run", None);
+    }
+    if section.channel_type == "log" && section.path.is_none() {
+        alert_line(event, now).emit();
+        return report("sent", None);
     }
     match channel_kind(section, env) {
         Ok(kind) => deliver_report(name, &kind, event),

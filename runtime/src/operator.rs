@@ -218,10 +218,12 @@ pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
             updated_at: now_or_clock(*now),
         };
         store.set_channel_setting(&setting).map_err(Error::from)?;
-        eprintln!(
-            "channel={} enabled={} min_severity={} action=saved",
-            setting.name, setting.enabled, setting.min_severity
-        );
+        crate::journal::Line::info("channels", setting.updated_at)
+            .field("channel", &setting.name)
+            .field("enabled", setting.enabled)
+            .field("min_severity", &setting.min_severity)
+            .field("action", "saved")
+            .emit();
         apply_stored_settings(&mut config, &store);
     } else if let Some(store) = open_read_only(&db)? {
         apply_stored_settings(&mut config, &store);
@@ -338,7 +340,7 @@ pub fn send_test_alert(
     }
     let reports = targets
         .iter()
-        .map(|c| send(config, &c.name, &event, dry_run, env))
+        .map(|c| send(config, &c.name, &event, dry_run, now, env))
         .collect();
     Ok((event, reports))
 }

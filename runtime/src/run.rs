@@ -39,6 +39,7 @@ use crate::clock::{iso8601, now_or_clock};
 use crate::config::{self, Config, Env, JobName};
 use crate::error::{Error, code};
 use crate::jobs;
+use crate::journal::{Line, Priority};
 use crate::stored::{job_event, record_events, store_path};
 use agentwatch_store::{EventKind, LockError, Store};
 use agentwatch_systemd::Notifier;
@@ -109,15 +110,65 @@ impl SystemClock {
     }
 }
 
+/// A system clock that SIGTERM and SIGINT wake for as long as the scope lives (a `recover`
+/// countdown). Dropped, its thread ends and its handlers are removed; a process that outlives it
+/// then ignores those signals (signal-hook cannot restore the default), so it is for the end of a
+/// oneshot run or inside `agentwatch run`, whose own handlers stay.
+#[derive(Debug)]
+pub struct SignalScope {
+    clock: SystemClock,
+    handle: signal_hook::iterator::Handle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalScope {
+    /// Handles SIGTERM and SIGINT from now on.
+    pub fn new() -> Result<Self, Error> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let (tx, rx) = channel();
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+            .map_err(|e| Error::io(format!("cannot handle signals: {e}")))?;
+        let handle = signals.handle();
+        let thread = std::thread::Builder::new()
+            .name("agentwatch-signals".to_owned())
+            .spawn(move || {
+                for signal in signals.forever() {
+                    let _ = tx.send(signal);
+                }
+            })
+            .map_err(|e| Error::io(format!("cannot start the signal thread: {e}")))?;
+        Ok(Self {
+            clock: SystemClock::new(rx),
+            handle,
+            thread: Some(thread),
+        })
+    }
+
+    /// The clock the signals wake.
+    pub fn clock(&mut self) -> &mut SystemClock {
+        &mut self.clock
+    }
+}
+
+impl Drop for SignalScope {
+    fn drop(&mut self) {
+        self.handle.close();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The first signal asks the loop to stop; a second one exits at once.
 fn forward_signals(signals: impl Iterator<Item = i32>, stop: &Sender<i32>) {
     let mut asked = false;
     for signal in signals {
         if asked {
-            eprintln!(
-                "run={} state=abort signal={signal} reason=\"second signal\"",
-                iso8601(now_or_clock(None))
-            );
+            Line::warning("run", now_or_clock(None))
+                .field("state", "abort")
+                .field("signal", signal)
+                .field("reason", "second signal")
+                .emit();
             std::process::exit(128 + signal);
         }
         asked = true;
@@ -378,7 +429,7 @@ struct Reporter {
 impl Observer for Reporter {
     fn tick(&mut self, r: &TickRecord) {
         let took_ms = i64::try_from(r.took.as_millis()).unwrap_or(i64::MAX);
-        eprintln!("{}", tick_line(r, took_ms));
+        tick_line(r, took_ms).emit();
         // A job that ran records its own tick; one that could not start cannot.
         if let Some(store) = self.store.as_mut().filter(|_| r.outcome.error.is_some()) {
             let event = job_event(
@@ -401,29 +452,30 @@ impl Observer for Reporter {
 
     fn alive(&mut self, now: i64) {
         if let Err(e) = self.notifier.watchdog() {
-            eprintln!(
-                "run={} warning=sd_notify problem={:?}",
-                iso8601(now),
-                e.to_string()
-            );
+            Line::warning("run", now)
+                .field("warning", "sd_notify")
+                .field("problem", e)
+                .emit();
         }
     }
 }
 
-/// The journal line of one tick.
-pub fn tick_line(r: &TickRecord, took_ms: i64) -> String {
-    let mut line = format!(
-        "run={} job={} result={} exit={} took_ms={took_ms} next={}",
-        iso8601(r.started),
-        r.job.as_str(),
-        r.outcome.result,
-        r.outcome.exit_code,
-        iso8601(r.next)
-    );
-    if let Some(error) = &r.outcome.error {
-        line.push_str(&format!(" error={error:?}"));
-    }
-    line
+/// The journal line of one tick: info, a warning when the job exited non-zero or was locked out,
+/// an error when it failed.
+pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
+    let priority = match (&r.outcome.error, r.outcome.exit_code) {
+        (Some(_), code::TEMPFAIL) => Priority::Warning,
+        (Some(_), _) => Priority::Err,
+        (None, code::OK) => Priority::Info,
+        (None, _) => Priority::Warning,
+    };
+    Line::new(priority, "run", r.started)
+        .field("job", r.job.as_str())
+        .field("result", &r.outcome.result)
+        .field("exit", r.outcome.exit_code)
+        .field("took_ms", took_ms)
+        .field("next", iso8601(r.next))
+        .field_opt("error", r.outcome.error.as_ref())
 }
 
 /// Each listed job with its interval; opencode only while `watchdog.enabled`.
@@ -453,11 +505,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let notifier = match Notifier::from_env(env, std::process::id()) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!(
-                "run={} warning=sd_notify problem={:?} action=ignore",
-                iso8601(clock.now()),
-                e.to_string()
-            );
+            Line::warning("run", clock.now())
+                .field("warning", "sd_notify")
+                .field("problem", e)
+                .field("action", "ignore")
+                .emit();
             Notifier::default()
         }
     };
@@ -473,16 +525,18 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         .iter()
         .map(|(job, every)| format!("{}:{every}s", job.as_str()))
         .collect();
-    eprintln!(
-        "run={} state=start jobs={} db={:?} dry_run={} watchdog_s={}",
-        iso8601(start),
-        listed.join(","),
-        db.display().to_string(),
-        options.dry_run,
-        notifier
-            .watchdog_interval()
-            .map_or("none".to_owned(), |d| d.as_secs().to_string())
-    );
+    Line::info("run", start)
+        .field("state", "start")
+        .field("jobs", listed.join(","))
+        .field("db", db.display())
+        .field("dry_run", options.dry_run)
+        .field(
+            "watchdog_s",
+            notifier
+                .watchdog_interval()
+                .map_or("none".to_owned(), |d| d.as_secs().to_string()),
+        )
+        .emit();
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -501,10 +555,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     );
     let _ = reporter.notifier.stopping("stopping");
     drop(serve);
-    eprintln!(
-        "run={} state=stop ticks={ticks} reason=signal",
-        iso8601(clock.now())
-    );
+    Line::info("run", clock.now())
+        .field("state", "stop")
+        .field("ticks", ticks)
+        .field("reason", "signal")
+        .emit();
     Ok(code::OK)
 }
 
@@ -746,8 +801,9 @@ mod tests {
             next: 15,
         };
         let line = tick_line(&r, 5);
+        assert_eq!(line.priority(), crate::journal::Priority::Err);
         assert_eq!(
-            line,
+            line.text(),
             "run=1970-01-01T00:00:00+00:00 job=deck result=error exit=74 took_ms=5 next=1970-01-01T00:00:15+00:00 error=\"bad\\nrun=forged\""
         );
     }

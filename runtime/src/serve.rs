@@ -153,11 +153,10 @@ pub fn start_in_background(loaded: &Loaded, db: &Path) -> Result<Option<Running>
     let options = serve_options(loaded, db.to_path_buf(), None, env)?;
     let server = Server::bind(options).map_err(web_error)?;
     let running = server.spawn();
-    eprintln!(
-        "serve={} listening=http://{} action=start",
-        crate::clock::iso8601(now_or_clock(None)),
-        running.local_addr()
-    );
+    crate::journal::Line::info("serve", now_or_clock(None))
+        .field("listening", format!("http://{}", running.local_addr()))
+        .field("action", "start")
+        .emit();
     Ok(Some(running))
 }
 

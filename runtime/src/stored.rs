@@ -4,6 +4,7 @@
 
 use crate::config::{self, Config, Env};
 use crate::error::Error;
+use crate::journal::Line;
 use agentwatch_store::{EventKind, JobEvent, RunLock, Store};
 use recovery_policy::{PolicyState, StateError, load_state, save_state};
 use std::path::{Path, PathBuf};
@@ -65,12 +66,14 @@ pub struct SetAside {
 }
 
 impl SetAside {
-    /// The `key=value` fields of the journal line.
-    pub fn fields(&self, key: &str) -> String {
-        format!(
-            "warning=state state={key} problem={:?} action=start_clean kept_as={:?}",
-            self.problem, self.kept_as
-        )
+    /// The journal line (a warning) of job `job` about state `key`.
+    pub fn line(&self, job: &str, key: &str, now: i64) -> Line {
+        Line::warning(job, now)
+            .field("warning", "state")
+            .field("state", key)
+            .field("problem", &self.problem)
+            .field("action", "start_clean")
+            .field("kept_as", &self.kept_as)
     }
 }
 
@@ -159,10 +162,11 @@ pub fn record_events(store: &mut Store, events: &[JobEvent]) {
         return;
     }
     if let Err(e) = store.record_events(events) {
-        let job = events.first().map_or("", |e| e.job.as_str());
-        eprintln!(
-            "{job}: warning=events problem={:?} action=skip",
-            e.to_string()
-        );
+        let (job, now) = events.first().map_or(("", 0), |e| (e.job.as_str(), e.at));
+        Line::warning(job, now)
+            .field("warning", "events")
+            .field("problem", e)
+            .field("action", "skip")
+            .emit();
     }
 }

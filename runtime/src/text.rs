@@ -1,18 +1,27 @@
 //! Text from files and servers on its way to a terminal or the journal: control characters
 //! (a newline that would forge a `tick done` line, an escape sequence that would drive the
-//! terminal, C1 controls) are written as escapes, so one value stays one visible field.
+//! terminal, C1 controls, DEL) and the Unicode line separators and bidirectional overrides are
+//! written as escapes, so one value stays one visible field.
 
 use std::borrow::Cow;
 
-/// `text` with every control character escaped (`\n`, `\u{1b}`, `\u{9b}`); unchanged (and not
-/// copied) when it holds none.
+/// Whether `c` must be escaped before it reaches a terminal or the journal: the C0 and C1
+/// controls and DEL, the Unicode line and paragraph separators, and the bidirectional embeddings,
+/// overrides and isolates (which reorder what a reader sees).
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character [`needs_escape`] names escaped (`\n`, `\u{1b}`, `\u{9b}`);
+/// unchanged (and not copied) when it holds none.
 pub fn escape_control(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(needs_escape) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if c.is_control() {
+        if needs_escape(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -21,21 +30,36 @@ pub fn escape_control(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A journal value in single quotes: quotes, backslashes and control characters are escaped so
-/// one event stays one line.
+/// A journal value in logfmt's double quotes: quotes, backslashes and everything
+/// [`escape_control`] escapes are escaped, so one event stays one line and one field. The one
+/// quoting function of the journal ([`crate::journal`]).
 pub fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
+    out.push('"');
     for c in text.chars() {
         match c {
-            '\'' => out.push_str("\\'"),
+            '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.extend(c.escape_default()),
+            c if needs_escape(c) => out.extend(c.escape_default()),
             c => out.push(c),
         }
     }
-    out.push('\'');
+    out.push('"');
     out
+}
+
+/// A logfmt value: bare when it is one plain token (no space, quote, `=`, backslash or anything
+/// [`escape_control`] escapes, not empty), else [`quote`]d.
+pub fn logfmt_value(text: &str) -> Cow<'_, str> {
+    let plain = !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | '\\') || needs_escape(c));
+    if plain {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(quote(text))
+    }
 }
 
 #[cfg(test)]
@@ -50,6 +74,9 @@ mod tests {
             ("x\u{1b}[2Jy", "x\\u{1b}[2Jy"),
             ("csi\u{9b}31m", "csi\\u{9b}31m"),
             ("tab\there", "tab\\there"),
+            ("del\u{7f}", "del\\u{7f}"),
+            ("line\u{2028}sep", "line\\u{2028}sep"),
+            ("rlo\u{202e}txt", "rlo\\u{202e}txt"),
             ("ümlaut", "ümlaut"),
         ];
         for (input, want) in rows {
@@ -60,8 +87,29 @@ mod tests {
 
     #[test]
     fn quoted_values_stay_on_one_line() {
-        assert_eq!(quote("opencode loop: explore"), "'opencode loop: explore'");
-        assert_eq!(quote("it's"), r"'it\'s'");
-        assert_eq!(quote("a\nb\\c"), r"'a\nb\\c'");
+        assert_eq!(
+            quote("opencode loop: explore"),
+            "\"opencode loop: explore\""
+        );
+        assert_eq!(quote("say \"hi\""), r#""say \"hi\"""#);
+        assert_eq!(quote("a\nb\\c"), r#""a\nb\\c""#);
+        assert_eq!(quote("\r\u{85}"), r#""\r\u{85}""#);
+    }
+
+    #[test]
+    fn logfmt_values_are_bare_only_when_plain() {
+        let rows = [
+            ("ses_abc", "ses_abc"),
+            ("2026-01-15T14:30:01+00:00", "2026-01-15T14:30:01+00:00"),
+            ("", "\"\""),
+            ("two words", "\"two words\""),
+            ("k=v", "\"k=v\""),
+            ("it's", "\"it's\""),
+            ("a\nwatchdog=forged", "\"a\\nwatchdog=forged\""),
+            ("\u{1b}[2J", "\"\\u{1b}[2J\""),
+        ];
+        for (input, want) in rows {
+            assert_eq!(logfmt_value(input), want, "{input:?}");
+        }
     }
 }

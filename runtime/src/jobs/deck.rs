@@ -19,11 +19,13 @@
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, ChannelSection, Config, DeckSection, Env, parse_severity};
 use crate::error::{Error, code};
+use crate::journal::{Line, Priority};
 use crate::notify::{SendReport, apply_stored_settings, deliver_report};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
     save_policy, store_path, take_lock,
 };
+use crate::text::quote;
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
@@ -190,10 +192,6 @@ impl TickReport {
     }
 }
 
-fn quoted(text: &str) -> String {
-    format!("{text:?}")
-}
-
 /// Decisions that repeat every tick while nothing changes; logged only with `--verbose`.
 const QUIET: &[&str] = &[
     "auth-held",
@@ -304,12 +302,10 @@ impl<'a> Runtime<'a> {
         }
     }
 
-    fn log(&self, now: i64, text: &str) {
-        eprintln!("deck={} {text}", iso8601(now));
-    }
-
     fn problem(&self, report: &mut TickReport, text: String) {
-        self.log(report.now, &format!("problem={}", quoted(&text)));
+        Line::warning("deck", report.now)
+            .field("problem", &text)
+            .emit();
         report.problems.push(text);
     }
 
@@ -429,14 +425,11 @@ impl<'a> Runtime<'a> {
             Ok(dir) => dir,
             Err(why) => {
                 if self.verbose {
-                    self.log(
-                        report.now,
-                        &format!(
-                            "session={} poller=unknown reason={}",
-                            quoted(&info.id),
-                            quoted(&why)
-                        ),
-                    );
+                    Line::info("deck", report.now)
+                        .field("session", &info.id)
+                        .field("poller", "unknown")
+                        .field("reason", &why)
+                        .emit();
                 }
                 return None;
             }
@@ -444,14 +437,13 @@ impl<'a> Runtime<'a> {
         let found = scan.get_or_insert_with(|| pollers::scan(Path::new("/proc")));
         let owners = pollers::owning(found, &dir);
         if owners > 1 {
-            self.log(
-                report.now,
-                &format!(
-                    "session={} poller=duplicate owners={owners} state_dir={} reason=\"two pollers on one bot answer 409 to each other\"",
-                    quoted(&info.id),
-                    quoted(&dir)
-                ),
-            );
+            Line::warning("deck", report.now)
+                .field("session", &info.id)
+                .field("poller", "duplicate")
+                .field("owners", owners)
+                .field("state_dir", &dir)
+                .field("reason", "two pollers on one bot answer 409 to each other")
+                .emit();
         }
         Some(u32::try_from(owners).unwrap_or(u32::MAX))
     }
@@ -491,14 +483,11 @@ impl<'a> Runtime<'a> {
                 Ok(text) => Some(pane_hash(&text)),
                 Err(why) => {
                     if self.verbose {
-                        self.log(
-                            report.now,
-                            &format!(
-                                "session={} pane=unreadable reason={}",
-                                quoted(&info.id),
-                                quoted(&why)
-                            ),
-                        );
+                        Line::info("deck", report.now)
+                            .field("session", &info.id)
+                            .field("pane", "unreadable")
+                            .field("reason", &why)
+                            .emit();
                     }
                     None
                 }
@@ -525,20 +514,22 @@ impl<'a> Runtime<'a> {
             "pollers": watched.pollers,
         });
         if self.verbose {
-            self.log(
-                report.now,
-                &format!(
-                    "session={} title={} profile={} status={} shown={} critical={} child={} pane={}",
-                    quoted(&watched.info.id),
-                    quoted(&watched.info.title),
-                    quoted(watched.profile.as_deref().unwrap_or("")),
-                    obs.status.as_str(),
-                    quoted(&watched.shown),
-                    quoted(obs.critical_because().unwrap_or("no")),
-                    watched.info.parent_session_id.is_some(),
-                    watched.pane_hash.as_deref().map_or("-", |h| h.get(..12).unwrap_or(h)),
-                ),
-            );
+            Line::info("deck", report.now)
+                .field("session", &watched.info.id)
+                .field("title", &watched.info.title)
+                .field("profile", watched.profile.as_deref().unwrap_or(""))
+                .field("status", obs.status.as_str())
+                .field("shown", &watched.shown)
+                .field("critical", obs.critical_because().unwrap_or("no"))
+                .field("child", watched.info.parent_session_id.is_some())
+                .field(
+                    "pane",
+                    watched
+                        .pane_hash
+                        .as_deref()
+                        .map_or("-", |h| h.get(..12).unwrap_or(h)),
+                )
+                .emit();
         }
         report.sessions.push(summary);
         watched
@@ -558,18 +549,24 @@ impl<'a> Runtime<'a> {
         if !self.verbose && QUIET.contains(&decision.name_str()) {
             return;
         }
-        let mut line = format!("policy={policy} decision={}", decision.name_str());
-        if let Some(session) = &decision.session {
-            line.push_str(&format!(" session={}", quoted(session)));
-        }
-        if let Some(action) = &decision.action {
-            line.push_str(&format!(" action={}", kind_of(action)));
-            if self.dry_run {
-                line.push_str(" dry_run=true");
-            }
-        }
-        line.push_str(&format!(" reason={}", quoted(&decision.reason)));
-        self.log(report.now, &line);
+        // An action (a restart, a nudge, an escalation) is a warning; a decision to wait is info.
+        let priority = if decision.action.is_some() {
+            Priority::Warning
+        } else {
+            Priority::Info
+        };
+        let action = decision.action.as_ref().map(kind_of);
+        Line::new(priority, "deck", report.now)
+            .field("policy", policy)
+            .field("decision", decision.name_str())
+            .field_opt("session", decision.session.as_ref())
+            .field_opt("action", action)
+            .field_opt(
+                "dry_run",
+                (decision.action.is_some() && self.dry_run).then_some(true),
+            )
+            .field("reason", &decision.reason)
+            .emit();
     }
 
     /// A fresh observation of one session, just before restarting it.
@@ -620,6 +617,7 @@ impl<'a> Runtime<'a> {
                     session,
                     severity,
                     message,
+                    ..
                 }) => {
                     self.escalate(report, session, *severity, message, watched);
                     Vec::new()
@@ -780,14 +778,17 @@ impl<'a> Runtime<'a> {
                 Ok(sent) => ("sent", sent.answer),
                 Err(e) => ("failed", e.to_string()),
             };
-            self.log(
-                report.now,
-                &format!(
-                    "nudge session={} result={result} detail={}",
-                    quoted(session),
-                    quoted(&detail)
-                ),
-            );
+            let priority = if result == "failed" {
+                Priority::Err
+            } else {
+                Priority::Info
+            };
+            Line::new(priority, "deck", report.now)
+                .field("action", "nudge")
+                .field("session", session)
+                .field("result", result)
+                .field("detail", &detail)
+                .emit();
             let record = self.restart_record(
                 session,
                 watched,
@@ -861,9 +862,14 @@ impl<'a> Runtime<'a> {
             };
             deliveries.push(match skipped {
                 Some(why) => SendReport::new(&channel.name, "skipped", Some(why.to_owned())),
-                None => {
-                    crate::notify::send(self.config, &channel.name, &event, self.dry_run, self.env)
-                }
+                None => crate::notify::send(
+                    self.config,
+                    &channel.name,
+                    &event,
+                    self.dry_run,
+                    now,
+                    self.env,
+                ),
             });
         }
         const TELEGRAM: &str = "telegram-escalation";
@@ -895,19 +901,25 @@ impl<'a> Runtime<'a> {
             "deliveries": deliveries,
             "dry_run": self.dry_run,
         });
-        self.log(
-            now,
-            &format!(
-                "escalation={kind} session={} telegram={telegram_result} deliveries={} message={}",
-                quoted(session),
+        let priority = if event.severity == AlertSeverity::Critical {
+            Priority::Err
+        } else {
+            Priority::Warning
+        };
+        Line::new(priority, "deck", now)
+            .field("escalation", &kind)
+            .field("session", session)
+            .field("telegram", &telegram_result)
+            .field(
+                "deliveries",
                 deliveries
                     .iter()
                     .map(|d| format!("{}:{}", d.channel, d.result))
                     .collect::<Vec<_>>()
                     .join(","),
-                quoted(message)
-            ),
-        );
+            )
+            .field("message", message)
+            .emit();
         self.audit(report, "escalations.log", &record);
         report.escalations.push(record);
     }
@@ -1050,7 +1062,7 @@ fn load_policy<S: PolicyState>(
 ) -> Result<S, Error> {
     let (state, aside) = load_or_clean(store, key, now, dry_run, parse_policy::<S>)?;
     if let Some(aside) = aside {
-        eprintln!("deck={} {}", iso8601(now), aside.fields(key));
+        aside.line("deck", key, now).emit();
     }
     Ok(state)
 }
@@ -1087,7 +1099,7 @@ impl TickReport {
             out.push_str(&format!(
                 "{} {}: {}{}\n",
                 text("kind"),
-                quoted(text("session")),
+                quote(text("session")),
                 text("result"),
                 if detail.is_empty() {
                     String::new()
@@ -1101,7 +1113,7 @@ impl TickReport {
             out.push_str(&format!(
                 "escalation {} {}: {}\n",
                 text("severity"),
-                quoted(text("sid")),
+                quote(text("sid")),
                 text("message").replace('\n', " ")
             ));
         }
@@ -1190,13 +1202,13 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         });
     }
     let deck_cfg = &config.deck;
-    eprintln!(
-        "deck={} daemon=start interval_s={} bin={} root={} dry_run={dry_run}",
-        iso8601(start),
-        deck_cfg.interval_s,
-        quoted(&rt.deck.bin.display().to_string()),
-        quoted(&rt.root.display().to_string())
-    );
+    Line::info("deck", start)
+        .field("daemon", "start")
+        .field("interval_s", deck_cfg.interval_s)
+        .field("bin", rt.deck.bin.display())
+        .field("root", rt.root.display())
+        .field("dry_run", dry_run)
+        .emit();
     loop {
         let hooks = rt.hooks_dir();
         let before = hooks.as_deref().and_then(hooks_fingerprint);
@@ -1204,14 +1216,16 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         let now = now_or_clock(None);
         let report = rt.tick(&mut states, now);
         if let Err(e) = save(&mut store, &states, &report, started) {
-            eprintln!("deck={} problem={}", iso8601(now), quoted(&e.to_string()));
+            Line::err("deck", now).field("problem", e).emit();
         }
         if args.verbose || args.json || report.eventful() {
             on_tick(&report);
         }
         let woke = wait_for_next(deck_cfg, started, hooks.as_deref(), before);
         if args.verbose {
-            eprintln!("deck={} wake={woke}", iso8601(now_or_clock(None)));
+            Line::info("deck", now_or_clock(None))
+                .field("wake", woke)
+                .emit();
         }
     }
 }

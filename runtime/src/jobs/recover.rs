@@ -15,8 +15,11 @@
 //! * **Countdown**: waited in-process. The run that decides a restart writes the `countdown`
 //!   notice, sleeps until `executeAt` (announce + `countdown` s), writes `acting`, restarts, writes
 //!   `done` or `failed` and feeds the outcome back, all in one run. This is the order the policy and
-//!   the spec's splash expect, needs no "pending restart" carried between runs, and a stopped unit
-//!   (`systemctl stop agentwatch-recover.service`) cancels a countdown before anything restarts.
+//!   the spec's splash expect, and needs no "pending restart" carried between runs. A stopped unit
+//!   (`systemctl stop agentwatch-recover.service`: SIGTERM, or SIGINT) cancels a countdown before
+//!   anything restarts: the notice becomes `cancelled` (atomically; the splash hides it at once),
+//!   the policy hears `restart-cancelled` and records no cooldown, and the run exits 0. Only a
+//!   kill that leaves no chance (SIGKILL) leaves the restart to be counted as done.
 //!   With `--now` the clock is fixed and the wait is simulated: the run moves its clock to
 //!   `executeAt` without sleeping, so `acting`, `done` and the outcome carry `executeAt`.
 //! * **Router**: asked only when the policy says so, with the report's brief; `--dry-run` asks it
@@ -24,7 +27,8 @@
 //! * **`--dry-run`** performs no side effect: no notice, no restart, no state written, no database
 //!   or lock file created (an existing store is opened read-only).
 //! * **Log**: exactly one `key=value` decision line per run on standard error
-//!   (`recover=ISO decision=NAME steps=A,B unit="U" dry_run=BOOL reason="R1 | R2"`), plus
+//!   (`recover=ISO decision=NAME steps=A,B unit=U dry_run=BOOL reason="R1 | R2"`, logfmt through
+//!   [`crate::journal`]), plus
 //!   `recover=ISO warning=...` lines when the state was set aside or a notice could not be written.
 //!   `--json` prints the run as one JSON object on standard output.
 //!
@@ -32,9 +36,11 @@
 //! the state could not be written, 75 another run holds the lock, 78 bad configuration (including
 //! an env file wider than 0640).
 
-use crate::clock::{iso8601, now_or_clock};
+use crate::clock::now_or_clock;
 use crate::config::{self, Config, Env, RecoverSection};
 use crate::error::{Error, code};
+use crate::journal::{Line, Priority};
+use crate::run::{Clock as _, SignalScope, SystemClock, Wake};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
     save_policy, store_path, take_lock,
@@ -52,7 +58,6 @@ use recovery_policy::notice::{Phase, RecoveryNotice};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The store key of the policy's state.
 pub const STATE_KEY: &str = "loop-recovery";
@@ -87,30 +92,51 @@ pub struct Options {
 /// The run's clock: the system clock, or `--now` fixed, where waiting only moves the time.
 #[derive(Debug)]
 enum Clock {
-    System,
+    /// The system clock; a wait is cut short by SIGTERM or SIGINT (handled from the first wait
+    /// to the end of the run).
+    System(Option<SignalScope>),
     Fixed(i64),
 }
 
 impl Clock {
     fn now(&self) -> i64 {
         match self {
-            Self::System => now_or_clock(None),
+            Self::System(_) => now_or_clock(None),
             Self::Fixed(t) => *t,
         }
     }
 
-    fn wait_until(&mut self, at: i64) {
+    /// Waits until `at`; [`Wake::Stop`] when a signal asked the run to stop first.
+    fn wait_until(&mut self, at: i64, run: &mut Run) -> Wake {
         match self {
-            Self::Fixed(t) => *t = (*t).max(at),
-            Self::System => loop {
-                let left = at.saturating_sub(now_or_clock(None));
-                if left <= 0 {
-                    break;
+            Self::Fixed(t) => {
+                *t = (*t).max(at);
+                Wake::Due
+            }
+            Self::System(Some(scope)) => scope.clock().wait_until(at),
+            Self::System(scope) => match SignalScope::new() {
+                Ok(new) => scope.insert(new).clock().wait_until(at),
+                Err(e) => {
+                    run.warn(
+                        Line::warning("recover", now_or_clock(None))
+                            .field("warning", "signals")
+                            .field("problem", e)
+                            .field("action", "wait_uninterruptible"),
+                    );
+                    // A clock nobody can wake: it only waits.
+                    SystemClock::new(std::sync::mpsc::channel().1).wait_until(at)
                 }
-                std::thread::sleep(Duration::from_secs(left.unsigned_abs().min(5)));
             },
         }
     }
+}
+
+/// What became of a decided restart.
+enum Performed {
+    /// It ran; the outcome to feed back.
+    Ran(ActionOutcome),
+    /// A signal stopped the run during the countdown: nothing was restarted.
+    Cancelled(String),
 }
 
 /// What the run needs, resolved from the config, the env file and the environment.
@@ -197,9 +223,10 @@ struct Run {
 }
 
 impl Run {
-    fn warn(&mut self, now: i64, fields: String) {
-        eprintln!("recover={} {fields}", iso8601(now));
-        self.warnings.push(fields);
+    /// A warning on the journal, also kept for `--json`.
+    fn warn(&mut self, line: Line) {
+        self.warnings.push(line.fields().to_owned());
+        line.emit();
     }
 
     fn last_name(&self) -> Option<LoopDecisionName> {
@@ -254,7 +281,7 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
     let settings = settings(&loaded.config, args.dry_run, env)?;
     let mut clock = match args.now {
         Some(t) => Clock::Fixed(t),
-        None => Clock::System,
+        None => Clock::System(None),
     };
     let started = clock.now();
     let timer = std::time::Instant::now();
@@ -310,8 +337,10 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
                     persist(store, &state, clock.now())
                         .map_err(|e| Error::StateNotSaved(Box::new(e)))?;
                 }
-                let outcome = perform_restart(&settings, &notice, execute_at, &mut clock, &mut run);
-                LoopEvent::Outcome(outcome)
+                match perform_restart(&settings, &notice, execute_at, &mut clock, &mut run) {
+                    Performed::Ran(outcome) => LoopEvent::Outcome(outcome),
+                    Performed::Cancelled(why) => LoopEvent::Cancelled(why),
+                }
             }
         };
         let decision = state.handle(&settings.policy, &next, clock.now());
@@ -346,7 +375,7 @@ fn load_policy_state(
 ) -> Result<LoopRecoveryState, Error> {
     let (state, aside) = load_or_clean(store, STATE_KEY, now, dry_run, parse_policy)?;
     if let Some(aside) = aside {
-        run.warn(now, aside.fields(STATE_KEY));
+        run.warn(aside.line("recover", STATE_KEY, now));
     }
     Ok(state)
 }
@@ -397,16 +426,21 @@ fn ask_router(settings: &Settings, report: &LoopReport) -> RouterVerdict {
     }
 }
 
-/// Countdown, wait, acting, restart, done|failed. Returns the outcome to feed back.
+/// Countdown, wait, acting, restart, done|failed; or, when a signal stops the run during the
+/// countdown, the notice `cancelled` (which the splash hides at once) and nothing restarted.
 fn perform_restart(
     settings: &Settings,
     countdown: &RecoveryNotice,
     execute_at: i64,
     clock: &mut Clock,
     run: &mut Run,
-) -> ActionOutcome {
+) -> Performed {
     write_notice(settings, countdown, clock.now(), run);
-    clock.wait_until(execute_at);
+    if clock.wait_until(execute_at, run) == Wake::Stop {
+        let cancelled = countdown.advance(Phase::Cancelled, clock.now());
+        write_notice(settings, &cancelled, clock.now(), run);
+        return Performed::Cancelled("stopped by a signal during the countdown".to_owned());
+    }
     let acting = countdown.advance(Phase::Acting, clock.now());
     write_notice(settings, &acting, clock.now(), run);
     let systemctl = Systemctl {
@@ -432,10 +466,10 @@ fn perform_restart(
         ok,
         detail: detail.clone(),
     });
-    ActionOutcome {
+    Performed::Ran(ActionOutcome {
         ok,
         detail: Some(detail),
-    }
+    })
 }
 
 /// Writes the notice atomically (mode 0644). A notice that cannot be written is a warning: it is
@@ -444,12 +478,11 @@ fn write_notice(settings: &Settings, notice: &RecoveryNotice, now: i64, run: &mu
     let text = format!("{}\n", notice.to_json());
     if let Err(e) = write_atomic(&settings.notice, text.as_bytes(), NOTICE_MODE) {
         run.warn(
-            now,
-            format!(
-                "warning=notice phase={} problem={:?} action=continue",
-                phase_name(notice.phase),
-                e.to_string()
-            ),
+            Line::warning("recover", now)
+                .field("warning", "notice")
+                .field("phase", phase_name(notice.phase))
+                .field("problem", e)
+                .field("action", "continue"),
         );
     }
     run.notices.push(notice.clone());
@@ -461,6 +494,7 @@ fn phase_name(phase: Phase) -> &'static str {
         Phase::Acting => "acting",
         Phase::Done => "done",
         Phase::Failed => "failed",
+        Phase::Cancelled => "cancelled",
     }
 }
 
@@ -476,13 +510,30 @@ fn log_decision(run: &Run, started: i64, settings: &Settings, dry_run: bool) {
     if dry_run && run.last_name() == Some(LoopDecisionName::Restart) {
         reasons.push("dry run: no notice, no restart, no state written".to_owned());
     }
-    eprintln!(
-        "recover={} decision={name} steps={} unit={:?} dry_run={dry_run} reason={:?}",
-        iso8601(started),
-        steps.join(","),
-        settings.section.unit,
-        reasons.join(" | ")
-    );
+    // A failed restart is an error; a restart done or counting down a warning (a service
+    // restarts); everything else is what a check decided.
+    let priority = match run.last_name() {
+        Some(LoopDecisionName::RestartFailed) => Priority::Err,
+        Some(LoopDecisionName::Restart | LoopDecisionName::RestartSucceeded) if !dry_run => {
+            Priority::Warning
+        }
+        Some(
+            LoopDecisionName::ReportUnreadable
+            | LoopDecisionName::RouterMisconfigured
+            | LoopDecisionName::RouterBlocked
+            | LoopDecisionName::UnexpectedRouterReply
+            | LoopDecisionName::UnexpectedOutcome
+            | LoopDecisionName::RestartCancelled,
+        ) => Priority::Warning,
+        _ => Priority::Info,
+    };
+    Line::new(priority, "recover", started)
+        .field("decision", name)
+        .field("steps", steps.join(","))
+        .field("unit", &settings.section.unit)
+        .field("dry_run", dry_run)
+        .field("reason", reasons.join(" | "))
+        .emit();
 }
 
 fn run_json(

@@ -6,12 +6,11 @@
 //! only when the send succeeded, in the same transaction that marks the row delivered.
 
 use super::ALERT_STATE_KEY;
-use crate::clock::iso8601;
 use crate::config::{Config, Env};
 use crate::error::Error;
 use crate::fleet::ALERTMANAGER_TYPE;
+use crate::journal::Line;
 use crate::notify::{SendReport, send};
-use crate::text::quote;
 use agentwatch_store::{OutboxEvent, Store};
 use alert_state::{AlertEvent, AlertState, Decision};
 use std::collections::HashSet;
@@ -70,37 +69,38 @@ pub fn deliver_pending(
     for row in rows {
         let key = &row.event.dedup_key;
         let channel = &row.event.channel;
-        let retry = if row.created_at < now || row.attempts > 0 {
-            format!(" retry={} queued_at={}", row.attempts + 1, row.created_at)
+        let (retry, queued_at) = if row.created_at < now || row.attempts > 0 {
+            (Some(row.attempts + 1), Some(row.created_at))
         } else {
-            String::new()
+            (None, None)
         };
         let event: AlertEvent = match serde_json::from_str(&row.event.payload) {
             Ok(event) => event,
             Err(e) => {
                 store.drop_pending(row.id).map_err(Error::from)?;
-                eprintln!(
-                    "watchdog={} dedup={} channel={channel} delivery=dropped reason={:?}",
-                    iso8601(now),
-                    quote(key),
-                    format!("the stored event does not load: {e}")
-                );
+                Line::warning("watchdog", now)
+                    .field("dedup", key)
+                    .field("channel", channel)
+                    .field("delivery", "dropped")
+                    .field("reason", format!("the stored event does not load: {e}"))
+                    .emit();
                 continue;
             }
         };
         if !config.channels.iter().any(|c| &c.name == channel) {
             store.drop_pending(row.id).map_err(Error::from)?;
-            eprintln!(
-                "watchdog={} dedup={} channel={channel} delivery=dropped reason=\"the channel is no longer configured\"",
-                iso8601(now),
-                quote(key),
-            );
+            Line::warning("watchdog", now)
+                .field("dedup", key)
+                .field("channel", channel)
+                .field("delivery", "dropped")
+                .field("reason", "the channel is no longer configured")
+                .emit();
             continue;
         }
         if failed_channels.contains(channel) {
             continue;
         }
-        let report = send(config, channel, &event, false, env);
+        let report = send(config, channel, &event, false, now, env);
         if report.result == "failed" {
             let message = report.message.clone().unwrap_or_default();
             store
@@ -114,18 +114,15 @@ pub fn deliver_pending(
                 .mark_delivered_saving(row.id, now, &[(ALERT_STATE_KEY.to_owned(), json)])
                 .map_err(Error::from)?;
         }
-        eprintln!(
-            "watchdog={} dedup={} state={} channel={channel} delivery={}{retry}{}",
-            iso8601(now),
-            quote(key),
-            event.state.as_str(),
-            report.result,
-            report
-                .message
-                .as_deref()
-                .map(|m| format!(" message={m:?}"))
-                .unwrap_or_default()
-        );
+        super::delivery_line(now, &report.result)
+            .field("dedup", key)
+            .field("state", event.state.as_str())
+            .field("channel", channel)
+            .field("delivery", &report.result)
+            .field_opt("retry", retry)
+            .field_opt("queued_at", queued_at)
+            .field_opt("message", report.message.as_ref())
+            .emit();
         reports.push((key.clone(), report));
     }
     Ok(reports)

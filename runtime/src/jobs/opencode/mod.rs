@@ -10,23 +10,25 @@
 pub mod deliver;
 pub mod tracked;
 
-use crate::clock::{host_name, iso8601, now_or_clock};
+use crate::clock::{host_name, now_or_clock};
 use crate::config::{self, Config, Env};
 use crate::error::Error;
 use crate::fleet::{self, ALERTMANAGER_STATE_KEY, ALERTMANAGER_TYPE, HeldAlerts, SyncReport};
 use crate::input::read_sessions;
+use crate::journal::{Line, Priority};
 use crate::notify::{SendReport, apply_stored_settings, send};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, record_events, store_path,
     take_lock,
 };
-use crate::text::{escape_control, quote};
+use crate::text::escape_control;
 use agentwatch_opencode::db::LoadedSession;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
 use alert_state::{
-    AlertEvent, AlertState, Decision, LlmOpinion, RootObservation, Tick, process_tick,
+    AlertEvent, AlertState, Decision, DecisionKind, LlmOpinion, RootObservation, Severity, Tick,
+    process_tick,
 };
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
@@ -305,11 +307,7 @@ fn load_alert_state(
         serde_json::from_str(text).map_err(|e| e.to_string())
     })?;
     if let Some(aside) = aside {
-        eprintln!(
-            "watchdog={} {}",
-            iso8601(now),
-            aside.fields(ALERT_STATE_KEY)
-        );
+        aside.line("watchdog", ALERT_STATE_KEY, now).emit();
     }
     Ok(state)
 }
@@ -324,11 +322,7 @@ fn load_held_alerts(
         serde_json::from_str(text).map_err(|e| e.to_string())
     })?;
     if let Some(aside) = aside {
-        eprintln!(
-            "watchdog={} {}",
-            iso8601(now),
-            aside.fields(ALERTMANAGER_STATE_KEY)
-        );
+        aside.line("watchdog", ALERTMANAGER_STATE_KEY, now).emit();
     }
     Ok(held)
 }
@@ -374,18 +368,13 @@ fn sync_alertmanager(
 /// One journal line per Alertmanager post.
 fn journal_syncs(syncs: &[SyncReport], now: i64) {
     for sync in syncs {
-        eprintln!(
-            "watchdog={} channel={} alertmanager={} open={} ending={}{}",
-            iso8601(now),
-            sync.channel,
-            sync.result,
-            sync.open,
-            sync.ending,
-            sync.message
-                .as_deref()
-                .map(|m| format!(" message={m:?}"))
-                .unwrap_or_default()
-        );
+        delivery_line(now, &sync.result)
+            .field("channel", &sync.channel)
+            .field("alertmanager", &sync.result)
+            .field("open", sync.open)
+            .field("ending", sync.ending)
+            .field_opt("message", sync.message.as_ref())
+            .emit();
     }
 }
 
@@ -397,10 +386,10 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
     let now = now_or_clock(args.now);
     if !loaded.config.watchdog.enabled {
-        eprintln!(
-            "watchdog={} state=disabled reason=\"watchdog.enabled = false\"",
-            iso8601(now)
-        );
+        Line::info("watchdog", now)
+            .field("state", "disabled")
+            .field("reason", "watchdog.enabled = false")
+            .emit();
         return Ok(None);
     }
     // The demo logs its alerts and asks no model; with `--db` it writes there (for `serve`),
@@ -445,16 +434,17 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
 
     let mut collected = collect(&config, args, store.as_ref(), env, now);
     for (source, problem) in &collected.failed {
-        eprintln!(
-            "watchdog={} source={source:?} problem={problem:?} action=skip",
-            iso8601(now)
-        );
+        Line::warning("watchdog", now)
+            .field("source", source)
+            .field("problem", problem)
+            .field("action", "skip")
+            .emit();
     }
     let result = if collected.answered.is_empty() {
-        eprintln!(
-            "watchdog={} outcome=no_opencode reason=\"no source answered\"",
-            iso8601(now)
-        );
+        Line::warning("watchdog", now)
+            .field("outcome", "no_opencode")
+            .field("reason", "no source answered")
+            .emit();
         let mut report = TickReport::empty(now, &collected);
         if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
             store
@@ -472,7 +462,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
         record_events(store, &result.events(elapsed_ms(started)));
     }
-    eprintln!("tick done: {} alert(s) fired", result.fired());
+    result.done_line(args.verbose).emit();
     if args.demo && args.db.is_none() {
         let _ = std::fs::remove_dir_all(&demo_dir);
     }
@@ -482,6 +472,42 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
 /// Decisions that fired an event (trigger, escalate, resolve).
 fn fired(decisions: &[Decision]) -> usize {
     decisions.iter().filter(|d| d.dispatch.is_some()).count()
+}
+
+/// A delivery's journal line: an error when it failed, a warning when it went out with one.
+pub(crate) fn delivery_line(now: i64, result: &str) -> Line {
+    let priority = match result {
+        "failed" => Priority::Err,
+        "warning" => Priority::Warning,
+        _ => Priority::Info,
+    };
+    Line::new(priority, "watchdog", now)
+}
+
+/// An alert decision's journal line: a critical alert opened or escalated is an error, a warning
+/// alert a warning, a resolve or anything else info.
+fn decision_line(now: i64, decision: &Decision) -> Line {
+    let opened = matches!(
+        decision.kind,
+        DecisionKind::Trigger | DecisionKind::Escalate
+    );
+    let priority = match &decision.alert {
+        Some(a) if opened && a.severity == Severity::Critical => Priority::Err,
+        Some(_) if opened => Priority::Warning,
+        _ if decision.kind == DecisionKind::OpinionIgnored => Priority::Warning,
+        _ => Priority::Info,
+    };
+    let line = Line::new(priority, "watchdog", now)
+        .field("dedup", &decision.dedup_key)
+        .field("state", decision.kind.as_str());
+    let line = match &decision.alert {
+        Some(a) => line
+            .field("severity", a.severity.as_str())
+            .field("title", &a.title)
+            .field("flagged_ticks", a.flagged_ticks),
+        None => line,
+    };
+    line.field("reason", &decision.reason)
 }
 
 /// What one tick saw and did.
@@ -553,6 +579,29 @@ impl TickReport {
     /// Events fired (trigger, escalate, resolve).
     pub fn fired(&self) -> usize {
         fired(&self.decisions)
+    }
+
+    /// The tick's closing journal line: what it saw and fired, and how many open alerts were
+    /// flagged again (each on its own line only with `verbose`), so a quiet tick is one line.
+    pub fn done_line(&self, verbose: bool) -> Line {
+        let trees = &self.judgement.trees;
+        let still = self
+            .decisions
+            .iter()
+            .filter(|d| d.kind == DecisionKind::StillFlagged)
+            .count();
+        let line = Line::info("watchdog", self.now)
+            .field("tick", "done")
+            .field("outcome", self.outcome)
+            .field("sessions", self.judgement.sessions.len())
+            .field("trees", trees.len())
+            .field("flagged", trees.iter().filter(|t| t.flagged).count())
+            .field("fired", self.fired());
+        if verbose {
+            line
+        } else {
+            line.field("still_flagged", still)
+        }
     }
 
     /// The human form: trees, alert events and their routes, a closing count.
@@ -665,13 +714,11 @@ fn tick(
     let (judgement, cache_rows) = tracked::judge(&mut collected.sessions, &detector, now);
     let read_now = collected.sessions.iter().filter(|s| s.was_read()).count();
     if args.verbose {
-        eprintln!(
-            "watchdog={} sessions={} read={} from_store={}",
-            iso8601(now),
-            collected.sessions.len(),
-            read_now,
-            collected.sessions.len() - read_now
-        );
+        Line::info("watchdog", now)
+            .field("sessions", collected.sessions.len())
+            .field("read", read_now)
+            .field("from_store", collected.sessions.len() - read_now)
+            .emit();
     }
     let by_id: BTreeMap<&str, &Session> = collected
         .sessions
@@ -702,11 +749,11 @@ fn tick(
         .partition(|root| collected.stale.contains(root));
     let stale: Vec<String> = stale_trees.iter().cloned().chain(stale_missing).collect();
     if !complete && !gone.is_empty() {
-        eprintln!(
-            "watchdog={} missing_roots={} action=keep_open reason=\"a source failed, so missing is not gone\"",
-            iso8601(now),
-            gone.len()
-        );
+        Line::warning("watchdog", now)
+            .field("missing_roots", gone.len())
+            .field("action", "keep_open")
+            .field("reason", "a source failed, so missing is not gone")
+            .emit();
     }
     let gone = if complete { gone } else { Vec::new() };
 
@@ -767,22 +814,11 @@ fn tick(
     // writes (`fleet`), not through the outbox.
     let mut routed: Vec<(String, AlertEvent)> = Vec::new();
     for decision in &outcome.decisions {
-        let fields = match &decision.alert {
-            Some(a) => format!(
-                "severity={} title={} flagged_ticks={}",
-                a.severity.as_str(),
-                quote(&a.title),
-                a.flagged_ticks
-            ),
-            None => String::new(),
-        };
-        eprintln!(
-            "watchdog={} dedup={} state={} {fields} reason={:?}",
-            iso8601(now),
-            quote(&decision.dedup_key),
-            decision.kind.as_str(),
-            decision.reason
-        );
+        // A quiet tick is one line: an alert flagged again without a transition is counted in
+        // the tick's closing line, and written on its own only with `--verbose`.
+        if args.verbose || decision.kind != DecisionKind::StillFlagged {
+            decision_line(now, decision).emit();
+        }
         let Some(dispatch) = &decision.dispatch else {
             continue;
         };
@@ -793,24 +829,21 @@ fn tick(
                 // A dry run reports what it would send; a real tick sends from the outbox after
                 // its transaction (below).
                 if args.dry_run {
-                    let report = send(config, &route.channel, &dispatch.event, true, env);
-                    eprintln!(
-                        "watchdog={} dedup={} channel={} delivery={}",
-                        iso8601(now),
-                        quote(&decision.dedup_key),
-                        route.channel,
-                        report.result,
-                    );
+                    let report = send(config, &route.channel, &dispatch.event, true, now, env);
+                    delivery_line(now, &report.result)
+                        .field("dedup", &decision.dedup_key)
+                        .field("channel", &route.channel)
+                        .field("delivery", &report.result)
+                        .emit();
                     sends.push((decision.dedup_key.clone(), report));
                 }
             } else {
-                eprintln!(
-                    "watchdog={} dedup={} channel={} delivery=suppressed reason={:?}",
-                    iso8601(now),
-                    quote(&decision.dedup_key),
-                    route.channel,
-                    route.reason
-                );
+                Line::info("watchdog", now)
+                    .field("dedup", &decision.dedup_key)
+                    .field("channel", &route.channel)
+                    .field("delivery", "suppressed")
+                    .field("reason", &route.reason)
+                    .emit();
             }
         }
     }
@@ -977,18 +1010,13 @@ fn tick(
                 || SendReport::new(&channel, "failed", Some("not posted".to_owned())),
                 SyncReport::send_report,
             );
-        eprintln!(
-            "watchdog={} dedup={} state={} channel={channel} delivery={}{}",
-            iso8601(now),
-            quote(&event.dedup_key),
-            event.state.as_str(),
-            report.result,
-            report
-                .message
-                .as_deref()
-                .map(|m| format!(" message={m:?}"))
-                .unwrap_or_default()
-        );
+        delivery_line(now, &report.result)
+            .field("dedup", &event.dedup_key)
+            .field("state", event.state.as_str())
+            .field("channel", &channel)
+            .field("delivery", &report.result)
+            .field_opt("message", report.message.as_ref())
+            .emit();
         sends.push((event.dedup_key, report));
     }
     Ok(TickReport {
@@ -1069,17 +1097,16 @@ fn ask_opinions(
         match agentwatch_llm::ask_loop_opinion(&endpoint, &obs.agent, &obs.summary) {
             Ok(opinion) => {
                 *slot = opinion;
-                eprintln!(
-                    "watchdog={} root={root:?} llm_opinion={}",
-                    iso8601(now),
-                    opinion.map_or("none", |o| o.as_str())
-                );
+                Line::info("watchdog", now)
+                    .field("root", root)
+                    .field("llm_opinion", opinion.map_or("none", |o| o.as_str()))
+                    .emit();
             }
-            Err(e) => eprintln!(
-                "watchdog={} root={root:?} llm_opinion=none problem={:?}",
-                iso8601(now),
-                e.to_string()
-            ),
+            Err(e) => Line::warning("watchdog", now)
+                .field("root", root)
+                .field("llm_opinion", "none")
+                .field("problem", e)
+                .emit(),
         }
     }
     opinions
