@@ -32,6 +32,11 @@ pub struct Alert {
     pub last_fired_at: i64,
     /// When it resolved; `None` while open.
     pub resolved_at: Option<i64>,
+    /// The source that last saw its tree (a server URL, a database path); empty when unknown
+    /// (a state stored before sources were recorded). Only a complete answer from this source
+    /// may resolve the alert as gone.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
 }
 
 /// Everything the next tick needs: the open alerts and the router's memory. The caller stores it
@@ -105,6 +110,9 @@ pub struct RootObservation {
     /// The detector's verdict or any other context; copied to the event's `details.verdict`.
     #[serde(default)]
     pub details: Value,
+    /// Where the tree was seen (a server URL, a database path); recorded on its alert.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
 }
 
 impl RootObservation {
@@ -122,6 +130,7 @@ impl RootObservation {
             opinion: None,
             summary: summary.into(),
             details: Value::Null,
+            source: String::new(),
         }
     }
 
@@ -135,7 +144,15 @@ impl RootObservation {
             opinion: None,
             summary: String::new(),
             details: Value::Null,
+            source: String::new(),
         }
+    }
+
+    /// The same observation, seen in `source`.
+    #[must_use]
+    pub fn from_source(mut self, source: impl Into<String>) -> Self {
+        self.source = source.into();
+        self
     }
 
     /// The same observation with an LLM opinion.
@@ -506,7 +523,12 @@ fn observe_root(
             next.open_alerts.insert(dedup_key, alert);
             Some(step)
         }
-        (true, Some(alert)) => Some(flag_open_alert(alert, config, observation, &opinion, now)),
+        (true, Some(alert)) => {
+            if !observation.source.is_empty() {
+                alert.source.clone_from(&observation.source);
+            }
+            Some(flag_open_alert(alert, config, observation, &opinion, now))
+        }
     };
     steps.extend(lifecycle);
     steps
@@ -555,6 +577,7 @@ fn open_alert(
         opened_at: now,
         last_fired_at: now,
         resolved_at: None,
+        source: observation.source.clone(),
     };
     let event = event_for(
         &alert,

@@ -781,6 +781,33 @@ fn a_resolve_bypasses_severity_and_rate_limit_for_channels_that_delivered_the_al
     assert!(route.reason.contains("bypass"), "{}", route.reason);
 }
 
+/// An alert records the source that saw its tree (the latest one that did), for the caller's
+/// "gone" rule; an observation without a source keeps the recorded one.
+#[test]
+fn an_alert_records_the_source_that_saw_its_tree() {
+    let mut watchdog = Watchdog::new(config());
+    let open = watchdog.tick(vec![flagged("ses_a", NONE).from_source("http://a")], &[]);
+    assert_eq!(only(&open).alert.as_ref().unwrap().source, "http://a");
+    watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    assert_eq!(
+        watchdog.state.open_alerts["opencode-loop:ses_a"].source,
+        "http://a"
+    );
+    watchdog.tick(vec![flagged("ses_a", NONE).from_source("/db")], &[]);
+    assert_eq!(
+        watchdog.state.open_alerts["opencode-loop:ses_a"].source,
+        "/db"
+    );
+    // A state stored before sources were recorded loads with none.
+    let mut json = serde_json::to_value(&watchdog.state).unwrap();
+    json["open_alerts"]["opencode-loop:ses_a"]
+        .as_object_mut()
+        .unwrap()
+        .remove("source");
+    let old: AlertState = serde_json::from_value(json).unwrap();
+    assert_eq!(old.open_alerts["opencode-loop:ses_a"].source, "");
+}
+
 /// A stale root (no new call within the stale age) resolves its open alert as `resolve_stale`,
 /// with a readable reason and a resolve event for the channels that saw the alert; a stale root
 /// also listed as gone resolves once, as stale; a stale root without an alert is nothing.

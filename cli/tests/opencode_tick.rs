@@ -221,7 +221,10 @@ program = "{notify}"
         t1.stderr()
     );
     assert!(
-        t1.stderr().contains(" tick=done outcome=flagged ") && t1.stderr().contains(" fired=1 "),
+        // With --verbose the closing line ends at `fired` (still_flagged lines are their own).
+        t1.stderr()
+            .lines()
+            .any(|l| l.contains(" tick=done outcome=flagged ") && l.ends_with(" fired=1")),
         "{}",
         t1.stderr()
     );
@@ -353,7 +356,16 @@ fn a_corrupt_database_is_reported_and_kept() {
     let run = agentwatch(
         &tmp.path,
         None,
-        &["opencode", "--once", "--sessions", "-", "--now", "1"],
+        &[
+            "opencode",
+            "--once",
+            "--sessions",
+            "-",
+            "--db",
+            db.to_str().unwrap(),
+            "--now",
+            "1",
+        ],
     );
     assert_eq!(run.code(), Some(65), "{}", run.stderr());
     assert!(run.stderr().contains("agentwatch.db"), "{}", run.stderr());

@@ -1,6 +1,7 @@
 //! Issue 14: alerts end for the right reason. A tree with no new call for
 //! `watchdog.stale_after_s` is not judged as looping now and its open alert resolves as
-//! `resolve_stale`.
+//! `resolve_stale`; "gone" belongs to the source that saw the tree; a manual run
+//! (`--sessions`, `--demo`) never touches the production store.
 
 use agentwatch_opencode::db::testing::{create_db, insert_export};
 use agentwatch_testkit::TempDir;
@@ -200,4 +201,133 @@ fn a_recently_updated_session_whose_calls_are_old_is_stale() {
         [("trigger".to_owned(), "ses_renamed".to_owned())],
         "{stderr}"
     );
+}
+
+fn healthy(id: &str, start_s: i64) -> ExportBuilder {
+    let calls: Vec<_> = (0..20)
+        .map(|i| {
+            (
+                "read",
+                json!({"filePath": format!("/tmp/proj/migrations/{i:04}.py"), "offset": 1, "limit": 40}),
+                json!({"preview": "x", "truncated": false, "loaded": []}),
+                "<content>",
+            )
+        })
+        .collect();
+    ExportBuilder::new(id, "Review migrations", None, start_s * 1000).steps("build", &calls, 1000)
+}
+
+/// An alert opened from source A (an opencode.db) stays open through a manual `--sessions` run
+/// on the default store and through a tick that reads only source B (another server); a
+/// complete answer from A without the tree resolves it as gone.
+#[test]
+fn gone_belongs_to_the_source_that_saw_the_tree() {
+    let tmp = TempDir::new("aw-gone-source");
+    write_config(&tmp.path, "");
+    let oc = tmp.path.join("opencode.db");
+    create_db(&oc).unwrap();
+    insert_export(&oc, &looping("ses_loop_a", NOW - 600).build(), "/tmp/proj").unwrap();
+    let oc_set = format!("opencode.db={:?}", oc.display().to_string());
+    let at = |t: i64| t.to_string();
+    let open_alerts = || {
+        let (status, _) = agentwatch(&tmp.path, &["status", "--json"]);
+        status["open_alerts"].clone()
+    };
+
+    // Source A, the default store: the alert opens.
+    let (report, stderr) = agentwatch(
+        &tmp.path,
+        &[
+            "opencode",
+            "--once",
+            "--json",
+            "--now",
+            &at(NOW),
+            "--set",
+            &oc_set,
+        ],
+    );
+    assert_eq!(
+        decisions(&report),
+        [("trigger".to_owned(), "ses_loop_a".to_owned())],
+        "{stderr}"
+    );
+    assert_eq!(open_alerts(), 1);
+
+    // A manual run on a file, with the default store: its own store, the alert stays open.
+    let file = tmp.path.join("healthy.json");
+    std::fs::write(&file, healthy("ses_other", NOW - 300).build().to_string()).unwrap();
+    let (report, stderr) = agentwatch(
+        &tmp.path,
+        &[
+            "opencode",
+            "--once",
+            "--json",
+            "--now",
+            &at(NOW + 60),
+            "--sessions",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        decisions(&report),
+        Vec::<(String, String)>::new(),
+        "{stderr}"
+    );
+    assert!(stderr.contains("store=temporary"), "{stderr}");
+    assert_eq!(
+        open_alerts(),
+        1,
+        "a manual run never closes a production alert"
+    );
+
+    // A tick that reads only source B (a server that does not list the tree): still open.
+    let b =
+        agentwatch_testkit::opencode::serve_exports(vec![healthy("ses_on_b", NOW - 300).build()]);
+    let (report, stderr) = agentwatch(
+        &tmp.path,
+        &[
+            "opencode",
+            "--once",
+            "--json",
+            "--now",
+            &at(NOW + 120),
+            "--server",
+            &b.url(),
+        ],
+    );
+    assert_eq!(
+        decisions(&report),
+        Vec::<(String, String)>::new(),
+        "{stderr}"
+    );
+    assert!(stderr.contains("action=keep_open"), "{stderr}");
+    assert_eq!(open_alerts(), 1, "source B cannot say A's tree is gone");
+
+    // A complete answer from A without the tree (the same path, the session deleted): gone.
+    let fresh = tmp.path.join("fresh-opencode.db");
+    create_db(&fresh).unwrap();
+    std::fs::rename(&fresh, &oc).unwrap();
+    let _ = std::fs::remove_file(tmp.path.join("opencode.db-wal"));
+    let _ = std::fs::remove_file(tmp.path.join("opencode.db-shm"));
+    let (report, stderr) = agentwatch(
+        &tmp.path,
+        &[
+            "opencode",
+            "--once",
+            "--json",
+            "--now",
+            &at(NOW + 180),
+            "--set",
+            &oc_set,
+            "--server",
+            &b.url(),
+        ],
+    );
+    assert_eq!(
+        decisions(&report),
+        [("resolve_gone".to_owned(), "ses_loop_a".to_owned())],
+        "{stderr}"
+    );
+    assert_eq!(open_alerts(), 0);
 }

@@ -148,6 +148,7 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
             opinion: root.opinion.as_deref().and_then(parse_llm_opinion),
             summary: root.summary,
             details: root.details,
+            source: String::new(),
         })
         .collect();
     Tick {

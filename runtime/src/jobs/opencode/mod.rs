@@ -81,6 +81,9 @@ pub struct Collected {
     pub failed: Vec<(String, String)>,
     /// Sessions some source could not read (their roots must not look "gone").
     pub unreadable: usize,
+    /// Sources that gave a complete answer: listed, and every listed session read. Only such an
+    /// answer from the source that saw a tree may resolve its alert as gone.
+    pub complete: HashSet<String>,
     /// Sessions a live source left out as not active within `watchdog.stale_after_s`.
     pub stale: HashSet<String>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
@@ -102,6 +105,7 @@ impl Collected {
             .collect();
         self.add(tracked);
         self.recorded.insert(source.to_owned());
+        self.complete.insert(source.to_owned());
     }
 }
 
@@ -174,6 +178,9 @@ pub fn collect(
         match tracked::read_server(&server, store, &detector, args.full_read, cutoff) {
             Ok(read) => {
                 collected.stale.extend(read.stale);
+                if read.problems.is_empty() {
+                    collected.complete.insert(server.shown_url().to_owned());
+                }
                 collected.unreadable += read.problems.len();
                 for p in read.problems {
                     collected.failed.push((shown.clone(), p.to_string()));
@@ -199,6 +206,7 @@ pub fn collect(
                         })
                         .collect();
                     collected.add(tracked);
+                    collected.complete.insert(source.clone());
                     collected.answered.push(source);
                 }
                 Err(e) => collected.failed.push((path.display().to_string(), e)),
@@ -404,10 +412,24 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         }
         loaded.config.watchdog.local_llm_enabled = false;
     }
+    // A manual run (`--demo` or `--sessions` without `--db`) never touches the production store:
+    // it judges only what it was given (and `--server` URLs) in a fresh store in a temporary
+    // directory, removed after the tick, so it can neither close nor re-page a production alert.
+    let manual = (args.demo || !args.session_files.is_empty()) && args.db.is_none();
     let demo_dir;
-    let db_path = if args.demo && args.db.is_none() {
-        demo_dir = std::env::temp_dir().join(format!("agentwatch-demo-{}", std::process::id()));
+    let db_path = if manual {
+        demo_dir = std::env::temp_dir().join(format!("agentwatch-manual-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&demo_dir);
+        loaded.config.opencode.servers.clear();
+        loaded.config.opencode.registry = None;
+        loaded.config.opencode.db = None;
+        Line::info("watchdog", now)
+            .field("store", "temporary")
+            .field(
+                "reason",
+                "--sessions or --demo without --db: a manual run uses its own store and only the sources it names",
+            )
+            .emit();
         Some(demo_dir.join("agentwatch.db"))
     } else {
         demo_dir = PathBuf::new();
@@ -463,7 +485,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         record_events(store, &result.events(elapsed_ms(started)));
     }
     result.done_line(args.verbose).emit();
-    if args.demo && args.db.is_none() {
+    if manual {
         let _ = std::fs::remove_dir_all(&demo_dir);
     }
     Ok(Some(result))
@@ -738,24 +760,45 @@ fn tick(
     // judged as looping now; an open alert on it (or on a root a source left out as stale)
     // resolves as stale.
     let stale_trees = stale_trees(&judgement, collected, config.watchdog.stale_cutoff_ms(now));
-    // Only a complete picture may resolve an alert whose root is missing.
-    let complete = collected.failed.is_empty() && collected.unreadable == 0;
+    // "Gone" belongs to a source: an alert whose root is missing resolves as gone only on a
+    // complete answer from the source that saw its tree (an alert stored before sources were
+    // recorded: only when every source answered completely).
+    let all_complete = collected.failed.is_empty() && collected.unreadable == 0;
     let present: HashSet<&str> = judgement.trees.iter().map(|t| t.root.as_str()).collect();
-    let (stale_missing, gone): (Vec<String>, Vec<String>) = state
+    let (stale_missing, missing): (Vec<&alert_state::Alert>, Vec<&alert_state::Alert>) = state
         .open_alerts
         .values()
-        .map(|a| a.root.clone())
-        .filter(|root| !present.contains(root.as_str()))
-        .partition(|root| collected.stale.contains(root));
-    let stale: Vec<String> = stale_trees.iter().cloned().chain(stale_missing).collect();
-    if !complete && !gone.is_empty() {
+        .filter(|a| !present.contains(a.root.as_str()))
+        .partition(|a| collected.stale.contains(&a.root));
+    let stale: Vec<String> = stale_trees
+        .iter()
+        .cloned()
+        .chain(stale_missing.iter().map(|a| a.root.clone()))
+        .collect();
+    let (gone, kept): (Vec<&alert_state::Alert>, Vec<&alert_state::Alert>) =
+        missing.into_iter().partition(|a| {
+            if a.source.is_empty() {
+                all_complete
+            } else {
+                collected.complete.contains(&a.source)
+            }
+        });
+    if !kept.is_empty() {
         Line::warning("watchdog", now)
-            .field("missing_roots", gone.len())
+            .field("missing_roots", kept.len())
             .field("action", "keep_open")
-            .field("reason", "a source failed, so missing is not gone")
+            .field(
+                "reason",
+                "missing is gone only on a complete answer from the source that saw the tree",
+            )
             .emit();
     }
-    let gone = if complete { gone } else { Vec::new() };
+    let gone: Vec<String> = gone.into_iter().map(|a| a.root.clone()).collect();
+    let source_of: BTreeMap<&str, &str> = collected
+        .sessions
+        .iter()
+        .map(|s| (s.info.id.as_str(), s.source.as_str()))
+        .collect();
 
     let mut roots: Vec<RootObservation> = judgement
         .trees
@@ -763,13 +806,14 @@ fn tick(
         .filter(|t| !stale_trees.contains(&t.root))
         .map(|t| {
             let agent = tree_agent(t, &by_id);
+            let source = source_of.get(t.root.as_str()).copied().unwrap_or_default();
             if t.flagged {
                 let mut obs = RootObservation::flagged(&t.root, agent, tree_summary(t));
                 obs.details =
                     json!({"flagged_sessions": t.flagged_sessions, "sessions": t.sessions});
-                obs
+                obs.from_source(source)
             } else {
-                RootObservation::not_flagged(&t.root, agent)
+                RootObservation::not_flagged(&t.root, agent).from_source(source)
             }
         })
         .collect();
