@@ -355,7 +355,8 @@ fn view_range(
         }
         let first = offset.unwrap_or(1).max(1);
         let last = match limit {
-            Some(l) => first + l.max(1) - 1,
+            // Saturating: offset and limit come from the model and can be any u64.
+            Some(l) => first.saturating_add(l.max(1) - 1),
             None => known_length(&path)?,
         };
         let last = known_length(&path).map_or(last, |n| last.min(n.max(first)));
@@ -447,6 +448,37 @@ mod tests {
         );
         assert_eq!(resolve_path(Some("/home/u/p"), "/etc/./x"), "/etc/x");
         assert_eq!(resolve_path(None, "a/./b"), "a/b");
+    }
+
+    /// Found by `cargo xtask fuzz` (session-file): a read whose offset plus limit passes u64::MAX
+    /// panicked (debug) or wrapped into a bogus range (release).
+    #[test]
+    fn a_read_range_at_the_end_of_u64_saturates() {
+        let config = DetectConfig::with_profile(crate::Profile::Precise);
+        let counts = BTreeMap::new();
+        let ctx = CallContext {
+            directory: Some("/repo"),
+            line_counts: &counts,
+        };
+        let read = |offset: u64, limit: u64| Call {
+            tool: "read".to_owned(),
+            input: json!({"filePath": "a.py", "offset": offset, "limit": limit}),
+            status: crate::CallStatus::Completed,
+            metadata: Value::Null,
+            time: None,
+            output_hash: None,
+        };
+        for (offset, limit, first, last) in [
+            (u64::MAX, u64::MAX, u64::MAX, u64::MAX),
+            (u64::MAX - 1, 5, u64::MAX - 1, u64::MAX),
+            (10, 5, 10, 14),
+        ] {
+            let facts = CallFacts::of(&read(offset, limit), ctx, &config).unwrap();
+            let view = facts
+                .view
+                .expect("a read with offset and limit shows a range");
+            assert_eq!((view.first, view.last), (first, last), "{offset} {limit}");
+        }
     }
 
     #[test]

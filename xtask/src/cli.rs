@@ -42,6 +42,29 @@ enum Task {
     /// Print the figures of both profiles on the corpus and the development set (the tables of
     /// docs/detection.md).
     DetectionReport(ReportArgs),
+    /// Fuzz the input parsers (bash normaliser, session files, exports, message pages, replay
+    /// timelines, configuration) for a time each; exit 1 and save the inputs on any finding.
+    Fuzz(FuzzArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct FuzzArgs {
+    /// Seconds per target.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    seconds: u64,
+    /// Only this target (repeatable): bash, session-file, export, messages, replay, config.
+    #[arg(long = "target", value_name = "NAME")]
+    targets: Vec<String>,
+    /// Seed of the input generator [default: the current unix time, printed so a run can be
+    /// repeated].
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Where findings are saved [default: target/fuzz-findings in the workspace].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Run the one target named by --target on FILE and say what happens (to reproduce a finding).
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -124,6 +147,7 @@ where
         Task::GenCorpus(args) => run_gen_corpus(args, out),
         Task::ImportTrajectories(args) => run_import(args, out),
         Task::DetectionReport(args) => run_report(args, out),
+        Task::Fuzz(args) => run_fuzz(args, out),
     };
     match result {
         Ok(code) => code,
@@ -341,4 +365,113 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
             })
         }
     }
+}
+
+fn run_fuzz(args: FuzzArgs, out: &mut dyn Write) -> Result<u8, String> {
+    use agentwatch_fuzz::{Budget, FindingKind, TARGETS, find_target};
+    let targets = if args.targets.is_empty() {
+        TARGETS.iter().collect::<Vec<_>>()
+    } else {
+        args.targets
+            .iter()
+            .map(|name| {
+                find_target(name).ok_or_else(|| {
+                    let names: Vec<_> = TARGETS.iter().map(|t| t.name).collect();
+                    format!(
+                        "unknown fuzz target `{name}` (expected one of {})",
+                        names.join(", ")
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let write = |out: &mut dyn Write, text: String| {
+        out.write_all(text.as_bytes())
+            .map_err(|e| format!("writing the output: {e}"))
+    };
+    let describe = |kind: &FindingKind| match kind {
+        FindingKind::Panic(message) => format!("panic: {message}"),
+        FindingKind::Violation(why) => format!("property broken: {why}"),
+        FindingKind::Slow(took) => format!("slow input: {:.1} s", took.as_secs_f64()),
+    };
+    if let Some(file) = &args.replay {
+        let [target] = targets.as_slice() else {
+            return Err("--replay needs exactly one --target".to_owned());
+        };
+        let input = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        return Ok(match agentwatch_fuzz::driver::check_one(target, &input) {
+            None => {
+                write(out, format!("{}: {} holds\n", file.display(), target.name))?;
+                EXIT_OK
+            }
+            Some(kind) => {
+                write(
+                    out,
+                    format!("{}: {}: {}\n", file.display(), target.name, describe(&kind)),
+                )?;
+                EXIT_FAILED
+            }
+        });
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs())
+    });
+    let dir = args
+        .out
+        .unwrap_or_else(|| workspace_root().join("target/fuzz-findings"));
+    write(out, format!("seed {seed}, {} s per target\n", args.seconds))?;
+    write(
+        out,
+        format!(
+            "{:<14} {:>12} {:>12} {:>9}\n",
+            "target", "executions", "per second", "findings"
+        ),
+    )?;
+    let mut found = 0;
+    for target in targets {
+        let budget = Budget::Time(std::time::Duration::from_secs(args.seconds));
+        let report = agentwatch_fuzz::fuzz(target, budget, seed);
+        let rate = report.executions as f64 / report.elapsed.as_secs_f64().max(1e-9);
+        write(
+            out,
+            format!(
+                "{:<14} {:>12} {:>12.0} {:>9}\n",
+                target.name,
+                report.executions,
+                rate,
+                report.findings.len()
+            ),
+        )?;
+        for finding in &report.findings {
+            found += 1;
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let path = dir.join(format!(
+                "{}-{}.bin",
+                target.name,
+                detect_core::output_hash(&String::from_utf8_lossy(&finding.input))
+            ));
+            std::fs::write(&path, &finding.input)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            write(
+                out,
+                format!(
+                    "  {}\n  saved {} (cargo xtask fuzz --target {} --replay {})\n",
+                    describe(&finding.kind),
+                    path.display(),
+                    target.name,
+                    path.display()
+                ),
+            )?;
+        }
+    }
+    Ok(if found == 0 { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// The workspace root (xtask lives one folder below it).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
