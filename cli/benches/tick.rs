@@ -36,7 +36,7 @@ fn tick(home: &Path, config: &Path, extra: &[&str]) {
     let status = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
         .args(["opencode", "--once", "--config"])
         .arg(config)
-        .args(["--now", "1796100000"])
+        .args(["--now", "1796001000"])
         .args(extra)
         .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
@@ -60,7 +60,7 @@ fn peak_rss_kib(home: &Path, config: &Path) -> Option<u64> {
             "--config",
         ])
         .arg(config)
-        .args(["--now", "1796100000"])
+        .args(["--now", "1796001000"])
         .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
         .env("XDG_CONFIG_HOME", home.join("config"))

@@ -46,8 +46,14 @@ pub const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
             "time_updated",
         ],
     ),
-    ("message", &["id", "session_id", "time_created", "data"]),
-    ("part", &["id", "message_id", "session_id", "data"]),
+    (
+        "message",
+        &["id", "session_id", "time_created", "time_updated", "data"],
+    ),
+    (
+        "part",
+        &["id", "message_id", "session_id", "time_updated", "data"],
+    ),
 ];
 
 /// Why the database could not be read or a fixture could not be exported.
@@ -230,6 +236,36 @@ impl OpencodeDb {
         .map_err(|e| self.err(e))?
         .filter(|item| !matches!(item, Ok((_, 0))))
         .collect::<Result<_, _>>()
+        .map_err(|e| self.err(e))
+    }
+
+    /// What changes whenever anything of a session does: its row's `time_updated`, and its
+    /// messages' and parts' counts and latest `time_updated` (a part going from running to
+    /// completed, a message added through `POST /session/:id/shell`, a revert that deletes
+    /// some). A session whose marker is what a tick stored need not be loaded again. Reads the
+    /// indexed columns only, never the JSON.
+    pub fn change_marker(&self, id: &str) -> Result<String, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT (SELECT time_updated FROM session WHERE id = ?1), \
+                 (SELECT COUNT(*) FROM message WHERE session_id = ?1), \
+                 (SELECT MAX(time_updated) FROM message WHERE session_id = ?1), \
+                 (SELECT COUNT(*) FROM part WHERE session_id = ?1), \
+                 (SELECT MAX(time_updated) FROM part WHERE session_id = ?1)",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_row([id], |r| {
+            let n = |i: usize| r.get::<_, Option<i64>>(i);
+            Ok(format!(
+                "{}:{}:{}:{}:{}",
+                n(0)?.unwrap_or(0),
+                n(1)?.unwrap_or(0),
+                n(2)?.unwrap_or(0),
+                n(3)?.unwrap_or(0),
+                n(4)?.unwrap_or(0)
+            ))
+        })
         .map_err(|e| self.err(e))
     }
 

@@ -321,6 +321,16 @@ impl OpencodeServer {
         })
     }
 
+    /// The id of a session's newest message (`None` when it has none): one request for one
+    /// message, read leanly. A session whose newest message is the stored cursor has nothing
+    /// new, whatever its `time.updated` says (opencode does not bump it for calls that arrive
+    /// through `POST /session/:id/shell`).
+    pub fn newest_message_id(&self, session_id: &str) -> Result<Option<String>, SourceError> {
+        let id = percent_encode(session_id, b"");
+        let page = self.get_parsed(&format!("/session/{id}/message?limit=1"), parse_messages)?;
+        Ok(page.body.last().map(|m| m.info.id.clone()))
+    }
+
     /// Pages of `/session/:id/message`, newest first, until a page holds a message for which
     /// `known` is true (that message and the older ones are dropped). Chronological order.
     fn paged_messages<T>(

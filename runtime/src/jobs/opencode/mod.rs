@@ -22,7 +22,6 @@ use crate::stored::{
     take_lock,
 };
 use crate::text::escape_control;
-use agentwatch_opencode::db::LoadedSession;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
@@ -73,7 +72,8 @@ pub struct Options {
 #[derive(Debug, Default)]
 pub struct Collected {
     pub sessions: Vec<Tracked>,
-    /// Server URLs read incrementally (their cache rows are stored after the tick).
+    /// Sources read incrementally, servers and opencode.db (their cache rows are stored after
+    /// the tick).
     pub cached_sources: Vec<String>,
     /// Sources that answered.
     pub answered: Vec<String>,
@@ -195,21 +195,20 @@ pub fn collect(
     if let Some(db) = &config.opencode.db {
         let path = config::expand_home(db, env);
         if path.exists() {
-            match read_opencode_db(&path, cutoff) {
-                Ok((loaded, stale)) => {
-                    collected.stale.extend(stale);
-                    let source = path.display().to_string();
-                    let tracked = loaded
-                        .iter()
-                        .map(|l| {
-                            Tracked::whole_with_infos(&source, &l.session, &l.infos, &detector)
-                        })
-                        .collect();
-                    collected.add(tracked);
+            let source = path.display().to_string();
+            let read = agentwatch_opencode::db::OpencodeDb::open(&path, Duration::from_secs(5))
+                .and_then(|db| {
+                    tracked::read_db(&db, &source, store, &detector, args.full_read, cutoff)
+                });
+            match read {
+                Ok(read) => {
+                    collected.stale.extend(read.stale);
+                    collected.add(read.sessions);
+                    collected.cached_sources.push(source.clone());
                     collected.complete.insert(source.clone());
                     collected.answered.push(source);
                 }
-                Err(e) => collected.failed.push((path.display().to_string(), e)),
+                Err(e) => collected.failed.push((source, e.to_string())),
             }
         }
     }
@@ -236,46 +235,6 @@ pub fn collect(
         }
     }
     collected
-}
-
-/// Sessions from opencode's own database, read-only, with their messages' infos: with a
-/// `stale_cutoff_ms`, only those active since (and their ancestors); the others' ids second.
-fn read_opencode_db(
-    path: &Path,
-    stale_cutoff_ms: Option<i64>,
-) -> Result<(Vec<LoadedSession>, Vec<String>), String> {
-    let db = agentwatch_opencode::db::OpencodeDb::open(path, Duration::from_secs(5))
-        .map_err(|e| e.to_string())?;
-    db.snapshot(|db| {
-        let rows = db.sessions()?;
-        let keep: Option<HashSet<String>> = match stale_cutoff_ms {
-            None => None,
-            Some(cutoff) => {
-                let activity = db.session_activity()?;
-                let items = rows.iter().map(|r| {
-                    let active = activity.get(&r.id).is_none_or(|at| *at >= cutoff);
-                    (r.id.as_str(), r.parent_id.as_deref(), active)
-                });
-                Some(
-                    tracked::active_with_ancestors(items)
-                        .into_iter()
-                        .map(str::to_owned)
-                        .collect(),
-                )
-            }
-        };
-        let mut sessions = Vec::with_capacity(rows.len());
-        let mut stale = Vec::new();
-        for row in &rows {
-            if keep.as_ref().is_some_and(|k| !k.contains(&row.id)) {
-                stale.push(row.id.clone());
-                continue;
-            }
-            sessions.push(db.load(row)?);
-        }
-        Ok((sessions, stale))
-    })
-    .map_err(|e| e.to_string())
 }
 
 /// The agent a tree's alert is titled with: the first flagged session's, else the root's.

@@ -2,12 +2,15 @@
 //! store, so a tick reads only messages newer than the last one and judges only what changed.
 //!
 //! - A session whose `time.updated` is what the store saw, under the same detector
-//!   configuration, is not read at all: its stored verdict stands (unless a descendant landed).
+//!   configuration, and whose newest message is its stored cursor (one request for one message:
+//!   opencode does not bump `time.updated` for calls through `POST /session/:id/shell`), is not
+//!   read: its stored verdict stands (unless a descendant landed).
 //! - A changed session is read after its cursor; its calls are pushed into its stored
 //!   [`SessionDetector`]. Only settled messages are consumed, so a step still running is read
 //!   again next tick. A cursor the server no longer has means the history changed: start over.
 //! - Descendant landings are passed up the tree every tick; they are idempotent.
 
+use agentwatch_opencode::db::{DbError, OpencodeDb};
 use agentwatch_opencode::http::{OpencodeServer, SourceError};
 use agentwatch_opencode::lite::{LiteInfo, Spend};
 use agentwatch_store::{SessionCacheRow, Store};
@@ -17,7 +20,7 @@ use detect_core::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One session as a tick judges it.
 #[derive(Debug)]
@@ -102,6 +105,23 @@ impl Tracked {
         tracked
     }
 
+    /// A session whose stored row still stands (its source says nothing changed), if the row
+    /// parses.
+    fn stored(source: &str, row: SessionCacheRow) -> Option<Self> {
+        let meta = serde_json::from_str::<VerdictMeta>(&row.verdict).ok()?;
+        let info = serde_json::from_str::<Session>(&row.info).ok()?;
+        Some(Self {
+            source: source.to_owned(),
+            info,
+            spend: meta.spend.clone(),
+            newest_call_ms: meta.newest_call_ms,
+            state: State::Stored {
+                row: Box::new(row),
+                meta: Box::new(meta),
+            },
+        })
+    }
+
     /// Whether the session was read this tick (not taken from the store).
     pub fn was_read(&self) -> bool {
         matches!(self.state, State::Live { .. })
@@ -130,11 +150,11 @@ fn newest_call<'a>(
 /// holds the ids to keep. Ancestors are followed through the items only; a cycle ends the walk.
 pub fn active_with_ancestors<'a>(
     items: impl IntoIterator<Item = (&'a str, Option<&'a str>, bool)>,
-) -> std::collections::HashSet<&'a str> {
+) -> HashSet<&'a str> {
     let items: Vec<(&str, Option<&str>, bool)> = items.into_iter().collect();
     let parent_of: HashMap<&str, Option<&str>> =
         items.iter().map(|(id, parent, _)| (*id, *parent)).collect();
-    let mut keep = std::collections::HashSet::new();
+    let mut keep = HashSet::new();
     for (id, _, active) in &items {
         if !active {
             continue;
@@ -208,7 +228,7 @@ pub fn read_server(
                     Some((id, parent, active))
                 })
                 .collect();
-            let keep: std::collections::HashSet<String> = active_with_ancestors(
+            let keep: HashSet<String> = active_with_ancestors(
                 items
                     .iter()
                     .map(|(id, parent, active)| (id.as_str(), parent.as_deref(), *active)),
@@ -237,25 +257,30 @@ pub fn read_server(
         let unchanged = row
             .as_ref()
             .filter(|row| updated.is_some() && row.updated_ms == updated)
-            .and_then(|row| {
-                let meta = serde_json::from_str::<VerdictMeta>(&row.verdict).ok()?;
-                let info = serde_json::from_str::<Session>(&row.info).ok()?;
-                Some((meta, info))
-            });
+            .map(|_| ());
+        // `time.updated` alone does not say "nothing new" (opencode does not bump it for calls
+        // through `POST /session/:id/shell`): the newest message must be the stored cursor too.
+        let unchanged = match unchanged {
+            Some(found) => match server.newest_message_id(&base.id) {
+                Ok(newest) if row.as_ref().is_some_and(|r| r.cursor == newest) => Some(found),
+                Ok(_) => None,
+                Err(e) => {
+                    read.problems.push(e);
+                    continue;
+                }
+            },
+            None => None,
+        };
         let row = match (unchanged, row) {
-            (Some((meta, stored_info)), Some(row)) => {
+            (Some(()), Some(row)) => {
                 // The row moves into the state: no copy of its snapshot per unchanged session.
-                read.sessions.push(Tracked {
-                    source: server.shown_url().to_owned(),
-                    info: stored_info,
-                    spend: meta.spend.clone(),
-                    newest_call_ms: meta.newest_call_ms,
-                    state: State::Stored {
-                        row: Box::new(row),
-                        meta: Box::new(meta),
-                    },
-                });
-                continue;
+                match Tracked::stored(server.shown_url(), row) {
+                    Some(stored) => {
+                        read.sessions.push(stored);
+                        continue;
+                    }
+                    None => None,
+                }
             }
             (_, row) => row,
         };
@@ -331,6 +356,80 @@ pub fn read_server(
         });
     }
     Ok(read)
+}
+
+/// What reading an `opencode.db` found.
+#[derive(Debug, Default)]
+pub struct DbRead {
+    pub sessions: Vec<Tracked>,
+    /// Sessions not active within the stale age (not read, not reported).
+    pub stale: Vec<String>,
+}
+
+/// Read an `opencode.db` incrementally: sessions active within the stale age (and their
+/// ancestors) only, and of those only the ones whose change marker
+/// ([`OpencodeDb::change_marker`]) differs from the one the store holds are loaded; the others
+/// keep their stored verdict. The marker is kept in the cache row's cursor.
+pub fn read_db(
+    db: &OpencodeDb,
+    source: &str,
+    store: Option<&Store>,
+    config: &DetectConfig,
+    full_read: bool,
+    stale_cutoff_ms: Option<i64>,
+) -> Result<DbRead, DbError> {
+    let fp = fingerprint(config);
+    let mut cache: HashMap<String, SessionCacheRow> = match store {
+        Some(store) if !full_read => store.session_cache(source).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .filter(|r| r.fingerprint == fp)
+    .map(|r| (r.session_id.clone(), r))
+    .collect();
+    db.snapshot(|db| {
+        let rows = db.sessions()?;
+        let keep: Option<HashSet<String>> = match stale_cutoff_ms {
+            None => None,
+            Some(cutoff) => {
+                let activity = db.session_activity()?;
+                let items = rows.iter().map(|r| {
+                    let active = activity.get(&r.id).is_none_or(|at| *at >= cutoff);
+                    (r.id.as_str(), r.parent_id.as_deref(), active)
+                });
+                Some(
+                    active_with_ancestors(items)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                )
+            }
+        };
+        let mut read = DbRead::default();
+        for row in &rows {
+            if keep.as_ref().is_some_and(|k| !k.contains(&row.id)) {
+                read.stale.push(row.id.clone());
+                continue;
+            }
+            let marker = db.change_marker(&row.id)?;
+            if let Some(stored) = cache
+                .remove(&row.id)
+                .filter(|r| r.cursor.as_deref() == Some(marker.as_str()))
+                .and_then(|r| Tracked::stored(source, r))
+            {
+                read.sessions.push(stored);
+                continue;
+            }
+            let loaded = db.load(row)?;
+            let mut tracked =
+                Tracked::whole_with_infos(source, &loaded.session, &loaded.infos, config);
+            if let State::Live { cursor, .. } = &mut tracked.state {
+                *cursor = Some(marker);
+            }
+            read.sessions.push(tracked);
+        }
+        Ok(read)
+    })
 }
 
 /// Judge tracked sessions as trees. Returns the judgement and, per source, the cache rows to
