@@ -127,6 +127,17 @@ impl RouterState {
         routes
     }
 
+    /// Whether `channel` may take a trigger or escalate at `now`: it delivered none in the
+    /// half-open window `(now - rate_limit_s, now]` (one stamped after `now`, the clock having
+    /// gone back, counts as recent). A caller holding rate-limited events sends them once this
+    /// is true.
+    #[must_use]
+    pub fn is_free(&self, channel: &ChannelConfig, now: i64) -> bool {
+        self.last_alarm.get(&channel.name).is_none_or(|last| {
+            i128::from(now) - i128::from(last.at) >= i128::from(channel.rate_limit_s)
+        })
+    }
+
     fn decide(&self, channel: &ChannelConfig, event: &AlertEvent, now: i64) -> (Delivery, String) {
         let name = &channel.name;
         let suppressed = |why: Suppression, reason: String| (Delivery::Suppressed(why), reason);
@@ -169,24 +180,26 @@ impl RouterState {
             );
         }
         let limit = i128::from(channel.rate_limit_s);
-        if let Some(last) = self.last_alarm.get(name) {
+        if let Some(last) = self
+            .last_alarm
+            .get(name)
+            .filter(|_| !self.is_free(channel, now))
+        {
             let elapsed = i128::from(now) - i128::from(last.at);
-            if elapsed < limit {
-                let free_at = i128::from(last.at) + limit;
-                let when = if elapsed >= 0 {
-                    format!("{elapsed} s ago")
-                } else {
-                    format!("{} s after now (the clock went back)", -elapsed)
-                };
-                return suppressed(
-                    Suppression::RateLimited,
-                    format!(
-                        "`{name}` delivered {} at {} ({when}); rate limit {limit} s, free again \
-                         at {free_at}",
-                        last.dedup_key, last.at
-                    ),
-                );
-            }
+            let free_at = i128::from(last.at) + limit;
+            let when = if elapsed >= 0 {
+                format!("{elapsed} s ago")
+            } else {
+                format!("{} s after now (the clock went back)", -elapsed)
+            };
+            return suppressed(
+                Suppression::RateLimited,
+                format!(
+                    "`{name}` delivered {} at {} ({when}); rate limit {limit} s, free again \
+                     at {free_at}",
+                    last.dedup_key, last.at
+                ),
+            );
         }
         (
             Delivery::Delivered,

@@ -194,12 +194,16 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         assert_eq!(labels[name], value, "label {name}: {alert:#}");
     }
     let annotations = &alert["annotations"];
-    assert_eq!(annotations["summary"], "opencode loop: explore");
+    // The notification text a person reads: the session's title and project, one sentence.
+    assert_eq!(
+        annotations["summary"],
+        "Looping: Use Decimal for cart totals in /home/user/shop"
+    );
     assert!(
         annotations["description"]
             .as_str()
             .unwrap()
-            .contains("ses_demo_explore"),
+            .starts_with("Its subagent explore "),
         "{alert:#}"
     );
     assert_eq!(

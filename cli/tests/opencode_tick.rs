@@ -276,9 +276,15 @@ program = "{notify}"
     // notify-send: warning trigger and critical escalate (resolve bypasses the gate).
     let argv = stand_ins.calls("notify-send");
     assert_eq!(argv.len(), 3, "{argv:?}");
-    assert_eq!(
-        argv[0][..4],
-        ["-u", "normal", "--", "opencode loop: explore"]
+    assert_eq!(argv[0][..3], ["-u", "normal", "--"]);
+    // The title names the session and its project; the body says what it does, in words.
+    assert!(
+        argv[0][3].starts_with("Looping: Fix the money rounding in "),
+        "{argv:?}"
+    );
+    assert!(
+        argv[0][4].starts_with("Its subagent explore read money.py "),
+        "{argv:?}"
     );
     assert_eq!(argv[1][..2], ["-u", "critical"]);
 

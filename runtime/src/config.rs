@@ -30,7 +30,26 @@ pub struct Config {
     pub run: RunSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
+    /// Which parts are the defaults for a configuration that does not name them (set by
+    /// [`load`]; never read from or written to a file).
+    #[serde(skip)]
+    pub defaulted: Defaulted,
 }
+
+/// What [`load`] filled in because the configuration named none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Defaulted {
+    /// None of `opencode.servers`, `opencode.registry`, `opencode.db` was configured: the
+    /// sources are the registry file and opencode's database (when they exist) and
+    /// [`DEFAULT_OPENCODE_SERVER`] (when it answers).
+    pub sources: bool,
+    /// `channels` was not configured: the journal (a log channel) and, when `notify-send` is
+    /// on PATH, the desktop.
+    pub channels: bool,
+}
+
+/// The server a configuration that names no source reads when it answers (opencode's port).
+pub const DEFAULT_OPENCODE_SERVER: &str = "http://127.0.0.1:4096";
 
 /// `[watchdog]`: the opencode loop watchdog.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -437,6 +456,80 @@ pub fn default_db_path(env: Env<'_>) -> Option<PathBuf> {
     xdg_dir(env, "XDG_STATE_HOME", ".local/state").map(|d| d.join("agentwatch/agentwatch.db"))
 }
 
+/// opencode's data directory: `$XDG_DATA_HOME/opencode` (or `~/.local/share/opencode`), where
+/// its `opencode.db` lives and the seed's `rc-servers.json` registry is kept.
+pub fn opencode_data_dir(env: Env<'_>) -> Option<PathBuf> {
+    xdg_dir(env, "XDG_DATA_HOME", ".local/share").map(|d| d.join("opencode"))
+}
+
+/// `program` as PATH finds it: a name with a `/` as it is, else the first executable file of
+/// that name in a PATH directory.
+pub fn find_program(program: &str, env: Env<'_>) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return executable(&path).then_some(path);
+    }
+    let path = env("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+/// Fill in the sources and channels a configuration does not name (see [`Defaulted`]).
+fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
+    let opencode = table.get("opencode").and_then(Value::as_table);
+    let names_source = opencode.is_some_and(|t| {
+        ["servers", "registry", "db"]
+            .iter()
+            .any(|k| t.contains_key(*k))
+    });
+    if !names_source {
+        config.defaulted.sources = true;
+        config.opencode.servers = vec![DEFAULT_OPENCODE_SERVER.to_owned()];
+        if let Some(dir) = opencode_data_dir(env) {
+            config.opencode.registry = Some(dir.join("rc-servers.json").display().to_string());
+            config.opencode.db = Some(dir.join("opencode.db").display().to_string());
+        }
+    }
+    if !table.contains_key("channels") {
+        config.defaulted.channels = true;
+        config.channels.push(ChannelSection {
+            name: "journal".to_owned(),
+            channel_type: "log".to_owned(),
+            ..ChannelSection::default()
+        });
+        if find_program(agentwatch_channels::DEFAULT_DESKTOP_PROGRAM, env).is_some() {
+            config.channels.push(ChannelSection {
+                name: "desktop".to_owned(),
+                channel_type: "desktop".to_owned(),
+                ..ChannelSection::default()
+            });
+        }
+    }
+}
+
+/// A server URL must say its scheme: `localhost:4096` is an error naming the fix.
+pub fn check_server_url(url: &str) -> Result<(), String> {
+    let lower = url.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(()),
+        Some(_) => Err(format!("{url:?} names no host")),
+        None => Err(format!(
+            "{url:?} is not a URL: write it with its scheme, e.g. http://{}",
+            url.split_once("://").map_or(url, |(_, r)| r)
+        )),
+    }
+}
+
 fn xdg_dir(env: Env<'_>, var: &str, fallback: &str) -> Option<PathBuf> {
     env(var)
         .map(PathBuf::from)
@@ -571,8 +664,9 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
         };
         set_path(&mut table, &key, parse_value(value.trim()))?;
     }
-    let config = Config::deserialize(Value::Table(table))
+    let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", e.to_string().trim_end())))?;
+    apply_defaults(&mut config, &table, env);
     config.validate()?;
     Ok(Loaded { config, files })
 }
@@ -606,6 +700,9 @@ impl Config {
                 "watchdog.stale_after_s = {}: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}",
                 self.watchdog.stale_after_s
             )));
+        }
+        for url in &self.opencode.servers {
+            check_server_url(url).map_err(|e| config_err(format!("opencode.servers: {e}")))?;
         }
         if !["ollama", "openai"].contains(&self.watchdog.llm.dialect.as_str()) {
             return Err(config_err(format!(
@@ -994,6 +1091,113 @@ mod tests {
         assert!(loaded.files.is_empty());
     }
 
+    /// With no config: the seed's registry, opencode's database and port, the journal, and the
+    /// desktop when notify-send is on PATH. Naming any source or channel replaces the defaults.
+    #[test]
+    fn unconfigured_sources_and_channels_default_and_explicit_config_replaces_them() {
+        let dir = temp("defaults");
+        let bin = dir.join("bin");
+        write(&bin, "notify-send", "#!/bin/sh\n");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            bin.join("notify-send"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let home = dir.join("home");
+        let (home_s, bin_s) = (home.display().to_string(), bin.display().to_string());
+        // (config file, notify-send on PATH, servers, default registry+db, channels)
+        type Case<'a> = (&'a str, bool, &'a [&'a str], bool, &'a [&'a str]);
+        let cases: &[Case<'_>] = &[
+            // (config file, notify-send on PATH, servers, default registry+db, channels)
+            (
+                "",
+                true,
+                &[DEFAULT_OPENCODE_SERVER],
+                true,
+                &["journal", "desktop"],
+            ),
+            ("", false, &[DEFAULT_OPENCODE_SERVER], true, &["journal"]),
+            (
+                "[opencode]\nservers = [\"http://h:1\"]\n",
+                true,
+                &["http://h:1"],
+                false,
+                &["journal", "desktop"],
+            ),
+            (
+                "[opencode]\nservers = []\n",
+                false,
+                &[],
+                false,
+                &["journal"],
+            ),
+            (
+                "[opencode]\ndb = \"/x.db\"\n",
+                false,
+                &[],
+                false,
+                &["journal"],
+            ),
+            (
+                "channels = []\n",
+                true,
+                &[DEFAULT_OPENCODE_SERVER],
+                true,
+                &[],
+            ),
+            (
+                "[[channels]]\nname = \"mine\"\ntype = \"log\"\n",
+                true,
+                &[DEFAULT_OPENCODE_SERVER],
+                true,
+                &["mine"],
+            ),
+        ];
+        for (i, (text, on_path, servers, default_files, channels)) in cases.iter().enumerate() {
+            let file = write(&dir, &format!("c{i}.toml"), text);
+            let env = |k: &str| match k {
+                "HOME" => Some(home_s.clone()),
+                "PATH" if *on_path => Some(bin_s.clone()),
+                _ => None,
+            };
+            let c = load(Some(&file), &[], &env).unwrap().config;
+            assert_eq!(c.opencode.servers, *servers, "case {i}: {text}");
+            assert_eq!(c.defaulted.sources, *default_files, "case {i}");
+            let data = home.join(".local/share/opencode");
+            let registry =
+                default_files.then(|| data.join("rc-servers.json").display().to_string());
+            assert_eq!(c.opencode.registry, registry, "case {i}");
+            let names: Vec<&str> = c.channels.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(names, *channels, "case {i}: {text}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_server_without_its_scheme_is_refused_naming_the_fix() {
+        for (url, ok) in [
+            ("http://127.0.0.1:4096", true),
+            ("HTTPS://h", true),
+            ("localhost:4096", false),
+            ("http://", false),
+            ("ftp://h", false),
+        ] {
+            assert_eq!(check_server_url(url).is_ok(), ok, "{url}");
+        }
+        let e = check_server_url("localhost:4096").unwrap_err();
+        assert!(e.contains("http://localhost:4096"), "{e}");
+        let dir = temp("scheme");
+        let file = write(
+            &dir,
+            "c.toml",
+            "[opencode]\nservers = [\"localhost:4096\"]\n",
+        );
+        let e = load(Some(&file), &[], &no_env).unwrap_err();
+        assert_eq!(e.exit_code(), code::CONFIG);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn file_then_overlay_then_env_then_flags() {
         let dir = temp("layers");
@@ -1101,7 +1305,10 @@ mod tests {
             "opencode.servers=[\"http://127.0.0.1:4096\"]".to_owned(),
         ];
         let c = load(None, &sets, &no_env).unwrap().config;
-        let back: Config = toml::from_str(&c.to_toml()).unwrap();
+        let mut back: Config = toml::from_str(&c.to_toml()).unwrap();
+        // Which parts were defaults is known to `load`, not written to the file.
+        assert!(c.defaulted.channels && !back.defaulted.channels);
+        back.defaulted = c.defaulted;
         assert_eq!(back, c);
     }
 

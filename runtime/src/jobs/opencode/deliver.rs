@@ -4,21 +4,30 @@
 //!
 //! The alert state records a delivery (the channel's rate-limit window, the resolve's receivers)
 //! only when the send succeeded, in the same transaction that marks the row delivered.
+//!
+//! A rate limit delays, it never drops: an event the router held for a busy channel waits in
+//! the outbox and goes out once the channel is free. Channels a person reads (desktop,
+//! Telegram, Slack- and ntfy-style webhooks) get every event a tick sends them as ONE grouped
+//! notification ("20 sessions looping: …", naming each). Receivers that deduplicate per key
+//! (webhook `json` and `pagerduty`, the log channel's JSON lines, Alertmanager) get one event
+//! per dedup key, never grouped.
 
 use super::ALERT_STATE_KEY;
+use crate::config::ChannelSection;
 use crate::config::{Config, Env};
 use crate::error::Error;
 use crate::fleet::ALERTMANAGER_TYPE;
 use crate::journal::Line;
 use crate::notify::{SendReport, send};
-use agentwatch_store::{OutboxEvent, Store};
-use alert_state::{AlertEvent, AlertState, Decision};
-use std::collections::HashSet;
+use agentwatch_store::{OutboxEvent, OutboxRow, Store};
+use alert_state::{AlertEvent, AlertState, Decision, Delivery, EventState, Severity, Suppression};
+use serde_json::{Value, json};
 
 /// Pending rows one tick sends at most (oldest first); the rest wait for the next tick.
 pub const MAX_SENDS_PER_TICK: usize = 100;
 
-/// The outbox rows of a tick's decisions: one per delivered route (but Alertmanager's).
+/// The outbox rows of a tick's decisions: one per delivered route and one per route held by
+/// the channel's rate limit (sent when the channel is free), but Alertmanager's.
 pub fn outbox_events(decisions: &[Decision]) -> Result<Vec<OutboxEvent>, Error> {
     let mut events = Vec::new();
     for dispatch in decisions.iter().filter_map(|d| d.dispatch.as_ref()) {
@@ -28,7 +37,7 @@ pub fn outbox_events(decisions: &[Decision]) -> Result<Vec<OutboxEvent>, Error> 
         for route in dispatch
             .routes
             .iter()
-            .filter(|r| r.delivery.is_delivered() && r.channel_type != ALERTMANAGER_TYPE)
+            .filter(|r| is_queued(r.delivery) && r.channel_type != ALERTMANAGER_TYPE)
         {
             events.push(OutboxEvent {
                 dedup_key: dispatch.event.dedup_key.clone(),
@@ -41,6 +50,102 @@ pub fn outbox_events(decisions: &[Decision]) -> Result<Vec<OutboxEvent>, Error> 
     Ok(events)
 }
 
+/// Whether a route's event goes to the outbox: delivered now, or held by the rate limit.
+pub fn is_queued(delivery: Delivery) -> bool {
+    matches!(
+        delivery,
+        Delivery::Delivered | Delivery::Suppressed(Suppression::RateLimited)
+    )
+}
+
+/// Whether a channel takes a tick's events as one grouped notification (a person reads it)
+/// rather than one event per dedup key (a receiver deduplicates on the key).
+pub fn groups(section: &ChannelSection) -> bool {
+    match section.channel_type.as_str() {
+        "desktop" | "telegram" => true,
+        "webhook" => matches!(section.mode.as_deref(), Some("slack" | "ntfy")),
+        _ => false,
+    }
+}
+
+/// The longest summary a grouped notification gets; alerts past it are counted, not named.
+pub const MAX_GROUP_SUMMARY: usize = 3000;
+
+/// One notification for several events: the title counts them ("20 sessions looping", "2
+/// resolved"), the summary names each (its title and root), within [`MAX_GROUP_SUMMARY`]
+/// characters, the most severe first; `details.dedup_keys` lists every key.
+pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEvent {
+    let mut sorted: Vec<&AlertEvent> = events.iter().collect();
+    sorted.sort_by(|a, b| {
+        (
+            a.state == EventState::Resolve,
+            std::cmp::Reverse(a.severity),
+            &a.dedup_key,
+        )
+            .cmp(&(
+                b.state == EventState::Resolve,
+                std::cmp::Reverse(b.severity),
+                &b.dedup_key,
+            ))
+    });
+    let alarms = sorted
+        .iter()
+        .filter(|e| e.state != EventState::Resolve)
+        .count();
+    let resolved = sorted.len() - alarms;
+    let sessions = |n: usize| format!("{n} session{}", if n == 1 { "" } else { "s" });
+    let title = match (alarms, resolved) {
+        (0, r) => format!("{} no longer looping", sessions(r)),
+        (a, 0) => format!("{} looping", sessions(a)),
+        (a, r) => format!("{} looping, {r} resolved", sessions(a)),
+    };
+    let mut summary = String::new();
+    for (named, event) in sorted.iter().enumerate() {
+        let root = event
+            .dedup_key
+            .strip_prefix(alert_state::DEDUP_KEY_PREFIX)
+            .unwrap_or(&event.dedup_key);
+        let mark = match event.state {
+            EventState::Resolve => "resolved: ",
+            _ if event.severity == Severity::Critical => "critical: ",
+            _ => "",
+        };
+        let line = format!("{mark}{} ({root})\n", event.title);
+        let more = sorted.len() - named;
+        // Room for this line and, if others would not fit after it, the closing count.
+        let tail = if more > 1 { 24 } else { 0 };
+        if summary.len() + line.len() + tail > MAX_GROUP_SUMMARY {
+            summary.push_str(&format!("… and {more} more\n"));
+            break;
+        }
+        summary.push_str(&line);
+    }
+    let severity = sorted
+        .iter()
+        .map(|e| e.severity)
+        .max()
+        .unwrap_or(Severity::Info);
+    let state = if alarms > 0 {
+        EventState::Trigger
+    } else {
+        EventState::Resolve
+    };
+    let keys: Vec<&str> = sorted.iter().map(|e| e.dedup_key.as_str()).collect();
+    let mut details = json!({"grouped": sorted.len(), "dedup_keys": keys});
+    if !dashboard_base_url.trim().is_empty() {
+        details["link"] = Value::String(dashboard_base_url.to_owned());
+    }
+    AlertEvent {
+        dedup_key: format!("agentwatch-group:{}", keys.join(",")),
+        severity,
+        state,
+        title,
+        summary: summary.trim_end().to_owned(),
+        details,
+        source: sorted.first().map(|e| e.source.clone()).unwrap_or_default(),
+    }
+}
+
 /// Dedup keys resolved this tick (their undelivered older events are superseded).
 pub fn resolved_keys(decisions: &[Decision]) -> Vec<String> {
     decisions
@@ -51,9 +156,11 @@ pub fn resolved_keys(decisions: &[Decision]) -> Vec<String> {
         .collect()
 }
 
-/// Send every pending outbox row (this tick's and any left by an earlier tick that failed or
-/// was killed), oldest first. A channel that fails is not tried again in this tick. Returns the
-/// reports, by dedup key.
+/// Send every pending outbox row (this tick's and any left by an earlier tick that failed, was
+/// killed, or was held by a rate limit), oldest first, channel by channel. A channel's
+/// triggers and escalates wait while its rate limit runs (resolves never wait); a channel that
+/// groups gets all its ready rows as one notification (the newest event per key). A channel
+/// that fails is not tried again in this tick. Returns the reports, by dedup key.
 pub fn deliver_pending(
     config: &Config,
     store: &mut Store,
@@ -64,16 +171,11 @@ pub fn deliver_pending(
     let rows = store
         .pending_deliveries(MAX_SENDS_PER_TICK)
         .map_err(Error::from)?;
-    let mut reports = Vec::new();
-    let mut failed_channels: HashSet<String> = HashSet::new();
+    let channels = config.alert_config("").channels;
+    let mut batches: Vec<(String, Vec<(OutboxRow, AlertEvent)>)> = Vec::new();
     for row in rows {
         let key = &row.event.dedup_key;
         let channel = &row.event.channel;
-        let (retry, queued_at) = if row.created_at < now || row.attempts > 0 {
-            (Some(row.attempts + 1), Some(row.created_at))
-        } else {
-            (None, None)
-        };
         let event: AlertEvent = match serde_json::from_str(&row.event.payload) {
             Ok(event) => event,
             Err(e) => {
@@ -97,33 +199,125 @@ pub fn deliver_pending(
                 .emit();
             continue;
         }
-        if failed_channels.contains(channel) {
+        match batches.iter_mut().find(|(c, _)| c == channel) {
+            Some((_, batch)) => batch.push((row, event)),
+            None => batches.push((channel.clone(), vec![(row, event)])),
+        }
+    }
+    let mut reports = Vec::new();
+    for (channel, batch) in batches {
+        let (Some(section), Some(gates)) = (
+            config.channels.iter().find(|c| c.name == channel),
+            channels.iter().find(|c| c.name == channel),
+        ) else {
+            continue;
+        };
+        let free = state.router.is_free(gates, now);
+        let (ready, held): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|(_, e)| free || e.state == EventState::Resolve);
+        for (row, event) in &held {
+            Line::info("watchdog", now)
+                .field("dedup", &row.event.dedup_key)
+                .field("state", event.state.as_str())
+                .field("channel", &channel)
+                .field("delivery", "held")
+                .field("queued_at", row.created_at)
+                .field(
+                    "reason",
+                    format!(
+                        "rate limit {} s: sent when the channel is free",
+                        gates.rate_limit_s
+                    ),
+                )
+                .emit();
+        }
+        if ready.len() > 1 && groups(section) {
+            reports.extend(send_group(config, store, state, &channel, ready, now, env)?);
             continue;
         }
-        let report = send(config, channel, &event, false, now, env);
+        for (row, event) in ready {
+            let report = send(config, &channel, &event, false, now, env);
+            let failed = report.result == "failed";
+            record(store, state, &channel, &[(&row, &event)], &report, now)?;
+            reports.push((row.event.dedup_key.clone(), report));
+            if failed {
+                break;
+            }
+        }
+    }
+    Ok(reports)
+}
+
+/// Send a channel's ready rows as one notification: the newest event of each key, grouped.
+fn send_group(
+    config: &Config,
+    store: &mut Store,
+    state: &mut AlertState,
+    channel: &str,
+    ready: Vec<(OutboxRow, AlertEvent)>,
+    now: i64,
+    env: Env<'_>,
+) -> Result<Vec<(String, SendReport)>, Error> {
+    // Rows are oldest first: a later row of a key replaces an earlier one in the group.
+    let mut newest: Vec<&AlertEvent> = Vec::new();
+    for (_, event) in &ready {
+        match newest.iter_mut().find(|e| e.dedup_key == event.dedup_key) {
+            Some(slot) => *slot = event,
+            None => newest.push(event),
+        }
+    }
+    let events: Vec<AlertEvent> = newest.into_iter().cloned().collect();
+    let group = group_event(&events, &config.watchdog.dashboard_base_url);
+    let report = send(config, channel, &group, false, now, env);
+    let pairs: Vec<(&OutboxRow, &AlertEvent)> = ready.iter().map(|(r, e)| (r, e)).collect();
+    record(store, state, channel, &pairs, &report, now)?;
+    Ok(ready
+        .iter()
+        .map(|(row, _)| (row.event.dedup_key.clone(), report.clone()))
+        .collect())
+}
+
+/// Mark rows sent in one notification: delivered (recording each event in the alert state, so
+/// the rate-limit window starts and the resolves have their receivers) or failed; one journal
+/// line per row.
+fn record(
+    store: &mut Store,
+    state: &mut AlertState,
+    channel: &str,
+    rows: &[(&OutboxRow, &AlertEvent)],
+    report: &SendReport,
+    now: i64,
+) -> Result<(), Error> {
+    let grouped = (rows.len() > 1).then_some(rows.len());
+    for (row, event) in rows {
         if report.result == "failed" {
             let message = report.message.clone().unwrap_or_default();
             store
                 .mark_failed(row.id, now, &message)
                 .map_err(Error::from)?;
-            failed_channels.insert(channel.clone());
         } else {
-            state.record_sent(&event, channel, now);
+            state.record_sent(event, channel, now);
             let json = serde_json::to_string(state).map_err(|e| Error::software(e.to_string()))?;
             store
                 .mark_delivered_saving(row.id, now, &[(ALERT_STATE_KEY.to_owned(), json)])
                 .map_err(Error::from)?;
         }
+        let (retry, queued_at) = if row.created_at < now || row.attempts > 0 {
+            (Some(row.attempts + 1), Some(row.created_at))
+        } else {
+            (None, None)
+        };
         super::delivery_line(now, &report.result)
-            .field("dedup", key)
+            .field("dedup", &row.event.dedup_key)
             .field("state", event.state.as_str())
             .field("channel", channel)
             .field("delivery", &report.result)
+            .field_opt("grouped", grouped)
             .field_opt("retry", retry)
             .field_opt("queued_at", queued_at)
             .field_opt("message", report.message.as_ref())
             .emit();
-        reports.push((key.clone(), report));
     }
-    Ok(reports)
+    Ok(())
 }

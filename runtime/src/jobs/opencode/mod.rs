@@ -8,6 +8,7 @@
 //! Every transition is one `key=value` line on standard error.
 
 pub mod deliver;
+pub mod notice;
 pub mod tracked;
 
 use crate::clock::{host_name, now_or_clock};
@@ -22,7 +23,7 @@ use crate::stored::{
     take_lock,
 };
 use crate::text::escape_control;
-use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
 use alert_state::{
@@ -79,6 +80,11 @@ pub struct Collected {
     pub answered: Vec<String>,
     /// Sources that failed, with why.
     pub failed: Vec<(String, String)>,
+    /// Sources that were not there: a default server that does not answer, a registry or
+    /// database file that does not exist. Unlike `failed`, they leave the picture complete.
+    pub skipped: Vec<(String, String)>,
+    /// What each source read gave, in order: `registry 2 servers`, `http://… 3 sessions`.
+    pub read: Vec<String>,
     /// Sessions some source could not read (their roots must not look "gone").
     pub unreadable: usize,
     /// Sources that gave a complete answer: listed, and every listed session read. Only such an
@@ -90,6 +96,11 @@ pub struct Collected {
     pub recorded: HashSet<String>,
 }
 
+/// `1 server`, `2 servers`.
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 impl Collected {
     /// Add sessions; one seen already (from an earlier source) is judged once.
     fn add(&mut self, sessions: Vec<Tracked>) {
@@ -99,17 +110,43 @@ impl Collected {
     }
 
     fn add_whole(&mut self, source: &str, sessions: Vec<Session>, config: &DetectConfig) {
-        let tracked = sessions
+        let tracked: Vec<Tracked> = sessions
             .iter()
             .map(|s| Tracked::whole(source, s, config))
             .collect();
+        self.read
+            .push(format!("{source} {}", count(tracked.len(), "session")));
         self.add(tracked);
         self.recorded.insert(source.to_owned());
         self.complete.insert(source.to_owned());
     }
+
+    /// The tick's one line about its sources: what it read, what it skipped and why
+    /// (`registry 2 servers, opencode.db 14 sessions; skipped http://127.0.0.1:4096 (connection
+    /// refused)`).
+    pub fn sources_line(&self) -> String {
+        let read = if self.read.is_empty() {
+            "none".to_owned()
+        } else {
+            self.read.join(", ")
+        };
+        let skipped: Vec<String> = self
+            .failed
+            .iter()
+            .chain(&self.skipped)
+            .map(|(source, why)| format!("{source} ({why})"))
+            .collect();
+        if skipped.is_empty() {
+            read
+        } else {
+            format!("{read}; skipped {}", skipped.join(", "))
+        }
+    }
 }
 
-/// Server URLs from a registry file: a JSON list of URLs or of objects with a `url`.
+/// Server URLs from a registry file (the seed's `rc-servers.json`): a JSON list whose items are
+/// URLs, objects with a `url`, or objects with a `port` (and optionally a `hostname` or `host`,
+/// default 127.0.0.1); other items are left out.
 pub fn registry_servers(path: &Path) -> Result<Vec<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let value: Value =
@@ -121,34 +158,106 @@ pub fn registry_servers(path: &Path) -> Result<Vec<String>, String> {
         .iter()
         .filter_map(|item| match item {
             Value::String(url) => Some(url.clone()),
-            Value::Object(o) => o.get("url").and_then(Value::as_str).map(str::to_owned),
+            Value::Object(o) => o
+                .get("url")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| {
+                    let port = o.get("port").and_then(Value::as_u64)?;
+                    let host = ["hostname", "host"]
+                        .iter()
+                        .find_map(|k| o.get(*k).and_then(Value::as_str))
+                        .unwrap_or("127.0.0.1");
+                    Some(format!("http://{host}:{port}"))
+                }),
             _ => None,
         })
         .collect())
 }
 
-/// The servers to read: configured, from the registry, and from flags, each once.
+/// One server to read, and whether it is the default one (skipped quietly when not there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSource {
+    pub url: String,
+    pub optional: bool,
+}
+
+/// Whether the configured sources are read: flags that name sources (`--server`,
+/// `--sessions`, `--demo`) replace the defaults of a configuration that names none.
+fn configured_sources(config: &Config, args: &Options) -> bool {
+    !config.defaulted.sources
+        || (!args.demo && args.servers.is_empty() && args.session_files.is_empty())
+}
+
+/// The servers to read: configured, from the registry, and from flags, each once. Registry
+/// entries that are not URLs, a registry that cannot be read, and a missing file go to
+/// `collected` (failed, failed, skipped).
 pub fn server_urls(
     config: &Config,
-    extra: &[String],
+    args: &Options,
     env: Env<'_>,
-) -> (Vec<String>, Vec<(String, String)>) {
-    let mut urls: Vec<String> = config.opencode.servers.clone();
-    let mut problems = Vec::new();
-    if let Some(registry) = &config.opencode.registry {
+    collected: &mut Collected,
+) -> Vec<ServerSource> {
+    let mut urls: Vec<ServerSource> = Vec::new();
+    let configured = configured_sources(config, args);
+    if configured && let Some(registry) = &config.opencode.registry {
         let path = config::expand_home(registry, env);
         if path.exists() {
             match registry_servers(&path) {
-                Ok(found) => urls.extend(found),
-                Err(e) => problems.push((registry.clone(), e)),
+                Ok(found) => {
+                    collected
+                        .read
+                        .push(format!("registry {}", count(found.len(), "server")));
+                    for url in found {
+                        match config::check_server_url(&url) {
+                            Ok(()) => urls.push(ServerSource {
+                                url,
+                                optional: false,
+                            }),
+                            Err(e) => collected.failed.push(("registry".to_owned(), e)),
+                        }
+                    }
+                }
+                Err(e) => collected.failed.push(("registry".to_owned(), e)),
             }
+        } else {
+            collected
+                .skipped
+                .push(("registry".to_owned(), format!("no file {}", path.display())));
         }
     }
-    urls.extend(extra.iter().cloned());
+    if configured {
+        urls.extend(config.opencode.servers.iter().map(|url| ServerSource {
+            url: url.clone(),
+            optional: config.defaulted.sources && url == config::DEFAULT_OPENCODE_SERVER,
+        }));
+    }
+    urls.extend(args.servers.iter().map(|url| ServerSource {
+        url: url.clone(),
+        optional: false,
+    }));
     let mut seen = HashSet::new();
-    urls.retain(|u| seen.insert(u.trim_end_matches('/').to_owned()));
-    (urls, problems)
+    urls.retain(|u| seen.insert(u.url.trim_end_matches('/').to_owned()));
+    urls
 }
+
+/// The short reason a default server is not there (`connection refused`).
+fn absent_reason(e: &SourceError) -> Option<String> {
+    match e {
+        SourceError::Unreachable { message, .. } => {
+            Some(if message.to_ascii_lowercase().contains("refused") {
+                "connection refused".to_owned()
+            } else {
+                message.clone()
+            })
+        }
+        SourceError::Timeout { .. } => Some("no answer".to_owned()),
+        _ => None,
+    }
+}
+
+/// How long a default server may take to accept a connection before it counts as not there.
+const OPTIONAL_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Read every source. Servers are read incrementally against what `store` holds (a dry run
 /// without a database reads them whole).
@@ -162,18 +271,22 @@ pub fn collect(
     let detector = config.detector();
     let cutoff = config.watchdog.stale_cutoff_ms(now);
     let mut collected = Collected::default();
-    let (urls, problems) = server_urls(config, &args.servers, env);
-    collected.failed.extend(problems);
+    let urls = server_urls(config, args, env, &mut collected);
     let timeouts = Timeouts {
         connect: crate::config::duration(config.opencode.connect_timeout_s),
         request: crate::config::duration(config.opencode.request_timeout_s),
     };
-    for url in urls {
+    for source in urls {
+        let url = source.url;
         // Everything that leaves the process (journal, store, JSON) names the server redacted.
         let shown = agentwatch_http::shown_url(&url);
         let mut spec = ServerSpec::new(&url);
         spec.username = config.opencode.username.clone();
         spec.password = env(&config.opencode.password_env);
+        let mut timeouts = timeouts;
+        if source.optional {
+            timeouts.connect = timeouts.connect.min(OPTIONAL_CONNECT_TIMEOUT);
+        }
         let server = OpencodeServer::new(spec, timeouts);
         match tracked::read_server(&server, store, &detector, args.full_read, cutoff) {
             Ok(read) => {
@@ -185,14 +298,25 @@ pub fn collect(
                 for p in read.problems {
                     collected.failed.push((shown.clone(), p.to_string()));
                 }
+                collected
+                    .read
+                    .push(format!("{shown} {}", count(read.sessions.len(), "session")));
                 collected.add(read.sessions);
                 collected.cached_sources.push(server.shown_url().to_owned());
                 collected.answered.push(shown);
             }
-            Err(e) => collected.failed.push((shown, e.to_string())),
+            Err(e) => match absent_reason(&e).filter(|_| source.optional) {
+                Some(why) => collected.skipped.push((shown, why)),
+                None => collected.failed.push((shown, e.to_string())),
+            },
         }
     }
-    if let Some(db) = &config.opencode.db {
+    if let Some(db) = config
+        .opencode
+        .db
+        .as_ref()
+        .filter(|_| configured_sources(config, args))
+    {
         let path = config::expand_home(db, env);
         if path.exists() {
             let source = path.display().to_string();
@@ -203,6 +327,10 @@ pub fn collect(
             match read {
                 Ok(read) => {
                     collected.stale.extend(read.stale);
+                    collected.read.push(format!(
+                        "opencode.db {}",
+                        count(read.sessions.len(), "session")
+                    ));
                     collected.add(read.sessions);
                     collected.cached_sources.push(source.clone());
                     collected.complete.insert(source.clone());
@@ -210,6 +338,11 @@ pub fn collect(
                 }
                 Err(e) => collected.failed.push((source, e.to_string())),
             }
+        } else {
+            collected.skipped.push((
+                "opencode.db".to_owned(),
+                format!("no file {}", path.display()),
+            ));
         }
     }
     let mut files = args.session_files.clone();
@@ -350,6 +483,9 @@ fn journal_syncs(syncs: &[SyncReport], now: i64) {
 pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     let env: Env<'_> = &config::process_env;
     let started = std::time::Instant::now();
+    for server in &args.servers {
+        config::check_server_url(server).map_err(|e| Error::usage(format!("--server {e}")))?;
+    }
     let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
     let now = now_or_clock(args.now);
     if !loaded.config.watchdog.enabled {
@@ -362,12 +498,13 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     // The demo logs its alerts and asks no model; with `--db` it writes there (for `serve`),
     // else to a fresh store in a temporary directory, removed after the tick.
     if args.demo {
-        if loaded.config.channels.is_empty() {
-            loaded.config.channels.push(config::ChannelSection {
+        // Not the default desktop: the demo's alerts are not the user's.
+        if loaded.config.channels.is_empty() || loaded.config.defaulted.channels {
+            loaded.config.channels = vec![config::ChannelSection {
                 name: "log".to_owned(),
                 channel_type: "log".to_owned(),
                 ..Default::default()
-            });
+            }];
         }
         loaded.config.watchdog.local_llm_enabled = false;
     }
@@ -414,13 +551,13 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     }
 
     let mut collected = collect(&config, args, store.as_ref(), env, now);
-    for (source, problem) in &collected.failed {
+    // One line: what the tick read, what it skipped and why.
+    let line = if collected.failed.is_empty() {
+        Line::info("watchdog", now)
+    } else {
         Line::warning("watchdog", now)
-            .field("source", source)
-            .field("problem", problem)
-            .field("action", "skip")
-            .emit();
-    }
+    };
+    line.field("sources", collected.sources_line()).emit();
     let result = if collected.answered.is_empty() {
         Line::warning("watchdog", now)
             .field("outcome", "no_opencode")
@@ -500,6 +637,8 @@ pub struct TickReport {
     pub failed: Vec<(String, String)>,
     /// Roots of trees not judged as looping now: no new call within `watchdog.stale_after_s`.
     pub stale: Vec<String>,
+    /// Sources that were not there (see [`Collected::skipped`]).
+    pub skipped: Vec<(String, String)>,
     pub judgement: Judgement,
     pub decisions: Vec<Decision>,
     pub sends: Vec<(String, SendReport)>,
@@ -515,6 +654,7 @@ impl TickReport {
             sources: collected.answered.clone(),
             failed: collected.failed.clone(),
             stale: Vec::new(),
+            skipped: collected.skipped.clone(),
             judgement: Judgement {
                 sessions: vec![],
                 trees: vec![],
@@ -673,6 +813,7 @@ impl TickReport {
             "outcome": self.outcome,
             "sources": self.sources,
             "failed": self.failed.iter().map(|(s, p)| json!({"source": s, "problem": p})).collect::<Vec<_>>(),
+            "skipped": self.skipped.iter().map(|(s, p)| json!({"source": s, "reason": p})).collect::<Vec<_>>(),
             "sessions": self.judgement.sessions,
             "trees": self.judgement.trees,
             "stale": self.stale,
@@ -802,13 +943,18 @@ fn tick(
         },
     )
     .map_err(|e| Error::software(format!("alert tick: {e}")))?;
-    // Every event links to its tree's page (`watchdog.dashboard_base_url`).
+    // Every event reads as a person needs it (`notice`) and links to its tree's page when
+    // `watchdog.dashboard_base_url` is set.
     for decision in &mut outcome.decisions {
         if let Some(dispatch) = &mut decision.dispatch {
+            let tree = judgement.trees.iter().find(|t| t.root == decision.root);
+            notice::rewrite(&mut dispatch.event, tree, &by_id);
             let base = &config.watchdog.dashboard_base_url;
-            dispatch
-                .event
-                .set_link(agentwatch_web::tree_link(base, &decision.root));
+            if !base.trim().is_empty() {
+                dispatch
+                    .event
+                    .set_link(agentwatch_web::tree_link(base, &decision.root));
+            }
         }
     }
 
@@ -841,10 +987,14 @@ fn tick(
                     sends.push((decision.dedup_key.clone(), report));
                 }
             } else {
+                // A rate-limited event is queued in the outbox: it goes out grouped with this
+                // tick's others when the channel is free at delivery, else it is held there.
+                let queued =
+                    deliver::is_queued(route.delivery) && route.channel_type != ALERTMANAGER_TYPE;
                 Line::info("watchdog", now)
                     .field("dedup", &decision.dedup_key)
                     .field("channel", &route.channel)
-                    .field("delivery", "suppressed")
+                    .field("delivery", if queued { "queued" } else { "suppressed" })
                     .field("reason", &route.reason)
                     .emit();
             }
@@ -1028,6 +1178,7 @@ fn tick(
         sources: collected.answered.clone(),
         failed: collected.failed.clone(),
         stale: stale_trees.into_iter().collect(),
+        skipped: collected.skipped.clone(),
         judgement,
         decisions: outcome.decisions,
         sends,

@@ -1,0 +1,164 @@
+//! The first hour of a new user (issue 13): no config at all, a fresh HOME, and the watchdog
+//! still watches the seed's registry and reaches the journal and the desktop; a blind source
+//! says so in the tick's one sources line; a server without its scheme is a usage error.
+
+use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, looping_calls, require_binary};
+use agentwatch_testkit::{StandIns, TempDir, stand_in};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const T0: i64 = 1_796_000_000;
+
+/// The binary on a fresh HOME: every XDG directory under it, PATH as given.
+fn agentwatch(home: &Path, path_env: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("PATH", path_env)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The seed's registry, `~/.local/share/opencode/rc-servers.json`.
+fn write_registry(home: &Path, text: &str) {
+    let dir = home.join(".local/share/opencode");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rc-servers.json"), text).unwrap();
+}
+
+/// The tick's one line about its sources.
+fn sources_line(err: &str) -> &str {
+    err.lines()
+        .find(|l| l.contains(" sources="))
+        .unwrap_or_else(|| panic!("no sources line in:\n{err}"))
+}
+
+#[test]
+#[ignore = "needs opencode"]
+fn no_config_reads_the_registry_and_a_loop_reaches_the_journal_and_the_desktop() {
+    let bin = require_binary();
+    let tmp = TempDir::new("aw-first-hour");
+    let oc = OpencodeHome::new(bin, &tmp.path.join("oc"));
+    let looping = ExportBuilder::new(
+        "ses_fh00000000001loopAAAAAA",
+        "Fix the money rounding",
+        None,
+        T0 * 1000 - 3_600_000,
+    )
+    .steps("build", &looping_calls(45), 1000);
+    oc.import(&looping.write(&tmp.path.join("loop.json")))
+        .unwrap();
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+
+    let home = tmp.path.join("home");
+    write_registry(
+        &home,
+        &json!([{"url": server.url(), "pid": 1, "directory": "/tmp/proj"}]).to_string(),
+    );
+    let stand_ins = StandIns::new(&tmp.path.join("bin"));
+    stand_in(&stand_ins, "notify-send", "", 0);
+
+    let out = agentwatch(
+        &home,
+        &stand_ins.path_env(),
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = sources_line(&err);
+    assert!(line.contains("registry 1 server"), "{line}");
+    assert!(
+        line.contains(&format!("{} 1 session", server.url())),
+        "{line}"
+    );
+    assert!(line.contains("opencode.db (no file"), "{line}");
+    // The journal: the log channel's JSON line for the tree's alert.
+    let key = "opencode-loop:ses_fh00000000001loopAAAAAA";
+    let journal: Vec<Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["dedup_key"] == key)
+        .collect();
+    assert_eq!(journal.len(), 1, "{err}");
+    assert_eq!(journal[0]["state"], "trigger");
+    // The desktop: notify-send found on PATH, called once for the alert.
+    let calls = stand_ins.calls("notify-send");
+    assert_eq!(calls.len(), 1, "{calls:?}\n{err}");
+    assert!(
+        calls[0]
+            .iter()
+            .any(|a| a.starts_with("Looping: Fix the money rounding in ")),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn no_config_and_nothing_there_says_what_it_skipped_and_why() {
+    let tmp = TempDir::new("aw-first-hour-blind");
+    let home = tmp.path.join("home");
+    let path = std::env::var("PATH").unwrap_or_default();
+    // No registry, no database, nothing on the default port (the test machine's 4096 is free).
+    let out = agentwatch(
+        &home,
+        &path,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = sources_line(&err);
+    assert!(
+        line.contains("sources=\"none; skipped registry (no file"),
+        "{line}"
+    );
+    assert!(line.contains("opencode.db (no file"), "{line}");
+    assert!(err.contains("outcome=no_opencode"), "{err}");
+
+    // A garbled registry is a clear skip reason, not silence.
+    write_registry(&home, "{not json");
+    let out = agentwatch(
+        &home,
+        &path,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = sources_line(&err);
+    assert!(line.contains("skipped registry ("), "{line}");
+    assert!(line.contains("rc-servers.json: not JSON"), "{line}");
+
+    // A registry entry without a scheme is named too.
+    write_registry(&home, r#"["localhost:4096"]"#);
+    let out = agentwatch(
+        &home,
+        &path,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let line = stderr(&out);
+    let line = sources_line(&line);
+    assert!(line.contains("registry 1 server;"), "{line}");
+    assert!(line.contains("http://localhost:4096"), "{line}");
+}
+
+#[test]
+fn a_server_without_its_scheme_is_a_usage_error_naming_the_fix() {
+    let tmp = TempDir::new("aw-first-hour-scheme");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let out = agentwatch(
+        &tmp.path,
+        &path,
+        &["opencode", "--once", "--server", "localhost:4096"],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("http://localhost:4096"), "{err}");
+}

@@ -1,0 +1,152 @@
+//! Grouped notifications (issue 13): a tick's events to a channel a person reads go out as one
+//! notification naming every alert; receivers that deduplicate per key get one event per key;
+//! events held by a rate limit go out as one digest once the channel is free, never dropped.
+
+use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
+use agentwatch_testkit::{HttpServer, Reply, Request, StandIns, TempDir, stand_in};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const T0: i64 = 1_796_000_000;
+
+fn agentwatch(home: &Path, args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap()
+}
+
+fn root(i: usize) -> String {
+    format!("ses_group{i:02}000000000rootAAAA")
+}
+
+/// A looping session file per root.
+fn sessions(dir: &Path, roots: &[usize]) -> Vec<PathBuf> {
+    roots
+        .iter()
+        .map(|&i| {
+            ExportBuilder::new(&root(i), &format!("Task {i}"), None, T0 * 1000 - 300_000)
+                .steps("build", &looping_calls(45), 1000)
+                .write(&dir.join(format!("s{i}.json")))
+        })
+        .collect()
+}
+
+struct World {
+    tmp: TempDir,
+    stand_ins: StandIns,
+    hook: HttpServer,
+}
+
+impl World {
+    fn new(name: &str) -> Self {
+        let tmp = TempDir::new(name);
+        let stand_ins = StandIns::new(&tmp.path.join("bin"));
+        let notify = stand_in(&stand_ins, "notify-send", "", 0);
+        let hook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+        let dir = tmp.path.join("config/agentwatch");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("config.toml"),
+            format!(
+                "[watchdog]\nlocal_llm_enabled = false\n\
+                 [[channels]]\nname = \"desktop\"\ntype = \"desktop\"\nprogram = \"{}\"\n\
+                 [[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\n",
+                notify.display(),
+                hook.url()
+            ),
+        )
+        .unwrap();
+        Self {
+            tmp,
+            stand_ins,
+            hook,
+        }
+    }
+
+    fn tick(&self, at: i64, roots: &[usize]) -> String {
+        let mut args: Vec<String> = ["opencode", "--once", "--now"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.push(at.to_string());
+        for file in sessions(&self.tmp.path, roots) {
+            args.push("--sessions".to_owned());
+            args.push(file.display().to_string());
+        }
+        let out = agentwatch(&self.tmp.path, &args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        err
+    }
+
+    fn desktop(&self) -> Vec<String> {
+        self.stand_ins
+            .calls("notify-send")
+            .iter()
+            .map(|argv| argv.join(" "))
+            .collect()
+    }
+}
+
+#[test]
+fn twenty_looping_trees_make_one_desktop_notification_naming_all_and_one_event_per_key() {
+    let world = World::new("aw-grouped-20");
+    let all: Vec<usize> = (0..20).collect();
+    let err = world.tick(T0, &all);
+    let desktop = world.desktop();
+    assert_eq!(desktop.len(), 1, "{desktop:?}\n{err}");
+    assert!(desktop[0].contains("20 sessions looping"), "{}", desktop[0]);
+    for i in &all {
+        assert!(
+            desktop[0].contains(&root(*i)),
+            "{} not in {}",
+            root(*i),
+            desktop[0]
+        );
+    }
+    assert!(
+        err.contains("channel=desktop delivery=sent grouped=20"),
+        "{err}"
+    );
+    // The JSON webhook's receiver deduplicates per key: one event each, never grouped.
+    let mut keys: Vec<String> = world
+        .hook
+        .requests()
+        .iter()
+        .map(|r| r.body_json()["dedup_key"].as_str().unwrap_or("").to_owned())
+        .collect();
+    keys.sort();
+    let expected: Vec<String> = all
+        .iter()
+        .map(|i| format!("opencode-loop:{}", root(*i)))
+        .collect();
+    assert_eq!(keys, expected);
+}
+
+#[test]
+fn events_held_by_the_rate_limit_go_out_as_one_digest_when_the_channel_is_free() {
+    let world = World::new("aw-grouped-digest");
+    world.tick(T0, &[0]);
+    assert_eq!(world.desktop().len(), 1);
+    // Two new loops a minute later: the desktop is within its 300 s limit, so they wait.
+    let err = world.tick(T0 + 60, &[0, 1, 2]);
+    assert_eq!(world.desktop().len(), 1, "{err}");
+    assert!(err.contains("channel=desktop delivery=held"), "{err}");
+    // Once the channel is free, both go out in one notification.
+    let err = world.tick(T0 + 300, &[0, 1, 2]);
+    let desktop = world.desktop();
+    assert_eq!(desktop.len(), 2, "{desktop:?}\n{err}");
+    for i in [1, 2] {
+        assert!(desktop[1].contains(&root(i)), "{}", desktop[1]);
+    }
+    // Nothing is left pending.
+    let err = world.tick(T0 + 900, &[0, 1, 2]);
+    assert!(!err.contains("delivery=held"), "{err}");
+}

@@ -1,0 +1,287 @@
+//! The text a person reads in a notification: a title naming the session and its project, one
+//! plain sentence of evidence derived from the verdict's signals, and the tree's page when
+//! `watchdog.dashboard_base_url` is set. The full reason (every signal with its figures) stays in
+//! the journal, in `details.reason` and in `--json`.
+
+use alert_state::{AlertEvent, EventState};
+use detect_core::{Reason, Session, SessionVerdict, Signal, TreeVerdict};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `Fix the money rounding in /home/me/proj`: the session's title (else its id) and directory.
+pub fn headline(session: &Session) -> String {
+    let title = session
+        .title
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .unwrap_or(&session.id);
+    match session
+        .directory
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+    {
+        Some(dir) => format!("{title} in {dir}"),
+        None => title.to_owned(),
+    }
+}
+
+/// `pytest -x` for `bash pytest -x`, `money.py` for `read money.py`: the verb and its object.
+fn action(top_what: &str, times: u32) -> String {
+    let (tool, what) = top_what.split_once(' ').unwrap_or((top_what, ""));
+    let what = what.trim();
+    match tool {
+        "read" if !what.is_empty() => format!("read {what} {times} times"),
+        "bash" if !what.is_empty() => format!("ran `{what}` {times} times"),
+        "grep" | "glob" if !what.is_empty() => format!("searched for {what:?} {times} times"),
+        _ => format!("called {top_what} {times} times"),
+    }
+}
+
+/// One plain sentence of evidence for a flagged session, from the strongest signal it fired:
+/// `read money.py 22 times in 44 calls without an edit`.
+pub fn evidence(verdict: &SessionVerdict) -> String {
+    let r: &Reason = &verdict.reason;
+    let window = if r.window_calls >= r.calls_since_landed {
+        format!("{} calls", r.window_calls)
+    } else {
+        format!("its last {} calls", r.window_calls)
+    };
+    let edit = if r.landed {
+        "since its last edit"
+    } else {
+        "without an edit"
+    };
+    let fired = |s: Signal| verdict.signals.contains(&s);
+    let file = |f: &Option<String>| {
+        f.as_deref()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_owned())
+            .unwrap_or_else(|| "one file".to_owned())
+    };
+    if fired(Signal::Top) && !r.top_what.is_empty() {
+        format!("{} in {window} {edit}", action(&r.top_what, r.top))
+    } else if fired(Signal::Slow) {
+        format!(
+            "made the same call {} times in {} calls {edit}",
+            r.slow, r.calls_since_landed
+        )
+    } else if fired(Signal::Dup) {
+        format!(
+            "repeated one call in {:.0}% of {window} {edit}",
+            r.dup * 100.0
+        )
+    } else if fired(Signal::Coverage) {
+        format!(
+            "read {} {:.1} times over in {window} {edit}",
+            file(&r.coverage_file),
+            r.coverage
+        )
+    } else if fired(Signal::Reread) {
+        format!(
+            "was shown the same lines of {} {:.1} times over in {window} {edit}",
+            file(&r.reread_file),
+            r.reread
+        )
+    } else if fired(Signal::Cycle) {
+        format!("repeated one block of calls for {} calls {edit}", r.cycle)
+    } else {
+        format!("kept going for {} calls {edit}", r.calls_since_landed)
+    }
+}
+
+/// Rewrite a tree's event for a person: title `Looping: {root headline}` (`Still looping`,
+/// `No longer looping`), summary one sentence naming who does what. The core's summary moves
+/// to `details.reason`. A tree not in this tick (a resolve because it is gone) keeps its title.
+pub fn rewrite(
+    event: &mut AlertEvent,
+    tree: Option<&TreeVerdict>,
+    sessions: &BTreeMap<&str, &Session>,
+) {
+    let prefix = match event.state {
+        EventState::Trigger => "Looping",
+        EventState::Escalate => "Still looping",
+        EventState::Resolve => "No longer looping",
+    };
+    let reason = std::mem::take(&mut event.summary);
+    let root = tree.and_then(|t| sessions.get(t.root.as_str()));
+    event.title = match root {
+        Some(root) => format!("{prefix}: {}", headline(root)),
+        None => format!("{prefix}: {}", event.title),
+    };
+    event.summary = match (event.state, tree) {
+        (EventState::Resolve, Some(_)) => {
+            "The session made progress (it landed a change); the alert is closed.".to_owned()
+        }
+        (EventState::Resolve, None) => {
+            "The session is gone from every source; the alert is closed.".to_owned()
+        }
+        (_, Some(tree)) => match tree.flagged_sessions.first() {
+            Some(v) => {
+                let who = if v.id == tree.root {
+                    "The session".to_owned()
+                } else {
+                    let sub = sessions.get(v.id.as_str());
+                    let name = sub
+                        .and_then(|s| s.agent.clone())
+                        .or_else(|| sub.and_then(|s| s.title.clone()))
+                        .unwrap_or_else(|| v.id.clone());
+                    format!("Its subagent {name}")
+                };
+                let more = tree.flagged_sessions.len() - 1;
+                let also = match more {
+                    0 => String::new(),
+                    1 => " (1 more session of the tree is looping too)".to_owned(),
+                    n => format!(" ({n} more sessions of the tree are looping too)"),
+                };
+                format!("{who} {}{also}.", evidence(v))
+            }
+            None => reason.clone(),
+        },
+        (_, None) => reason.clone(),
+    };
+    if !event.details.is_object() {
+        let old = std::mem::take(&mut event.details);
+        event.details = serde_json::json!({});
+        if !old.is_null() {
+            event.details["details"] = old;
+        }
+    }
+    event.details["reason"] = Value::String(reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alert_state::Severity;
+
+    fn session(id: &str, parent: Option<&str>, title: &str, agent: &str) -> Session {
+        Session {
+            id: id.to_owned(),
+            parent_id: parent.map(str::to_owned),
+            title: Some(title.to_owned()),
+            agent: Some(agent.to_owned()),
+            directory: Some("/home/me/shop".to_owned()),
+            label: None,
+            note: None,
+            line_counts: BTreeMap::new(),
+            loop_start: None,
+            calls: Vec::new(),
+        }
+    }
+
+    fn verdict(id: &str, signals: &[Signal], reason: Reason) -> SessionVerdict {
+        SessionVerdict {
+            id: id.to_owned(),
+            flagged: !signals.is_empty(),
+            signals: signals.to_vec(),
+            reason,
+        }
+    }
+
+    fn reason(top_what: &str, top: u32, window: usize, span: usize, landed: bool) -> Reason {
+        Reason {
+            dup: 0.34,
+            top,
+            top_what: top_what.to_owned(),
+            slow: 17,
+            coverage: 4.6,
+            coverage_file: Some("/home/me/shop/money.py".to_owned()),
+            landed,
+            calls_since_landed: span,
+            window_calls: window,
+            read_only: false,
+            cycle: 12,
+            reread: 5.5,
+            reread_file: Some("/home/me/shop/money.py".to_owned()),
+        }
+    }
+
+    fn event(state: EventState) -> AlertEvent {
+        AlertEvent {
+            dedup_key: "opencode-loop:ses_root".to_owned(),
+            severity: Severity::Warning,
+            state,
+            title: "opencode loop: explore".to_owned(),
+            summary: "ses_child: signals=top,slow dup=0.34 top=22".to_owned(),
+            details: serde_json::json!({"link": "http://127.0.0.1:8080/admin/trees/ses_root"}),
+            source: "agentwatch@host".to_owned(),
+        }
+    }
+
+    /// Every signal's sentence, and the notification a tree's events make, as a person reads
+    /// them (title, summary, link).
+    #[test]
+    fn notification_text() {
+        let mut out = String::new();
+        let cases: &[(&str, &[Signal], Reason)] = &[
+            (
+                "top read",
+                &[Signal::Top, Signal::Slow],
+                reason("read money.py", 22, 44, 44, false),
+            ),
+            (
+                "top bash, landed",
+                &[Signal::Top],
+                reason("bash pytest -x", 15, 60, 130, true),
+            ),
+            (
+                "top grep",
+                &[Signal::Top],
+                reason("grep TODO", 12, 60, 60, false),
+            ),
+            ("slow", &[Signal::Slow], reason("", 0, 60, 90, false)),
+            ("dup", &[Signal::Dup], reason("", 0, 50, 50, false)),
+            (
+                "coverage",
+                &[Signal::Coverage],
+                reason("", 0, 60, 60, false),
+            ),
+            ("reread", &[Signal::Reread], reason("", 0, 60, 60, false)),
+            ("cycle", &[Signal::Cycle], reason("", 0, 60, 60, false)),
+        ];
+        for (name, signals, r) in cases {
+            let v = verdict("ses_root", signals, r.clone());
+            out.push_str(&format!("{name}: {}\n", evidence(&v)));
+        }
+        let root = session("ses_root", None, "Fix the money rounding", "build");
+        let child = session(
+            "ses_child",
+            Some("ses_root"),
+            "Find rounding bugs",
+            "explore",
+        );
+        let sessions: BTreeMap<&str, &Session> = [("ses_root", &root), ("ses_child", &child)]
+            .into_iter()
+            .collect();
+        let tree = TreeVerdict {
+            root: "ses_root".to_owned(),
+            dedup_key: "opencode-loop:ses_root".to_owned(),
+            flagged: true,
+            sessions: vec!["ses_root".to_owned(), "ses_child".to_owned()],
+            flagged_sessions: vec![verdict(
+                "ses_child",
+                &[Signal::Top, Signal::Slow],
+                reason("read money.py", 22, 44, 44, false),
+            )],
+            notes: Vec::new(),
+        };
+        for (state, tree) in [
+            (EventState::Trigger, Some(&tree)),
+            (EventState::Escalate, Some(&tree)),
+            (EventState::Resolve, Some(&tree)),
+            (EventState::Resolve, None),
+        ] {
+            let mut e = event(state);
+            rewrite(&mut e, tree, &sessions);
+            out.push_str(&format!(
+                "\n[{}]\ntitle: {}\nsummary: {}\nlink: {}\nreason: {}\n",
+                state.as_str(),
+                e.title,
+                e.summary,
+                e.link().unwrap_or("-"),
+                e.details["reason"].as_str().unwrap_or("-")
+            ));
+        }
+        insta::assert_snapshot!(out);
+    }
+}
