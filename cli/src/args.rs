@@ -1,7 +1,7 @@
 //! The command line's arguments, one struct per subcommand, and how each becomes the runtime's
 //! options. Flags are defined here only; the runtime knows nothing of clap.
 
-use agentwatch_runtime::{jobs, operator, serve};
+use agentwatch_runtime::{doctor, jobs, operator, serve};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -218,6 +218,54 @@ pub struct ConfigArgs {
     /// Print JSON instead of TOML.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Override a configuration key (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Where to write (default `$XDG_CONFIG_HOME/agentwatch/config.toml`); never over a file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the starter config instead of writing it.
+    #[arg(long)]
+    pub print: bool,
+}
+
+impl From<DoctorArgs> for doctor::Options {
+    fn from(a: DoctorArgs) -> Self {
+        Self {
+            config: a.config,
+            db: a.db,
+            set: a.set,
+        }
+    }
+}
+
+impl From<InitArgs> for doctor::InitOptions {
+    fn from(a: InitArgs) -> Self {
+        Self {
+            doctor: doctor::Options {
+                config: a.config,
+                ..doctor::Options::default()
+            },
+            print: a.print,
+        }
+    }
 }
 
 macro_rules! same_fields {

@@ -14,8 +14,8 @@ use agentwatch_runtime::error::code;
 use agentwatch_runtime::journal::Priority;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
-    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, OpencodeArgs, RecoverArgs, ReplayArgs, RunArgs,
-    ServeArgs, StatusArgs, TestAlertArgs,
+    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, InitArgs, OpencodeArgs,
+    RecoverArgs, ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs,
 };
 use clap::{Parser, Subcommand};
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -65,6 +65,10 @@ enum Command {
     Serve(ServeArgs),
     /// Run every job of `[run] jobs` in one process, each at its cadence, until SIGTERM/SIGINT.
     Run(RunArgs),
+    /// Check every source, channel, the store and the config files; exit non-zero on a problem.
+    Doctor(DoctorArgs),
+    /// Write a commented starter config from what `doctor` finds (never over an existing file).
+    Init(InitArgs),
 }
 
 fn main() -> ExitCode {
@@ -90,6 +94,8 @@ fn main() -> ExitCode {
         Command::Deck(args) => deck(args),
         Command::Serve(args) => serve(args),
         Command::Run(args) => agentwatch_runtime::run::run(&args.into()).map(ExitCode::from),
+        Command::Doctor(args) => doctor(args),
+        Command::Init(args) => init(args),
     };
     match result {
         Ok(code) => code,
@@ -132,6 +138,25 @@ fn opencode(args: OpencodeArgs) -> CliResult {
         } else {
             write_stdout("opencode", &report.render(verbose))?;
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn doctor(args: DoctorArgs) -> CliResult {
+    let json = args.json;
+    let report = agentwatch_runtime::doctor::run(&args.into())?;
+    if json {
+        print_json("doctor", &report.to_json())?;
+    } else {
+        write_stdout("doctor", &report.render())?;
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+fn init(args: InitArgs) -> CliResult {
+    match agentwatch_runtime::doctor::init(&args.into())? {
+        (Some(path), _) => write_stdout("init", &format!("wrote {}\n", path.display()))?,
+        (None, text) => write_stdout("init", &text)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod fleet;
 pub mod input;

@@ -22,6 +22,17 @@ pub struct AtomicWriteError {
 /// renamed over `path`; the directory is synced so the rename survives a crash. On failure the
 /// temporary file is removed and `path` keeps its old content. The directory must exist.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
+    write(path, contents, mode, true)
+}
+
+/// Creates `path` with `contents` in one step, like [`write_atomic`], but never over an existing
+/// file: the temporary file is hard-linked into place, which fails (`AlreadyExists`, step
+/// `link into place`) when `path` exists, leaving it untouched.
+pub fn create_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
+    write(path, contents, mode, false)
+}
+
+fn write(path: &Path, contents: &[u8], mode: u32, replace: bool) -> Result<(), AtomicWriteError> {
     let fail = |step: &'static str| {
         move |source: std::io::Error| AtomicWriteError {
             path: path.display().to_string(),
@@ -68,7 +79,13 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Atomi
         let _ = mode;
         file.sync_all().map_err(fail("fsync temporary file"))?;
         drop(file);
-        std::fs::rename(&temp, path).map_err(fail("rename into place"))
+        if replace {
+            std::fs::rename(&temp, path).map_err(fail("rename into place"))
+        } else {
+            let linked = std::fs::hard_link(&temp, path).map_err(fail("link into place"));
+            let _ = std::fs::remove_file(&temp);
+            linked
+        }
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
@@ -90,6 +107,19 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn create_never_replaces_an_existing_file() {
+        let dir = TempDir::new("aw-atomic-create");
+        let target = dir.path.join("config.toml");
+        create_atomic(&target, b"first\n", 0o644).unwrap();
+        let e = create_atomic(&target, b"second\n", 0o644).unwrap_err();
+        assert_eq!(e.source.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&target).unwrap(), b"first\n");
+        assert_eq!(mode(&target), 0o644);
+        let names: Vec<_> = std::fs::read_dir(&dir.path).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
     }
 
     #[test]
