@@ -4,7 +4,7 @@
 
 use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, looping_calls, require_binary};
 use agentwatch_testkit::{StandIns, TempDir, stand_in};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -82,15 +82,18 @@ fn no_config_reads_the_registry_and_a_loop_reaches_the_journal_and_the_desktop()
         "{line}"
     );
     assert!(line.contains("opencode.db (no file"), "{line}");
-    // The journal: the log channel's JSON line for the tree's alert.
-    let key = "opencode-loop:ses_fh00000000001loopAAAAAA";
-    let journal: Vec<Value> = err
+    // The journal: the log channel's `alert=` line for the tree's alert.
+    let key = "dedup=opencode-loop:ses_fh00000000001loopAAAAAA";
+    let journal: Vec<&str> = err
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["dedup_key"] == key)
+        .filter(|l| l.starts_with("alert=") && l.contains(key))
         .collect();
     assert_eq!(journal.len(), 1, "{err}");
-    assert_eq!(journal[0]["state"], "trigger");
+    assert!(journal[0].contains("state=trigger"), "{err}");
+    assert!(
+        journal[0].contains("title=\"Looping: Fix the money rounding in "),
+        "{err}"
+    );
     // The desktop: notify-send found on PATH, called once for the alert.
     let calls = stand_ins.calls("notify-send");
     assert_eq!(calls.len(), 1, "{calls:?}\n{err}");
