@@ -76,6 +76,9 @@ impl World {
             .map(|s| (*s).to_owned())
             .collect();
         args.push(at.to_string());
+        // A named store: a run on files without one uses a fresh store each time.
+        args.push("--db".to_owned());
+        args.push(self.tmp.path.join("aw.db").display().to_string());
         for file in sessions(&self.tmp.path, roots) {
             args.push("--sessions".to_owned());
             args.push(file.display().to_string());
