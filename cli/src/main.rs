@@ -27,7 +27,7 @@ pub type CliResult = Result<ExitCode, Error>;
 #[derive(Debug, Parser)]
 #[command(
     name = "agentwatch",
-    version,
+    version = env!("AGENTWATCH_LONG_VERSION"),
     about = "A watchdog for AI coding-agent sessions"
 )]
 struct Cli {
