@@ -638,7 +638,7 @@ pub fn starter_config(report: &Report, llm_answers: bool) -> String {
     out.push_str(
         "# Channels: naming any replaces the defaults (the journal, and the desktop when\n\
          # notify-send is on PATH).\n\
-         [[channels]]\nname = \"journal\"\ntype = \"log\"   # one JSON line per event on standard error\n\n",
+         [[channels]]\nname = \"journal\"\ntype = \"log\"   # one line per event in the journal (standard error)\n\n",
     );
     let desktop = config::find_program(
         agentwatch_channels::DEFAULT_DESKTOP_PROGRAM,
