@@ -53,7 +53,9 @@ impl World {
         std::fs::create_dir_all(&dir).unwrap();
         let config_path = dir.join("config.toml");
         let text = format!(
-            "[watchdog]\nlocal_llm_enabled = false\n\n[deck]\nroot = {root:?}\n\n[recover]\nreport = {report:?}\nnotice = {notice:?}\nenv_file = \"\"\n\n{config}",
+            // The opencode stand-in serves recorded sessions from long ago, on the real clock:
+            // judge them however old (no stale limit).
+            "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n\n[deck]\nroot = {root:?}\n\n[recover]\nreport = {report:?}\nnotice = {notice:?}\nenv_file = \"\"\n\n{config}",
             root = tmp.path.join("agent-deck-root").display().to_string(),
             report = tmp.path.join("wd/loop.json").display().to_string(),
             notice = tmp.path.join("wd/notice.json").display().to_string(),
@@ -361,7 +363,8 @@ fn a_bad_cadence_is_a_config_error_before_anything_starts() {
         ("run.opencode_interval_s=0", "run.opencode_interval_s"),
         ("run.recover_interval_s=999999999", "run.recover_interval_s"),
         ("run.jobs=[\"deck\",\"deck\"]", "run.jobs"),
-        ("run.jobs=[\"pigeon\"]", "pigeon"),
+        // Named by its key; the value is never echoed (issue 14).
+        ("run.jobs=[\"pigeon\"]", "run.jobs: unknown variant"),
     ] {
         let out = world.command(&["run", "--set", set]).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
