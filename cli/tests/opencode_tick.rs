@@ -665,3 +665,27 @@ fn opencode_db_is_read_incrementally() {
     tick(T0 + 180, "sessions=2 read=0 from_store=2");
     assert_eq!(calls_of("ses_db_a"), 2);
 }
+
+/// A config file readable by group or others that holds a secret-bearing URL gets a warning on
+/// stderr (the file named, the secret not); the same file at 0600 gets none.
+#[test]
+fn a_readable_config_holding_a_secret_gets_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new("aw-config-readable");
+    let path = write_config(
+        &tmp.path,
+        "[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"https://hooks.example/x?token=SECRET123\"\n",
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = agentwatch(&tmp.path, None, &["config"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(run.stderr().contains("warning"), "{}", run.stderr());
+    assert!(run.stderr().contains("config.toml"), "{}", run.stderr());
+    assert!(run.stderr().contains("chmod 600"), "{}", run.stderr());
+    assert!(!run.stderr().contains("SECRET123"), "{}", run.stderr());
+    assert!(!run.stdout().contains("SECRET123"), "{}", run.stdout());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = agentwatch(&tmp.path, None, &["config"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(!run.stderr().contains("warning"), "{}", run.stderr());
+}

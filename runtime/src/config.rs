@@ -548,14 +548,139 @@ fn config_err(message: String) -> Error {
     Error::config(message)
 }
 
+/// A TOML error as it may be shown: where (the key, or the line and column) and what kind of
+/// problem, never the text there or the value (a config file may hold a token or a
+/// secret-bearing URL, and an error reaches terminals and journals).
+fn shown_toml_error(error: &toml::de::Error, text: Option<&str>) -> String {
+    // Without the input, toml's own rendering is the message and the key path (`in `a.b``).
+    let mut bare = error.clone();
+    bare.set_input(None);
+    let rendered = bare.to_string();
+    let key = rendered
+        .lines()
+        .filter_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')))
+        .next_back();
+    let position = match (error.span(), text) {
+        (Some(span), Some(text)) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            Some(format!("line {line}, column {column}"))
+        }
+        _ => None,
+    };
+    let message = without_value(error.message());
+    match (key, position) {
+        (Some(key), _) => format!("{key}: {message}"),
+        (None, Some(position)) => format!("{position}: {message}"),
+        (None, None) => message,
+    }
+}
+
+/// A serde/TOML message without the value it quotes: `invalid type: string "…", expected a
+/// boolean` becomes `invalid type: string, expected a boolean`; the same for `invalid value` and
+/// `unknown variant`. Other messages name keys or describe syntax, and are kept.
+fn without_value(message: &str) -> String {
+    let expected = |rest: &str| {
+        rest.rfind(", expected ")
+            .map_or("", |at| &rest[at..])
+            .to_owned()
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let kind = rest.split([' ', ',']).next().unwrap_or("value");
+            return format!("{prefix}{kind}{}", expected(rest));
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ") {
+        return format!("unknown variant{}", expected(rest));
+    }
+    message.lines().next().unwrap_or_default().to_owned()
+}
+
 /// Read and check one TOML file on its own.
 fn read_table(path: &Path) -> Result<Table, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path.display(), e))?;
-    let table: Table = toml::from_str(&text)
-        .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
-    Config::deserialize(Value::Table(table.clone()))
-        .map_err(|e| config_err(format!("{}: {}", path.display(), e.to_string().trim_end())))?;
+    let table: Table = toml::from_str(&text).map_err(|e| {
+        config_err(format!(
+            "{}: {}",
+            path.display(),
+            shown_toml_error(&e, Some(&text))
+        ))
+    })?;
+    Config::deserialize(Value::Table(table.clone())).map_err(|e| {
+        config_err(format!(
+            "{}: {}",
+            path.display(),
+            shown_toml_error(&e, None)
+        ))
+    })?;
+    warn_if_readable_secrets(path, &text);
     Ok(table)
+}
+
+/// A config file readable by group or others that holds what looks like a secret (a URL with
+/// a password, a token or key in its query, a Slack-style key path, a `token`/`secret`/
+/// `password`/`api_key` value) gets a warning on stderr naming the file and the fix, never the
+/// secret. Secrets belong in the environment or a 0640 env file.
+fn warn_if_readable_secrets(path: &Path, text: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 == 0 || !holds_secret(text) {
+            return;
+        }
+        eprintln!(
+            "agentwatch: warning: {} is readable by {} (mode {mode:04o}) and holds what looks like a secret (a token or a password in a URL): run chmod 600 on it, or move the secret to the environment",
+            path.display(),
+            if mode & 0o007 != 0 {
+                "others"
+            } else {
+                "its group"
+            }
+        );
+    }
+    #[cfg(not(unix))]
+    let _ = (path, text);
+}
+
+/// Whether TOML text holds what looks like a secret: a URL whose redacted form differs (a
+/// password, a `?token=`/`key=` query, a Slack-style path key), or a secret-named key with a
+/// string value.
+fn holds_secret(text: &str) -> bool {
+    let Ok(table) = toml::from_str::<Table>(text) else {
+        return false;
+    };
+    fn walk(key: &str, value: &Value) -> bool {
+        match value {
+            Value::String(s) => {
+                let lower = key.to_ascii_lowercase();
+                let named = [
+                    "token",
+                    "secret",
+                    "password",
+                    "api_key",
+                    "apikey",
+                    "routing_key",
+                ]
+                .iter()
+                .any(|n| lower == *n || lower.ends_with(&format!("_{n}")))
+                    && !lower.ends_with("_env")
+                    && !s.is_empty();
+                let url = (s.starts_with("http://") || s.starts_with("https://"))
+                    && agentwatch_http::shown_url(s) != *s;
+                named || url
+            }
+            Value::Array(items) => items.iter().any(|v| walk(key, v)),
+            Value::Table(t) => t.iter().any(|(k, v)| walk(k, v)),
+            _ => false,
+        }
+    }
+    table.iter().any(|(k, v)| walk(k, v))
 }
 
 /// Deep-merge `overlay` into `base`: tables merge key by key, anything else is replaced.
@@ -642,9 +767,7 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
             .ok()
             .filter(|s| *s >= 0)
             .ok_or_else(|| {
-                config_err(format!(
-                    "WD_LOOP_INTERVAL = {interval:?}: must be a whole number of seconds"
-                ))
+                config_err("WD_LOOP_INTERVAL: must be a whole number of seconds".to_owned())
             })?;
         set_path(
             &mut table,
@@ -665,7 +788,7 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
         set_path(&mut table, &key, parse_value(value.trim()))?;
     }
     let mut config = Config::deserialize(Value::Table(table.clone()))
-        .map_err(|e| config_err(format!("configuration: {}", e.to_string().trim_end())))?;
+        .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
     config.validate()?;
     Ok(Loaded { config, files })
@@ -697,18 +820,16 @@ impl Config {
         }
         if self.watchdog.stale_after_s > MAX_STALE_AFTER_S {
             return Err(config_err(format!(
-                "watchdog.stale_after_s = {}: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}",
-                self.watchdog.stale_after_s
+                "watchdog.stale_after_s: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}"
             )));
         }
         for url in &self.opencode.servers {
             check_server_url(url).map_err(|e| config_err(format!("opencode.servers: {e}")))?;
         }
         if !["ollama", "openai"].contains(&self.watchdog.llm.dialect.as_str()) {
-            return Err(config_err(format!(
-                "watchdog.llm.dialect = {:?}: must be ollama or openai",
-                self.watchdog.llm.dialect
-            )));
+            return Err(config_err(
+                "watchdog.llm.dialect: must be ollama or openai".to_owned(),
+            ));
         }
         if self.recover.systemctl.first().is_none_or(|p| p.is_empty()) {
             return Err(config_err(
@@ -729,13 +850,15 @@ impl Config {
             }
             if !CHANNEL_TYPES.contains(&ch.channel_type.as_str()) {
                 return Err(config_err(format!(
-                    "{at}.type = {:?}: must be one of {}",
-                    ch.channel_type,
+                    "{at}.type: must be one of {}",
                     CHANNEL_TYPES.join(", ")
                 )));
             }
-            parse_severity(&ch.min_severity)
-                .map_err(|e| config_err(format!("{at}.min_severity: {e}")))?;
+            parse_severity(&ch.min_severity).map_err(|_| {
+                config_err(format!(
+                    "{at}.min_severity: must be info, warning or critical"
+                ))
+            })?;
             if ch.channel_type == "webhook" && ch.url.is_none() {
                 return Err(config_err(format!("{at}.url: required for a webhook")));
             }
@@ -743,7 +866,7 @@ impl Config {
                 && agentwatch_channels::WebhookMode::from_name(mode).is_none()
             {
                 return Err(config_err(format!(
-                    "{at}.mode = {mode:?}: must be json, pagerduty, slack or ntfy"
+                    "{at}.mode: must be json, pagerduty, slack or ntfy"
                 )));
             }
             if ch.channel_type == "alertmanager" {
@@ -778,8 +901,7 @@ impl Config {
         self.deck.validate(&self.channels)?;
         if self.serve.listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(config_err(format!(
-                "serve.listen = {:?}: must be an address and port such as {DEFAULT_SERVE_LISTEN}",
-                self.serve.listen
+                "serve.listen: must be an address and port such as {DEFAULT_SERVE_LISTEN}"
             )));
         }
         if self.serve.token_env.trim().is_empty() {
@@ -859,7 +981,7 @@ fn check_seconds(key: &str, value: f64) -> Result<(), Error> {
         return Ok(());
     }
     Err(config_err(format!(
-        "{key} = {value}: must be a number of seconds > 0 and at most {MAX_TIMEOUT_S}"
+        "{key}: must be a number of seconds > 0 and at most {MAX_TIMEOUT_S}"
     )))
 }
 
@@ -1239,7 +1361,10 @@ mod tests {
             ("[watchdog.detector]\nwindow = 0\n", "window"),
             ("[watchdog.detector]\ndup_min = 2.0\n", "dup_min"),
             ("[watchdog.detector]\ntop_min = \"x\"\n", "top_min"),
-            ("[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n", "pigeon"),
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n",
+                "channels[0].type",
+            ),
             ("[[channels]]\nname = \"a\"\ntype = \"webhook\"\n", "url"),
             (
                 "[[channels]]\nname = \"a\"\ntype = \"alertmanager\"\n",
@@ -1296,6 +1421,105 @@ mod tests {
         let err = load(Some(&dir.join("missing.toml")), &[], &no_env).unwrap_err();
         assert_eq!(err.exit_code(), code::NOINPUT);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Config errors name the key (or the line and column of a syntax error) and never echo
+    /// the value or the offending line: a secret put in the wrong place must not reach a
+    /// terminal or a journal through an error.
+    #[test]
+    fn config_errors_name_the_key_and_never_echo_the_value() {
+        const SECRET: &str = "sk-live-SECRET123";
+        let dir = temp("secret-errors");
+        let files = [
+            (
+                format!("[watchdog]\nmodel = {SECRET}\n"),
+                "line 2, column 9",
+            ),
+            (
+                format!("[watchdog]\nmodel = \"ok\"\nenabled = \"{SECRET}\"\n"),
+                "watchdog.enabled",
+            ),
+            (
+                format!("[watchdog]\nescalate_after_ticks = \"{SECRET}\"\n"),
+                "watchdog.escalate_after_ticks",
+            ),
+            (
+                format!("[watchdog.llm]\ndialect = \"{SECRET}\"\n"),
+                "watchdog.llm.dialect",
+            ),
+            (
+                format!("[[channels]]\nname = \"a\"\ntype = \"{SECRET}\"\n"),
+                "channels[0].type",
+            ),
+            (
+                format!(
+                    "[[channels]]\nname = \"a\"\ntype = \"webhook\"\nurl = \"https://h/x\"\nmode = \"{SECRET}\"\n"
+                ),
+                "channels[0].mode",
+            ),
+            (
+                format!(
+                    "[[channels]]\nname = \"a\"\ntype = \"log\"\nmin_severity = \"{SECRET}\"\n"
+                ),
+                "channels[0].min_severity",
+            ),
+            (format!("[serve]\nlisten = \"{SECRET}\"\n"), "serve.listen"),
+            (
+                format!("[watchdog]\nenabled = [\"{SECRET}\", 1]\n"),
+                "watchdog.enabled: invalid type: sequence",
+            ),
+        ];
+        for (text, named) in &files {
+            let path = write(&dir, "config.toml", text);
+            let err = load(Some(&path), &[], &no_env).unwrap_err().to_string();
+            assert!(err.contains(named), "{text:?}: {err}");
+            assert!(!err.contains("SECRET123"), "{text:?} echoed: {err}");
+            assert!(!err.contains('\n'), "{text:?}: one line: {err}");
+        }
+        for set in [
+            format!("watchdog.enabled=\"{SECRET}\""),
+            format!("watchdog.enabled={SECRET}"),
+            format!("top_min={SECRET}"),
+            format!("watchdog.stale_after_s=\"{SECRET}\""),
+        ] {
+            let err = load(None, std::slice::from_ref(&set), &no_env)
+                .unwrap_err()
+                .to_string();
+            let key = set.split('=').next().unwrap_or_default();
+            assert!(
+                err.contains(key.rsplit('.').next().unwrap_or(key)),
+                "{set}: {err}"
+            );
+            assert!(!err.contains("SECRET123"), "{set} echoed: {err}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What counts as a secret worth a warning in a readable config file.
+    #[test]
+    fn secrets_in_config_text_are_recognised() {
+        let rows = [
+            ("[[channels]]\nurl = \"https://h/x?token=abc\"\n", true),
+            (
+                "[[channels]]\nurl = \"https://hooks.slack.com/services/T000/B000/XXXX\"\n",
+                true,
+            ),
+            (
+                "[opencode]\nservers = [\"http://user:pw@host:4096\"]\n",
+                true,
+            ),
+            ("[[channels]]\nbot_token = \"123:abc\"\n", true),
+            ("[[channels]]\nurl = \"https://h/events\"\n", false),
+            ("[[channels]]\nrouting_key_env = \"PD_KEY\"\n", false),
+            (
+                "[opencode]\npassword_env = \"OPENCODE_SERVER_PASSWORD\"\n",
+                false,
+            ),
+            ("not toml [", false),
+        ];
+        for (text, secret) in rows {
+            assert_eq!(holds_secret(text), secret, "{text:?}");
+        }
     }
 
     #[test]
