@@ -111,12 +111,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod alarm;
 mod config;
 mod event;
 mod lifecycle;
 mod opinion;
 mod router;
 
+pub use alarm::{Alarm, AlarmTick, process_alarms};
 pub use config::{
     AlertConfig, ChannelConfig, ConfigError, DEFAULT_ESCALATE_AFTER_TICKS,
     DEFAULT_MAX_LLM_OPINIONS_PER_TICK, DEFAULT_RATE_LIMIT_S, DEFAULT_SOURCE, source_for_host,

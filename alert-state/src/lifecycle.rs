@@ -400,6 +400,25 @@ pub fn process_tick(
         }
     }
 
+    let decisions = route_events(&mut next, config, decisions, pending, now);
+    Ok(TickOutcome {
+        state: next,
+        opinion_plan,
+        decisions,
+        now,
+    })
+}
+
+/// Routes the events of a tick's decisions (`pending`: decision index, event) and attaches each
+/// dispatch; returns the decisions ordered by dedup key. Resolves go first (they never consume a
+/// rate limit), then critical before warning, then by dedup key.
+pub(crate) fn route_events(
+    next: &mut AlertState,
+    config: &AlertConfig,
+    mut decisions: Vec<Decision>,
+    mut pending: Vec<(usize, AlertEvent)>,
+    now: i64,
+) -> Vec<Decision> {
     pending.sort_by(|(_, a), (_, b)| {
         let priority = |e: &AlertEvent| (e.state != EventState::Resolve, Reverse(e.severity));
         priority(a)
@@ -421,12 +440,7 @@ pub fn process_tick(
     }
 
     decisions.sort_by(|a, b| a.dedup_key.cmp(&b.dedup_key));
-    Ok(TickOutcome {
-        state: next,
-        opinion_plan,
-        decisions,
-        now,
-    })
+    decisions
 }
 
 fn validate_tick(tick: &Tick) -> Result<(), TickError> {
@@ -649,13 +663,15 @@ fn flag_open_alert(
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ResolveCause {
+pub(crate) enum ResolveCause {
     Fixed,
     Gone,
     Stale,
+    /// An alarm's subject is healthy again ([`crate::process_alarms`]).
+    Recovered,
 }
 
-fn resolve(
+pub(crate) fn resolve(
     mut alert: Alert,
     config: &AlertConfig,
     now: i64,
@@ -679,6 +695,12 @@ fn resolve(
             format!("loop over: root session {root} is gone from the opencode server"),
             format!("root {root} is gone from the opencode server"),
             "gone",
+        ),
+        ResolveCause::Recovered => (
+            DecisionKind::ResolveFixed,
+            format!("recovered: {root} is healthy again"),
+            format!("{root} recovered"),
+            "recovered",
         ),
         ResolveCause::Stale => (
             DecisionKind::ResolveStale,
@@ -704,7 +726,7 @@ fn resolve(
     (decision(kind, &alert, reason), event)
 }
 
-fn decision(kind: DecisionKind, alert: &Alert, reason: String) -> Decision {
+pub(crate) fn decision(kind: DecisionKind, alert: &Alert, reason: String) -> Decision {
     Decision {
         kind,
         dedup_key: alert.dedup_key.clone(),
@@ -715,7 +737,7 @@ fn decision(kind: DecisionKind, alert: &Alert, reason: String) -> Decision {
     }
 }
 
-fn event_for(
+pub(crate) fn event_for(
     alert: &Alert,
     state: EventState,
     summary: String,

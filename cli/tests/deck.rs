@@ -115,8 +115,12 @@ impl World {
         args.extend_from_slice(extra);
         let run = self.run(&args);
         assert_eq!(run.code(), Some(0), "{}\n{}", run.stdout(), run.stderr());
+        // The job's lines, and the default `journal` log channel's alert lines.
         for line in run.stderr().lines() {
-            assert!(line.starts_with("deck="), "a stray log line: {line:?}");
+            assert!(
+                line.starts_with("deck=") || line.starts_with("alert="),
+                "a stray log line: {line:?}"
+            );
         }
         run.json()
     }
@@ -294,7 +298,14 @@ fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_esca
         .into_iter()
         .map(|e| (e.name, e.result))
         .collect();
-    assert_eq!(deliveries, [("telegram-escalation".into(), "sent".into())]);
+    // Newest first: the chat, and the default `journal` log channel (no [[channels]] configured).
+    assert_eq!(
+        deliveries,
+        [
+            ("telegram-escalation".into(), "sent".into()),
+            ("journal".into(), "sent".into())
+        ]
+    );
 }
 
 #[test]
@@ -436,6 +447,96 @@ fn an_auth_held_session_is_escalated_once_and_never_restarted() {
     assert!(world.deck.session_calls("restart").is_empty());
     assert_eq!(server.requests().len(), 1);
     assert_eq!(world.log("escalations.log")[0]["severity"], "auth-hold");
+}
+
+#[test]
+fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
+    const OTHER: &str = "5d6e7f80-1713779999";
+    let server = telegram_server();
+    let mut world = World::new("alerts");
+    let config = with_telegram(&mut world, &server).display().to_string();
+    let held = |id: &str| {
+        let mut shown = conductor_shown(id, "error");
+        shown["auth_hold"] = json!({"reason": "auth_death"});
+        shown
+    };
+    world.deck.script(
+        &DeckScript::new()
+            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
+            .show(COND, &held(COND))
+            .show(OTHER, &held(OTHER)),
+    );
+    // Two escalations in one tick: two alerts open, but the Telegram chat's rate limit lets
+    // only the first through.
+    let first = world.once(T0, &["--config", &config]);
+    let escalations = first["escalations"].as_array().unwrap();
+    assert_eq!(escalations.len(), 2, "{first:#}");
+    assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
+    assert_eq!(escalations[0]["deliveries"][0]["result"], "sent");
+    assert_eq!(escalations[1]["deliveries"][0]["result"], "skipped");
+    assert!(
+        escalations[1]["deliveries"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rate"),
+        "{first:#}"
+    );
+    assert_eq!(server.requests().len(), 1);
+    let alerts = || {
+        agentwatch_store::Store::open_read_only(&world.db())
+            .unwrap()
+            .alerts(true)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.dedup_key, a.state, a.severity))
+            .collect::<Vec<_>>()
+    };
+    let open = |id: &str| {
+        (
+            format!("deck:{id}"),
+            "open".to_owned(),
+            "critical".to_owned(),
+        )
+    };
+    let mut both = vec![open(COND), open(OTHER)];
+    both.sort();
+    let mut seen = alerts();
+    seen.sort();
+    assert_eq!(seen, both);
+
+    // Still held a tick later: no new event.
+    let again = world.once(T0 + 60, &["--config", &config]);
+    assert!(
+        again["escalations"].as_array().unwrap().is_empty(),
+        "{again:#}"
+    );
+
+    // COND recovers: its alert resolves, and the resolve goes to the chat that saw the trigger.
+    world.deck.script(
+        &DeckScript::new()
+            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
+            .show(COND, &conductor_shown(COND, "running"))
+            .show(OTHER, &held(OTHER)),
+    );
+    let recovered = world.once(T0 + 120, &["--config", &config]);
+    let resolved = recovered["resolved"].as_array().unwrap();
+    assert_eq!(resolved.len(), 1, "{recovered:#}");
+    assert_eq!(resolved[0]["dedup_key"], format!("deck:{COND}"));
+    assert_eq!(resolved[0]["deliveries"][0]["result"], "sent");
+    assert_eq!(server.requests().len(), 2);
+    let mut seen = alerts();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (
+                format!("deck:{COND}"),
+                "resolved".to_owned(),
+                "info".to_owned()
+            ),
+            open(OTHER)
+        ]
+    );
 }
 
 fn child_listed() -> Value {

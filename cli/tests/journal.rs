@@ -122,8 +122,9 @@ fn a_tick_journal_has_priorities_and_a_quiet_tick_is_one_line() {
     journal_lines(&text);
     insta::assert_snapshot!("demo_tick_journal", text);
 
-    // The next tick sees the same loop: the open alert is flagged again, nothing is sent, and the
-    // tick is one line that counts it.
+    // The next tick sees the same loop: the open alert is flagged again, nothing is sent, and
+    // besides its one line about its sources the tick is one line that counts it (no line per
+    // tree).
     let second = (T0 + 60).to_string();
     let (code, text) = under_journal(
         &tmp.path,
@@ -134,10 +135,11 @@ fn a_tick_journal_has_priorities_and_a_quiet_tick_is_one_line() {
     );
     assert_eq!(code, Some(0), "{text}");
     let lines = journal_lines(&text);
-    assert_eq!(lines.len(), 1, "{text}");
-    assert_eq!(lines[0].0, 6, "{text}");
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].1.contains(" sources="), "{text}");
+    assert_eq!(lines[1].0, 6, "{text}");
     assert!(
-        lines[0].1.contains(" tick=done ") && lines[0].1.contains(" still_flagged=1"),
+        lines[1].1.contains(" tick=done ") && lines[1].1.contains(" still_flagged=1"),
         "{text}"
     );
 }

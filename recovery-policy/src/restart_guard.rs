@@ -242,6 +242,12 @@ impl SessionObservation {
         }
     }
 
+    /// Alive, not auth-held, and nothing that would restart it (not in error, its poller there):
+    /// the trouble an escalation was about is over.
+    pub fn is_fine(&self) -> bool {
+        self.status.is_alive() && self.auth_hold.is_none() && self.trigger().is_none()
+    }
+
     fn trigger(&self) -> Option<Trigger> {
         if self.status == SessionStatus::Error {
             Some(Trigger::Error)

@@ -7,8 +7,8 @@ use agentwatch_channels::{
     AlertmanagerChannel, ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel,
     WebhookChannel, WebhookMode, deliver,
 };
-use agentwatch_store::{ChannelSetting, Store};
-use alert_state::{AlertEvent, Severity};
+use agentwatch_store::{AlertRow, ChannelSetting, Store};
+use alert_state::{AlertEvent, Decision, DecisionKind, Severity};
 
 /// Apply the run-time settings stored by `agentwatch channels set` over the configured ones.
 pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
@@ -178,4 +178,71 @@ pub fn send(
         Ok(kind) => deliver_report(name, &kind, event),
         Err(e) => report("failed", Some(e)),
     }
+}
+
+/// A delivery's journal line for `job`: an error when it failed, a warning when it went out with
+/// one, else info.
+pub fn delivery_line(job: &str, now: i64, result: &str) -> Line {
+    let priority = match result {
+        "failed" => Priority::Err,
+        "warning" => Priority::Warning,
+        _ => Priority::Info,
+    };
+    Line::new(priority, job, now)
+}
+
+/// An alert decision's journal line for `job`: a critical alert opened or escalated is an error,
+/// a warning alert a warning, a resolve or anything else info.
+pub fn decision_line(job: &str, now: i64, decision: &Decision) -> Line {
+    let opened = matches!(
+        decision.kind,
+        DecisionKind::Trigger | DecisionKind::Escalate
+    );
+    let priority = match &decision.alert {
+        Some(a) if opened && a.severity == Severity::Critical => Priority::Err,
+        Some(_) if opened => Priority::Warning,
+        _ if decision.kind == DecisionKind::OpinionIgnored => Priority::Warning,
+        _ => Priority::Info,
+    };
+    let line = Line::new(priority, job, now)
+        .field("dedup", &decision.dedup_key)
+        .field("state", decision.kind.as_str());
+    let line = match &decision.alert {
+        Some(a) => line
+            .field("severity", a.severity.as_str())
+            .field("title", &a.title)
+            .field("flagged_ticks", a.flagged_ticks),
+        None => line,
+    };
+    line.field("reason", &decision.reason)
+}
+
+/// The `watchdog_alerts` rows of a tick's decisions (`agentwatch alerts`, the pages): each
+/// alert as the decision left it.
+pub fn alert_rows(decisions: &[Decision]) -> Vec<AlertRow> {
+    decisions
+        .iter()
+        .filter_map(|d| d.alert.as_ref().map(|a| (d, a)))
+        .map(|(d, a)| AlertRow {
+            dedup_key: a.dedup_key.clone(),
+            session_root: a.root.clone(),
+            state: if a.resolved_at.is_some() {
+                "resolved"
+            } else {
+                "open"
+            }
+            .to_owned(),
+            severity: a.severity.as_str().to_owned(),
+            title: a.title.clone(),
+            summary: d
+                .dispatch
+                .as_ref()
+                .map(|x| x.event.summary.clone())
+                .unwrap_or_else(|| d.reason.clone()),
+            flagged_ticks: i64::from(a.flagged_ticks),
+            opened_at: a.opened_at,
+            last_fired_at: Some(a.last_fired_at),
+            resolved_at: a.resolved_at,
+        })
+        .collect()
 }

@@ -5,7 +5,9 @@
 //! ```text
 //! list --all --json -> session show ID --json (each) -> pollers (/proc) -> restart guard
 //!     recheck: session show again (+ pane tail) -> restart: session restart ID --json -> result
-//!     escalate: [[channels]] + Telegram (TELEGRAM_ESCALATION_CHAT_ID), escalations.log
+//!     escalate: an alarm -> alert-state (deck:{session}, state deck.alerts): gates and rate
+//!       limits of [[channels]] + Telegram (TELEGRAM_ESCALATION_CHAT_ID), escalations.log;
+//!       resolved when the session is fine again
 //! waiting children: tmux capture-pane -> SHA-256 -> waiting patrol -> session send ID MSG --no-wait
 //! state: SQLite (deck.restart-guard, deck.waiting-patrol); audit: $AGENT_DECK_ROOT/watchdog/*.log
 //! ```
@@ -17,10 +19,10 @@
 //! `deck.interval_s`, earlier when a hook status file changes.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, ChannelSection, Config, DeckSection, Env, parse_severity};
+use crate::config::{self, Config, DeckSection, Env};
 use crate::error::{Error, code};
 use crate::journal::{Line, Priority};
-use crate::notify::{SendReport, apply_stored_settings, deliver_report};
+use crate::notify::{SendReport, alert_rows, apply_stored_settings, decision_line, deliver_report};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
     save_policy, store_path, take_lock,
@@ -30,8 +32,11 @@ use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
 use agentwatch_channels::{ChannelKind, TelegramChannel};
-use agentwatch_store::{EventKind, JobEvent, Store};
-use alert_state::{AlertEvent, EventState, Severity as AlertSeverity};
+use agentwatch_store::{AlertRow, EventKind, JobEvent, Store};
+use alert_state::{
+    Alarm, AlarmTick, AlertConfig, AlertEvent, AlertState, ChannelConfig, EventState,
+    Severity as AlertSeverity, process_alarms,
+};
 use recovery_policy::restart_guard::{
     AuthHold, GuardAction, GuardDecision, GuardDecisionName, GuardEvent, RestartGuardConfig,
     RestartGuardState, RestartReply, RestartResult, SessionObservation, SessionStatus,
@@ -53,6 +58,12 @@ use std::time::{Duration, Instant, SystemTime};
 pub const GUARD_STATE_KEY: &str = "deck.restart-guard";
 /// Store key of the waiting patrol's state.
 pub const PATROL_STATE_KEY: &str = "deck.waiting-patrol";
+/// Store key of the deck alerts' state (alert-state's lifecycle and router).
+pub const ALERT_STATE_KEY: &str = "deck.alerts";
+/// The dedup key of a session's deck alert is this and the session id.
+pub const DECK_KEY_PREFIX: &str = "deck:";
+/// The name under which Telegram's escalation chat is a channel.
+const TELEGRAM: &str = "telegram-escalation";
 /// Lines of the pane's tail passed as the session's last output (rate-limit detection).
 const TAIL_LINES: usize = 20;
 
@@ -112,15 +123,15 @@ struct Runtime<'a> {
     patrol: WaitingPatrolConfig,
     dry_run: bool,
     verbose: bool,
-    source: String,
     telegram: Telegram,
 }
 
-/// The guard's and the patrol's state.
+/// The guard's and the patrol's state, and the deck alerts.
 #[derive(Debug, Default)]
 struct States {
     guard: RestartGuardState,
     patrol: WaitingPatrolState,
+    alerts: AlertState,
 }
 
 /// What one tick saw and did.
@@ -134,7 +145,13 @@ pub struct TickReport {
     decisions: Vec<Value>,
     actions: Vec<Value>,
     escalations: Vec<Value>,
+    /// Deck alerts resolved this tick (their resolve events' deliveries).
+    resolved: Vec<Value>,
     problems: Vec<String>,
+    /// The restart guard's escalations of this tick, before the alert lifecycle.
+    raised: Vec<Alarm>,
+    /// The deck alerts as this tick left them, for `agentwatch alerts`.
+    alert_rows: Vec<AlertRow>,
 }
 
 impl TickReport {
@@ -173,7 +190,7 @@ impl TickReport {
                 ));
             }
         }
-        for e in &self.escalations {
+        for e in self.escalations.iter().chain(&self.resolved) {
             for d in e["deliveries"].as_array().into_iter().flatten() {
                 let result = text(d, "result");
                 if result != "skipped" && result != "dry_run" {
@@ -293,11 +310,6 @@ impl<'a> Runtime<'a> {
             patrol,
             dry_run,
             verbose,
-            source: config
-                .watchdog
-                .source
-                .clone()
-                .unwrap_or_else(|| alert_state::source_for_host(&host_name())),
             telegram,
         }
     }
@@ -619,7 +631,7 @@ impl<'a> Runtime<'a> {
                     message,
                     ..
                 }) => {
-                    self.escalate(report, session, *severity, message, watched);
+                    self.raise(report, session, *severity, message, watched);
                     Vec::new()
                 }
                 Some(GuardAction::Recheck { session, .. }) => {
@@ -808,8 +820,9 @@ impl<'a> Runtime<'a> {
         }
     }
 
-    /// One escalation: the configured channels, Telegram, `escalations.log`, a journal line.
-    fn escalate(
+    /// An escalation of the restart guard, raised as an alarm: it goes through the alert
+    /// lifecycle at the end of the tick ([`Self::alert`]).
+    fn raise(
         &self,
         report: &mut TickReport,
         session: &str,
@@ -817,18 +830,17 @@ impl<'a> Runtime<'a> {
         message: &str,
         watched: &[Watched],
     ) {
-        let now = report.now;
         let kind = kind_of(&severity);
         let seen = watched.iter().find(|w| w.info.id == session);
         let title = seen.map(|w| w.info.title.clone()).unwrap_or_default();
-        let event = AlertEvent {
-            dedup_key: format!("agent-deck:{kind}:{session}"),
+        report.raised.push(Alarm {
+            dedup_key: format!("{DECK_KEY_PREFIX}{session}"),
+            subject: session.to_owned(),
             severity: if severity == EscalationKind::RateLimit {
                 AlertSeverity::Warning
             } else {
                 AlertSeverity::Critical
             },
-            state: EventState::Trigger,
             title: format!(
                 "agent-deck {kind}: {}",
                 if title.is_empty() { session } else { &title }
@@ -839,89 +851,150 @@ impl<'a> Runtime<'a> {
                 "title": title,
                 "profile": seen.and_then(|w| w.profile.as_deref()),
                 "kind": kind,
-                "at": iso8601(now),
+                "at": iso8601(report.now),
             }),
-            source: self.source.clone(),
-        };
-        let mut deliveries: Vec<SendReport> = Vec::new();
-        let selected = |c: &&ChannelSection| {
-            self.config
-                .deck
-                .channels
-                .as_ref()
-                .is_none_or(|names| names.contains(&c.name))
-        };
-        for channel in self.config.channels.iter().filter(selected) {
-            let gate = parse_severity(&channel.min_severity).unwrap_or(AlertSeverity::Warning);
-            let skipped = if !channel.enabled {
-                Some("disabled")
-            } else if event.severity < gate {
-                Some("below min_severity")
-            } else {
-                None
-            };
-            deliveries.push(match skipped {
-                Some(why) => SendReport::new(&channel.name, "skipped", Some(why.to_owned())),
-                None => crate::notify::send(
-                    self.config,
-                    &channel.name,
-                    &event,
-                    self.dry_run,
-                    now,
-                    self.env,
-                ),
+            kind,
+        });
+    }
+
+    /// The channels a deck alert may go to: the configured ones (`deck.channels` when set) with
+    /// their gates and rate limits, and Telegram's escalation chat when configured.
+    fn alert_config(&self) -> AlertConfig {
+        let mut config = self.config.alert_config(&host_name());
+        if let Some(names) = &self.config.deck.channels {
+            config.channels.retain(|c| names.contains(&c.name));
+        }
+        if !matches!(self.telegram, Telegram::Off) {
+            config.channels.push(ChannelConfig {
+                name: TELEGRAM.to_owned(),
+                channel_type: "telegram".to_owned(),
+                enabled: true,
+                min_severity: AlertSeverity::Warning,
+                rate_limit_s: alert_state::DEFAULT_RATE_LIMIT_S,
             });
         }
-        const TELEGRAM: &str = "telegram-escalation";
-        let telegram_report = match &self.telegram {
-            Telegram::Off => None,
-            Telegram::NoToken { why } => {
-                Some(SendReport::new(TELEGRAM, "failed", Some(why.clone())))
+        config
+    }
+
+    /// Sends one routed event.
+    fn deliver(&self, channel: &str, event: &AlertEvent, now: i64) -> SendReport {
+        if channel != TELEGRAM {
+            return crate::notify::send(self.config, channel, event, self.dry_run, now, self.env);
+        }
+        match &self.telegram {
+            Telegram::Off => SendReport::new(TELEGRAM, "failed", Some("not configured".into())),
+            Telegram::NoToken { why } => SendReport::new(TELEGRAM, "failed", Some(why.clone())),
+            Telegram::Ready(_) if self.dry_run => SendReport::new(TELEGRAM, "dry_run", None),
+            Telegram::Ready(channel) => {
+                deliver_report(TELEGRAM, &ChannelKind::Telegram(channel.clone()), event)
             }
-            Telegram::Ready(_) if self.dry_run => Some(SendReport::new(TELEGRAM, "dry_run", None)),
-            Telegram::Ready(channel) => Some(deliver_report(
-                TELEGRAM,
-                &ChannelKind::Telegram(channel.clone()),
-                &event,
-            )),
+        }
+    }
+
+    /// The tick's alarms through the alert lifecycle (state `deck.alerts`, dedup key
+    /// `deck:{session}`): a raised alarm opens (or escalates) its session's alert, an open alert
+    /// whose session is fine again, or gone from a complete listing, resolves; each event goes to
+    /// the channels its gates and rate limits let through. Trigger and escalate events are written
+    /// to `escalations.log`; every decision is one journal line.
+    fn alert(&self, states: &mut States, watched: &[Watched], report: &mut TickReport) {
+        let now = report.now;
+        let raised = std::mem::take(&mut report.raised);
+        let cleared: Vec<String> = states
+            .alerts
+            .open_alerts
+            .values()
+            .filter(|a| a.dedup_key.starts_with(DECK_KEY_PREFIX))
+            .filter(|a| !raised.iter().any(|r| r.dedup_key == a.dedup_key))
+            .filter(|a| match watched.iter().find(|w| w.info.id == a.root) {
+                Some(w) => {
+                    let mut obs = self.observation(&w.info);
+                    obs.pollers = w.pollers;
+                    obs.is_fine()
+                }
+                None => !report.list_failed,
+            })
+            .map(|a| a.dedup_key.clone())
+            .collect();
+        if raised.is_empty() && cleared.is_empty() {
+            return;
+        }
+        let tick = AlarmTick {
+            now,
+            raised,
+            cleared,
         };
-        let telegram_result = telegram_report
-            .as_ref()
-            .map_or("off", |r| r.result.as_str())
-            .to_owned();
-        deliveries.extend(telegram_report);
-        let record = json!({
-            "ts": now,
-            "at": iso8601(now),
-            "severity": kind,
-            "message": message,
-            "sid": session,
-            "title": title,
-            "telegram": telegram_result == "sent",
-            "deliveries": deliveries,
-            "dry_run": self.dry_run,
-        });
-        let priority = if event.severity == AlertSeverity::Critical {
-            Priority::Err
-        } else {
-            Priority::Warning
+        let outcome = match process_alarms(&states.alerts, &self.alert_config(), &tick) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.problem(report, format!("deck alerts: {e}"));
+                return;
+            }
         };
-        Line::new(priority, "deck", now)
-            .field("escalation", &kind)
-            .field("session", session)
-            .field("telegram", &telegram_result)
-            .field(
-                "deliveries",
-                deliveries
-                    .iter()
-                    .map(|d| format!("{}:{}", d.channel, d.result))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            )
-            .field("message", message)
-            .emit();
-        self.audit(report, "escalations.log", &record);
-        report.escalations.push(record);
+        let mut state = outcome.state.clone();
+        for decision in &outcome.decisions {
+            let Some(dispatch) = &decision.dispatch else {
+                decision_line("deck", now, decision).emit();
+                continue;
+            };
+            let event = &dispatch.event;
+            let deliveries: Vec<SendReport> = dispatch
+                .routes
+                .iter()
+                .map(|route| {
+                    if !route.delivery.is_delivered() {
+                        return SendReport::new(
+                            &route.channel,
+                            "skipped",
+                            Some(route.reason.clone()),
+                        );
+                    }
+                    let sent = self.deliver(&route.channel, event, now);
+                    if matches!(sent.result.as_str(), "sent" | "warning") {
+                        state.record_sent(event, &route.channel, now);
+                    }
+                    sent
+                })
+                .collect();
+            let listed = deliveries
+                .iter()
+                .map(|d| format!("{}:{}", d.channel, d.result))
+                .collect::<Vec<_>>()
+                .join(",");
+            decision_line("deck", now, decision)
+                .field(
+                    "deliveries",
+                    if listed.is_empty() { "none" } else { &listed },
+                )
+                .emit();
+            let alert = decision.alert.as_ref();
+            let session = alert.map_or("", |a| a.root.as_str());
+            let title = watched
+                .iter()
+                .find(|w| w.info.id == session)
+                .map(|w| w.info.title.clone())
+                .unwrap_or_default();
+            let record = json!({
+                "ts": now,
+                "at": iso8601(now),
+                "dedup_key": decision.dedup_key,
+                "state": event.state.as_str(),
+                "severity": alert.map_or("", |a| a.agent.as_str()),
+                "message": event.summary,
+                "sid": session,
+                "title": title,
+                "telegram": deliveries.iter().any(|d| d.channel == TELEGRAM && d.result == "sent"),
+                "deliveries": deliveries,
+                "dry_run": self.dry_run,
+            });
+            if event.state == EventState::Resolve {
+                report.resolved.push(record);
+            } else {
+                self.audit(report, "escalations.log", &record);
+                report.escalations.push(record);
+            }
+        }
+        report.alert_rows = alert_rows(&outcome.decisions);
+        states.alerts = state;
     }
 
     /// One tick.
@@ -991,6 +1064,7 @@ impl<'a> Runtime<'a> {
             .patrol
             .handle(&self.patrol, &PatrolEvent::Tick(patrol), now);
         self.patrol_decisions(&mut report, &watched, decisions);
+        self.alert(states, &watched, &mut report);
         report
     }
 
@@ -1067,6 +1141,17 @@ fn load_policy<S: PolicyState>(
     Ok(state)
 }
 
+/// Loads the deck alerts' state; a corrupt one is set aside, with a warning.
+fn load_alerts(store: Option<&mut Store>, now: i64, dry_run: bool) -> Result<AlertState, Error> {
+    let (state, aside) = load_or_clean(store, ALERT_STATE_KEY, now, dry_run, |text| {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    })?;
+    if let Some(aside) = aside {
+        aside.line("deck", ALERT_STATE_KEY, now).emit();
+    }
+    Ok(state)
+}
+
 // ------------------------------------------------------------------------------------------------
 // Output
 
@@ -1082,6 +1167,7 @@ impl TickReport {
             "decisions": self.decisions,
             "actions": self.actions,
             "escalations": self.escalations,
+            "resolved": self.resolved,
             "problems": self.problems,
         })
     }
@@ -1173,6 +1259,7 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
     let mut states = States {
         guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run)?,
         patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run)?,
+        alerts: load_alerts(store.as_mut(), start, dry_run)?,
     };
     let save = |store: &mut Option<Store>,
                 states: &States,
@@ -1183,6 +1270,14 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
             Some(store) if !dry_run => {
                 save_policy(store, GUARD_STATE_KEY, &states.guard, report.now)?;
                 save_policy(store, PATROL_STATE_KEY, &states.patrol, report.now)?;
+                let alerts = serde_json::to_string(&states.alerts)
+                    .map_err(|e| Error::software(e.to_string()))?;
+                store
+                    .save_state(ALERT_STATE_KEY, &alerts, report.now)
+                    .map_err(Error::from)?;
+                store
+                    .upsert_alerts(&report.alert_rows)
+                    .map_err(Error::from)?;
                 record_events(store, &report.events(elapsed_ms(started)));
                 Ok(())
             }

@@ -308,7 +308,7 @@ fn record(
         } else {
             (None, None)
         };
-        super::delivery_line(now, &report.result)
+        crate::notify::delivery_line("watchdog", now, &report.result)
             .field("dedup", &row.event.dedup_key)
             .field("state", event.state.as_str())
             .field("channel", channel)

@@ -16,8 +16,10 @@ use crate::config::{self, Config, Env};
 use crate::error::Error;
 use crate::fleet::{self, ALERTMANAGER_STATE_KEY, ALERTMANAGER_TYPE, HeldAlerts, SyncReport};
 use crate::input::read_sessions;
-use crate::journal::{Line, Priority};
-use crate::notify::{SendReport, apply_stored_settings, send};
+use crate::journal::Line;
+use crate::notify::{
+    SendReport, alert_rows, apply_stored_settings, decision_line, delivery_line, send,
+};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, record_events, store_path,
     take_lock,
@@ -25,10 +27,9 @@ use crate::stored::{
 use crate::text::escape_control;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_opencode::lite::Spend;
-use agentwatch_store::{AlertRow, EventKind, JobEvent, Store, TickWrite, VerdictRow};
+use agentwatch_store::{EventKind, JobEvent, Store, TickWrite, VerdictRow};
 use alert_state::{
-    AlertEvent, AlertState, Decision, DecisionKind, LlmOpinion, RootObservation, Severity, Tick,
-    process_tick,
+    AlertEvent, AlertState, Decision, DecisionKind, LlmOpinion, RootObservation, Tick, process_tick,
 };
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
@@ -468,7 +469,7 @@ fn sync_alertmanager(
 /// One journal line per Alertmanager post.
 fn journal_syncs(syncs: &[SyncReport], now: i64) {
     for sync in syncs {
-        delivery_line(now, &sync.result)
+        delivery_line("watchdog", now, &sync.result)
             .field("channel", &sync.channel)
             .field("alertmanager", &sync.result)
             .field("open", sync.open)
@@ -590,42 +591,6 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
 /// Decisions that fired an event (trigger, escalate, resolve).
 fn fired(decisions: &[Decision]) -> usize {
     decisions.iter().filter(|d| d.dispatch.is_some()).count()
-}
-
-/// A delivery's journal line: an error when it failed, a warning when it went out with one.
-pub(crate) fn delivery_line(now: i64, result: &str) -> Line {
-    let priority = match result {
-        "failed" => Priority::Err,
-        "warning" => Priority::Warning,
-        _ => Priority::Info,
-    };
-    Line::new(priority, "watchdog", now)
-}
-
-/// An alert decision's journal line: a critical alert opened or escalated is an error, a warning
-/// alert a warning, a resolve or anything else info.
-fn decision_line(now: i64, decision: &Decision) -> Line {
-    let opened = matches!(
-        decision.kind,
-        DecisionKind::Trigger | DecisionKind::Escalate
-    );
-    let priority = match &decision.alert {
-        Some(a) if opened && a.severity == Severity::Critical => Priority::Err,
-        Some(_) if opened => Priority::Warning,
-        _ if decision.kind == DecisionKind::OpinionIgnored => Priority::Warning,
-        _ => Priority::Info,
-    };
-    let line = Line::new(priority, "watchdog", now)
-        .field("dedup", &decision.dedup_key)
-        .field("state", decision.kind.as_str());
-    let line = match &decision.alert {
-        Some(a) => line
-            .field("severity", a.severity.as_str())
-            .field("title", &a.title)
-            .field("flagged_ticks", a.flagged_ticks),
-        None => line,
-    };
-    line.field("reason", &decision.reason)
 }
 
 /// What one tick saw and did.
@@ -966,7 +931,7 @@ fn tick(
         // A quiet tick is one line: an alert flagged again without a transition is counted in
         // the tick's closing line, and written on its own only with `--verbose`.
         if args.verbose || decision.kind != DecisionKind::StillFlagged {
-            decision_line(now, decision).emit();
+            decision_line("watchdog", now, decision).emit();
         }
         let Some(dispatch) = &decision.dispatch else {
             continue;
@@ -979,7 +944,7 @@ fn tick(
                 // its transaction (below).
                 if args.dry_run {
                     let report = send(config, &route.channel, &dispatch.event, true, now, env);
-                    delivery_line(now, &report.result)
+                    delivery_line("watchdog", now, &report.result)
                         .field("dedup", &decision.dedup_key)
                         .field("channel", &route.channel)
                         .field("delivery", &report.result)
@@ -1054,32 +1019,7 @@ fn tick(
                 }
             })
             .collect();
-        let alert_rows: Vec<AlertRow> = outcome
-            .decisions
-            .iter()
-            .filter_map(|d| d.alert.as_ref().map(|a| (d, a)))
-            .map(|(d, a)| AlertRow {
-                dedup_key: a.dedup_key.clone(),
-                session_root: a.root.clone(),
-                state: if a.resolved_at.is_some() {
-                    "resolved"
-                } else {
-                    "open"
-                }
-                .to_owned(),
-                severity: a.severity.as_str().to_owned(),
-                title: a.title.clone(),
-                summary: d
-                    .dispatch
-                    .as_ref()
-                    .map(|x| x.event.summary.clone())
-                    .unwrap_or_else(|| d.reason.clone()),
-                flagged_ticks: i64::from(a.flagged_ticks),
-                opened_at: a.opened_at,
-                last_fired_at: Some(a.last_fired_at),
-                resolved_at: a.resolved_at,
-            })
-            .collect();
+        let rows = alert_rows(&outcome.decisions);
         // One transaction: the tick, its verdicts, the alerts, the alert state and the events
         // to send. Delivery comes after, from the outbox (at least once).
         let state_json =
@@ -1094,7 +1034,7 @@ fn tick(
                 alerts_fired: i64::try_from(fired).unwrap_or(i64::MAX),
                 servers: &collected.answered,
                 verdicts: &verdict_rows,
-                alerts: &alert_rows,
+                alerts: &rows,
                 states: &[(ALERT_STATE_KEY.to_owned(), state_json)],
                 outbox: &outbox,
                 supersede: &supersede,
@@ -1163,7 +1103,7 @@ fn tick(
                 || SendReport::new(&channel, "failed", Some("not posted".to_owned())),
                 SyncReport::send_report,
             );
-        delivery_line(now, &report.result)
+        delivery_line("watchdog", now, &report.result)
             .field("dedup", &event.dedup_key)
             .field("state", event.state.as_str())
             .field("channel", &channel)
