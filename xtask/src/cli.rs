@@ -37,7 +37,7 @@ enum Task {
     /// Regenerate fixtures/corpus.json from the deterministic generator.
     GenCorpus(GenCorpusArgs),
     /// Convert the public trajectories (fixtures/dev/real.json) and build the development set
-    /// (fixtures/dev/sessions.json).
+    /// (fixtures/dev/sessions.json) and the latency set (fixtures/dev/latency.json).
     ImportTrajectories(ImportArgs),
     /// Print the figures of both profiles on the corpus and the development set (the tables of
     /// docs/detection.md).
@@ -98,6 +98,10 @@ struct BacktestArgs {
     /// Calls between evaluated prefixes (after the first, at min_calls).
     #[arg(long, value_name = "N", default_value_t = backtest::DEFAULT_STEP)]
     step: usize,
+    /// The latency budget of the summary: sessions with a `loop_start` count as caught in time
+    /// when flagged within K calls of it (use with --step 1 for exact latencies).
+    #[arg(long, value_name = "K", default_value_t = backtest::DEFAULT_WITHIN)]
+    within: usize,
     /// Detection profile: `design` (the default) or `precise` (docs/detection.md); `--set`
     /// applies on top of it.
     #[arg(long, value_name = "PROFILE")]
@@ -182,6 +186,7 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     let options = Options {
         config,
         step: args.step,
+        within: args.within,
     };
     let write = |out: &mut dyn Write, text: &str| {
         out.write_all(text.as_bytes())
@@ -306,30 +311,39 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
             SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", real_path.display()))?;
         devset::real_from_file(&file)
     };
-    let file = devset::generate(&converted);
-    if args.check {
-        let committed = std::fs::read_to_string(&dev_path)
-            .map_err(|e| format!("{}: {e}", dev_path.display()))?;
-        return Ok(if corpus::same_corpus(&committed, &file) {
-            let _ = writeln!(out, "{}: up to date", dev_path.display());
-            EXIT_OK
-        } else {
-            let _ = writeln!(
-                out,
-                "{}: differs from the generator; run `cargo xtask import-trajectories`",
-                dev_path.display()
-            );
-            EXIT_FAILED
-        });
+    let sets = [
+        (dev_path, devset::generate(&converted)),
+        (
+            devset::default_latency_path(),
+            devset::generate_latency(&converted),
+        ),
+    ];
+    let mut code = EXIT_OK;
+    for (path, file) in sets {
+        if args.check {
+            let committed =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if corpus::same_corpus(&committed, &file) {
+                let _ = writeln!(out, "{}: up to date", path.display());
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{}: differs from the generator; run `cargo xtask import-trajectories`",
+                    path.display()
+                );
+                code = EXIT_FAILED;
+            }
+            continue;
+        }
+        write_atomically(&path, &devset::to_json(&file))?;
+        let _ = writeln!(
+            out,
+            "wrote {} ({} sessions)",
+            path.display(),
+            file.sessions.len()
+        );
     }
-    write_atomically(&dev_path, &devset::to_json(&file))?;
-    let _ = writeln!(
-        out,
-        "wrote {} ({} sessions)",
-        dev_path.display(),
-        file.sessions.len()
-    );
-    Ok(EXIT_OK)
+    Ok(code)
 }
 
 fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
@@ -342,7 +356,8 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     };
     let corpus = load(default_corpus_path())?;
     let dev = load(devset::default_dev_path())?;
-    let text = report::render(&corpus, &dev);
+    let latency = load(devset::default_latency_path())?;
+    let text = report::render(&corpus, &dev, &latency);
     match args.check {
         None => {
             out.write_all(text.as_bytes())

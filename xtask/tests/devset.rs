@@ -104,6 +104,7 @@ fn precise_meets_its_targets() {
             &Options {
                 config: report::profile_config(profile),
                 step: 1,
+                ..Options::default()
             },
         )
     };
