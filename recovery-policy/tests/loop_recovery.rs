@@ -629,3 +629,32 @@ fn decision_names_are_unique_kebab_case() {
         assert!(seen.insert(text), "duplicate {text}");
     }
 }
+
+#[test]
+fn next_wakeup_is_the_cooldown_end_or_when_a_second_probe_can_confirm() {
+    const T0: i64 = 1_790_000_000;
+    let config = LoopRecoveryConfig::default();
+    let mut state = LoopRecoveryState::default();
+    assert_eq!(state.next_wakeup(&config, T0), None, "nothing seen");
+    state.handle(&config, &suspected(T0), T0 + 5);
+    assert_eq!(state.next_wakeup(&config, T0 + 5), Some(T0 + 270));
+    assert_eq!(
+        state.next_wakeup(&config, T0 + 270),
+        None,
+        "due: only a probe decides"
+    );
+    let decided = state.handle(&config, &suspected(T0 + 300), T0 + 305);
+    assert_eq!(decided.name, N::Restart);
+    assert_eq!(
+        state.next_wakeup(&config, T0 + 305),
+        None,
+        "an outcome is pending"
+    );
+    state.handle(&config, &outcome(true), T0 + 365);
+    assert_eq!(state.next_wakeup(&config, T0 + 400), Some(T0 + 365 + 3600));
+    assert_eq!(
+        state.next_wakeup(&config, T0 + 365 + 3600),
+        None,
+        "cooldown over"
+    );
+}

@@ -412,7 +412,10 @@ impl Jobs for JobRunner<'_> {
             })
             .map(|outcome| {
                 let decision = outcome.json["decision"].as_str().unwrap_or("none");
-                TickOutcome::new(decision, outcome.exit_code)
+                TickOutcome {
+                    next_wakeup: outcome.next_wakeup,
+                    ..TickOutcome::new(decision, outcome.exit_code)
+                }
             }),
         };
         result.unwrap_or_else(|err| TickOutcome::failed(&err))

@@ -267,6 +267,10 @@ impl Run {
 pub struct Outcome {
     pub exit_code: u8,
     pub json: Value,
+    /// When the policy next has something to decide by time alone (a cooldown's end, the moment
+    /// a second probe can confirm); `agentwatch run` checks again then if sooner than its
+    /// interval.
+    pub next_wakeup: Option<i64>,
 }
 
 /// One check: read the report, decide, act, store.
@@ -362,6 +366,7 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
     Ok(Outcome {
         exit_code: exit,
         json: run_json(&run, started, &settings, args.dry_run, state_saved, exit),
+        next_wakeup: state.next_wakeup(&settings.policy, clock.now()),
     })
 }
 
