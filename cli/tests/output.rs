@@ -139,6 +139,8 @@ fn hostile_ids_and_titles_cannot_forge_lines_or_reach_the_terminal() {
             "--sessions",
             file.to_str().unwrap(),
         ],
+        // The alert the tick opened, as `alerts` lists it (id and title from the file).
+        vec!["alerts", "--db", db.to_str().unwrap()],
     ] {
         let out = agentwatch(&tmp.path).args(&args).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

@@ -6,6 +6,7 @@ use crate::config::{self, Config, Env, parse_severity};
 use crate::error::{Error, code};
 use crate::notify::{SendReport, apply_stored_settings, send};
 use crate::stored::{open_existing_read_only as open_read_only, store_path, take_lock};
+use crate::text::escape_control;
 use agentwatch_store::{ChannelSetting, Store};
 use alert_state::{AlertEvent, EventState, Severity};
 use serde_json::json;
@@ -146,11 +147,11 @@ pub fn alerts(args: &AlertsArgs) -> Result<Shown, Error> {
         out.push_str(&format!(
             "{} {} {} opened={} flagged_ticks={} {}{}\n",
             a.severity,
-            a.dedup_key,
+            escape_control(&a.dedup_key),
             a.state,
             iso8601(a.opened_at),
             a.flagged_ticks,
-            a.title,
+            escape_control(&a.title),
             a.resolved_at
                 .map(|t| format!(" resolved={}", iso8601(t)))
                 .unwrap_or_default()
