@@ -635,7 +635,8 @@ fn warn_if_readable_secrets(path: &Path, text: &str) {
             return;
         }
         eprintln!(
-            "agentwatch: warning: {} is readable by {} (mode {mode:04o}) and holds what looks like a secret (a token or a password in a URL): run chmod 600 on it, or move the secret to the environment",
+            "{}agentwatch: warning: {} is readable by {} (mode {mode:04o}) and holds what looks like a secret (a token or a password in a URL): run chmod 600 on it, or move the secret to the environment",
+            crate::journal::prefix(crate::journal::Priority::Warning),
             path.display(),
             if mode & 0o007 != 0 {
                 "others"
