@@ -17,7 +17,7 @@ use args::{
     AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, InitArgs, OpencodeArgs,
     RecoverArgs, ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs,
 };
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -69,6 +69,13 @@ enum Command {
     Doctor(DoctorArgs),
     /// Write a commented starter config from what `doctor` finds (never over an existing file).
     Init(InitArgs),
+    /// Print a shell completion script (`agentwatch completions bash > …/agentwatch`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, roff (`agentwatch man > /usr/share/man/man1/agentwatch.1`).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -96,6 +103,8 @@ fn main() -> ExitCode {
         Command::Run(args) => agentwatch_runtime::run::run(&args.into()).map(ExitCode::from),
         Command::Doctor(args) => doctor(args),
         Command::Init(args) => init(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
     };
     match result {
         Ok(code) => code,
@@ -158,6 +167,22 @@ fn init(args: InitArgs) -> CliResult {
         (Some(path), _) => write_stdout("init", &format!("wrote {}\n", path.display()))?,
         (None, text) => write_stdout("init", &text)?,
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn completions(shell: clap_complete::Shell) -> CliResult {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "agentwatch", &mut script);
+    write_stdout("completions", &String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn man() -> CliResult {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut page)
+        .map_err(|e| Error::software(format!("man: {e}")))?;
+    write_stdout("man", &String::from_utf8_lossy(&page))?;
     Ok(ExitCode::SUCCESS)
 }
 
