@@ -821,6 +821,37 @@ fn session_ids_and_titles_cannot_inject_anything() {
 }
 
 #[test]
+fn a_hostile_title_in_an_escalation_reaches_neither_the_terminal_nor_a_new_line() {
+    let world = World::new("hostile-title");
+    let title = "conductor-\u{1b}]0;owned\u{7}\nforged line\u{9b}31m";
+    let mut held = conductor_shown(COND, "error");
+    held["title"] = json!(title);
+    held["auth_hold"] = json!({"reason": "auth_death\nforged reason"});
+    let mut listed = conductor_listed(COND);
+    listed["title"] = json!(title);
+    world
+        .deck
+        .script(&DeckScript::new().list(&json!([listed])).show(COND, &held));
+    let run = world.run(&["--once", "--now", &T0.to_string()]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    for (name, text) in [("stdout", run.stdout()), ("stderr", run.stderr())] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "a control character reached {name}: {text:?}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("forged")),
+            "a forged {name} line: {text}"
+        );
+    }
+    assert!(
+        run.stdout().contains("escalation auth-hold"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
 fn spec_environment_variables_all_work() {
     let mut world = World::new("env");
     // AGENT_DECK_BIN: the stand-in is not on PATH.

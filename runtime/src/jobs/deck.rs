@@ -27,7 +27,7 @@ use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
     save_policy, store_path, take_lock,
 };
-use crate::text::quote;
+use crate::text::{escape_control, quote};
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
@@ -1190,7 +1190,7 @@ impl TickReport {
                 if detail.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({})", detail.replace('\n', " "))
+                    format!(" ({})", escape_control(&detail))
                 }
             ));
         }
@@ -1200,7 +1200,16 @@ impl TickReport {
                 "escalation {} {}: {}\n",
                 text("severity"),
                 quote(text("sid")),
-                text("message").replace('\n', " ")
+                escape_control(text("message"))
+            ));
+        }
+        for e in &self.resolved {
+            let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+            out.push_str(&format!(
+                "resolved {} {}: {}\n",
+                text("severity"),
+                quote(text("sid")),
+                escape_control(text("message"))
             ));
         }
         let count = |kind: &str| {
