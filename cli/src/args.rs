@@ -155,6 +155,9 @@ pub struct Common {
 pub struct StatusArgs {
     #[command(flatten)]
     pub common: Common,
+    /// The time to judge ages and staleness by, unix seconds (for tests; default the clock).
+    #[arg(long)]
+    pub now: Option<i64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -292,6 +295,8 @@ impl From<StatusArgs> for operator::StatusArgs {
     fn from(a: StatusArgs) -> Self {
         Self {
             common: a.common.into(),
+            now: a.now,
+            colour: agentwatch_runtime::text::colour_stdout(),
         }
     }
 }

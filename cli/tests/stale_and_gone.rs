@@ -153,7 +153,14 @@ fn a_session_that_looped_60_days_ago_is_not_paged_and_its_alert_closes_as_stale(
     assert_eq!(states[1]["details"]["resolved_because"], "stale");
     let (status, _) = agentwatch(
         &tmp.path,
-        &["status", "--json", "--db", store.to_str().unwrap()],
+        &[
+            "status",
+            "--json",
+            "--db",
+            store.to_str().unwrap(),
+            "--now",
+            &NOW.to_string(),
+        ],
     );
     assert_eq!(status["open_alerts"], 0, "{status}");
 
@@ -230,7 +237,7 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     let oc_set = format!("opencode.db={:?}", oc.display().to_string());
     let at = |t: i64| t.to_string();
     let open_alerts = || {
-        let (status, _) = agentwatch(&tmp.path, &["status", "--json"]);
+        let (status, _) = agentwatch(&tmp.path, &["status", "--json", "--now", &at(NOW)]);
         status["open_alerts"].clone()
     };
 

@@ -298,6 +298,16 @@ impl JobName {
             Self::Recover => "recover",
         }
     }
+
+    /// Seconds between the job's ticks: `run.opencode_interval_s`, `deck.interval_s`,
+    /// `run.recover_interval_s`.
+    pub fn interval_s(self, config: &Config) -> u64 {
+        match self {
+            Self::Opencode => config.run.opencode_interval_s,
+            Self::Deck => config.deck.interval_s,
+            Self::Recover => config.run.recover_interval_s,
+        }
+    }
 }
 
 /// `[run]`: `agentwatch run`, every listed job in one long-running process.

@@ -2,13 +2,16 @@
 //! `status`, `alerts`, `channels`, `test-alert` and `config`. Each has `--json`.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, Config, Env, parse_severity};
+use crate::config::{self, Config, Env, JobName, parse_severity};
 use crate::error::{Error, code};
 use crate::notify::{SendReport, apply_stored_settings, send};
-use crate::stored::{open_existing_read_only as open_read_only, store_path, take_lock};
-use crate::text::escape_control;
-use agentwatch_store::{ChannelSetting, Store};
+use crate::stored::{
+    open_existing_read_only as open_read_only, parse_policy, store_path, take_lock,
+};
+use crate::text::{ago, duration, escape_control, table, warn_colour};
+use agentwatch_store::{ChannelSetting, EventKind, Store};
 use alert_state::{AlertEvent, EventState, Severity};
+use recovery_policy::loop_recovery::LoopRecoveryState;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -55,15 +58,80 @@ impl Shown {
 #[derive(Debug, Clone, Default)]
 pub struct StatusArgs {
     pub common: Common,
+    /// The time to judge ages by, unix seconds (default the clock).
+    pub now: Option<i64>,
+    /// Colour the warnings (a terminal without `NO_COLOR`; see [`crate::text::colour_stdout`]).
+    pub colour: bool,
 }
 
-/// Last tick, sessions seen, flagged/total verdicts, open alerts, channels.
+/// How many of its intervals a job's last tick may age before `status` calls it stale.
+pub const STALE_INTERVALS: i64 = 3;
+
+/// How many restarts `status` lists.
+const RESTARTS_SHOWN: usize = 5;
+
+/// One job's last tick as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JobTick {
+    job: &'static str,
+    interval_s: i64,
+    last_at: Option<i64>,
+    outcome: Option<String>,
+    stale: bool,
+}
+
+/// Every job's last tick (from `agentwatch_events`; opencode's falls back to its ticks table),
+/// stale when older than [`STALE_INTERVALS`] intervals.
+fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec<JobTick>, Error> {
+    let mut out = Vec::new();
+    for job in JobName::ALL {
+        let interval_s = i64::try_from(job.interval_s(config)).unwrap_or(i64::MAX);
+        let mut last = match store {
+            Some(s) => s
+                .recent_events(EventKind::Tick, Some(job.as_str()), 1)
+                .map_err(Error::from)?
+                .into_iter()
+                .next()
+                .map(|e| (e.at, e.result)),
+            None => None,
+        };
+        if let (None, JobName::Opencode, Some(s)) = (&last, job, store) {
+            last = s
+                .last_tick()
+                .map_err(Error::from)?
+                .map(|t| (t.ticked_at, t.outcome));
+        }
+        let stale = last.as_ref().is_some_and(|(at, _)| {
+            now.saturating_sub(*at) > interval_s.saturating_mul(STALE_INTERVALS)
+        });
+        out.push(JobTick {
+            job: job.as_str(),
+            interval_s,
+            last_at: last.as_ref().map(|(at, _)| *at),
+            outcome: last.map(|(_, o)| o),
+            stale,
+        });
+    }
+    Ok(out)
+}
+
+/// Seconds of the recover job's cooldown left (its stored loop-recovery state), if any.
+fn cooldown_left(store: Option<&Store>, config: &Config, now: i64) -> Option<i64> {
+    let text = store?.load_state(crate::jobs::recover::STATE_KEY).ok()??;
+    let state = parse_policy::<LoopRecoveryState>(&text).ok()?;
+    let left = i64::from(config.recover.cooldown) - now.saturating_sub(state.cooldown_from?);
+    (left > 0).then_some(left)
+}
+
+/// Every job's last tick and age, open alerts (opencode's and the deck's `deck:` escalations),
+/// the last restarts, the recover cooldown left, the channels. Exit 69 naming the job when a job
+/// that has ticked before last ticked more than [`STALE_INTERVALS`] of its intervals ago.
 pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
-    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
+    let now = now_or_clock(args.now);
     let store = open_read_only(&db)?;
-    let (tick, counts, open) = match &store {
+    let (tick, counts, open, restarts) = match &store {
         Some(s) => {
             let tick = s.last_tick().map_err(Error::from)?;
             let counts = match &tick {
@@ -71,51 +139,154 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
                 None => None,
             };
             apply_stored_settings(&mut config, s);
-            (tick, counts, s.alerts(false).map_err(Error::from)?.len())
+            let restarts = s
+                .recent_events(EventKind::Restart, None, RESTARTS_SHOWN)
+                .map_err(Error::from)?;
+            (
+                tick,
+                counts,
+                s.alerts(false).map_err(Error::from)?,
+                restarts,
+            )
         }
-        None => (None, None, 0),
+        None => (None, None, Vec::new(), Vec::new()),
     };
-    let channels: Vec<serde_json::Value> = config
-        .channels
-        .iter()
-        .map(|c| json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s}))
-        .collect();
+    let jobs = job_ticks(store.as_ref(), &config, now)?;
+    let cooldown = cooldown_left(store.as_ref(), &config, now);
+    let stale: Vec<&JobTick> = jobs.iter().filter(|j| j.stale).collect();
+    let exit_code = if stale.is_empty() {
+        code::OK
+    } else {
+        code::UNAVAILABLE
+    };
     if args.common.json {
-        return Ok(Shown::json(&json!({
+        let channels: Vec<serde_json::Value> = config
+            .channels
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s}))
+            .collect();
+        let jobs_json: Vec<serde_json::Value> = jobs
+            .iter()
+            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale}))
+            .collect();
+        let mut shown = Shown::json(&json!({
             "db": db.display().to_string(),
+            "now": now,
             "last_tick": tick,
             "verdicts": counts,
-            "open_alerts": open,
+            "jobs": jobs_json,
+            "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
+            "open_alerts": open.len(),
+            "alerts": open,
+            "restarts": restarts,
+            "recover_cooldown_left_s": cooldown,
             "channels": channels,
-        })));
+        }));
+        shown.exit_code = exit_code;
+        return Ok(shown);
     }
-    out.push_str(&format!("database: {}\n", db.display()));
-    match &tick {
-        Some(t) => {
-            out.push_str(&format!(
-                "last tick: {} ({}), outcome {}\n",
-                iso8601(t.ticked_at),
-                t.ticked_at,
-                t.outcome
-            ));
-            out.push_str(&format!("sessions seen: {}\n", t.sessions_seen));
-            if let Some(c) = counts {
-                out.push_str(&format!("flagged verdicts: {}/{}\n", c.flagged, c.total));
-            }
-        }
-        None => out.push_str("last tick: never\n"),
+    let mut out = String::new();
+    for j in &stale {
+        let line = format!(
+            "warning: the {} job is stale: its last tick was {} (more than {} intervals of {})\n",
+            j.job,
+            j.last_at.map_or_else(String::new, |at| ago(now - at)),
+            STALE_INTERVALS,
+            duration(j.interval_s)
+        );
+        out.push_str(&warn_colour(&line, args.colour));
     }
-    out.push_str(&format!("open alerts: {open}\n"));
-    if config.channels.is_empty() {
-        out.push_str("channels: none configured\n");
-    }
-    for c in &config.channels {
+    out.push_str(&format!("database: {}\n\n", db.display()));
+    let rows: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.job.to_owned(),
+                j.last_at
+                    .map_or_else(|| "never".to_owned(), |at| ago(now - at)),
+                j.last_at.map_or_else(String::new, iso8601),
+                j.outcome.clone().unwrap_or_default(),
+                format!("every {}", duration(j.interval_s)),
+                if j.stale { "STALE" } else { "" }.to_owned(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["JOB", "LAST TICK", "AT", "OUTCOME", "INTERVAL", ""],
+        &rows,
+    ));
+    if let (Some(t), Some(c)) = (&tick, counts) {
         out.push_str(&format!(
-            "channel {} type={} enabled={} min_severity={} rate_limit_s={}\n",
-            c.name, c.channel_type, c.enabled, c.min_severity, c.rate_limit_s
+            "\nopencode: {} sessions seen, {}/{} verdicts flagged at the last tick\n",
+            t.sessions_seen, c.flagged, c.total
         ));
     }
-    Ok(Shown::text(out))
+    out.push_str(&format!("\nopen alerts: {}\n", open.len()));
+    if !open.is_empty() {
+        let rows: Vec<Vec<String>> = open
+            .iter()
+            .map(|a| {
+                vec![
+                    a.severity.clone(),
+                    a.dedup_key.clone(),
+                    ago(now - a.opened_at),
+                    a.title.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["SEVERITY", "KEY", "OPENED", "TITLE"], &rows));
+    }
+    out.push_str(&format!(
+        "\nrestarts: {}\n",
+        if restarts.is_empty() {
+            "none recorded"
+        } else {
+            "the last ones"
+        }
+    ));
+    if !restarts.is_empty() {
+        let rows: Vec<Vec<String>> = restarts
+            .iter()
+            .map(|e| {
+                vec![
+                    e.job.clone(),
+                    e.name.clone(),
+                    e.result.clone(),
+                    ago(now - e.at),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["JOB", "WHAT", "RESULT", "WHEN"], &rows));
+    }
+    if let Some(left) = cooldown {
+        out.push_str(&format!("recover cooldown: {} left\n", duration(left)));
+    }
+    out.push('\n');
+    if config.channels.is_empty() {
+        out.push_str("channels: none configured\n");
+    } else {
+        let rows: Vec<Vec<String>> = config
+            .channels
+            .iter()
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.channel_type.to_string(),
+                    if c.enabled { "on" } else { "off" }.to_owned(),
+                    c.min_severity.to_string(),
+                    format!("{} s", c.rate_limit_s),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["CHANNEL", "TYPE", "ENABLED", "MIN SEVERITY", "RATE LIMIT"],
+            &rows,
+        ));
+    }
+    Ok(Shown {
+        text: out,
+        exit_code,
+    })
 }
 
 #[derive(Debug, Clone, Default)]

@@ -487,14 +487,7 @@ pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
         .into_iter()
         .filter(|job| config.run.jobs.contains(job))
         .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
-        .map(|job| {
-            let every = match job {
-                JobName::Opencode => config.run.opencode_interval_s,
-                JobName::Deck => config.deck.interval_s,
-                JobName::Recover => config.run.recover_interval_s,
-            };
-            (job, every)
-        })
+        .map(|job| (job, job.interval_s(config)))
         .collect()
 }
 

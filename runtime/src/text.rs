@@ -113,3 +113,107 @@ mod tests {
         }
     }
 }
+
+/// How long ago `seconds` was, as a person says it: `just now`, `42 s ago`, `3 min ago`,
+/// `5 h ago`, `71 days ago`; a time in the future is `in the future`.
+pub fn ago(seconds: i64) -> String {
+    match seconds {
+        ..0 => "in the future".to_owned(),
+        0..5 => "just now".to_owned(),
+        5..120 => format!("{seconds} s ago"),
+        120..7_200 => format!("{} min ago", seconds / 60),
+        7_200..172_800 => format!("{} h ago", seconds / 3_600),
+        _ => format!("{} days ago", seconds / 86_400),
+    }
+}
+
+/// A duration, short: `45 s`, `12 min`, `2 h`.
+pub fn duration(seconds: i64) -> String {
+    match seconds {
+        ..120 => format!("{seconds} s"),
+        120..7_200 => format!("{} min", seconds / 60),
+        _ => format!("{} h", seconds / 3_600),
+    }
+}
+
+/// Rows as an aligned table: each column as wide as its widest cell (counted in characters),
+/// two spaces between columns, no trailing spaces. Cells are escaped with [`escape_control`].
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cells: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| (*h).to_owned()).collect())
+        .chain(
+            rows.iter()
+                .map(|r| r.iter().map(|c| escape_control(c).into_owned()).collect()),
+        )
+        .collect();
+    let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
+    let width = |i: usize| {
+        cells
+            .iter()
+            .filter_map(|r| r.get(i))
+            .map(|c| c.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..columns).map(width).collect();
+    let mut out = String::new();
+    for row in &cells {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            line.extend(std::iter::repeat_n(' ', pad + 2));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether to colour standard output: it is a terminal and `NO_COLOR` is unset or empty.
+pub fn colour_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `text` in bold red when `colour`, else as is.
+pub fn warn_colour(text: &str, colour: bool) -> String {
+    if colour {
+        format!("\u{1b}[1;31m{text}\u{1b}[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod status_text_tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_as_a_person_says_them() {
+        for (s, want) in [
+            (-1, "in the future"),
+            (0, "just now"),
+            (42, "42 s ago"),
+            (180, "3 min ago"),
+            (18_000, "5 h ago"),
+            (71 * 86_400, "71 days ago"),
+        ] {
+            assert_eq!(ago(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn tables_align_and_escape() {
+        let t = table(
+            &["job", "last tick"],
+            &[
+                vec!["opencode".into(), "3 min ago".into()],
+                vec!["deck\n".into(), "never".into()],
+            ],
+        );
+        assert_eq!(
+            t,
+            "job       last tick\nopencode  3 min ago\ndeck\\n    never\n"
+        );
+    }
+}

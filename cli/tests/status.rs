@@ -1,0 +1,110 @@
+//! `agentwatch status` over a store filled by real ticks of the three jobs: one table of every
+//! job's last tick with its age, the open alerts, the restarts, the channels; exit 69 naming the
+//! job whose last tick is older than three of its intervals. Time is `--now`, never the clock.
+
+use agentwatch_testkit::TempDir;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const T0: i64 = 1_796_000_000;
+
+fn agentwatch(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AGENT_DECK_BIN", "/nonexistent/agent-deck")
+        .output()
+        .unwrap()
+}
+
+/// A store holding one opencode demo tick at T0, a recover check at T0+10 (no loop report) and
+/// a deck tick at T0+20 (agent-deck missing: the tick is recorded and exits 69).
+fn filled_store(home: &Path) -> String {
+    let db = home.join("aw.db").display().to_string();
+    let report = home.join("loop.json").display().to_string();
+    for (args, at, code) in [
+        (vec!["opencode", "--once", "--demo"], T0, 0),
+        (
+            vec![
+                "recover",
+                "--once",
+                "--set",
+                &format!("recover.report={report:?}"),
+            ],
+            T0 + 10,
+            0,
+        ),
+        (vec!["deck", "--once"], T0 + 20, 69),
+    ] {
+        let at = at.to_string();
+        let mut full = args.clone();
+        full.extend(["--db", &db, "--now", &at]);
+        let out = agentwatch(home, &full);
+        assert_eq!(out.status.code(), Some(code), "{full:?}: {out:?}");
+    }
+    db
+}
+
+fn status(home: &Path, db: &str, now: i64, json: bool) -> (Option<i32>, String) {
+    let now = now.to_string();
+    let mut args = vec!["status", "--db", db, "--now", &now];
+    if json {
+        args.push("--json");
+    }
+    let out = agentwatch(home, &args);
+    let text = String::from_utf8(out.stdout).unwrap().replace(db, "[DB]");
+    (out.status.code(), text)
+}
+
+#[test]
+fn status_shows_every_job_with_its_age() {
+    let tmp = TempDir::new("aw-status");
+    let db = filled_store(&tmp.path);
+    let (code, text) = status(&tmp.path, &db, T0 + 40, false);
+    assert_eq!(code, Some(0), "{text}");
+    insta::assert_snapshot!("status_three_jobs", text);
+}
+
+#[test]
+fn a_job_silent_for_three_intervals_is_stale_and_named() {
+    let tmp = TempDir::new("aw-status-stale");
+    let db = filled_store(&tmp.path);
+    // deck ticks every 15 s: 80 s after its tick it is stale; opencode (5 min) and recover
+    // (60 s... its tick was 90 s ago, within 180 s) are not.
+    let (code, text) = status(&tmp.path, &db, T0 + 100, false);
+    assert_eq!(code, Some(69), "{text}");
+    assert!(text.starts_with("warning: the deck job is stale"), "{text}");
+    assert!(!text.contains("opencode job is stale"), "{text}");
+
+    let (code, text) = status(&tmp.path, &db, T0 + 100, true);
+    assert_eq!(code, Some(69));
+    let json: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["stale"], serde_json::json!(["deck"]), "{json}");
+    assert_eq!(json["jobs"].as_array().unwrap().len(), 3);
+    assert_eq!(json["jobs"][0]["age_s"], 100);
+    assert_eq!(json["open_alerts"], 1);
+    assert_eq!(
+        json["alerts"][0]["dedup_key"],
+        "opencode-loop:ses_demo_build"
+    );
+
+    // 71 days later every job is stale.
+    let (code, text) = status(&tmp.path, &db, T0 + 71 * 86_400, false);
+    assert_eq!(code, Some(69));
+    assert_eq!(text.matches("is stale").count(), 3, "{text}");
+    assert!(text.contains("71 days ago"), "{text}");
+}
+
+#[test]
+fn a_store_that_never_ticked_is_not_stale() {
+    let tmp = TempDir::new("aw-status-empty");
+    let db = tmp.path.join("none.db").display().to_string();
+    let (code, text) = status(&tmp.path, &db, T0, false);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(text.matches("never").count(), 3, "{text}");
+}
