@@ -461,6 +461,16 @@ impl Store {
         self.version()
     }
 
+    /// SQLite's own check of the file (`PRAGMA integrity_check`): `ok`, or what it found.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let lines: Vec<String> = self
+            .conn
+            .prepare("PRAGMA integrity_check")?
+            .query_map([], |row| row.get::<_, String>(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(lines.join("; "))
+    }
+
     /// Record a tick and its verdicts in one transaction; returns the tick id.
     pub fn record_tick(
         &mut self,
