@@ -79,16 +79,21 @@ pub enum Rule {
     Rereads,
     /// The `cycle` signal: one block of 1-6 calls repeated in a row.
     Cycle,
+    /// The `repeat` signal: the same call with the same result (output hash, else status and
+    /// exit), alone or as a block of 2-3 calls, repeated in a row. Strong evidence: it fires
+    /// before `min_calls`.
+    Repeat,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 6] = [
+    pub const ALL: [Rule; 7] = [
         Rule::PathTargets,
         Rule::BashWrites,
         Rule::RepeatedWrites,
         Rule::Waits,
         Rule::Rereads,
         Rule::Cycle,
+        Rule::Repeat,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -99,6 +104,7 @@ impl Rule {
             Rule::Waits => "waits",
             Rule::Rereads => "rereads",
             Rule::Cycle => "cycle",
+            Rule::Repeat => "repeat",
         }
     }
 
@@ -113,7 +119,7 @@ pub struct Rules(u8);
 
 impl Rules {
     pub const NONE: Rules = Rules(0);
-    pub const ALL: Rules = Rules(0b11_1111);
+    pub const ALL: Rules = Rules(0b111_1111);
 
     pub fn contains(self, rule: Rule) -> bool {
         self.0 & rule.bit() != 0
@@ -167,6 +173,9 @@ pub struct DetectConfig {
     /// `reread` (precise): fires when the lines of one file shown in the window, counted with
     /// repeats, are at least this many times the distinct lines shown.
     pub reread_min: f64,
+    /// `repeat` (precise): fires, whatever `min_calls`, when the same call and result (or one
+    /// block of 2-3 of them, repeated at least 3 times) runs this many calls in a row.
+    pub repeat_min: u32,
     /// Rules of the profile switched off, to measure each one (`cargo xtask detection-report`).
     /// Not a configuration key.
     #[serde(skip)]
@@ -192,6 +201,7 @@ impl Default for DetectConfig {
             write_tools: names(&["write"]),
             cycle_min: 12,
             reread_min: 6.0,
+            repeat_min: 5,
             ablate: Rules::NONE,
         }
     }
@@ -233,6 +243,7 @@ pub const DETECT_KEYS: &[&str] = &[
     "write_tools",
     "cycle_min",
     "reread_min",
+    "repeat_min",
 ];
 
 impl DetectConfig {
@@ -283,6 +294,7 @@ impl DetectConfig {
             ("top_min_ro", self.top_min_ro as usize),
             ("cum_min", self.cum_min as usize),
             ("cycle_min", self.cycle_min as usize),
+            ("repeat_min", self.repeat_min as usize),
             ("window", self.window),
             ("min_calls", self.min_calls),
         ] {
@@ -343,6 +355,7 @@ impl DetectConfig {
             "write_tools" => self.write_tools = list(),
             "cycle_min" => self.cycle_min = count()?,
             "reread_min" => self.reread_min = float()?,
+            "repeat_min" => self.repeat_min = count()?,
             _ => {
                 return Err(ConfigError::UnknownKey {
                     key: key.to_owned(),
@@ -415,6 +428,7 @@ mod tests {
             ("top_min_ro", "0", "top_min_ro"),
             ("cum_min", "0", "cum_min"),
             ("cycle_min", "0", "cycle_min"),
+            ("repeat_min", "0", "repeat_min"),
             ("reread_min", "0", "reread_min"),
             ("profile", "fast", "profile"),
             ("top_min", "twelve", "top_min"),

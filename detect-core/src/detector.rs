@@ -15,13 +15,22 @@ use crate::matcher::{CallContext, CallFacts};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// The longest block the `cycle` signal looks for.
 pub const CYCLE_MAX_PERIOD: usize = 6;
 /// How many times in a row a block must repeat for `cycle`.
 pub const CYCLE_MIN_REPEATS: usize = 3;
+/// The longest block of calls and results the `repeat` signal looks for.
+pub const REPEAT_MAX_PERIOD: usize = 3;
+/// How many times in a row a block of 2-3 calls and results must repeat for `repeat`.
+pub const REPEAT_MIN_REPEATS: usize = 3;
+/// `repeat` also looks at the session's last this-many calls, landings included.
+pub const STALE_WINDOW: usize = 8;
+/// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls repeat a call with
+/// the same result seen earlier in the session, whatever landed in between.
+pub const STALE_MIN: u32 = 7;
 
 /// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
 /// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
@@ -58,6 +67,9 @@ pub fn subagent_name(title: &str) -> Option<&str> {
 /// The figures of a span and its window, shared by both forms so they cannot drift apart.
 fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
     let mut signals = Vec::new();
+    // Strong evidence: the same calls seeing the same results speak before `min_calls`.
+    let repeat = config.applies(Rule::Repeat)
+        && (reason.repeat >= config.repeat_min || reason.stale >= STALE_MIN);
     if reason.calls_since_landed >= config.min_calls {
         let top_min = if reason.read_only {
             config.top_min_ro
@@ -82,6 +94,9 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
         if config.applies(Rule::Rereads) && reason.reread >= config.reread_min {
             signals.push(Signal::Reread);
         }
+    }
+    if repeat {
+        signals.push(Signal::Repeat);
     }
     SessionVerdict {
         id: id.to_owned(),
@@ -133,16 +148,17 @@ pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts>
     facts
 }
 
-/// `cycle`: the longest stretch of `ids` made of one block of 1-6 calls repeated in a row at
-/// least 3 times (calls covered), or 0.
-fn longest_cycle<T: PartialEq>(ids: &[Option<T>]) -> u32 {
+/// `cycle` (periods 1-6) and `repeat` (periods 1-3): the longest stretch of `ids` made of one
+/// block of 1-`max_period` calls repeated in a row at least `min_repeats` times (calls covered),
+/// or 0. `None` matches nothing.
+fn longest_cycle<T: PartialEq>(ids: &[Option<T>], max_period: usize, min_repeats: usize) -> u32 {
     let mut best = 0;
-    for p in 1..=CYCLE_MAX_PERIOD {
+    for p in 1..=max_period {
         let mut run = 0usize;
         for i in p..ids.len() {
             if ids[i].is_some() && ids[i] == ids[i - p] {
                 run += 1;
-                if run >= (CYCLE_MIN_REPEATS - 1) * p {
+                if run >= (min_repeats - 1) * p {
                     best = best.max(run + p);
                 }
             } else {
@@ -233,7 +249,17 @@ pub fn judge_facts(
             .iter()
             .map(|f| (!f.wait).then_some(f.identity.as_str()))
             .collect();
-        longest_cycle(&ids)
+        longest_cycle(&ids, CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS)
+    } else {
+        0
+    };
+    let repeat = if config.applies(Rule::Repeat) {
+        // The same call seeing the same result; a poll matches nothing.
+        let ids: Vec<Option<(&str, &str)>> = span
+            .iter()
+            .map(|f| (!f.wait).then_some((f.identity.as_str(), f.result.as_str())))
+            .collect();
+        longest_cycle(&ids, REPEAT_MAX_PERIOD, REPEAT_MIN_REPEATS)
     } else {
         0
     };
@@ -241,6 +267,22 @@ pub fn judge_facts(
         most_reread(views)
     } else {
         None
+    };
+    let stale = if config.applies(Rule::Repeat) {
+        let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
+        let again: Vec<bool> = facts
+            .iter()
+            .map(|f| !f.wait && !seen.insert((f.identity.as_str(), f.result.as_str())))
+            .collect();
+        let recent = &again[again.len().saturating_sub(STALE_WINDOW)..];
+        if facts.last().is_some_and(|f| f.landed) {
+            // A landing at the end always unflags, until the calls after it repeat again.
+            0
+        } else {
+            count_true(recent.iter())
+        }
+    } else {
+        0
     };
     let reason = Reason {
         dup: share(dup_count, window.len()),
@@ -256,6 +298,8 @@ pub fn judge_facts(
         cycle,
         reread: reread.map_or(0.0, |(_, r)| r),
         reread_file: reread.map(|(path, _)| path.to_owned()),
+        repeat,
+        stale,
     };
     verdict_from_figures(&session.id, reason, config)
 }
@@ -318,6 +362,9 @@ struct SpanCall {
     /// (path, first line, last line) shown (`precise`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     view: Option<(u32, u64, u64)>,
+    /// What the call saw (`precise`, rule `repeat`); `None` in snapshots older than the rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<u32>,
 }
 
 /// Per-file reads inside the window.
@@ -353,6 +400,15 @@ pub struct SessionDetector {
     /// p before them; and the longest qualifying stretch of the span.
     runs: [u32; CYCLE_MAX_PERIOD],
     cycle: u32,
+    /// `repeat`: the same for calls and results, periods 1..=3.
+    repeat_runs: [u32; REPEAT_MAX_PERIOD],
+    repeat: u32,
+    /// `repeat`: every call and result of the session (a poll excepted), and whether each of the
+    /// last [`STALE_WINDOW`] calls repeated one seen before it.
+    seen: BTreeSet<String>,
+    recent: VecDeque<bool>,
+    /// Whether the last call pushed landed (a landing at the end always unflags).
+    last_landed: bool,
     /// Identities of the bash writes that landed (`precise`: a repeat is no landing).
     written: BTreeSet<String>,
 }
@@ -376,6 +432,15 @@ pub struct DetectorSnapshot {
     /// The bash writes that landed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     written: Vec<String>,
+    /// Every call and result of the session (`precise`, rule `repeat`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    seen: Vec<String>,
+    /// Whether each of the session's last calls repeated one seen before (`precise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    recent: Vec<bool>,
+    /// Whether the last call landed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    last_landed: bool,
 }
 
 impl SessionDetector {
@@ -401,6 +466,11 @@ impl SessionDetector {
             latest_own_landing: None,
             runs: [0; CYCLE_MAX_PERIOD],
             cycle: 0,
+            repeat_runs: [0; REPEAT_MAX_PERIOD],
+            repeat: 0,
+            seen: BTreeSet::new(),
+            recent: VecDeque::new(),
+            last_landed: false,
             written: BTreeSet::new(),
         }
     }
@@ -440,6 +510,7 @@ impl SessionDetector {
                 start_ms: c.start_ms,
                 wait: c.wait,
                 view: c.view.map(|(p, a, b)| (map(p, &mut names), a, b)),
+                result: c.result.map(|r| map(r, &mut names)),
             })
             .collect();
         DetectorSnapshot {
@@ -454,6 +525,9 @@ impl SessionDetector {
             latest_own_landing: self.latest_own_landing,
             profile: self.config.profile,
             written: self.written.iter().cloned().collect(),
+            seen: self.seen.iter().cloned().collect(),
+            recent: self.recent.iter().copied().collect(),
+            last_landed: self.last_landed,
         }
     }
 
@@ -471,6 +545,7 @@ impl SessionDetector {
                 && valid(c.target)
                 && c.read.is_none_or(|(p, _, _)| valid(p))
                 && c.view.is_none_or(|(p, _, _)| valid(p))
+                && c.result.is_none_or(valid)
         }) {
             return None;
         }
@@ -503,6 +578,11 @@ impl SessionDetector {
             latest_own_landing: snapshot.latest_own_landing,
             runs: [0; CYCLE_MAX_PERIOD],
             cycle: 0,
+            repeat_runs: [0; REPEAT_MAX_PERIOD],
+            repeat: 0,
+            seen: snapshot.seen.into_iter().collect(),
+            recent: snapshot.recent.into_iter().collect(),
+            last_landed: snapshot.last_landed,
             written: snapshot.written.into_iter().collect(),
         };
         for call in snapshot.span {
@@ -537,12 +617,20 @@ impl SessionDetector {
         let Some(mut facts) = CallFacts::of(call, ctx, &self.config) else {
             return;
         };
+        if self.config.applies(Rule::Repeat) {
+            let again = !facts.wait && !self.seen.insert(seen_key(&facts));
+            if self.recent.len() == STALE_WINDOW {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(again);
+        }
         if facts.write
             && self.config.applies(Rule::RepeatedWrites)
             && !self.written.insert(facts.identity.clone())
         {
             facts.landed = false;
         }
+        self.last_landed = facts.landed;
         let before_descendant_landing = matches!(
             (facts.start_ms, self.latest_descendant_landing),
             (Some(s), Some(t)) if s <= t
@@ -563,6 +651,10 @@ impl SessionDetector {
             .view
             .as_ref()
             .map(|v| (self.intern(&v.path), v.first, v.last));
+        let result = self
+            .config
+            .applies(Rule::Repeat)
+            .then(|| self.intern(&facts.result));
         let span_call = SpanCall {
             identity: self.intern(&facts.identity),
             target: self.intern(&facts.target),
@@ -570,6 +662,7 @@ impl SessionDetector {
             start_ms: facts.start_ms,
             wait: facts.wait,
             view,
+            result,
         };
         self.span.push(span_call);
         self.add(span_call);
@@ -607,6 +700,8 @@ impl SessionDetector {
         self.files_in_window.clear();
         self.runs = [0; CYCLE_MAX_PERIOD];
         self.cycle = 0;
+        self.repeat_runs = [0; REPEAT_MAX_PERIOD];
+        self.repeat = 0;
     }
 
     /// Account for the call just appended to the span, sliding the window.
@@ -625,19 +720,19 @@ impl SessionDetector {
             file.file_lines = file_lines;
         }
         if self.config.applies(Rule::Cycle) {
-            let last = self.span.len() - 1;
-            for (i, run) in self.runs.iter_mut().enumerate() {
-                let p = i + 1;
-                let earlier = (last >= p).then(|| self.span[last - p]);
-                if !call.wait && earlier.is_some_and(|e| !e.wait && e.identity == call.identity) {
-                    *run += 1;
-                    if *run as usize >= (CYCLE_MIN_REPEATS - 1) * p {
-                        self.cycle = self.cycle.max(*run + p as u32);
-                    }
-                } else {
-                    *run = 0;
-                }
-            }
+            let best = extend_runs(&mut self.runs, &self.span, CYCLE_MIN_REPEATS, |a, b| {
+                a.identity == b.identity
+            });
+            self.cycle = self.cycle.max(best);
+        }
+        if self.config.applies(Rule::Repeat) {
+            let best = extend_runs(
+                &mut self.repeat_runs,
+                &self.span,
+                REPEAT_MIN_REPEATS,
+                |a, b| a.identity == b.identity && a.result.is_some() && a.result == b.result,
+            );
+            self.repeat = self.repeat.max(best);
         }
         while self.span.len() - self.window_start > self.config.window {
             let old = self.span[self.window_start];
@@ -694,9 +789,57 @@ impl SessionDetector {
             cycle: self.cycle,
             reread: reread.map_or(0.0, |(_, r)| r),
             reread_file: reread.map(|(path, _)| path.to_owned()),
+            repeat: self.repeat,
+            stale: if self.last_landed {
+                0
+            } else {
+                count_true(self.recent.iter())
+            },
         };
         verdict_from_figures(&self.id, reason, &self.config)
     }
+}
+
+/// The incremental form of [`longest_cycle`]: `runs[p - 1]` counts the calls at the end of
+/// `span` equal (by `same`, polls matching nothing) to the call `p` before them; updated for the
+/// call just appended. Returns the longest qualifying stretch ending at that call, or 0.
+fn extend_runs(
+    runs: &mut [u32],
+    span: &[SpanCall],
+    min_repeats: usize,
+    same: impl Fn(&SpanCall, &SpanCall) -> bool,
+) -> u32 {
+    let Some((call, _)) = span.split_last() else {
+        return 0;
+    };
+    let last = span.len() - 1;
+    let mut best = 0;
+    for (i, run) in runs.iter_mut().enumerate() {
+        let p = i + 1;
+        let earlier = (last >= p).then(|| &span[last - p]);
+        if !call.wait && earlier.is_some_and(|e| !e.wait && same(e, call)) {
+            *run += 1;
+            if *run as usize >= (min_repeats - 1) * p {
+                best = best.max(*run + p as u32);
+            }
+        } else {
+            *run = 0;
+        }
+    }
+    best
+}
+
+fn count_true<'a>(flags: impl Iterator<Item = &'a bool>) -> u32 {
+    u32::try_from(flags.filter(|f| **f).count()).unwrap_or(u32::MAX)
+}
+
+/// A call and its result, as the incremental detector remembers them for `repeat`.
+fn seen_key(facts: &CallFacts) -> String {
+    let mut key = String::with_capacity(facts.identity.len() + facts.result.len() + 1);
+    key.push_str(&facts.identity);
+    key.push('\u{1f}');
+    key.push_str(&facts.result);
+    key
 }
 
 fn decrement(counts: &mut FxHashMap<u32, u32>, key: u32) {

@@ -201,6 +201,9 @@ pub struct CallFacts {
     pub wait: bool,
     /// The lines of one file the call showed, when known (`precise`).
     pub view: Option<ViewRange>,
+    /// What the call saw (`precise`, rule `repeat`): `#` and its output hash where it has one,
+    /// otherwise its status and `metadata.exit`. Empty when the rule is off.
+    pub result: String,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -210,6 +213,23 @@ pub struct CallFacts {
 pub struct CallContext<'a> {
     pub directory: Option<&'a str>,
     pub line_counts: &'a BTreeMap<String, u64>,
+}
+
+/// What a call saw, for `repeat`: its output hash where it has one, otherwise its status and
+/// exit code. Two calls with the same identity and result made no progress between them.
+fn call_result(call: &Call) -> String {
+    if let Some(hash) = &call.output_hash {
+        return format!("#{hash}");
+    }
+    let status = if call.status == CallStatus::Error {
+        "error"
+    } else {
+        "completed"
+    };
+    match call.metadata.get("exit") {
+        Some(exit) => format!("{status} {exit}"),
+        None => status.to_owned(),
+    }
 }
 
 impl CallFacts {
@@ -287,6 +307,11 @@ impl CallFacts {
             read,
             wait: shape.wait && config.applies(Rule::Waits),
             view,
+            result: if config.applies(Rule::Repeat) {
+                call_result(call)
+            } else {
+                String::new()
+            },
             start_ms: call.start_ms(),
             end_ms: call.end_ms(),
         })

