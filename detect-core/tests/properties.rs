@@ -1,7 +1,7 @@
 //! Invariants of the matcher and the detector, under proptest.
 
 use detect_core::{
-    Call, CallStatus, DetectConfig, Profile, Session, SessionDetector, call_identity,
+    Call, CallStatus, DetectConfig, Profile, Session, SessionDetector, Signal, call_identity,
     judge_session, normalize_bash,
 };
 use proptest::prelude::*;
@@ -333,4 +333,37 @@ fn a_snapshot_is_not_restored_under_another_profile() {
     let snapshot = SessionDetector::new(&session, &design).snapshot();
     assert!(SessionDetector::restore(snapshot.clone(), &design).is_some());
     assert!(SessionDetector::restore(snapshot, &precise).is_none());
+}
+
+/// A `precise` snapshot taken before the `repeat` rule (no `seen`, `recent`, `last_landed`, nor a
+/// `result` per span call) still loads, and the detector goes on judging.
+#[test]
+fn a_snapshot_from_before_repeat_loads() {
+    let session = base_session();
+    let precise = DetectConfig::with_profile(Profile::Precise);
+    let mut detector = SessionDetector::new(&session, &precise);
+    let call =
+        Call::completed("bash", json!({"command": "pytest -x"})).with_metadata(json!({"exit": 1}));
+    for _ in 0..3 {
+        detector.push(&call);
+    }
+    let mut old = serde_json::to_value(detector.snapshot()).unwrap();
+    let obj = old.as_object_mut().unwrap();
+    assert!(obj.remove("seen").is_some() && obj.remove("recent").is_some());
+    obj.remove("last_landed");
+    for span_call in obj["span"].as_array_mut().unwrap() {
+        assert!(
+            span_call
+                .as_object_mut()
+                .unwrap()
+                .remove("result")
+                .is_some()
+        );
+    }
+    let mut restored =
+        SessionDetector::restore(serde_json::from_value(old).unwrap(), &precise).unwrap();
+    for _ in 0..5 {
+        restored.push(&call);
+    }
+    assert!(restored.verdict().signals.contains(&Signal::Repeat));
 }
