@@ -2,6 +2,7 @@
 
 use crate::event::Severity;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Default of [`AlertConfig::escalate_after_ticks`].
 pub const DEFAULT_ESCALATE_AFTER_TICKS: u32 = 3;
@@ -35,6 +36,10 @@ pub struct AlertConfig {
     pub source: String,
     /// Where events go. Empty: events are decided but routed nowhere.
     pub channels: Vec<ChannelConfig>,
+    /// Silenced alerts: dedup key to the time (unix seconds) the silence ends. A trigger or
+    /// escalate of a silenced alert goes to no channel before then (its resolve still does).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub silences: BTreeMap<String, i64>,
 }
 
 impl Default for AlertConfig {
@@ -45,6 +50,7 @@ impl Default for AlertConfig {
             local_llm_enabled: true,
             source: DEFAULT_SOURCE.to_owned(),
             channels: Vec::new(),
+            silences: BTreeMap::new(),
         }
     }
 }

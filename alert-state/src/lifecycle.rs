@@ -430,7 +430,8 @@ pub(crate) fn route_events(
     // ([`AlertState::record_sent`]): a failed send neither blocks the channel nor earns a resolve.
     let mut reserved = next.router.clone();
     for (index, event) in pending {
-        let routes = reserved.route(&config.channels, &event, now);
+        let silenced_until = config.silences.get(&event.dedup_key).copied();
+        let routes = reserved.route(&config.channels, &event, silenced_until, now);
         if event.state == EventState::Resolve {
             next.router.delivered.remove(&event.dedup_key);
         }

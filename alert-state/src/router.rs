@@ -17,6 +17,8 @@ pub enum Suppression {
     RateLimited,
     /// A resolve for an alert this channel delivered no event of.
     NotDeliveredBefore,
+    /// A trigger or escalate of an alert silenced by an operator (`alerts silence`).
+    Silenced,
 }
 
 /// What happened to an event on one channel.
@@ -89,17 +91,33 @@ impl RouterState {
     /// A resolve bypasses the severity gate and the rate limit, and does not start a rate-limit
     /// window, but goes only to enabled channels that delivered an earlier event of the alert;
     /// afterwards the alert's delivery record is dropped.
+    ///
+    /// `silenced_until`: the alert is silenced before that time (unix seconds): its trigger or
+    /// escalate goes to no channel (checked after disabled and below severity, before the rate
+    /// limit; no window starts). Its resolve is routed as usual.
     #[must_use = "the routes say which channels must send the event"]
     pub fn route(
         &mut self,
         channels: &[ChannelConfig],
         event: &AlertEvent,
+        silenced_until: Option<i64>,
         now: i64,
     ) -> Vec<Route> {
         let routes = channels
             .iter()
             .map(|channel| {
-                let (delivery, reason) = self.decide(channel, event, now);
+                let (mut delivery, mut reason) = self.decide(channel, event, now);
+                let would_go = matches!(
+                    delivery,
+                    Delivery::Delivered | Delivery::Suppressed(Suppression::RateLimited)
+                );
+                if let Some(until) = silenced_until.filter(|until| *until > now)
+                    && would_go
+                    && event.state != EventState::Resolve
+                {
+                    delivery = Delivery::Suppressed(Suppression::Silenced);
+                    reason = format!("{} is silenced until {until}", event.dedup_key);
+                }
                 if delivery.is_delivered() && event.state != EventState::Resolve {
                     self.last_alarm.insert(
                         channel.name.clone(),
@@ -209,5 +227,61 @@ impl RouterState {
                 event.severity, channel.min_severity
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod silence_tests {
+    use super::*;
+    use crate::event::Severity;
+
+    fn channel() -> ChannelConfig {
+        ChannelConfig {
+            name: "desk".into(),
+            channel_type: "desktop".into(),
+            enabled: true,
+            min_severity: Severity::Warning,
+            rate_limit_s: 300,
+        }
+    }
+
+    fn event(state: EventState) -> AlertEvent {
+        AlertEvent {
+            dedup_key: "opencode-loop:ses_a".into(),
+            severity: Severity::Warning,
+            state,
+            title: "t".into(),
+            summary: "s".into(),
+            details: serde_json::Value::Null,
+            source: "agentwatch@test".into(),
+        }
+    }
+
+    #[test]
+    fn a_silenced_alert_goes_nowhere_until_the_silence_ends() {
+        let channels = [channel()];
+        for (until, now, want) in [
+            (
+                Some(2_000),
+                1_000,
+                Delivery::Suppressed(Suppression::Silenced),
+            ),
+            (Some(1_000), 1_000, Delivery::Delivered),
+            (None, 1_000, Delivery::Delivered),
+        ] {
+            let mut router = RouterState::default();
+            let routes = router.route(&channels, &event(EventState::Trigger), until, now);
+            assert_eq!(routes[0].delivery, want, "{until:?} {now}");
+            assert_eq!(router.last_alarm.is_empty(), !want.is_delivered());
+        }
+    }
+
+    #[test]
+    fn a_resolve_is_not_silenced() {
+        let channels = [channel()];
+        let mut router = RouterState::default();
+        let _ = router.route(&channels, &event(EventState::Trigger), None, 1_000);
+        let routes = router.route(&channels, &event(EventState::Resolve), Some(9_000), 1_100);
+        assert_eq!(routes[0].delivery, Delivery::Delivered);
     }
 }

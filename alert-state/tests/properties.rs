@@ -92,6 +92,7 @@ fn config() -> impl Strategy<Value = AlertConfig> {
                 local_llm_enabled,
                 source: "agentwatch@prop".to_owned(),
                 channels,
+                silences: Default::default(),
             }
         },
     )

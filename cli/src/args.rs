@@ -167,6 +167,29 @@ pub struct AlertsArgs {
     /// Include resolved alerts.
     #[arg(long)]
     pub all: bool,
+    #[command(subcommand)]
+    pub action: Option<AlertsAction>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AlertsAction {
+    /// Acknowledge an open alert (shown in `alerts`; its resolve ends it).
+    Ack {
+        key: String,
+        /// Time of the ack, unix seconds (default the clock).
+        #[arg(long)]
+        now: Option<i64>,
+    },
+    /// Send an open alert's events to no channel for a while; its resolve ends it.
+    Silence {
+        key: String,
+        /// How long: `90s`, `30m`, `2h`, `1d`.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: String,
+        /// Time of the silence, unix seconds (default the clock).
+        #[arg(long)]
+        now: Option<i64>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -306,6 +329,12 @@ impl From<AlertsArgs> for operator::AlertsArgs {
         Self {
             common: a.common.into(),
             all: a.all,
+            action: a.action.map(|action| match action {
+                AlertsAction::Ack { key, now } => operator::AlertsAction::Ack { key, now },
+                AlertsAction::Silence { key, duration, now } => {
+                    operator::AlertsAction::Silence { key, duration, now }
+                }
+            }),
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct Config {
     /// [`load`]; never read from or written to a file).
     #[serde(skip)]
     pub defaulted: Defaulted,
+    /// Silenced alerts, dedup key to the end of the silence (unix seconds): what
+    /// `agentwatch alerts silence` stored, loaded by [`crate::notify::apply_stored_settings`];
+    /// never read from or written to a file.
+    #[serde(skip)]
+    pub silences: std::collections::BTreeMap<String, i64>,
 }
 
 /// What [`load`] filled in because the configuration named none.
@@ -955,6 +960,7 @@ impl Config {
                     rate_limit_s: c.rate_limit_s,
                 })
                 .collect(),
+            silences: self.silences.clone(),
         }
     }
 

@@ -9,6 +9,8 @@ use agentwatch_channels::{
 };
 use agentwatch_store::{AlertRow, ChannelSetting, Store};
 use alert_state::{AlertEvent, Decision, DecisionKind, Severity};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Apply the run-time settings stored by `agentwatch channels set` over the configured ones.
 pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
@@ -22,11 +24,51 @@ pub fn apply_settings(config: &mut Config, settings: &[ChannelSetting]) {
     }
 }
 
-/// Load stored channel settings and apply them (a store that cannot be read changes nothing).
+/// Load stored channel settings and apply them, and the alerts' silences (a store that cannot
+/// be read changes nothing).
 pub fn apply_stored_settings(config: &mut Config, store: &Store) {
     if let Ok(settings) = store.channel_settings() {
         apply_settings(config, &settings);
     }
+    config.silences = alert_notes(store)
+        .into_iter()
+        .filter_map(|(key, note)| note.silenced_until.map(|until| (key, until)))
+        .collect();
+}
+
+/// The state key of the operators' acks and silences (`agentwatch alerts ack|silence`).
+pub const ALERT_NOTES_KEY: &str = "alert-notes";
+
+/// What an operator said about one open alert.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlertNote {
+    /// The `opened_at` of the alert it is about: a later alert of the same key starts clean.
+    pub opened_at: i64,
+    /// When it was acknowledged.
+    #[serde(default)]
+    pub acked_at: Option<i64>,
+    /// Its events go to no channel before this time (unix seconds).
+    #[serde(default)]
+    pub silenced_until: Option<i64>,
+}
+
+/// The acks and silences that still hold, by dedup key: those of an alert that is still open
+/// and is the one noted. A resolve ends them. Unreadable notes are none.
+pub fn alert_notes(store: &Store) -> BTreeMap<String, AlertNote> {
+    let notes: BTreeMap<String, AlertNote> = store
+        .load_state(ALERT_NOTES_KEY)
+        .ok()
+        .flatten()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let open = store.alerts(false).unwrap_or_default();
+    notes
+        .into_iter()
+        .filter(|(key, note)| {
+            open.iter()
+                .any(|a| &a.dedup_key == key && a.opened_at == note.opened_at)
+        })
+        .collect()
 }
 
 /// The Alertmanager adapter of an `alertmanager` channel: its peers, the `host` label (default
@@ -245,4 +287,53 @@ pub fn alert_rows(decisions: &[Decision]) -> Vec<AlertRow> {
             resolved_at: a.resolved_at,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod notes_tests {
+    use super::*;
+
+    fn row(state: &str, opened_at: i64, resolved_at: Option<i64>) -> AlertRow {
+        AlertRow {
+            dedup_key: "opencode-loop:ses_a".into(),
+            session_root: "ses_a".into(),
+            state: state.into(),
+            severity: "warning".into(),
+            title: "t".into(),
+            summary: "s".into(),
+            flagged_ticks: 1,
+            opened_at,
+            last_fired_at: Some(opened_at),
+            resolved_at,
+        }
+    }
+
+    #[test]
+    fn a_silence_holds_while_its_alert_is_open_and_a_resolve_ends_it() {
+        let dir = std::env::temp_dir().join(format!("aw-notes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut store = Store::open(&dir.join("aw.db")).unwrap();
+        store.upsert_alerts(&[row("open", 100, None)]).unwrap();
+        let note = AlertNote {
+            opened_at: 100,
+            acked_at: Some(110),
+            silenced_until: Some(7_300),
+        };
+        let text = serde_json::to_string(&BTreeMap::from([("opencode-loop:ses_a", note)])).unwrap();
+        store.save_state(ALERT_NOTES_KEY, &text, 110).unwrap();
+        let mut config = Config::default();
+        apply_stored_settings(&mut config, &store);
+        assert_eq!(config.silences.get("opencode-loop:ses_a"), Some(&7_300));
+        assert_eq!(config.alert_config("h").silences, config.silences);
+
+        // Resolved, then opened again: the note was about the first alert.
+        for rows in [row("resolved", 100, Some(200)), row("open", 300, None)] {
+            store.upsert_alerts(&[rows]).unwrap();
+            apply_stored_settings(&mut config, &store);
+            assert!(config.silences.is_empty());
+            assert!(alert_notes(&store).is_empty());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

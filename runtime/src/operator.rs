@@ -4,7 +4,9 @@
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, JobName, parse_severity};
 use crate::error::{Error, code};
-use crate::notify::{SendReport, apply_stored_settings, send};
+use crate::notify::{
+    ALERT_NOTES_KEY, AlertNote, SendReport, alert_notes, apply_stored_settings, send,
+};
 use crate::stored::{
     open_existing_read_only as open_read_only, parse_policy, store_path, take_lock,
 };
@@ -294,19 +296,100 @@ pub struct AlertsArgs {
     pub common: Common,
     /// Include resolved alerts.
     pub all: bool,
+    /// Acknowledge or silence one open alert instead of listing.
+    pub action: Option<AlertsAction>,
 }
 
-/// Open alerts (or all with `--all`), newest first.
+#[derive(Debug, Clone)]
+pub enum AlertsAction {
+    /// Acknowledge an open alert (shown in `alerts`; ended by its resolve).
+    Ack { key: String, now: Option<i64> },
+    /// Send an open alert's events to no channel for a while (`2h`, `30m`, `1d`, `90s`).
+    Silence {
+        key: String,
+        duration: String,
+        now: Option<i64>,
+    },
+}
+
+/// Seconds of a silence: a whole number with `s`, `m`, `h` or `d` (`2h`); more than zero.
+pub fn parse_for(text: &str) -> Result<i64, Error> {
+    let bad = || {
+        Error::usage(format!(
+            "--for {text:?}: expected a duration like 90s, 30m, 2h, 1d"
+        ))
+    };
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (number, unit) = text.split_at(split);
+    let number: i64 = number.parse().map_err(|_| bad())?;
+    let unit = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    number.checked_mul(unit).filter(|s| *s > 0).ok_or_else(bad)
+}
+
+/// Store an ack or silence of the open alert `key`.
+fn note_alert(db: &std::path::Path, action: &AlertsAction) -> Result<Shown, Error> {
+    let (key, now) = match action {
+        AlertsAction::Ack { key, now } | AlertsAction::Silence { key, now, .. } => {
+            (key, now_or_clock(*now))
+        }
+    };
+    let _lock = take_lock(db, "alerts")?;
+    let mut store = Store::open(db).map_err(Error::from)?;
+    let open = store.alerts(false).map_err(Error::from)?;
+    let Some(alert) = open.iter().find(|a| &a.dedup_key == key) else {
+        return Err(Error::usage(format!(
+            "no open alert {:?} (`agentwatch alerts` lists them)",
+            escape_control(key)
+        )));
+    };
+    let mut notes = alert_notes(&store);
+    let note = notes.entry(key.clone()).or_insert_with(|| AlertNote {
+        opened_at: alert.opened_at,
+        ..AlertNote::default()
+    });
+    let said = match action {
+        AlertsAction::Ack { .. } => {
+            note.acked_at = Some(now);
+            format!("acknowledged {}\n", escape_control(key))
+        }
+        AlertsAction::Silence { duration, .. } => {
+            let until = now.saturating_add(parse_for(duration)?);
+            note.silenced_until = Some(until);
+            format!(
+                "silenced {} until {} (its events go to no channel; a resolve ends it)\n",
+                escape_control(key),
+                iso8601(until)
+            )
+        }
+    };
+    let text = serde_json::to_string(&notes).map_err(|e| Error::software(e.to_string()))?;
+    store
+        .save_state(ALERT_NOTES_KEY, &text, now)
+        .map_err(Error::from)?;
+    Ok(Shown::text(said))
+}
+
+/// Open alerts (or all with `--all`), newest first, with their acks and silences; or store an
+/// ack or silence.
 pub fn alerts(args: &AlertsArgs) -> Result<Shown, Error> {
     let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (_, db) = load(&args.common, env)?;
-    let rows = match open_read_only(&db)? {
-        Some(s) => s.alerts(args.all).map_err(Error::from)?,
-        None => Vec::new(),
+    if let Some(action) = &args.action {
+        return note_alert(&db, action);
+    }
+    let (rows, notes) = match open_read_only(&db)? {
+        Some(s) => (s.alerts(args.all).map_err(Error::from)?, alert_notes(&s)),
+        None => (Vec::new(), Default::default()),
     };
     if args.common.json {
-        return Ok(Shown::json(&json!({ "alerts": rows })));
+        return Ok(Shown::json(&json!({ "alerts": rows, "notes": notes })));
     }
     if rows.is_empty() {
         out.push_str(&format!(
@@ -327,6 +410,14 @@ pub fn alerts(args: &AlertsArgs) -> Result<Shown, Error> {
                 .map(|t| format!(" resolved={}", iso8601(t)))
                 .unwrap_or_default()
         ));
+        if let Some(note) = notes.get(&a.dedup_key) {
+            if let Some(at) = note.acked_at {
+                out.push_str(&format!("  acknowledged {}\n", iso8601(at)));
+            }
+            if let Some(until) = note.silenced_until {
+                out.push_str(&format!("  silenced until {}\n", iso8601(until)));
+            }
+        }
     }
     Ok(Shown::text(out))
 }
