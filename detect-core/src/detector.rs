@@ -316,9 +316,10 @@ fn most_reread<K: Ord + Copy + AsRef<str>>(mut views: Vec<(K, u64, u64)>) -> Opt
         let mut covered_to = 0u64;
         while i < views.len() && views[i].0 == path {
             let (_, a, b) = views[i];
-            shown += b - a + 1;
+            // Saturating: ranges come from the model's offsets and can reach u64::MAX.
+            shown = shown.saturating_add((b - a).saturating_add(1));
             if b > covered_to {
-                distinct += b - a.max(covered_to + 1) + 1;
+                distinct = distinct.saturating_add((b - a.max(covered_to + 1)).saturating_add(1));
                 covered_to = b;
             }
             i += 1;

@@ -329,7 +329,7 @@ fn is_landed(call: &Call, normalized_command: Option<&str>, config: &DetectConfi
             .is_some_and(|d| !d.trim().is_empty());
         let changed = |v: &Value| {
             let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-            n("additions") + n("deletions") > 0
+            n("additions").saturating_add(n("deletions")) > 0
         };
         let filediff = meta.get("filediff").is_some_and(changed);
         let files = meta
@@ -403,6 +403,9 @@ pub fn total_lines_in_output(output: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The largest file length (and lines per read) the coverage signal counts.
+pub const MAX_FILE_LINES: u64 = 1 << 40;
+
 /// Lines returned by a read: `metadata.lines_read` when known, else
 /// `min(limit or 2000, L - offset + 1)`, always capped at the file length `L`. `L` is the read's
 /// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`.
@@ -410,7 +413,11 @@ fn read_facts(call: &Call, ctx: CallContext<'_>) -> Option<ReadFacts> {
     let raw_path = call.input.get("filePath")?.as_str()?;
     let path = resolve_path(ctx.directory, raw_path);
     let meta_u64 = |key: &str| call.metadata.get(key).and_then(Value::as_u64);
-    let file_lines = meta_u64("total_lines").or_else(|| ctx.line_counts.get(&path).copied())?;
+    // Capped at 2^40 lines (no real file comes near): the window sums lines over its reads
+    // and takes them away again as reads leave it, so each term must keep every sum in range.
+    let file_lines = meta_u64("total_lines")
+        .or_else(|| ctx.line_counts.get(&path).copied())?
+        .min(MAX_FILE_LINES);
     let input_u64 = |key: &str| {
         call.input.get(key).and_then(|v| {
             v.as_u64().or_else(|| {
@@ -425,7 +432,7 @@ fn read_facts(call: &Call, ctx: CallContext<'_>) -> Option<ReadFacts> {
         None => {
             let offset = input_u64("offset").unwrap_or(1).max(1);
             let limit = input_u64("limit").unwrap_or(DEFAULT_READ_LIMIT);
-            limit.min((file_lines + 1).saturating_sub(offset))
+            limit.min(file_lines.saturating_add(1).saturating_sub(offset))
         }
     };
     Some(ReadFacts {

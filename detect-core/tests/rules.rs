@@ -824,4 +824,34 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     // Ablated, `repeat` is not computed.
     let v = judge_with(&precise_without_repeat(), calls);
     assert_eq!((v.reason.repeat, v.reason.stale), (0, 0));
+
+/// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls
+/// (read offsets and limits, file lengths, diff counts) at the end of u64 overflowed in the
+/// reread ranges, the read coverage and the edit check. Every profile judges them without
+/// panicking, and an edit with an absurd diff count still lands.
+#[test]
+fn figures_at_the_end_of_u64_saturate() {
+    let max = u64::MAX;
+    let mut calls = Vec::new();
+    for _ in 0..50 {
+        calls.push(read("/repo/a.py", max, max));
+        calls.push(read("/repo/a.py", max - 1, 2));
+        calls.push(read("/repo/a.py", 1, max));
+    }
+    let huge_edit = Call::completed("edit", json!({"filePath": "/repo/a.py"}))
+        .with_metadata(json!({"filediff": {"additions": max, "deletions": max}}));
+    let mut session = Session::new("ses_max");
+    session.directory = Some("/repo".into());
+    session.line_counts.insert("/repo/a.py".into(), max);
+    session.calls = calls;
+    for profile in ["design", "precise"] {
+        let mut config = DetectConfig::default();
+        config.set("profile", profile).unwrap();
+        let verdict = judge_session(&session, None, &config);
+        assert!(verdict.reason.calls_since_landed > 0, "{profile}");
+        let mut landed = session.clone();
+        landed.calls.push(huge_edit.clone());
+        let verdict = judge_session(&landed, None, &config);
+        assert!(!verdict.flagged, "{profile}: a landing at the end unflags");
+    }
 }
