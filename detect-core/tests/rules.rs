@@ -824,6 +824,7 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     // Ablated, `repeat` is not computed.
     let v = judge_with(&precise_without_repeat(), calls);
     assert_eq!((v.reason.repeat, v.reason.stale), (0, 0));
+}
 
 /// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls
 /// (read offsets and limits, file lengths, diff counts) at the end of u64 overflowed in the

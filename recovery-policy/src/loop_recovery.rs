@@ -287,8 +287,6 @@ pub enum RouterReplyError {
     NotAnObject,
     #[error("router reply has no boolean \"stuck\"")]
     NoStuckFlag,
-    #[error("router response has no choices[0].message.content")]
-    NoContent,
 }
 
 /// Parses the model's answer: a JSON object with a boolean `stuck`, optionally inside one code
@@ -303,18 +301,6 @@ pub fn parse_router_reply(content: &str) -> Result<bool, RouterReplyError> {
         .get("stuck")
         .and_then(Value::as_bool)
         .ok_or(RouterReplyError::NoStuckFlag)
-}
-
-/// Parses a whole OpenAI-style chat completion response and then its `choices[0].message.content`.
-pub fn parse_chat_completion(body: &str) -> Result<bool, RouterReplyError> {
-    let value: Value = serde_json::from_str(body).map_err(|err| RouterReplyError::NotJson {
-        detail: err.to_string(),
-    })?;
-    let content = value
-        .pointer("/choices/0/message/content")
-        .and_then(Value::as_str)
-        .ok_or(RouterReplyError::NoContent)?;
-    parse_router_reply(content)
 }
 
 fn strip_code_fence(text: &str) -> &str {

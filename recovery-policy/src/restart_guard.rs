@@ -14,7 +14,7 @@
 //!    was stopped, or cannot be read is not restarted; otherwise the answer is `restart`
 //!    ([`GuardAction::Restart`]) and the restart is counted from that moment.
 //! 3. [`GuardEvent::RestartResult`]: the caller feeds back what `session restart --json` said
-//!    ([`RestartReply::from_cli`]). `"skipped": true` is a **refusal** (someone else's guard fired):
+//!    (the agent-deck adapter's `restart_reply`). `"skipped": true` is a **refusal** (someone else's guard fired):
 //!    neither a success nor a failure, and its slot is not given back.
 //!
 //! # Rules (decisions.md section 3; defaults in brackets)
@@ -67,7 +67,6 @@
 
 use crate::{Decision, PolicyState, UnixSeconds, decision_names, elapsed};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Tunables of the restart guard; defaults follow the design.
@@ -299,7 +298,9 @@ pub enum RestartReply {
 
 const MAX_QUOTED: usize = 200;
 
-fn clip(text: &str) -> String {
+/// `text` trimmed and cut after 200 characters (with `...`): how replies and outputs are quoted
+/// in decisions. Adapters that read replies quote with it too.
+pub fn clip(text: &str) -> String {
     let text = text.trim();
     match text.char_indices().nth(MAX_QUOTED) {
         Some((cut, _)) => format!("{}...", &text[..cut]),
@@ -308,47 +309,6 @@ fn clip(text: &str) -> String {
 }
 
 impl RestartReply {
-    /// Reads the CLI's exit code and standard output. JSON (`--json`) is preferred; the plain text
-    /// forms `✓ Restarted ...` / `✓ Skipped restart of ...` are understood too.
-    pub fn from_cli(exit_code: i32, stdout: &str) -> Self {
-        if let Ok(Value::Object(reply)) = serde_json::from_str::<Value>(stdout.trim()) {
-            let text = |key: &str| reply.get(key).and_then(Value::as_str).map(str::to_owned);
-            if reply.get("skipped").and_then(Value::as_bool) == Some(true) {
-                return Self::Refused {
-                    reason: text("reason").unwrap_or_else(|| "no reason given".into()),
-                };
-            }
-            if exit_code == 0 && reply.get("success").and_then(Value::as_bool) == Some(true) {
-                return Self::Restarted {
-                    warning: text("warning"),
-                };
-            }
-            let error = text("error").unwrap_or_else(|| format!("exit code {exit_code}"));
-            return Self::Failed { error };
-        }
-        if exit_code != 0 {
-            let text = clip(stdout);
-            return Self::Failed {
-                error: if text.is_empty() {
-                    format!("exit code {exit_code}")
-                } else {
-                    text
-                },
-            };
-        }
-        if stdout.contains("Skipped restart") {
-            Self::Refused {
-                reason: clip(stdout),
-            }
-        } else if stdout.contains("Restarted") {
-            Self::Restarted { warning: None }
-        } else {
-            Self::Failed {
-                error: format!("unrecognised reply: {}", clip(stdout)),
-            }
-        }
-    }
-
     fn text(&self) -> &str {
         match self {
             Self::Restarted { warning } => warning.as_deref().unwrap_or(""),

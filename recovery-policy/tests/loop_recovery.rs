@@ -3,7 +3,7 @@
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName as N, LoopEvent, LoopRecoveryConfig,
     LoopRecoveryState, LoopReport, ReportError, ReportStatus, RouterConfigError, RouterReplyError,
-    RouterVerdict, parse_chat_completion, parse_loop_report, parse_router_reply, router_brief,
+    RouterVerdict, parse_loop_report, parse_router_reply, router_brief,
 };
 use recovery_policy::notice::{NoticeAction, Phase};
 use serde_json::json;
@@ -530,16 +530,6 @@ fn router_reply_parser_accepts_only_a_stuck_flag() {
         parse_router_reply(""),
         Err(RouterReplyError::NotJson { .. })
     ));
-}
-
-#[test]
-fn chat_completion_parser_reads_the_first_choice() {
-    let body = json!({"choices": [{"message": {"role": "assistant", "content": "```json\n{\"stuck\": true}\n```"}}]});
-    assert_eq!(parse_chat_completion(&body.to_string()), Ok(true));
-    assert_eq!(
-        parse_chat_completion("{\"choices\": []}"),
-        Err(RouterReplyError::NoContent)
-    );
 }
 
 // --- the report ------------------------------------------------------------------------------------

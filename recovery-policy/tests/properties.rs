@@ -755,7 +755,8 @@ proptest! {
                 last_output: (kind == 5).then(|| "429".to_owned()),
                 ..SessionObservation::default()
             };
-            let reply = RestartReply::from_cli((at % 3) as i32, "{\"success\":true,\"skipped\":true}");
+            // What agent-deck's `{"success":true,"skipped":true}` reads as, whatever its exit code.
+            let reply = RestartReply::Refused { reason: "no reason given".into() };
             for event in [
                 GuardEvent::Tick(vec![session.clone()]),
                 GuardEvent::Recheck(session),

@@ -7,7 +7,7 @@
 //! unknown id; any of them may print plain text where JSON was asked for.
 
 use crate::process::{self, Output, RunError, head};
-use recovery_policy::restart_guard::RestartReply;
+use recovery_policy::restart_guard::{RestartReply, clip};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -393,7 +393,7 @@ impl AgentDeck {
         parse_show(&output)
     }
 
-    /// `agent-deck [-p P] session restart ID --json`, read with [`RestartReply::from_cli`]
+    /// `agent-deck [-p P] session restart ID --json`, read with [`restart_reply`]
     /// (`"skipped": true` is a refusal). A timeout is a failure: the restart may or may not have
     /// happened, and the next tick looks.
     pub fn restart(&self, id: &str, profile: Option<&str>) -> Result<RestartReply, DeckError> {
@@ -409,7 +409,7 @@ impl AgentDeck {
                 } else {
                     &output.stdout
                 };
-                Ok(RestartReply::from_cli(output.code.unwrap_or(-1), text))
+                Ok(restart_reply(output.code.unwrap_or(-1), text))
             }
             Err(DeckError::Timeout { command, timeout }) => Ok(RestartReply::Failed {
                 error: format!("{command}: no answer within {timeout:?}; killed"),
@@ -441,6 +441,48 @@ impl AgentDeck {
             status: output.status(),
             message,
         })
+    }
+}
+
+/// Reads `agent-deck session restart`'s exit code and standard output. JSON (`--json`) is
+/// preferred; the plain text forms `✓ Restarted ...` / `✓ Skipped restart of ...` are understood
+/// too. `"skipped": true` is a refusal (someone else's guard fired), never a success or failure.
+pub fn restart_reply(exit_code: i32, stdout: &str) -> RestartReply {
+    if let Ok(Value::Object(reply)) = serde_json::from_str::<Value>(stdout.trim()) {
+        let text = |key: &str| reply.get(key).and_then(Value::as_str).map(str::to_owned);
+        if reply.get("skipped").and_then(Value::as_bool) == Some(true) {
+            return RestartReply::Refused {
+                reason: text("reason").unwrap_or_else(|| "no reason given".into()),
+            };
+        }
+        if exit_code == 0 && reply.get("success").and_then(Value::as_bool) == Some(true) {
+            return RestartReply::Restarted {
+                warning: text("warning"),
+            };
+        }
+        let error = text("error").unwrap_or_else(|| format!("exit code {exit_code}"));
+        return RestartReply::Failed { error };
+    }
+    if exit_code != 0 {
+        let text = clip(stdout);
+        return RestartReply::Failed {
+            error: if text.is_empty() {
+                format!("exit code {exit_code}")
+            } else {
+                text
+            },
+        };
+    }
+    if stdout.contains("Skipped restart") {
+        RestartReply::Refused {
+            reason: clip(stdout),
+        }
+    } else if stdout.contains("Restarted") {
+        RestartReply::Restarted { warning: None }
+    } else {
+        RestartReply::Failed {
+            error: format!("unrecognised reply: {}", clip(stdout)),
+        }
     }
 }
 

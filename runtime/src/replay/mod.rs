@@ -16,8 +16,7 @@ use recovery_policy::loop_recovery::{
     ActionOutcome, LoopEvent, LoopRecoveryConfig, LoopRecoveryState, LoopReport, RouterVerdict,
 };
 use recovery_policy::restart_guard::{
-    GuardEvent, RestartGuardConfig, RestartGuardState, RestartReply, RestartResult,
-    SessionObservation,
+    GuardEvent, RestartGuardConfig, RestartGuardState, RestartResult, SessionObservation,
 };
 use recovery_policy::waiting_patrol::{
     PatrolEvent, PatrolObservation, WaitingPatrolConfig, WaitingPatrolState,
@@ -282,7 +281,7 @@ fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
                 };
                 GuardEvent::RestartResult(RestartResult {
                     session: result.session,
-                    reply: RestartReply::from_cli(result.exit_code, &stdout),
+                    reply: agentwatch_agentdeck::cli::restart_reply(result.exit_code, &stdout),
                     last_output: result.last_output,
                 })
             }
