@@ -14,7 +14,7 @@ use agentwatch_testkit::alertmanager::{Alertmanager, find_binary, wait_for, webh
 use agentwatch_testkit::{HttpServer, Reply, TempDir};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 const ROOT: &str = "ses_demo_build";
@@ -93,13 +93,8 @@ impl Host {
 }
 
 fn agentwatch(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .output()
         .unwrap()
 }

@@ -3,19 +3,14 @@
 
 use agentwatch_testkit::TempDir;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const T0: i64 = 1_796_000_000;
 const KEY: &str = "opencode-loop:ses_demo_build";
 
 fn agentwatch(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .output()
         .unwrap()
 }

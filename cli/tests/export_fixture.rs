@@ -1,15 +1,14 @@
 //! `agentwatch export-fixture` and `agentwatch import-export`, run as the real binary.
 //!
-//! The database is made by a real opencode 1.18.33 (`opencode import` of the sample exports) when
-//! the binary is installed (`AGENTWATCH_OPENCODE_BIN`, or `.ci/install-opencode.sh`); otherwise it
-//! is built with the exact schema and `opencode import`-shaped rows. `AGENTWATCH_REQUIRE_OPENCODE=1`
-//! (CI) makes a missing binary a failure.
+//! The database is built with opencode 1.18.33's exact schema and `opencode import`-shaped rows;
+//! one round trip also runs through a database a real opencode wrote (`opencode import` of the
+//! sample exports), `#[ignore = "needs opencode"]` and run by CI with `--include-ignored`.
 
 use agentwatch_opencode::db::testing::{
     create_db, create_db_with_schema, insert_export, lock_exclusively,
 };
 use agentwatch_testkit::TempDir;
-use agentwatch_testkit::opencode::{OpencodeHome, find_binary};
+use agentwatch_testkit::opencode::{OpencodeHome, require_binary};
 use detect_core::{Label, SessionFile};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -31,38 +30,32 @@ fn export_json(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
 }
 
-/// The sample database, built once per test run and only read by the tests.
+/// The sample database with opencode 1.18.33's exact schema and `opencode import`-shaped rows,
+/// built once per test run and only read by the tests.
 fn sample_db() -> PathBuf {
     static DB: OnceLock<PathBuf> = OnceLock::new();
     DB.get_or_init(|| {
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("aw-export-fixture-db");
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        match find_binary() {
-            Some(bin) => {
-                let home = OpencodeHome::new(bin, &root);
-                for name in SAMPLES {
-                    home.import(&fixture(name)).unwrap();
-                }
-                home.db_path()
-            }
-            None => {
-                assert!(
-                    std::env::var("AGENTWATCH_REQUIRE_OPENCODE").is_err(),
-                    "opencode is required but not installed: run .ci/install-opencode.sh"
-                );
-                eprintln!("opencode not installed: using a schema-exact database instead");
-                let path = root.join("opencode.db");
-                create_db(&path).unwrap();
-                let dir = root.join("proj").display().to_string();
-                for name in SAMPLES {
-                    insert_export(&path, &export_json(name), &dir).unwrap();
-                }
-                path
-            }
+        let path = root.join("opencode.db");
+        create_db(&path).unwrap();
+        let dir = root.join("proj").display().to_string();
+        for name in SAMPLES {
+            insert_export(&path, &export_json(name), &dir).unwrap();
         }
+        path
     })
     .clone()
+}
+
+/// The same samples imported by a real opencode (`opencode import`) into its own database.
+fn opencode_db(tmp: &TempDir) -> PathBuf {
+    let home = OpencodeHome::new(require_binary(), &tmp.path.join("opencode-home"));
+    for name in SAMPLES {
+        home.import(&fixture(name)).unwrap();
+    }
+    home.db_path()
 }
 
 fn agentwatch(args: &[&str]) -> Output {
@@ -137,17 +130,28 @@ const SENSITIVE: [&str; 8] = [
 #[test]
 fn round_trip_db_to_fixture_to_detect() {
     let tmp = TempDir::new("aw-cli-export");
-    let repo = work_tree(&tmp);
+    round_trip(&tmp, &sample_db());
+}
+
+#[test]
+#[ignore = "needs opencode (.ci/install-opencode.sh)"]
+fn round_trip_through_a_database_opencode_wrote() {
+    let tmp = TempDir::new("aw-cli-export-opencode");
+    let db = opencode_db(&tmp);
+    round_trip(&tmp, &db);
+}
+
+fn round_trip(tmp: &TempDir, db: &Path) {
+    let repo = work_tree(tmp);
     let labels = write_labels(
-        &tmp,
+        tmp,
         &json!({PARENT: {"label": "must_flag", "note": "three identical failing test runs"}}),
     );
     let out_path = tmp.path.join("fixture.json");
-    let db = sample_db();
     let out = agentwatch(&[
         "export-fixture",
         "--db",
-        s(&db),
+        s(db),
         "--labels",
         s(&labels),
         "--out",
@@ -219,7 +223,7 @@ fn round_trip_db_to_fixture_to_detect() {
     let out = agentwatch(&[
         "export-fixture",
         "--db",
-        s(&db),
+        s(db),
         "--labels",
         s(&labels),
         "--out",
@@ -237,7 +241,7 @@ fn round_trip_db_to_fixture_to_detect() {
     let out = agentwatch(&[
         "export-fixture",
         "--db",
-        s(&db),
+        s(db),
         "--labels",
         s(&labels),
         "--out",

@@ -6,18 +6,13 @@ use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
 use agentwatch_testkit::{HttpServer, Reply, Request, StandIns, TempDir, stand_in};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const T0: i64 = 1_796_000_000;
 
 fn agentwatch(home: &Path, args: &[String]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .output()
         .unwrap()
 }

@@ -10,7 +10,7 @@ use agentwatch_testkit::opencode::{ExportBuilder, healthy_calls, looping_calls};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -18,13 +18,8 @@ const T0: i64 = 1_796_000_000;
 const ROOT: &str = "ses_outbox00000000001rootAAA";
 
 fn agentwatch(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .output()
         .unwrap()
 }

@@ -32,16 +32,11 @@ fn session(dir: &Path, looping: bool, name: &str) -> PathBuf {
 }
 
 fn command(home: &Path, db: &Path, sessions: &Path, now: i64) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentwatch"));
+    let mut cmd = agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home);
     cmd.args(["opencode", "--once", "--now", &now.to_string(), "--db"])
         .arg(db)
         .arg("--sessions")
         .arg(sessions)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     cmd

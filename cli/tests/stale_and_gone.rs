@@ -8,20 +8,14 @@ use agentwatch_testkit::TempDir;
 use agentwatch_testkit::opencode::ExportBuilder;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const NOW: i64 = 1_800_000_000;
 const DAY: i64 = 86_400;
 
 /// Run the binary with an isolated environment rooted at `home`; the exit code must be 0.
 fn agentwatch(home: &Path, args: &[&str]) -> (Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    let out = agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -5,18 +5,13 @@
 use agentwatch_testkit::TempDir;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const T0: i64 = 1_796_000_000;
 
 fn agentwatch(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
         .args(args)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("AGENT_DECK_BIN", "/nonexistent/agent-deck")
         .output()
         .unwrap()

@@ -326,6 +326,24 @@ fn host_port(url: &str) -> Option<(String, u16)> {
 }
 
 /// Whether something accepts connections at the URL's host and port (nothing is sent).
+/// A channel URL that must answer: ok with its redacted form, else unavailable with why.
+fn url_check(name: &str, url: &str, disabled: &str) -> Check {
+    match answers(url) {
+        Ok(()) => check(
+            "channel",
+            name,
+            Status::Ok,
+            format!("{} answers{disabled}", agentwatch_http::shown_url(url)),
+        ),
+        Err(e) => fail(
+            "channel",
+            name,
+            code::UNAVAILABLE,
+            format!("does not answer: {e}"),
+        ),
+    }
+}
+
 fn answers(url: &str) -> Result<(), String> {
     use std::net::ToSocketAddrs;
     let shown = agentwatch_http::shown_url(url);
@@ -404,20 +422,7 @@ fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
             }
             "webhook" => {
                 let url = ch.url.as_deref().unwrap_or_default();
-                checks.push(match answers(url) {
-                    Ok(()) => check(
-                        "channel",
-                        name.clone(),
-                        Status::Ok,
-                        format!("{} answers{disabled}", agentwatch_http::shown_url(url)),
-                    ),
-                    Err(e) => fail(
-                        "channel",
-                        name.clone(),
-                        code::UNAVAILABLE,
-                        format!("does not answer: {e}"),
-                    ),
-                });
+                checks.push(url_check(&name, url, disabled));
                 if ch.mode.as_deref() == Some("pagerduty") {
                     checks.extend(token(&ch.routing_key_env, "routing key"));
                 }
@@ -439,20 +444,7 @@ fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
             }
             "alertmanager" => {
                 for url in ch.urls.as_deref().unwrap_or_default() {
-                    checks.push(match answers(url) {
-                        Ok(()) => check(
-                            "channel",
-                            name.clone(),
-                            Status::Ok,
-                            format!("{} answers{disabled}", agentwatch_http::shown_url(url)),
-                        ),
-                        Err(e) => fail(
-                            "channel",
-                            name.clone(),
-                            code::UNAVAILABLE,
-                            format!("does not answer: {e}"),
-                        ),
-                    });
+                    checks.push(url_check(&name, url, disabled));
                 }
             }
             _ => {

@@ -346,6 +346,20 @@ impl StandIns {
 
 /// Install a stand-in `name` that appends its argv (as a JSON list) to `DIR/NAME.argv`, prints
 /// `stdout`, and exits with `exit_code`.
+/// A command for the program `bin` (the `agentwatch` binary under test) in an environment
+/// isolated under `home`: nothing inherited but `PATH`; `HOME`, `XDG_CONFIG_HOME` (`home/config`)
+/// and `XDG_STATE_HOME` (`home/state`) set, so no real config or store is ever touched.
+pub fn isolated_command(bin: &str, home: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(bin);
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    command
+}
+
 pub fn stand_in(stand_ins: &StandIns, name: &str, stdout: &str, exit_code: i32) -> PathBuf {
     let path = stand_ins.dir.join(name);
     let log = stand_ins.dir.join(format!("{name}.argv"));
