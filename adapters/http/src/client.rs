@@ -79,6 +79,24 @@ impl Answer {
     }
 }
 
+/// A body read as it arrives ([`Client::stream`]). A read that waits longer than the stream's
+/// per-read limit fails with [`std::io::ErrorKind::TimedOut`] (or `WouldBlock`).
+pub struct Stream {
+    reader: ureq::BodyReader<'static>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").finish_non_exhaustive()
+    }
+}
+
+impl std::io::Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reader.read(buf)
+    }
+}
+
 /// A ureq agent built from [`Settings`]: non-2xx answers are answers, not transport errors.
 /// Cheap to clone; clones share connections.
 #[derive(Debug, Clone)]
@@ -171,6 +189,70 @@ impl Client {
         self.answer(target, timeout, request.call())
     }
 
+    /// GETs `target` and hands back its body as it arrives (server-sent events): no
+    /// whole-request timeout, a connect timeout and [`Settings::request`] for the answer's
+    /// headers, and at most `per_read` for each read of the body (a stream whose server sends
+    /// nothing, not even its heartbeat, for that long fails the read as timed out). No body
+    /// limit: the reader of the stream bounds what it keeps.
+    ///
+    /// # Errors
+    /// As [`Client::get`] for the connection and the answer's status.
+    pub fn stream(
+        &self,
+        target: &Target,
+        headers: &[(&str, &str)],
+        per_read: Duration,
+    ) -> Result<Stream, HttpError> {
+        let timeout = self.settings.request;
+        let mut request = self.agent.get(target.url());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .config()
+            .timeout_global(None)
+            .timeout_recv_response(Some(timeout))
+            .timeout_per_read(Some(per_read))
+            .build();
+        let mut response = request
+            .call()
+            .map_err(|e| self.transport_error(target, timeout, &e))?;
+        let status = response.status().as_u16();
+        if !(200..=299).contains(&status) {
+            return Err(self.status_error(target, status, &mut response));
+        }
+        Ok(Stream {
+            reader: response.into_body().into_reader(),
+        })
+    }
+
+    /// A non-2xx answer as an error: only the head of its body is kept, so only a little more
+    /// than that is read; a body cut short or broken keeps what arrived.
+    fn status_error(
+        &self,
+        target: &Target,
+        status: u16,
+        response: &mut ureq::http::Response<ureq::Body>,
+    ) -> HttpError {
+        let mut bytes = Vec::new();
+        let _ = std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                response.body_mut().as_reader(),
+                ERROR_BODY_READ_BYTES.min(self.settings.max_body_bytes),
+            ),
+            &mut bytes,
+        );
+        let text = String::from_utf8_lossy(&bytes);
+        HttpError {
+            url: target.shown().to_owned(),
+            // Scrubbed before it is cut, so that no part of a secret is kept.
+            failure: Failure::Status {
+                status,
+                body: head(&target.scrub(text.trim()), BODY_HEAD_CHARS),
+            },
+        }
+    }
+
     fn answer(
         &self,
         target: &Target,
@@ -180,25 +262,7 @@ impl Client {
         let mut response = sent.map_err(|e| self.transport_error(target, timeout, &e))?;
         let status = response.status().as_u16();
         if !(200..=299).contains(&status) {
-            // Only the head of an error body is kept, so only a little more than that is read;
-            // a body cut short or broken keeps what arrived.
-            let mut bytes = Vec::new();
-            let _ = std::io::Read::read_to_end(
-                &mut std::io::Read::take(
-                    response.body_mut().as_reader(),
-                    ERROR_BODY_READ_BYTES.min(self.settings.max_body_bytes),
-                ),
-                &mut bytes,
-            );
-            let text = String::from_utf8_lossy(&bytes);
-            return Err(HttpError {
-                url: target.shown().to_owned(),
-                // Scrubbed before it is cut, so that no part of a secret is kept.
-                failure: Failure::Status {
-                    status,
-                    body: head(&target.scrub(text.trim()), BODY_HEAD_CHARS),
-                },
-            });
+            return Err(self.status_error(target, status, &mut response));
         }
         let bytes = response
             .body_mut()

@@ -7,12 +7,15 @@
 
 use crate::convert::session_from_messages;
 use crate::lite::{LiteMessage, parse_messages};
+use crate::sse::{Event, Frame, FrameParser, parse_event};
 use agentwatch_http::{
     Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
 };
 use detect_core::Session;
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
+use std::collections::VecDeque;
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 /// Where an opencode server is and how to authenticate.
@@ -380,6 +383,52 @@ impl OpencodeServer {
         Ok((pages.into_iter().rev().flatten().collect(), found))
     }
 
+    /// Open the server's event stream (`GET /global/event`, Basic auth as for the reads): the
+    /// stream fails as timed out when no event (opencode sends a heartbeat every 10 s) arrives
+    /// within `heartbeat`.
+    ///
+    /// # Errors
+    /// A [`SourceError`] when the server cannot be reached or answers non-2xx (a server without
+    /// the route answers 404).
+    pub fn events(&self, heartbeat: Duration) -> Result<EventStream, SourceError> {
+        let target = self.base.join("/global/event");
+        let authorization = self.authorization.as_deref().map(|a| ("Authorization", a));
+        let mut headers = vec![("Accept", "text/event-stream")];
+        headers.extend(authorization);
+        let stream = self
+            .client
+            .stream(&target, &headers, heartbeat)
+            .map_err(|e| self.source_error(e))?;
+        Ok(EventStream {
+            stream,
+            parser: FrameParser::default(),
+            frames: VecDeque::new(),
+            buf: vec![0; 64 * 1024],
+            base: self.base.clone(),
+            heartbeat,
+        })
+    }
+
+    /// `POST /session/:id/abort`: stop a running session (opencode answers `true`, also for a
+    /// session that was idle).
+    ///
+    /// # Errors
+    /// A [`SourceError`] when the server cannot be reached or answers non-2xx.
+    pub fn abort(&self, session_id: &str) -> Result<(), SourceError> {
+        let id = percent_encode(session_id, b"");
+        let target = self.base.join(&format!("/session/{id}/abort"));
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SourceError::Skipped {
+                url: target.shown().to_owned(),
+            });
+        }
+        let authorization = self.authorization.as_deref().map(|a| ("Authorization", a));
+        self.client
+            .post_json(&target, authorization.as_slice(), "{}")
+            .map_err(|e| self.source_error(e))?;
+        Ok(())
+    }
+
     /// Every session of the server with its calls. A session whose messages cannot be read is
     /// reported in the second list and left out; the listing failing fails the server.
     pub fn fetch_sessions(&self) -> Result<(Vec<Session>, Vec<SourceError>), SourceError> {
@@ -403,9 +452,103 @@ impl OpencodeServer {
     }
 }
 
+/// An open event stream ([`OpencodeServer::events`]), read item by item.
+pub struct EventStream {
+    stream: agentwatch_http::Stream,
+    parser: FrameParser,
+    frames: VecDeque<Frame>,
+    buf: Vec<u8>,
+    base: Target,
+    heartbeat: Duration,
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("server", &self.base.shown())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One item of an event stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamItem {
+    Event(crate::sse::Event),
+    /// A frame that is not an event, or too large to keep: nothing of it was used (a follower
+    /// reads the server again to learn what it said).
+    Skipped(String),
+}
+
+impl EventStream {
+    /// The next item, waiting for it.
+    ///
+    /// # Errors
+    /// [`SourceError::Timeout`] when nothing arrived within the heartbeat limit, else
+    /// [`SourceError::Unreachable`] when the stream ended or broke. Either way the stream is
+    /// done: open a new one.
+    pub fn next_item(&mut self) -> Result<StreamItem, SourceError> {
+        loop {
+            if let Some(frame) = self.frames.pop_front() {
+                return Ok(match frame {
+                    Frame::Data { data, .. } => match parse_event(&data) {
+                        Ok(event) => StreamItem::Event(event),
+                        Err(e) => StreamItem::Skipped(e.to_string()),
+                    },
+                    Frame::Oversize { bytes } => {
+                        StreamItem::Skipped(format!("a frame of more than {bytes} bytes"))
+                    }
+                });
+            }
+            let url = self.base.shown().to_owned();
+            let n = match self.stream.read(&mut self.buf) {
+                Ok(0) => {
+                    return Err(SourceError::Unreachable {
+                        url,
+                        message: "the event stream ended".to_owned(),
+                    });
+                }
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                    ) || e.to_string().contains("timeout") =>
+                {
+                    return Err(SourceError::Timeout {
+                        url,
+                        message: format!("no event within {:?}", self.heartbeat),
+                    });
+                }
+                Err(e) => {
+                    return Err(SourceError::Unreachable {
+                        url,
+                        message: self.base.scrub(&format!("event stream: {e}")),
+                    });
+                }
+            };
+            let mut frames = Vec::new();
+            self.parser.feed(&self.buf[..n], &mut frames);
+            self.frames.extend(frames);
+        }
+    }
+
+    /// The next event, skipping what is not one (each skip is passed to `skipped`).
+    ///
+    /// # Errors
+    /// As [`EventStream::next_item`].
+    pub fn next_event(&mut self, mut skipped: impl FnMut(&str)) -> Result<Event, SourceError> {
+        loop {
+            match self.next_item()? {
+                StreamItem::Event(event) => return Ok(event),
+                StreamItem::Skipped(why) => skipped(&why),
+            }
+        }
+    }
+}
+
 /// What a server's JSON did wrong, without quoting it (a hostile answer's text must not reach
 /// a log): the kind of problem and where.
-fn parse_problem(error: &serde_json::Error) -> String {
+pub(crate) fn parse_problem(error: &serde_json::Error) -> String {
     let kind = match error.classify() {
         serde_json::error::Category::Io => "unreadable",
         serde_json::error::Category::Syntax => "not JSON",

@@ -240,6 +240,13 @@ impl LiteMessage {
     }
 }
 
+impl LitePart {
+    /// The part's call, if it is a tool part with a state.
+    pub fn call(&self) -> Option<Call> {
+        lite_call(self)
+    }
+}
+
 fn lite_call(part: &LitePart) -> Option<Call> {
     if part.kind != "tool" {
         return None;

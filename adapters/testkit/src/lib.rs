@@ -76,6 +76,9 @@ pub enum Reply {
     /// client stops reading: a hostile server's huge body. [`HttpServer::bytes_sent`] counts
     /// what the client took.
     Endless { status: u16, declared: u64 },
+    /// A 200 `text/event-stream` answer without a length: `body`, then the connection is closed,
+    /// or with `hold` kept open and silent until the server is dropped (a stalled stream).
+    Stream { body: Vec<u8>, hold: bool },
 }
 
 impl Reply {
@@ -221,6 +224,15 @@ fn serve(
         }
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes);
+        }
+        Reply::Stream { body, hold } => {
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+            let _ = stream.flush();
+            while hold && !stop.load(Ordering::SeqCst) {
+                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
         }
         Reply::Endless { status, declared } => {
             let head = format!(
