@@ -49,6 +49,29 @@ use serde::Serialize;
 /// Unix time in seconds, as passed in by the caller.
 pub type UnixSeconds = i64;
 
+/// The one contract every policy speaks (after quinn-proto's and str0m's): an event in with `now`,
+/// its decisions out. The state is `self`; the caller owns the clock and performs the actions, feeding
+/// their outcomes back as later events (`agentwatch_runtime::drive` does exactly that).
+pub trait Policy {
+    /// The tunables, passed with every event.
+    type Config;
+    /// What the caller saw (an observation, or the outcome of an action it performed).
+    type Event;
+    /// The policy's decision names.
+    type Name: DecisionName;
+    /// What the policy asks the caller to do.
+    type Action;
+
+    /// Applies one event at `now`; its decisions, in the order decided (at least one for an
+    /// event that is about something, each with its reason).
+    fn feed(
+        &mut self,
+        config: &Self::Config,
+        event: &Self::Event,
+        now: UnixSeconds,
+    ) -> Vec<Decision<Self::Name, Self::Action>>;
+}
+
 /// A decision's machine name: a closed set per policy, printed in kebab-case.
 pub trait DecisionName: Copy + std::fmt::Debug + Eq {
     /// The short machine name, e.g. `waiting-second-probe`.

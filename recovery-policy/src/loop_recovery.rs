@@ -57,7 +57,7 @@
 //! | `unexpected-outcome` | an outcome with no restart pending; ignored |
 
 use crate::notice::{NoticeDraft, RecoveryNotice};
-use crate::{Decision, PolicyState, UnixSeconds, decision_names, elapsed};
+use crate::{Decision, Policy, PolicyState, UnixSeconds, decision_names, elapsed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -752,11 +752,28 @@ impl LoopRecoveryState {
     }
 }
 
+impl Policy for LoopRecoveryState {
+    type Config = LoopRecoveryConfig;
+    type Event = LoopEvent;
+    type Name = LoopDecisionName;
+    type Action = LoopAction;
+
+    /// [`LoopRecoveryState::handle`]: exactly one decision per event.
+    fn feed(
+        &mut self,
+        config: &LoopRecoveryConfig,
+        event: &LoopEvent,
+        now: i64,
+    ) -> Vec<LoopDecision> {
+        vec![self.handle(config, event, now)]
+    }
+}
+
 impl LoopRecoveryState {
     /// When the policy next has something to decide by time alone (str0m's `poll_timeout`): the
-    /// end of a cooldown, or the moment a second probe of the current streak could confirm the
-    /// loop (`first probe + min_probe_gap`). `None` when only a new report can change anything
-    /// (or a restart's outcome is pending). Never before `now`.
+    /// end of a cooldown, or the moment a second probe of the current streak could confirm
+    /// the loop (`first probe + min_probe_gap`). `None` when only a new report can change
+    /// anything (or a restart's outcome is pending). Never before `now`.
     pub fn next_wakeup(&self, config: &LoopRecoveryConfig, now: UnixSeconds) -> Option<i64> {
         if self.in_flight.is_some() {
             return None;

@@ -65,7 +65,7 @@
 //! | `restart-failed-escalated` | result: failed for the Nth time in a row; action: escalate `restart-failed` |
 //! | `unexpected-result` | a result with no restart pending for that session; ignored |
 
-use crate::{Decision, PolicyState, UnixSeconds, decision_names, elapsed};
+use crate::{Decision, Policy, PolicyState, UnixSeconds, decision_names, elapsed};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1023,6 +1023,23 @@ fn rate_limit_backoff(
         message,
         dry_run: config.dry_run,
     })
+}
+
+impl Policy for RestartGuardState {
+    type Config = RestartGuardConfig;
+    type Event = GuardEvent;
+    type Name = GuardDecisionName;
+    type Action = GuardAction;
+
+    /// [`RestartGuardState::handle`].
+    fn feed(
+        &mut self,
+        config: &RestartGuardConfig,
+        event: &GuardEvent,
+        now: UnixSeconds,
+    ) -> Vec<GuardDecision> {
+        self.handle(config, event, now)
+    }
 }
 
 /// The pure step: `(state, observation, now) -> (state', decisions)`.

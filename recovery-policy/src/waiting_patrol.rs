@@ -31,7 +31,7 @@
 //! | `listing-unavailable` | the caller could not list sessions; trackers kept |
 
 use crate::restart_guard::SessionStatus;
-use crate::{Decision, PolicyState, UnixSeconds, decision_names, elapsed};
+use crate::{Decision, Policy, PolicyState, UnixSeconds, decision_names, elapsed};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -299,6 +299,23 @@ impl WaitingPatrolState {
                 dry_run: config.dry_run,
             }),
         )
+    }
+}
+
+impl Policy for WaitingPatrolState {
+    type Config = WaitingPatrolConfig;
+    type Event = PatrolEvent;
+    type Name = PatrolDecisionName;
+    type Action = PatrolAction;
+
+    /// [`WaitingPatrolState::handle`].
+    fn feed(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        event: &PatrolEvent,
+        now: UnixSeconds,
+    ) -> Vec<PatrolDecision> {
+        self.handle(config, event, now)
     }
 }
 

@@ -5,6 +5,8 @@
 //! core what it observed with `now`, performs the actions the core returns, feeds their outcomes
 //! back and stores the new state.
 //!
+//! - [`drive`]: the one driver of the recovery policies (feed an event, perform the actions,
+//!   feed the outcomes back), used by the recover and deck jobs, `replay` and the property tests.
 //! - [`jobs::opencode`]: the opencode loop watchdog (sources, the incremental session forest, the
 //!   alert lifecycle, delivery).
 //! - [`jobs::recover`]: the confirmed-loop restart of a service.
@@ -23,6 +25,7 @@
 pub mod clock;
 pub mod config;
 pub mod doctor;
+pub mod drive;
 pub mod error;
 pub mod fleet;
 pub mod input;

@@ -20,6 +20,7 @@
 
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, DeckSection, Env};
+use crate::drive::{Perform, drive};
 use crate::error::{Error, code};
 use crate::journal::{Line, Priority};
 use crate::notify::{SendReport, alert_rows, apply_stored_settings, decision_line, deliver_report};
@@ -46,10 +47,10 @@ use recovery_policy::waiting_patrol::{
     PatrolAction, PatrolDecision, PatrolEvent, PatrolObservation, WaitingPatrolConfig,
     WaitingPatrolState,
 };
-use recovery_policy::{Decision, DecisionName, PolicyState};
+use recovery_policy::{Decision, DecisionName, Policy, PolicyState};
 use serde::Serialize;
 use serde_json::{Value, json};
-use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -609,68 +610,27 @@ impl<'a> Runtime<'a> {
         obs
     }
 
-    fn restart_guard(
+    /// Drives one event through a policy with this tick's [`Caller`].
+    fn drive<P: Policy>(
         &self,
-        states: &mut States,
+        policy: &mut P,
+        config: &P::Config,
+        event: &P::Event,
         watched: &[Watched],
-        observations: Vec<SessionObservation>,
         report: &mut TickReport,
-    ) {
+    ) where
+        for<'c> Caller<'c>: Perform<P, Error = Infallible>,
+    {
         let now = report.now;
-        let mut queue: VecDeque<GuardDecision> = states
-            .guard
-            .handle(&self.guard, &GuardEvent::Tick(observations), now)
-            .into();
-        while let Some(decision) = queue.pop_front() {
-            self.log_decision(report, "restart-guard", &decision);
-            let follow_up = match &decision.action {
-                None => Vec::new(),
-                Some(GuardAction::Escalate {
-                    session,
-                    severity,
-                    message,
-                    ..
-                }) => {
-                    self.raise(report, session, *severity, message, watched);
-                    Vec::new()
-                }
-                Some(GuardAction::Recheck { session, .. }) => {
-                    let fresh = self.recheck(session, watched, report);
-                    let decided =
-                        states
-                            .guard
-                            .handle(&self.guard, &GuardEvent::Recheck(fresh), now);
-                    if let Some(first) = decided.first()
-                        && matches!(
-                            first.name,
-                            GuardDecisionName::Recovered
-                                | GuardDecisionName::Stopped
-                                | GuardDecisionName::StatusUnreadable
-                        )
-                    {
-                        let record = self.restart_record(
-                            session,
-                            watched,
-                            now,
-                            json!({
-                                "action": "skipped",
-                                "decision": first.name_str(),
-                                "reason": first.reason,
-                            }),
-                        );
-                        self.audit(report, "restart.log", &record);
-                    }
-                    decided
-                }
-                Some(GuardAction::Restart {
-                    session,
-                    trigger,
-                    dry_run,
-                }) => self.restart(states, report, watched, session, kind_of(trigger), *dry_run),
-            };
-            for decision in follow_up.into_iter().rev() {
-                queue.push_front(decision);
-            }
+        let mut caller = Caller {
+            rt: self,
+            watched,
+            report,
+            restarted: None,
+        };
+        let Ok(driven) = drive(policy, config, event, now, &mut caller);
+        if let Some(line) = driven.warning("deck", now) {
+            self.problem(report, line.fields().to_owned());
         }
     }
 
@@ -690,15 +650,16 @@ impl<'a> Runtime<'a> {
         record
     }
 
+    /// `session restart ID --json`: the result to feed back, and the audit record of the restart
+    /// (its `decision` added once the guard answered); `None` in a dry run.
     fn restart(
         &self,
-        states: &mut States,
         report: &mut TickReport,
         watched: &[Watched],
         id: &str,
         trigger: String,
         dry_run: bool,
-    ) -> Vec<GuardDecision> {
+    ) -> Option<(RestartResult, Value)> {
         let now = report.now;
         let seen = watched.iter().find(|w| w.info.id == id);
         if dry_run {
@@ -706,7 +667,7 @@ impl<'a> Runtime<'a> {
                 "kind": "restart", "session": id, "trigger": trigger, "performed": false,
                 "result": "dry-run",
             }));
-            return Vec::new();
+            return None;
         }
         let profile = seen.and_then(|w| w.profile.as_deref());
         let reply = self
@@ -730,16 +691,6 @@ impl<'a> Runtime<'a> {
                 .filter(|t| !t.is_empty()),
             _ => None,
         };
-        let decided = states.guard.handle(
-            &self.guard,
-            &GuardEvent::RestartResult(RestartResult {
-                session: id.to_owned(),
-                reply,
-                last_output,
-            }),
-            now,
-        );
-        let decision = decided.first().map(|d| d.name_str()).unwrap_or("");
         let record = self.restart_record(
             id,
             watched,
@@ -749,75 +700,69 @@ impl<'a> Runtime<'a> {
                 "action": "restart",
                 "result": result,
                 "reason": text,
-                "decision": decision,
             }),
         );
-        self.audit(report, "restart.log", &record);
         report.actions.push(json!({
             "kind": "restart", "session": id, "trigger": trigger, "performed": true,
             "result": result, "reason": text,
         }));
-        decided
+        let result = RestartResult {
+            session: id.to_owned(),
+            reply,
+            last_output,
+        };
+        Some((result, record))
     }
 
-    fn patrol_decisions(
+    /// `session send ID MSG --no-wait` (or, in a dry run, only the report of it).
+    fn nudge(
         &self,
         report: &mut TickReport,
         watched: &[Watched],
-        decisions: Vec<PatrolDecision>,
+        session: &str,
+        message: &str,
+        dry_run: bool,
     ) {
-        for decision in decisions {
-            self.log_decision(report, "waiting-patrol", &decision);
-            let Some(PatrolAction::Nudge {
-                session,
-                message,
-                dry_run,
-                ..
-            }) = &decision.action
-            else {
-                continue;
-            };
-            if *dry_run {
-                report.actions.push(json!({
-                    "kind": "nudge", "session": session, "message": message, "performed": false,
-                    "result": "dry-run",
-                }));
-                continue;
-            }
-            let seen = watched.iter().find(|w| &w.info.id == session);
-            let profile = seen.and_then(|w| w.profile.as_deref());
-            let (result, detail) = match self.deck.send(session, profile, message) {
-                Ok(sent) => ("sent", sent.answer),
-                Err(e) => ("failed", e.to_string()),
-            };
-            let priority = if result == "failed" {
-                Priority::Err
-            } else {
-                Priority::Info
-            };
-            Line::new(priority, "deck", report.now)
-                .field("action", "nudge")
-                .field("session", session)
-                .field("result", result)
-                .field("detail", &detail)
-                .emit();
-            let record = self.restart_record(
-                session,
-                watched,
-                report.now,
-                json!({
-                    "action": "nudge",
-                    "message": message,
-                    "result": result,
-                    "detail": detail,
-                }),
-            );
-            self.audit(report, "patrol.log", &record);
+        if dry_run {
             report.actions.push(json!({
-                "kind": "nudge", "session": session, "message": message, "performed": true,
-                "result": result, "detail": detail,
+                "kind": "nudge", "session": session, "message": message, "performed": false,
+                "result": "dry-run",
             }));
+            return;
         }
+        let seen = watched.iter().find(|w| w.info.id == session);
+        let profile = seen.and_then(|w| w.profile.as_deref());
+        let (result, detail) = match self.deck.send(session, profile, message) {
+            Ok(sent) => ("sent", sent.answer),
+            Err(e) => ("failed", e.to_string()),
+        };
+        let priority = if result == "failed" {
+            Priority::Err
+        } else {
+            Priority::Info
+        };
+        Line::new(priority, "deck", report.now)
+            .field("action", "nudge")
+            .field("session", session)
+            .field("result", result)
+            .field("detail", &detail)
+            .emit();
+        let record = self.restart_record(
+            session,
+            watched,
+            report.now,
+            json!({
+                "action": "nudge",
+                "message": message,
+                "result": result,
+                "detail": detail,
+            }),
+        );
+        self.audit(report, "patrol.log", &record);
+        report.actions.push(json!({
+            "kind": "nudge", "session": session, "message": message, "performed": true,
+            "result": result, "detail": detail,
+        }));
     }
 
     /// An escalation of the restart guard, raised as an alarm: it goes through the alert
@@ -1010,11 +955,8 @@ impl<'a> Runtime<'a> {
                 report.list_failed = true;
                 report.listing = format!("failed: {e}");
                 self.problem(&mut report, format!("agent-deck list: {e}"));
-                let decisions =
-                    states
-                        .patrol
-                        .handle(&self.patrol, &PatrolEvent::ListingUnavailable, now);
-                self.patrol_decisions(&mut report, &[], decisions);
+                let event = PatrolEvent::ListingUnavailable;
+                self.drive(&mut states.patrol, &self.patrol, &event, &[], &mut report);
                 return report;
             }
         };
@@ -1050,7 +992,14 @@ impl<'a> Runtime<'a> {
                 obs
             })
             .collect();
-        self.restart_guard(states, &watched, observations, &mut report);
+        let event = GuardEvent::Tick(observations);
+        self.drive(
+            &mut states.guard,
+            &self.guard,
+            &event,
+            &watched,
+            &mut report,
+        );
         let patrol: Vec<PatrolObservation> = watched
             .iter()
             .map(|w| PatrolObservation {
@@ -1060,10 +1009,14 @@ impl<'a> Runtime<'a> {
                 pane_hash: w.pane_hash.clone(),
             })
             .collect();
-        let decisions = states
-            .patrol
-            .handle(&self.patrol, &PatrolEvent::Tick(patrol), now);
-        self.patrol_decisions(&mut report, &watched, decisions);
+        let event = PatrolEvent::Tick(patrol);
+        self.drive(
+            &mut states.patrol,
+            &self.patrol,
+            &event,
+            &watched,
+            &mut report,
+        );
         self.alert(states, &watched, &mut report);
         report
     }
@@ -1087,6 +1040,133 @@ impl<'a> Runtime<'a> {
 }
 
 /// A listed session whose status could not be read.
+/// What a tick does with the policies' decisions: each is a journal line (and a report entry);
+/// a re-check re-reads the session, a restart runs `session restart`, an escalation raises a deck
+/// alarm, a nudge runs `session send`.
+struct Caller<'a> {
+    rt: &'a Runtime<'a>,
+    watched: &'a [Watched],
+    report: &'a mut TickReport,
+    /// The audit record of the restart whose result is being fed back.
+    restarted: Option<Value>,
+}
+
+impl Perform<RestartGuardState> for Caller<'_> {
+    type Error = Infallible;
+
+    fn decided(
+        &mut self,
+        now: i64,
+        decision: &GuardDecision,
+        answering: Option<&GuardAction>,
+    ) -> Result<(), Infallible> {
+        let rt = self.rt;
+        match answering {
+            Some(GuardAction::Recheck { session, .. })
+                if matches!(
+                    decision.name,
+                    GuardDecisionName::Recovered
+                        | GuardDecisionName::Stopped
+                        | GuardDecisionName::StatusUnreadable
+                ) =>
+            {
+                let record = rt.restart_record(
+                    session,
+                    self.watched,
+                    now,
+                    json!({
+                        "action": "skipped",
+                        "decision": decision.name_str(),
+                        "reason": decision.reason,
+                    }),
+                );
+                rt.audit(self.report, "restart.log", &record);
+            }
+            Some(GuardAction::Restart { .. }) => {
+                if let Some(mut record) = self.restarted.take() {
+                    record["decision"] = json!(decision.name_str());
+                    rt.audit(self.report, "restart.log", &record);
+                }
+            }
+            _ => {}
+        }
+        rt.log_decision(self.report, "restart-guard", decision);
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        _: &RestartGuardState,
+        action: &GuardAction,
+        now: i64,
+    ) -> Result<Option<(i64, GuardEvent)>, Infallible> {
+        let rt = self.rt;
+        Ok(match action {
+            GuardAction::Escalate {
+                session,
+                severity,
+                message,
+                ..
+            } => {
+                rt.raise(self.report, session, *severity, message, self.watched);
+                None
+            }
+            GuardAction::Recheck { session, .. } => {
+                let fresh = rt.recheck(session, self.watched, self.report);
+                Some((now, GuardEvent::Recheck(fresh)))
+            }
+            GuardAction::Restart {
+                session,
+                trigger,
+                dry_run,
+            } => rt
+                .restart(
+                    self.report,
+                    self.watched,
+                    session,
+                    kind_of(trigger),
+                    *dry_run,
+                )
+                .map(|(result, record)| {
+                    self.restarted = Some(record);
+                    (now, GuardEvent::RestartResult(result))
+                }),
+        })
+    }
+}
+
+impl Perform<WaitingPatrolState> for Caller<'_> {
+    type Error = Infallible;
+
+    fn decided(
+        &mut self,
+        _: i64,
+        decision: &PatrolDecision,
+        _: Option<&PatrolAction>,
+    ) -> Result<(), Infallible> {
+        self.rt
+            .log_decision(self.report, "waiting-patrol", decision);
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        _: &WaitingPatrolState,
+        action: &PatrolAction,
+        _: i64,
+    ) -> Result<Option<(i64, PatrolEvent)>, Infallible> {
+        let PatrolAction::Nudge {
+            session,
+            message,
+            dry_run,
+            ..
+        } = action;
+        self.rt
+            .nudge(self.report, self.watched, session, message, *dry_run);
+        Ok(None)
+    }
+}
+
 fn unread(listed: &SessionInfo) -> SessionInfo {
     SessionInfo {
         status: None,

@@ -38,6 +38,7 @@
 
 use crate::clock::now_or_clock;
 use crate::config::{self, Config, Env, RecoverSection};
+use crate::drive::{Perform, drive};
 use crate::error::{Error, code};
 use crate::journal::{Line, Priority};
 use crate::run::{Clock as _, SignalScope, SystemClock, Wake};
@@ -309,46 +310,17 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
         LoopEvent::Report(report) => Some(report.clone()),
         _ => None,
     };
-    let decision = state.handle(&settings.policy, &event, clock.now());
-    run.decisions.push((clock.now(), decision));
-
-    // Perform the actions the policy asks for, feeding each result back. The policy asks at most
-    // the router and then for a restart; the bound only guards against a policy bug.
-    for _ in 0..4 {
-        let Some(action) = run.decisions.last().and_then(|(_, d)| d.action.clone()) else {
-            break;
-        };
-        let next = match action {
-            LoopAction::AskRouter { .. } => {
-                let verdict = match &report {
-                    Some(report) => ask_router(&settings, report),
-                    None => RouterVerdict::Unreachable("no report to show the router".to_owned()),
-                };
-                LoopEvent::RouterVerdict(verdict)
-            }
-            LoopAction::Restart {
-                execute_at,
-                dry_run,
-                notice,
-                ..
-            } => {
-                if dry_run {
-                    break;
-                }
-                // Persist first: if this run dies during the countdown or the restart, the next
-                // one sees a restart without an outcome and holds (cooldown) instead of acting again.
-                if let Some(store) = store.as_mut() {
-                    persist(store, &state, clock.now())
-                        .map_err(|e| Error::StateNotSaved(Box::new(e)))?;
-                }
-                match perform_restart(&settings, &notice, execute_at, &mut clock, &mut run) {
-                    Performed::Ran(outcome) => LoopEvent::Outcome(outcome),
-                    Performed::Cancelled(why) => LoopEvent::Cancelled(why),
-                }
-            }
-        };
-        let decision = state.handle(&settings.policy, &next, clock.now());
-        run.decisions.push((clock.now(), decision));
+    let now = clock.now();
+    let mut performer = Performer {
+        settings: &settings,
+        report: report.as_ref(),
+        store: store.as_mut(),
+        clock: &mut clock,
+        run: &mut run,
+    };
+    let driven = drive(&mut state, &settings.policy, &event, now, &mut performer)?;
+    if let Some(line) = driven.warning("recover", clock.now()) {
+        run.warn(line);
     }
 
     log_decision(&run, started, &settings, args.dry_run);
@@ -368,6 +340,63 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
         json: run_json(&run, started, &settings, args.dry_run, state_saved, exit),
         next_wakeup: state.next_wakeup(&settings.policy, clock.now()),
     })
+}
+
+/// Performs what the policy decides: asks the router, runs the countdown and the restart.
+struct Performer<'a> {
+    settings: &'a Settings,
+    /// The report read, for the router's brief.
+    report: Option<&'a LoopReport>,
+    store: Option<&'a mut Store>,
+    clock: &'a mut Clock,
+    run: &'a mut Run,
+}
+
+impl Perform<LoopRecoveryState> for Performer<'_> {
+    type Error = Error;
+
+    fn decided(
+        &mut self,
+        now: i64,
+        decision: &LoopDecision,
+        _: Option<&LoopAction>,
+    ) -> Result<(), Error> {
+        self.run.decisions.push((now, decision.clone()));
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        state: &LoopRecoveryState,
+        action: &LoopAction,
+        _: i64,
+    ) -> Result<Option<(i64, LoopEvent)>, Error> {
+        let event = match action {
+            LoopAction::AskRouter { .. } => {
+                let verdict = match self.report {
+                    Some(report) => ask_router(self.settings, report),
+                    None => RouterVerdict::Unreachable("no report to show the router".to_owned()),
+                };
+                LoopEvent::RouterVerdict(verdict)
+            }
+            LoopAction::Restart { dry_run: true, .. } => return Ok(None),
+            LoopAction::Restart {
+                execute_at, notice, ..
+            } => {
+                // Persist first: if this run dies during the countdown or the restart, the next
+                // one sees a restart without an outcome and holds (cooldown) instead of acting again.
+                if let Some(store) = self.store.as_deref_mut() {
+                    persist(store, state, self.clock.now())
+                        .map_err(|e| Error::StateNotSaved(Box::new(e)))?;
+                }
+                match perform_restart(self.settings, notice, *execute_at, self.clock, self.run) {
+                    Performed::Ran(outcome) => LoopEvent::Outcome(outcome),
+                    Performed::Cancelled(why) => LoopEvent::Cancelled(why),
+                }
+            }
+        };
+        Ok(Some((self.clock.now(), event)))
+    }
 }
 
 /// The stored state, or a clean one. An unreadable state is set aside (not in a dry run) and

@@ -11,7 +11,9 @@
 
 pub mod alerts;
 
+use crate::drive::{DecisionOf, Perform, drive};
 use crate::error::Error;
+use recovery_policy::Policy as Core;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopEvent, LoopRecoveryConfig, LoopRecoveryState, LoopReport, RouterVerdict,
 };
@@ -21,7 +23,6 @@ use recovery_policy::restart_guard::{
 use recovery_policy::waiting_patrol::{
     PatrolEvent, PatrolObservation, WaitingPatrolConfig, WaitingPatrolState,
 };
-use recovery_policy::{Decision, DecisionName};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -197,14 +198,44 @@ struct OutputLine<'a, D> {
     decision: &'a D,
 }
 
-fn emit<N: DecisionName, A: Serialize>(
-    out: &mut dyn Write,
+/// Prints each decision as one line and performs nothing: in a timeline, the caller's actions
+/// happen between lines and their outcomes are later lines.
+struct Printer<'a>(&'a mut dyn Write);
+
+impl<P: Core> Perform<P> for Printer<'_>
+where
+    P::Action: Serialize,
+{
+    type Error = Error;
+
+    fn decided(
+        &mut self,
+        now: i64,
+        decision: &DecisionOf<P>,
+        _: Option<&P::Action>,
+    ) -> Result<(), Error> {
+        let line = serde_json::to_string(&OutputLine { now, decision })
+            .map_err(|err| Error::software(format!("replay: cannot encode a decision: {err}")))?;
+        writeln!(self.0, "{line}").map_err(output_error)
+    }
+
+    fn perform(&mut self, _: &P, _: &P::Action, _: i64) -> Result<Option<(i64, P::Event)>, Error> {
+        Ok(None)
+    }
+}
+
+/// Feeds one line's event to `policy` and prints its decisions.
+fn feed<P: Core>(
+    policy: &mut P,
+    config: &P::Config,
+    event: &P::Event,
     now: i64,
-    decision: &Decision<N, A>,
-) -> Result<(), Error> {
-    let line = serde_json::to_string(&OutputLine { now, decision })
-        .map_err(|err| Error::software(format!("replay: cannot encode a decision: {err}")))?;
-    writeln!(out, "{line}").map_err(output_error)
+    out: &mut dyn Write,
+) -> Result<(), Error>
+where
+    P::Action: Serialize,
+{
+    drive(policy, config, event, now, &mut Printer(out)).map(|_| ())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -240,8 +271,7 @@ fn replay_loop_recovery(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
             }
             _ => LoopEvent::Outcome(line.parse::<ActionOutcome>()?),
         };
-        let decision = state.handle(&config, &event, line.now);
-        emit(out, line.now, &decision)
+        feed(&mut state, &config, &event, line.now, out)
     })
 }
 
@@ -286,10 +316,7 @@ fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
                 })
             }
         };
-        for decision in state.handle(&config, &event, line.now) {
-            emit(out, line.now, &decision)?;
-        }
-        Ok(())
+        feed(&mut state, &config, &event, line.now, out)
     })
 }
 
@@ -309,9 +336,6 @@ fn replay_waiting_patrol(input: &mut dyn BufRead, out: &mut dyn Write) -> Result
             Value::Null => PatrolEvent::ListingUnavailable,
             _ => PatrolEvent::Tick(line.parse::<Vec<PatrolObservation>>()?),
         };
-        for decision in state.handle(&config, &event, line.now) {
-            emit(out, line.now, &decision)?;
-        }
-        Ok(())
+        feed(&mut state, &config, &event, line.now, out)
     })
 }

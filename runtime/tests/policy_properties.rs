@@ -1,9 +1,11 @@
-//! Invariants over random timelines. A small simulated caller reacts to the actions the way a real
+//! Invariants of the recovery policies over random timelines, driven by the one driver
+//! (`agentwatch_runtime::drive`) with a simulated caller that reacts to the actions the way a real
 //! one would (answers `ask-router`, feeds restart outcomes and re-checks), with random answers.
 //!
 //! Every property also checks that a dry run reaches the same decisions and that saving and loading
 //! the state between every event changes nothing.
 
+use agentwatch_runtime::drive::{DecisionOf, Perform, drive};
 use proptest::prelude::*;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
@@ -19,6 +21,7 @@ use recovery_policy::waiting_patrol::{
 };
 use recovery_policy::{PolicyState, load_state, save_state};
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 
 fn proptest_config() -> ProptestConfig {
     ProptestConfig {
@@ -28,8 +31,9 @@ fn proptest_config() -> ProptestConfig {
     }
 }
 
-/// Runs `handle` either directly or through a save/load round trip before every event.
-fn persisted<S: PolicyState + PartialEq + std::fmt::Debug>(state: &mut S, persist: bool) {
+/// With `persist`, the state goes through a save/load round trip before an event, as between two
+/// oneshot runs, and must come back identical.
+fn persisted<S: PolicyState + PartialEq + std::fmt::Debug>(state: &S, persist: bool) {
     if persist {
         let text = save_state(state).expect("state serialises");
         let loaded = load_state::<S>(&text);
@@ -38,7 +42,6 @@ fn persisted<S: PolicyState + PartialEq + std::fmt::Debug>(state: &mut S, persis
             &loaded.state, state,
             "state survives a save/load round trip"
         );
-        *state = loaded.state;
     }
 }
 
@@ -119,6 +122,66 @@ struct Fed<E, D> {
     decisions: Vec<D>,
 }
 
+/// The simulated caller of the confirmed-loop restart: the step's router reply and outcome.
+struct LoopCaller<'a> {
+    step: &'a LoopStep,
+    persist: bool,
+    now: i64,
+    /// The event being fed (exactly one decision answers each).
+    fed: Option<LoopEvent>,
+    log: &'a mut Vec<Fed<LoopEvent, LoopDecision>>,
+}
+
+impl Perform<LoopRecoveryState> for LoopCaller<'_> {
+    type Error = Infallible;
+
+    fn decided(
+        &mut self,
+        now: i64,
+        decision: &LoopDecision,
+        _: Option<&LoopAction>,
+    ) -> Result<(), Infallible> {
+        let event = self.fed.take().expect("one decision per event");
+        self.log.push(Fed {
+            now,
+            event,
+            decisions: vec![decision.clone()],
+        });
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        state: &LoopRecoveryState,
+        action: &LoopAction,
+        now: i64,
+    ) -> Result<Option<(i64, LoopEvent)>, Infallible> {
+        let event = match action {
+            LoopAction::AskRouter { .. } => match self.step.reply {
+                ReplyKind::Stuck(stuck) => LoopEvent::RouterVerdict(RouterVerdict::Stuck(stuck)),
+                ReplyKind::Malformed => {
+                    LoopEvent::RouterVerdict(RouterVerdict::from_content("maybe"))
+                }
+                ReplyKind::Unreachable => {
+                    LoopEvent::RouterVerdict(RouterVerdict::Unreachable("timeout".into()))
+                }
+                ReplyKind::Lost => return Ok(None),
+            },
+            // A dry run's restart is fed an outcome too, so both runs see the same events.
+            LoopAction::Restart { .. } => match self.step.outcome {
+                Some(ok) => {
+                    self.now = now + self.step.outcome_after;
+                    LoopEvent::Outcome(ActionOutcome { ok, detail: None })
+                }
+                None => return Ok(None),
+            },
+        };
+        persisted(state, self.persist);
+        self.fed = Some(event.clone());
+        Ok(Some((self.now, event)))
+    }
+}
+
 fn drive_loop(
     config: &LoopRecoveryConfig,
     steps: &[LoopStep],
@@ -128,16 +191,6 @@ fn drive_loop(
     let mut log = Vec::new();
     let mut now = 1_000_000i64;
     let mut last_at = now;
-    let mut feed = |state: &mut LoopRecoveryState, now: i64, event: LoopEvent| {
-        persisted(state, persist);
-        let decision = state.handle(config, &event, now);
-        log.push(Fed {
-            now,
-            event,
-            decisions: vec![decision.clone()],
-        });
-        decision
-    };
     for step in steps {
         now += step.dt;
         let report = |value: serde_json::Value| {
@@ -159,28 +212,16 @@ fn drive_loop(
                 report(serde_json::json!({"suspected": 1, "at": now, "action": "restart"}))
             }
         };
-        let mut decision = feed(&mut state, now, event);
-        if decision.name == LoopDecisionName::AskRouter {
-            let verdict = match step.reply {
-                ReplyKind::Stuck(stuck) => Some(RouterVerdict::Stuck(stuck)),
-                ReplyKind::Malformed => Some(RouterVerdict::from_content("maybe")),
-                ReplyKind::Unreachable => Some(RouterVerdict::Unreachable("timeout".into())),
-                ReplyKind::Lost => None,
-            };
-            if let Some(verdict) = verdict {
-                decision = feed(&mut state, now, LoopEvent::RouterVerdict(verdict));
-            }
-        }
-        if decision.name == LoopDecisionName::Restart
-            && let Some(ok) = step.outcome
-        {
-            now += step.outcome_after;
-            feed(
-                &mut state,
-                now,
-                LoopEvent::Outcome(ActionOutcome { ok, detail: None }),
-            );
-        }
+        persisted(&state, persist);
+        let mut caller = LoopCaller {
+            step,
+            persist,
+            now,
+            fed: Some(event.clone()),
+            log: &mut log,
+        };
+        let Ok(_) = drive(&mut state, config, &event, now, &mut caller);
+        now = caller.now;
     }
     log
 }
@@ -396,6 +437,97 @@ struct Restart {
     failed: bool,
 }
 
+/// The simulated caller of the restart guard: re-checks read the step's listing (with its
+/// re-check status), restarts answer the step's result.
+struct GuardCaller<'a> {
+    step: &'a GuardStep,
+    listing: &'a [SessionObservation],
+    persist: bool,
+    now: i64,
+    /// The observation of the last re-check fed.
+    fresh: Option<SessionObservation>,
+    decisions: &'a mut Vec<(i64, GuardDecision)>,
+    restarts: &'a mut Vec<Restart>,
+}
+
+impl GuardCaller<'_> {
+    fn recheck_of(&self, session: &str) -> SessionObservation {
+        let mut fresh = self
+            .listing
+            .iter()
+            .find(|s| s.id == session)
+            .cloned()
+            .expect("listed");
+        if let Some(status) = self.step.recheck_status {
+            fresh.status = SessionStatus::parse(status);
+        }
+        fresh
+    }
+}
+
+impl Perform<RestartGuardState> for GuardCaller<'_> {
+    type Error = Infallible;
+
+    fn decided(
+        &mut self,
+        now: i64,
+        decision: &GuardDecision,
+        _: Option<&GuardAction>,
+    ) -> Result<(), Infallible> {
+        self.decisions.push((now, decision.clone()));
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        state: &RestartGuardState,
+        action: &GuardAction,
+        now: i64,
+    ) -> Result<Option<(i64, GuardEvent)>, Infallible> {
+        let event = match action {
+            GuardAction::Escalate { .. } => return Ok(None),
+            GuardAction::Recheck { session, .. } => {
+                let fresh = self.recheck_of(session);
+                self.fresh = Some(fresh.clone());
+                self.now = now + self.step.recheck_after;
+                GuardEvent::Recheck(fresh)
+            }
+            GuardAction::Restart {
+                session, trigger, ..
+            } => {
+                self.restarts.push(Restart {
+                    at: now,
+                    session: session.clone(),
+                    trigger: *trigger,
+                    fresh: self.fresh.clone().expect("a restart follows a re-check"),
+                    failed: matches!(self.step.result, ResultKind::Failed),
+                });
+                let reply = match self.step.result {
+                    ResultKind::Restarted => RestartReply::Restarted { warning: None },
+                    ResultKind::Refused => RestartReply::Refused {
+                        reason: "fresh".into(),
+                    },
+                    ResultKind::Failed => RestartReply::Failed {
+                        error: "rc=1".into(),
+                    },
+                    ResultKind::RateLimited => RestartReply::Failed {
+                        error: "HTTP 429".into(),
+                    },
+                    ResultKind::Lost => return Ok(None),
+                };
+                self.now = now + self.step.result_after;
+                GuardEvent::RestartResult(RestartResult {
+                    session: session.clone(),
+                    reply,
+                    last_output: None,
+                })
+            }
+        };
+        persisted(state, self.persist);
+        Ok(Some((self.now, event)))
+    }
+}
+
 fn drive_guard(
     config: &RestartGuardConfig,
     steps: &[GuardStep],
@@ -414,70 +546,38 @@ fn drive_guard(
             .enumerate()
             .map(|(i, draw)| observe(i, draw, opt_in))
             .collect();
-        persisted(&mut state, persist);
-        let tick = state.handle(config, &GuardEvent::Tick(listing.clone()), now);
-        decisions.extend(tick.iter().cloned().map(|d| (now, d)));
-        let mut rechecks: Vec<(String, i64)> = tick
-            .into_iter()
-            .filter_map(|d| match d.action {
-                Some(GuardAction::Recheck { session, .. }) => Some((session, step.recheck_after)),
-                _ => None,
-            })
-            .collect();
+        let mut caller = GuardCaller {
+            step,
+            listing: &listing,
+            persist,
+            now,
+            fresh: None,
+            decisions: &mut decisions,
+            restarts: &mut restarts,
+        };
+        persisted(&state, persist);
+        let Ok(_) = drive(
+            &mut state,
+            config,
+            &GuardEvent::Tick(listing.clone()),
+            now,
+            &mut caller,
+        );
         if let Some((index, after)) = step.unsolicited {
-            rechecks.push((listing[index].id.clone(), after));
+            let fresh = caller.recheck_of(&listing[index].id);
+            caller.fresh = Some(fresh.clone());
+            caller.now += after;
+            let at = caller.now;
+            persisted(&state, persist);
+            let Ok(_) = drive(
+                &mut state,
+                config,
+                &GuardEvent::Recheck(fresh),
+                at,
+                &mut caller,
+            );
         }
-        for (session, after) in rechecks {
-            let mut fresh = listing
-                .iter()
-                .find(|s| s.id == session)
-                .cloned()
-                .expect("listed");
-            if let Some(status) = step.recheck_status {
-                fresh.status = SessionStatus::parse(status);
-            }
-            now += after;
-            persisted(&mut state, persist);
-            let answer = state.handle(config, &GuardEvent::Recheck(fresh.clone()), now);
-            decisions.extend(answer.iter().cloned().map(|d| (now, d)));
-            for decision in answer {
-                let Some(GuardAction::Restart {
-                    session, trigger, ..
-                }) = decision.action
-                else {
-                    continue;
-                };
-                restarts.push(Restart {
-                    at: now,
-                    session: session.clone(),
-                    trigger,
-                    fresh: fresh.clone(),
-                    failed: matches!(step.result, ResultKind::Failed),
-                });
-                let reply = match step.result {
-                    ResultKind::Restarted => RestartReply::Restarted { warning: None },
-                    ResultKind::Refused => RestartReply::Refused {
-                        reason: "fresh".into(),
-                    },
-                    ResultKind::Failed => RestartReply::Failed {
-                        error: "rc=1".into(),
-                    },
-                    ResultKind::RateLimited => RestartReply::Failed {
-                        error: "HTTP 429".into(),
-                    },
-                    ResultKind::Lost => continue,
-                };
-                now += step.result_after;
-                persisted(&mut state, persist);
-                let result = RestartResult {
-                    session,
-                    reply,
-                    last_output: None,
-                };
-                let answer = state.handle(config, &GuardEvent::RestartResult(result), now);
-                decisions.extend(answer.into_iter().map(|d| (now, d)));
-            }
-        }
+        now = caller.now;
     }
     (decisions, restarts)
 }
@@ -593,6 +693,32 @@ fn patrol_step() -> impl Strategy<Value = PatrolStep> {
 /// One tick of the patrol: when, the listing fed (`None`: unavailable), and the decisions.
 type PatrolTick = (i64, Option<Vec<PatrolObservation>>, Vec<PatrolDecision>);
 
+/// The simulated caller of the waiting patrol: nudges are sent, nothing comes back.
+struct PatrolCaller(Vec<PatrolDecision>);
+
+impl Perform<WaitingPatrolState> for PatrolCaller {
+    type Error = Infallible;
+
+    fn decided(
+        &mut self,
+        _: i64,
+        decision: &DecisionOf<WaitingPatrolState>,
+        _: Option<&PatrolAction>,
+    ) -> Result<(), Infallible> {
+        self.0.push(decision.clone());
+        Ok(())
+    }
+
+    fn perform(
+        &mut self,
+        _: &WaitingPatrolState,
+        _: &PatrolAction,
+        _: i64,
+    ) -> Result<Option<(i64, PatrolEvent)>, Infallible> {
+        Ok(None)
+    }
+}
+
 fn drive_patrol(
     config: &WaitingPatrolConfig,
     steps: &[PatrolStep],
@@ -635,9 +761,10 @@ fn drive_patrol(
             Some(list) => PatrolEvent::Tick(list.clone()),
             None => PatrolEvent::ListingUnavailable,
         };
-        persisted(&mut state, persist);
-        let decisions = state.handle(config, &event, now);
-        log.push((now, listing, decisions));
+        persisted(&state, persist);
+        let mut caller = PatrolCaller(Vec::new());
+        let Ok(_) = drive(&mut state, config, &event, now, &mut caller);
+        log.push((now, listing, caller.0));
     }
     log
 }
