@@ -53,7 +53,7 @@ pub struct RecoverArgs {
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// Override a configuration key (`--set recover.unit=flysim.service`; repeatable).
+    /// Override a configuration key (`--set recover.unit=my-agent.service`; repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 }

@@ -165,3 +165,87 @@ fn a_server_without_its_scheme_is_a_usage_error_naming_the_fix() {
     assert_eq!(out.status.code(), Some(64), "{err}");
     assert!(err.contains("http://localhost:4096"), "{err}");
 }
+
+#[test]
+fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
+    use agentwatch_testkit::{HttpServer, Reply};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let tmp = TempDir::new("aw-first-hour-blind-alert");
+    let home = tmp.path.join("home");
+    let up = Arc::new(AtomicBool::new(false));
+    let answering = Arc::clone(&up);
+    // A server that answers garbage until it is fixed, then an empty listing.
+    let server = HttpServer::start(move |req| {
+        if !answering.load(Ordering::SeqCst) {
+            Reply::text(500, "upstream gone")
+        } else if req.path() == "/global/health" {
+            Reply::json(200, &json!({"healthy": true, "version": "1.18.33"}))
+        } else {
+            Reply::json(200, &json!([]))
+        }
+    });
+    let url = server.url();
+    let stand_ins = StandIns::new(&tmp.path.join("bin"));
+    stand_in(&stand_ins, "notify-send", "", 0);
+    let tick = |t: i64| {
+        let out = agentwatch(
+            &home,
+            &stand_ins.path_env(),
+            &[
+                "opencode",
+                "--once",
+                "--server",
+                &url,
+                "--now",
+                &t.to_string(),
+            ],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        err
+    };
+    let key = format!("dedup=blind:{url}");
+    let journal = |err: &str| -> Vec<String> {
+        err.lines()
+            .filter(|l| l.starts_with("alert=") && l.contains(&key))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    // Two failing ticks: skipped, said in the sources line, no alert yet.
+    for t in [T0, T0 + 60] {
+        let err = tick(t);
+        assert!(sources_line(&err).contains(&url), "{err}");
+        assert!(journal(&err).is_empty(), "{err}");
+    }
+    assert!(stand_ins.calls("notify-send").is_empty());
+
+    // The third: an alert to the journal and the desktop naming the source and why.
+    let err = tick(T0 + 120);
+    let lines = journal(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("state=trigger"), "{}", lines[0]);
+    let calls = stand_ins.calls("notify-send");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let text = calls[0].join(" ");
+    assert!(
+        text.contains(&format!("agentwatch cannot read {url}")),
+        "{text}"
+    );
+    assert!(text.contains("for 3 ticks (2 min)"), "{text}");
+
+    // Still failing: no second notification.
+    let err = tick(T0 + 180);
+    assert!(journal(&err).is_empty(), "{err}");
+    assert_eq!(stand_ins.calls("notify-send").len(), 1);
+
+    // It answers again: the alert resolves, on both channels.
+    up.store(true, Ordering::SeqCst);
+    let err = tick(T0 + 240);
+    let lines = journal(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("state=resolve"), "{}", lines[0]);
+    assert_eq!(stand_ins.calls("notify-send").len(), 2);
+}

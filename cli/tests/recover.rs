@@ -145,6 +145,16 @@ impl Rig {
     }
 
     fn write_config(&self, recover_extra: &str) {
+        // The unit the tests restart, unless the test names its own.
+        let unit = if recover_extra
+            .lines()
+            .any(|l| l.trim_start().starts_with("unit "))
+        {
+            String::new()
+        } else {
+            "unit = \"flysim.service\"\n".to_owned()
+        };
+        let recover_extra = format!("{unit}{recover_extra}");
         let text = format!(
             "[store]\npath = {}\n\n[recover]\nreport = {}\nnotice = {}\nenv_file = {}\n{recover_extra}\n",
             toml_str(&self.db.display().to_string()),
@@ -337,6 +347,91 @@ fn two_probes_then_a_restart_then_a_one_hour_cooldown() {
         "restart-succeeded"
     );
     assert_eq!(rig.calls().len(), 2);
+}
+
+/// The opencode job on the same config writes the loop report (`recover.opencode_report`).
+fn opencode_tick(rig: &Rig, sessions: &Path, now: i64) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+        .args(["opencode", "--once", "--config"])
+        .arg(&rig.config)
+        .arg("--sessions")
+        .arg(sessions)
+        .args(["--now", &now.to_string()])
+        .env("HOME", &rig.dir.path)
+        .env("XDG_CONFIG_HOME", rig.dir.path.join("xdg-config"))
+        .env("XDG_STATE_HOME", rig.dir.path.join("xdg-state"))
+        .env("PATH", rig.stand_ins.path_env())
+        .output()
+        .expect("run agentwatch");
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn an_opencode_loop_written_as_the_report_drives_a_confirmed_restart() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sample.json");
+    let rig = Rig::new(
+        "from-opencode",
+        0,
+        "opencode_report = true\nopencode_directory = \"/home/user/shop\"\n",
+    );
+    let tick = opencode_tick(&rig, &demo, T0);
+    assert_eq!(tick.code, 0, "{}", tick.stderr);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&rig.report).unwrap()).unwrap();
+    assert_eq!(report["suspected"], 1, "{report}");
+    assert_eq!(report["at"], T0);
+    assert_eq!(report["action"], "none");
+    assert_eq!(report["trees"][0]["root"], "ses_demo_build", "{report}");
+    let reason = report["reason"].as_str().unwrap();
+    assert!(reason.starts_with("opencode loop: "), "{reason}");
+    assert!(reason.contains("money.py"), "{reason}");
+
+    // One report is one probe: nothing restarts on it.
+    let ran = rig.run(T0 + 5, &[]);
+    assert_eq!(ran.decision(), "waiting-second-probe", "{}", ran.stderr);
+    // The next tick far enough apart confirms it.
+    let tick = opencode_tick(&rig, &demo, T0 + 300);
+    assert_eq!(tick.code, 0, "{}", tick.stderr);
+    let ran = rig.run(T0 + 305, &[]);
+    assert_eq!(ran.decision(), "restart-succeeded", "{}", ran.stderr);
+    assert_eq!(rig.calls(), [["restart", "flysim.service"]]);
+
+    // A tree of another project does not count: the report is clear.
+    rig.write_config(&format!(
+        "systemctl = [{}]\nopencode_report = true\nopencode_directory = \"/srv/other\"\n",
+        toml_str(&rig.dir.path.join("bin/systemctl").display().to_string())
+    ));
+    let tick = opencode_tick(&rig, &demo, T0 + 600);
+    assert_eq!(tick.code, 0, "{}", tick.stderr);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&rig.report).unwrap()).unwrap();
+    assert_eq!(report["suspected"], 0, "{report}");
+    assert_eq!(report["reason"], Value::Null);
+}
+
+#[test]
+fn without_a_unit_recover_says_it_is_not_set_up() {
+    let rig = Rig::new("no-unit", 0, "");
+    std::fs::write(
+        &rig.config,
+        format!(
+            "[store]\npath = {}\n",
+            toml_str(&rig.db.display().to_string())
+        ),
+    )
+    .unwrap();
+    let ran = rig.run(T0, &[]);
+    assert_eq!(ran.code, 78, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("recover.unit: not set"),
+        "{}",
+        ran.stderr
+    );
+    assert!(rig.calls().is_empty());
 }
 
 #[test]

@@ -30,6 +30,8 @@ fn filled_store(home: &Path) -> String {
                 "--once",
                 "--set",
                 &format!("recover.report={report:?}"),
+                "--set",
+                "recover.unit=\"agent.service\"",
             ],
             T0 + 10,
             0,

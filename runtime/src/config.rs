@@ -80,6 +80,9 @@ pub struct WatchdogSection {
     /// now, its open alert resolves (`resolve_stale`), and live sources (servers, opencode.db)
     /// report only sessions active within it. `0` means no limit (read and judge all history).
     pub stale_after_s: u64,
+    /// A source the job is told to read (a configured or registry server, a configured
+    /// database) that failed this many ticks in a row raises a `blind:{source}` alert; `0`: never.
+    pub blind_after_ticks: u32,
     pub detector: DetectConfig,
     pub llm: LlmSection,
 }
@@ -96,6 +99,7 @@ impl Default for WatchdogSection {
             source: None,
             dashboard_base_url: "http://127.0.0.1:8080/admin".to_owned(),
             stale_after_s: DEFAULT_STALE_AFTER_S,
+            blind_after_ticks: 3,
             detector: DetectConfig::default(),
             llm: LlmSection::default(),
         }
@@ -218,17 +222,26 @@ pub struct StoreSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RecoverSection {
-    /// The watchdog's loop report (`$FLY_LOOP_REPORT`).
+    /// The loop report the recovery reads (`$FLY_LOOP_REPORT`); empty: `loop-report.json`
+    /// beside the store, where the opencode job writes it when `opencode_report` is on.
     pub report: String,
-    /// The unit restarted on a confirmed loop.
+    /// The unit restarted on a confirmed loop (`my-agent.service`). Empty: the recover job is
+    /// not set up (`agentwatch run` skips it, `agentwatch recover` says so, exit 78).
     pub unit: String,
+    /// Have the opencode job write the loop report each tick from its verdicts (suspected when
+    /// a tree is flagged; see `opencode_directory`), so an opencode loop drives the confirmed
+    /// restart of `unit` with no probe of the user's own.
+    pub opencode_report: bool,
+    /// With `opencode_report`: only trees whose root session works under this directory count
+    /// (the project the unit runs). Empty: every tree.
+    pub opencode_directory: String,
     /// Restart through the user's service manager (`systemctl --user`).
     pub user: bool,
     /// The program and leading arguments that run systemctl, as an argv (no shell).
     pub systemctl: Vec<String>,
     /// The restart is killed and counts as failed after this long.
     pub restart_timeout_s: f64,
-    /// The recovery notice the stream page polls (`$FLY_RECOVERY_NOTICE`).
+    /// The recovery notice a page polls (`$FLY_RECOVERY_NOTICE`); empty: none is written.
     pub notice: String,
     /// `KEY=value` file with `FLY_LOOP_ROUTER_URL`, `FLY_LOOP_MODEL`, `FLY_LOOP_ROUTER_KEY`;
     /// optional, refused when its mode is wider than 0640. Empty: none.
@@ -259,13 +272,15 @@ impl Default for RecoverSection {
     fn default() -> Self {
         let policy = recovery_policy::loop_recovery::LoopRecoveryConfig::default();
         Self {
-            report: "/run/fly/wd/loop.json".to_owned(),
-            unit: "flysim.service".to_owned(),
+            report: String::new(),
+            unit: String::new(),
+            opencode_report: false,
+            opencode_directory: String::new(),
             user: false,
-            systemctl: vec!["sudo".to_owned(), "-n".to_owned(), "systemctl".to_owned()],
+            systemctl: vec!["systemctl".to_owned()],
             restart_timeout_s: 180.0,
-            notice: "/run/fly/wd/recovery-notice.json".to_owned(),
-            env_file: "/etc/fly/loop-recovery.env".to_owned(),
+            notice: String::new(),
+            env_file: String::new(),
             router_url: None,
             model: None,
             router_timeout_s: 20.0,
@@ -853,8 +868,10 @@ impl Config {
                     .to_owned(),
             ));
         }
-        agentwatch_systemd::check_unit_name(&self.recover.unit)
-            .map_err(|e| config_err(format!("recover.unit: {e}")))?;
+        if !self.recover.unit.is_empty() {
+            agentwatch_systemd::check_unit_name(&self.recover.unit)
+                .map_err(|e| config_err(format!("recover.unit: {e}")))?;
+        }
         let mut names = std::collections::HashSet::new();
         for (i, ch) in self.channels.iter().enumerate() {
             let at = format!("channels[{i}]");
@@ -1556,9 +1573,11 @@ mod tests {
     #[test]
     fn recover_follows_the_spec_variables() {
         let c = load(None, &[], &no_env).unwrap().config.recover;
-        assert_eq!(c.report, "/run/fly/wd/loop.json");
-        assert_eq!(c.notice, "/run/fly/wd/recovery-notice.json");
-        assert_eq!(c.systemctl, ["sudo", "-n", "systemctl"]);
+        // Generic defaults: no unit (recover not set up), the report beside the store, no
+        // notice, plain systemctl.
+        assert_eq!((c.unit.as_str(), c.report.as_str()), ("", ""));
+        assert_eq!((c.notice.as_str(), c.env_file.as_str()), ("", ""));
+        assert_eq!(c.systemctl, ["systemctl"]);
         assert_eq!((c.min_probe_gap, c.cooldown, c.countdown), (270, 3600, 60));
         let env = |k: &str| match k {
             "FLY_LOOP_REPORT" => Some("/r/loop.json".to_owned()),

@@ -117,6 +117,35 @@ fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec<Job
     Ok(out)
 }
 
+/// A job whose last tick is older than [`STALE_INTERVALS`] of its intervals: a blind watchdog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleJob {
+    pub job: &'static str,
+    pub last_at: i64,
+    pub interval_s: i64,
+}
+
+/// The jobs other than `except` that have ticked before and are stale at `now` (what `status`
+/// warns about; the opencode job raises each as an alert).
+pub fn stale_jobs(
+    store: &Store,
+    config: &Config,
+    now: i64,
+    except: JobName,
+) -> Result<Vec<StaleJob>, Error> {
+    Ok(job_ticks(Some(store), config, now)?
+        .into_iter()
+        .filter(|j| j.stale && j.job != except.as_str())
+        .filter_map(|j| {
+            Some(StaleJob {
+                job: j.job,
+                last_at: j.last_at?,
+                interval_s: j.interval_s,
+            })
+        })
+        .collect())
+}
+
 /// Seconds of the recover job's cooldown left (its stored loop-recovery state), if any.
 fn cooldown_left(store: Option<&Store>, config: &Config, now: i64) -> Option<i64> {
     let text = store?.load_state(crate::jobs::recover::STATE_KEY).ok()??;

@@ -481,12 +481,14 @@ pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
         .field_opt("error", r.outcome.error.as_ref())
 }
 
-/// Each listed job with its interval; opencode only while `watchdog.enabled`.
+/// Each listed job with its interval; opencode only while `watchdog.enabled`, recover only
+/// once `recover.unit` names a unit.
 pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
     JobName::ALL
         .into_iter()
         .filter(|job| config.run.jobs.contains(job))
         .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
+        .filter(|job| *job != JobName::Recover || !config.recover.unit.is_empty())
         .map(|job| (job, job.interval_s(config)))
         .collect()
 }
@@ -771,6 +773,12 @@ mod tests {
     #[test]
     fn cadences_follow_the_config() {
         let mut c = Config::default();
+        // Recover runs once it has a unit to restart.
+        assert_eq!(
+            cadences(&c),
+            [(JobName::Opencode, 300), (JobName::Deck, 15)]
+        );
+        c.recover.unit = "agent.service".to_owned();
         assert_eq!(
             cadences(&c),
             [

@@ -86,7 +86,7 @@ pub struct Options {
     pub json: bool,
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
     pub db: Option<PathBuf>,
-    /// Override a configuration key (`--set recover.unit=flysim.service`; repeatable).
+    /// Override a configuration key (`--set recover.unit=my-agent.service`; repeatable).
     pub set: Vec<String>,
 }
 
@@ -147,7 +147,8 @@ struct Settings {
     /// The router's bearer key; never printed.
     api_key: Option<String>,
     report: PathBuf,
-    notice: PathBuf,
+    /// `None`: `recover.notice` is empty, no notice is written.
+    notice: Option<PathBuf>,
 }
 
 /// `Debug` without the router key: a secret never reaches `Debug` output.
@@ -163,7 +164,32 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, Error> {
+/// The loop report's path: `recover.report`, or `loop-report.json` beside the store `db`.
+///
+/// # Errors
+///
+/// Only when the store has no place either (no HOME, no XDG_STATE_HOME).
+pub fn report_path(config: &Config, db: Option<&Path>, env: Env<'_>) -> Result<PathBuf, Error> {
+    let report = config.recover.report.trim();
+    if !report.is_empty() {
+        return Ok(config::expand_home(report, env));
+    }
+    let db = store_path(config, db, env)?;
+    Ok(db.with_file_name("loop-report.json"))
+}
+
+fn settings(
+    config: &Config,
+    db: Option<&Path>,
+    dry_run: bool,
+    env: Env<'_>,
+) -> Result<Settings, Error> {
+    if config.recover.unit.is_empty() {
+        return Err(Error::config(
+            "recover.unit: not set; name the systemd unit a confirmed loop restarts \
+             ([recover] unit = \"my-agent.service\")",
+        ));
+    }
     let mut section = config.recover.clone();
     let mut api_key = env(ROUTER_KEY_VAR);
     if !section.env_file.trim().is_empty() {
@@ -198,8 +224,9 @@ fn settings(config: &Config, dry_run: bool, env: Env<'_>) -> Result<Settings, Er
         dry_run,
     };
     Ok(Settings {
-        report: config::expand_home(&section.report, env),
-        notice: config::expand_home(&section.notice, env),
+        report: report_path(config, db, env)?,
+        notice: (!section.notice.trim().is_empty())
+            .then(|| config::expand_home(section.notice.trim(), env)),
         section,
         policy,
         api_key: api_key.filter(|k| !k.trim().is_empty()),
@@ -283,7 +310,7 @@ pub fn run(args: &Options) -> Result<Outcome, Error> {
     }
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(args.config.as_deref(), &args.set, env)?;
-    let settings = settings(&loaded.config, args.dry_run, env)?;
+    let settings = settings(&loaded.config, args.db.as_deref(), args.dry_run, env)?;
     let mut clock = match args.now {
         Some(t) => Clock::Fixed(t),
         None => Clock::System(None),
@@ -510,7 +537,11 @@ fn perform_restart(
 /// for viewers, and the recovery goes on without it.
 fn write_notice(settings: &Settings, notice: &RecoveryNotice, now: i64, run: &mut Run) {
     let text = format!("{}\n", notice.to_json());
-    if let Err(e) = write_atomic(&settings.notice, text.as_bytes(), NOTICE_MODE) {
+    let written = match &settings.notice {
+        Some(path) => write_atomic(path, text.as_bytes(), NOTICE_MODE),
+        None => Ok(()),
+    };
+    if let Err(e) = written {
         run.warn(
             Line::warning("recover", now)
                 .field("warning", "notice")
@@ -594,7 +625,7 @@ fn run_json(
         "dry_run": dry_run,
         "unit": settings.section.unit,
         "report": settings.report.display().to_string(),
-        "notice": settings.notice.display().to_string(),
+        "notice": settings.notice.as_ref().map(|n| n.display().to_string()),
         "decision": run.last_name().map(DecisionName::as_str),
         "decisions": decisions,
         "notices": run.notices,

@@ -94,7 +94,19 @@ pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEven
         .count();
     let resolved = sorted.len() - alarms;
     let sessions = |n: usize| format!("{n} session{}", if n == 1 { "" } else { "s" });
+    let loops = sorted
+        .iter()
+        .all(|e| e.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX));
     let title = match (alarms, resolved) {
+        // Blindness alerts among them: the title counts alerts, not sessions.
+        (a, r) if !loops => {
+            let alerts = format!("{a} alert{}", if a == 1 { "" } else { "s" });
+            match (a, r) {
+                (0, r) => format!("{r} resolved"),
+                (_, 0) => alerts,
+                (_, r) => format!("{alerts}, {r} resolved"),
+            }
+        }
         (0, r) => format!("{} no longer looping", sessions(r)),
         (a, 0) => format!("{} looping", sessions(a)),
         (a, r) => format!("{} looping, {r} resolved", sessions(a)),
@@ -320,4 +332,57 @@ fn record(
             .emit();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(key: &str, state: EventState) -> AlertEvent {
+        AlertEvent {
+            dedup_key: key.to_owned(),
+            severity: Severity::Warning,
+            state,
+            title: format!("title of {key}"),
+            summary: String::new(),
+            details: json!({}),
+            source: "agentwatch@test".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_group_title_counts_sessions_or_alerts() {
+        let rows = [
+            (
+                vec![("opencode-loop:a", EventState::Trigger)],
+                "1 session looping",
+            ),
+            (
+                vec![
+                    ("opencode-loop:a", EventState::Trigger),
+                    ("opencode-loop:b", EventState::Resolve),
+                ],
+                "1 session looping, 1 resolved",
+            ),
+            (
+                vec![
+                    ("opencode-loop:a", EventState::Trigger),
+                    ("blind:http://127.0.0.1:4096", EventState::Trigger),
+                ],
+                "2 alerts",
+            ),
+            (
+                vec![
+                    ("blind:opencode.db", EventState::Resolve),
+                    ("blind:job:deck", EventState::Trigger),
+                ],
+                "1 alert, 1 resolved",
+            ),
+            (vec![("blind:job:deck", EventState::Resolve)], "1 resolved"),
+        ];
+        for (events, title) in rows {
+            let events: Vec<AlertEvent> = events.iter().map(|(k, s)| event(k, *s)).collect();
+            assert_eq!(group_event(&events, "").title, title);
+        }
+    }
 }

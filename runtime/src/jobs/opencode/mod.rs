@@ -7,7 +7,9 @@
 //! A tick exits 0 however many alerts fired; sources that fail are reported and skipped.
 //! Every transition is one `key=value` line on standard error.
 
+pub mod blind;
 pub mod deliver;
+pub mod loop_report;
 pub mod notice;
 pub mod tracked;
 
@@ -565,14 +567,48 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
             .field("reason", "no source answered")
             .emit();
         let mut report = TickReport::empty(now, &collected);
+        // A source that keeps failing is an alert even when nothing answers now.
+        let state = load_alert_state(store.as_mut(), now, args.dry_run)?;
+        let (health, blindness) = blind::step(
+            &config,
+            store.as_mut(),
+            &state,
+            &config.alert_config(&host_name()),
+            &collected.failed,
+            now,
+            args.dry_run,
+        )?;
+        let (decisions, mut state) = match blindness {
+            Some(outcome) => (outcome.decisions, outcome.state),
+            None => (Vec::new(), state),
+        };
+        for decision in &decisions {
+            decision_line("watchdog", now, decision).emit();
+        }
         if let Some(store) = store.as_mut().filter(|_| !args.dry_run) {
+            let state_json =
+                serde_json::to_string(&state).map_err(|e| Error::software(e.to_string()))?;
             store
-                .record_tick(now, "no_opencode", 0, 0, &[], &[])
+                .commit_tick(&TickWrite {
+                    ticked_at: now,
+                    outcome: "no_opencode",
+                    sessions_seen: 0,
+                    alerts_fired: i64::try_from(fired(&decisions)).unwrap_or(i64::MAX),
+                    servers: &[],
+                    verdicts: &[],
+                    alerts: &alert_rows(&decisions),
+                    states: &[
+                        (ALERT_STATE_KEY.to_owned(), state_json),
+                        blind::state_row(&health)?,
+                    ],
+                    outbox: &deliver::outbox_events(&decisions)?,
+                    supersede: &deliver::resolved_keys(&decisions),
+                })
                 .map_err(Error::from)?;
             // Events an earlier tick could not send go out even when no source answers now.
-            let mut state = load_alert_state(Some(&mut *store), now, false)?;
             report.sends = deliver::deliver_pending(&config, store, &mut state, now, env)?;
         }
+        report.decisions = decisions;
         report.alertmanager = reassert_only(&config, store.as_mut(), now, args.dry_run)?;
         report
     } else {
@@ -833,6 +869,7 @@ fn tick(
     let (stale_missing, missing): (Vec<&alert_state::Alert>, Vec<&alert_state::Alert>) = state
         .open_alerts
         .values()
+        .filter(|a| a.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX))
         .filter(|a| !present.contains(a.root.as_str()))
         .partition(|a| collected.stale.contains(&a.root));
     let stale: Vec<String> = stale_trees
@@ -921,6 +958,26 @@ fn tick(
                     .set_link(agentwatch_web::tree_link(base, &decision.root));
             }
         }
+    }
+
+    // The loop report for `agentwatch recover`, when it is to come from this job.
+    if config.recover.opencode_report {
+        write_loop_report(config, &judgement, &by_id, &stale_trees, now, args, env);
+    }
+
+    // A source failing tick after tick, or another job that stopped ticking, is an alert too.
+    let (health, blindness) = blind::step(
+        config,
+        store.as_deref_mut(),
+        &outcome.state,
+        &alert_config,
+        &collected.failed,
+        now,
+        args.dry_run,
+    )?;
+    if let Some(blindness) = blindness {
+        outcome.decisions.extend(blindness.decisions);
+        outcome.state = blindness.state;
     }
 
     let mut sends = Vec::new();
@@ -1035,7 +1092,10 @@ fn tick(
                 servers: &collected.answered,
                 verdicts: &verdict_rows,
                 alerts: &rows,
-                states: &[(ALERT_STATE_KEY.to_owned(), state_json)],
+                states: &[
+                    (ALERT_STATE_KEY.to_owned(), state_json),
+                    blind::state_row(&health)?,
+                ],
                 outbox: &outbox,
                 supersede: &supersede,
             })
@@ -1124,6 +1184,40 @@ fn tick(
         sends,
         alertmanager: syncs_done,
     })
+}
+
+/// Write the loop report (`recover.opencode_report`) atomically; a dry run only says where. A
+/// report that cannot be written is a warning: the recovery then sees a stale report and waits.
+fn write_loop_report(
+    config: &Config,
+    judgement: &Judgement,
+    by_id: &BTreeMap<&str, &Session>,
+    stale: &BTreeSet<String>,
+    now: i64,
+    args: &Options,
+    env: Env<'_>,
+) {
+    let report = loop_report::report(config, &judgement.trees, by_id, stale, now);
+    let written =
+        crate::jobs::recover::report_path(config, args.db.as_deref(), env).and_then(|path| {
+            if !args.dry_run {
+                let text = format!("{report}\n");
+                agentwatch_systemd::write_atomic(&path, text.as_bytes(), 0o644)
+                    .map_err(|e| Error::io(format!("{}: {e}", path.display())))?;
+            }
+            Ok(path)
+        });
+    match written {
+        Ok(path) => Line::info("watchdog", now)
+            .field("loop_report", path.display().to_string())
+            .field("suspected", report["suspected"].as_i64().unwrap_or(0))
+            .field("dry_run", args.dry_run)
+            .emit(),
+        Err(e) => Line::warning("watchdog", now)
+            .field("loop_report", "not_written")
+            .field("problem", e)
+            .emit(),
+    }
 }
 
 /// The roots of trees whose newest call (over the sessions of live sources) is older than

@@ -1,0 +1,274 @@
+//! A blind watchdog is an alert: a source the opencode job is told to read that failed
+//! `watchdog.blind_after_ticks` ticks in a row (`blind:{source}`), and another job whose last
+//! tick is older than [`crate::operator::STALE_INTERVALS`] of its intervals (`blind:job:{name}`),
+//! are raised as alarms through the same lifecycle, gates and rate limits as the loop alerts
+//! ([`alert_state::process_alarms`]). Each resolves (`recovered`) once the source answers or the
+//! job ticks again.
+//!
+//! Only sources that *failed* count: a default source that is simply not there (no registry
+//! file, nothing on the default port) is skipped, not blind. The failure streak of each source is
+//! kept in the store under [`SOURCES_STATE_KEY`], written with the tick.
+
+use crate::config::{Config, JobName};
+use crate::error::Error;
+use crate::operator::StaleJob;
+use crate::stored::load_or_clean;
+use agentwatch_store::Store;
+use alert_state::{Alarm, AlarmTick, AlertConfig, AlertState, Severity, TickOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// The store key of the sources' failure streaks.
+pub const SOURCES_STATE_KEY: &str = "opencode.sources";
+
+/// The dedup-key prefix of every blindness alert.
+pub const BLIND_KEY_PREFIX: &str = "blind:";
+
+/// The dedup-key prefix of a stale job's alert (`blind:job:deck`).
+const JOB_KEY_PREFIX: &str = "blind:job:";
+
+/// Each failing source's streak, by source name (`http://127.0.0.1:4096`, `opencode.db`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceHealth {
+    #[serde(default)]
+    pub failing: BTreeMap<String, Failing>,
+}
+
+/// A source that failed its last `ticks` ticks, the first of them at `since`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failing {
+    pub since: i64,
+    pub ticks: u32,
+    /// Why the last read failed (already free of secrets: the source's own error text).
+    pub why: String,
+}
+
+impl SourceHealth {
+    /// This tick's failures: a source that failed extends its streak (or starts one); any
+    /// other (it answered, or is no longer read) ends it.
+    pub fn observe(&mut self, failed: &[(String, String)], now: i64) {
+        let mut next = BTreeMap::new();
+        for (source, why) in failed {
+            let streak = match self.failing.remove(source) {
+                Some(old) => Failing {
+                    since: old.since,
+                    ticks: old.ticks.saturating_add(1),
+                    why: why.clone(),
+                },
+                None => Failing {
+                    since: now,
+                    ticks: 1,
+                    why: why.clone(),
+                },
+            };
+            next.insert(source.clone(), streak);
+        }
+        self.failing = next;
+    }
+
+    /// The sources failing at least `threshold` ticks in a row.
+    pub fn blind(&self, threshold: u32) -> impl Iterator<Item = (&String, &Failing)> {
+        self.failing
+            .iter()
+            .filter(move |(_, f)| f.ticks >= threshold.max(1))
+    }
+}
+
+/// The alert's dedup key for a source.
+pub fn source_key(source: &str) -> String {
+    format!("{BLIND_KEY_PREFIX}{source}")
+}
+
+/// This tick's blindness alarms against the open alerts in `state`: raised for every source
+/// failing `threshold` ticks in a row and every stale job; cleared for every open blindness
+/// alert whose subject is fine again.
+pub fn alarm_tick(
+    state: &AlertState,
+    health: &SourceHealth,
+    threshold: u32,
+    stale_jobs: &[StaleJob],
+    now: i64,
+) -> AlarmTick {
+    let mut raised: Vec<Alarm> = health
+        .blind(threshold)
+        .map(|(source, f)| Alarm {
+            dedup_key: source_key(source),
+            subject: source.clone(),
+            kind: "source-down".to_owned(),
+            severity: Severity::Warning,
+            title: format!("agentwatch cannot read {source}"),
+            summary: format!(
+                "agentwatch has not been able to read {source} for {} ticks ({}): {}. Sessions \
+                 there are not watched until it answers.",
+                f.ticks,
+                crate::text::duration(now.saturating_sub(f.since)),
+                f.why
+            ),
+            details: json!({"source": source, "failing_since": f.since, "ticks": f.ticks, "error": f.why}),
+        })
+        .collect();
+    raised.extend(stale_jobs.iter().map(|job| Alarm {
+        dedup_key: format!("{JOB_KEY_PREFIX}{}", job.job),
+        subject: job.job.to_owned(),
+        kind: "job-stale".to_owned(),
+        severity: Severity::Warning,
+        title: format!("the agentwatch {} job is not running", job.job),
+        summary: format!(
+            "The {} job last ticked {}, more than {} of its {} s intervals: it is not \
+             watching. Check its timer or `agentwatch run` (journalctl -u agentwatch).",
+            job.job,
+            crate::text::ago(now.saturating_sub(job.last_at)),
+            crate::operator::STALE_INTERVALS,
+            job.interval_s
+        ),
+        details: json!({"job": job.job, "last_tick_at": job.last_at, "interval_s": job.interval_s}),
+    }));
+    let cleared = state
+        .open_alerts
+        .values()
+        .filter(|a| a.dedup_key.starts_with(BLIND_KEY_PREFIX))
+        .filter(|a| !raised.iter().any(|r| r.dedup_key == a.dedup_key))
+        .map(|a| a.dedup_key.clone())
+        .collect();
+    AlarmTick {
+        now,
+        raised,
+        cleared,
+    }
+}
+
+/// This tick's blindness: the sources' streaks updated with what answered and what failed, and
+/// the lifecycle's outcome for the blindness alarms (`None` when there is nothing to raise or
+/// clear). The caller stores the streaks ([`SOURCES_STATE_KEY`]) with the tick and delivers the
+/// decisions as it delivers the loop alerts'.
+///
+/// # Errors
+///
+/// The store cannot be read, or the alarms are inconsistent (a bug).
+pub fn step(
+    config: &Config,
+    mut store: Option<&mut Store>,
+    state: &AlertState,
+    alert_config: &AlertConfig,
+    failed: &[(String, String)],
+    now: i64,
+    dry_run: bool,
+) -> Result<(SourceHealth, Option<TickOutcome>), Error> {
+    let (mut health, aside) = load_or_clean(
+        store.as_deref_mut(),
+        SOURCES_STATE_KEY,
+        now,
+        dry_run,
+        |text| serde_json::from_str::<SourceHealth>(text).map_err(|e| e.to_string()),
+    )?;
+    if let Some(aside) = aside {
+        aside.line("watchdog", SOURCES_STATE_KEY, now).emit();
+    }
+    health.observe(failed, now);
+    let stale_jobs = match store.as_deref() {
+        Some(store) => crate::operator::stale_jobs(store, config, now, JobName::Opencode)?,
+        None => Vec::new(),
+    };
+    let threshold = config.watchdog.blind_after_ticks;
+    let tick = if threshold == 0 {
+        alarm_tick(state, &SourceHealth::default(), 1, &stale_jobs, now)
+    } else {
+        alarm_tick(state, &health, threshold, &stale_jobs, now)
+    };
+    if tick.raised.is_empty() && tick.cleared.is_empty() {
+        return Ok((health, None));
+    }
+    let outcome = alert_state::process_alarms(state, alert_config, &tick)
+        .map_err(|e| Error::software(format!("blindness alerts: {e}")))?;
+    Ok((health, Some(outcome)))
+}
+
+/// The streaks as the store keeps them.
+///
+/// # Errors
+///
+/// Never in practice (plain data); reported as an internal error.
+pub fn state_row(health: &SourceHealth) -> Result<(String, String), Error> {
+    let text = serde_json::to_string(health).map_err(|e| Error::software(e.to_string()))?;
+    Ok((SOURCES_STATE_KEY.to_owned(), text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(names: &[&str]) -> Vec<(String, String)> {
+        names
+            .iter()
+            .map(|n| ((*n).to_owned(), "connection refused".to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_streak_grows_while_failing_and_ends_when_answering() {
+        let mut h = SourceHealth::default();
+        let a = "http://127.0.0.1:4881";
+        for (tick, now) in [(1, 100), (2, 160), (3, 220)] {
+            h.observe(&failed(&[a]), now);
+            assert_eq!(h.failing[a].ticks, tick);
+            assert_eq!(h.failing[a].since, 100);
+        }
+        assert_eq!(h.blind(3).count(), 1);
+        assert_eq!(h.blind(4).count(), 0);
+        h.observe(&[], 280);
+        assert!(h.failing.is_empty());
+        h.observe(&failed(&[a]), 340);
+        assert_eq!(h.failing[a].ticks, 1, "a new streak starts over");
+    }
+
+    #[test]
+    fn alarms_raise_at_the_threshold_and_clear_when_fine() {
+        let a = "opencode.db";
+        let mut h = SourceHealth::default();
+        h.observe(&failed(&[a]), 100);
+        let state = AlertState::default();
+        assert!(alarm_tick(&state, &h, 2, &[], 100).raised.is_empty());
+        h.observe(&failed(&[a]), 160);
+        let tick = alarm_tick(&state, &h, 2, &[], 160);
+        assert_eq!(tick.raised.len(), 1);
+        assert_eq!(tick.raised[0].dedup_key, "blind:opencode.db");
+        assert!(
+            tick.raised[0]
+                .summary
+                .contains("for 2 ticks (60 s): connection refused"),
+            "{}",
+            tick.raised[0].summary
+        );
+        let config = alert_state::AlertConfig::default();
+        let opened = alert_state::process_alarms(&state, &config, &tick).unwrap();
+        assert!(opened.state.open_alerts.contains_key("blind:opencode.db"));
+
+        h.observe(&[], 220);
+        let tick = alarm_tick(&opened.state, &h, 2, &[], 220);
+        assert!(tick.raised.is_empty());
+        assert_eq!(tick.cleared, vec!["blind:opencode.db".to_owned()]);
+    }
+
+    #[test]
+    fn a_stale_job_is_an_alarm_naming_it() {
+        let stale = StaleJob {
+            job: "deck",
+            last_at: 1_000,
+            interval_s: 60,
+        };
+        let tick = alarm_tick(
+            &AlertState::default(),
+            &SourceHealth::default(),
+            3,
+            &[stale],
+            1_000 + 600,
+        );
+        assert_eq!(tick.raised[0].dedup_key, "blind:job:deck");
+        assert!(
+            tick.raised[0].summary.contains("last ticked 10 min ago"),
+            "{}",
+            tick.raised[0].summary
+        );
+    }
+}
