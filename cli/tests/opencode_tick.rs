@@ -407,6 +407,120 @@ fn config_prints_the_effective_config_and_rejects_unknown_keys() {
 }
 
 #[test]
+fn the_test_alert_resolves_itself_where_alerts_stay_open() {
+    let tmp = TempDir::new("aw-test-alert-resolve");
+    let webhook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+    let stand_ins = StandIns::new(&tmp.path.join("bin"));
+    let notify = stand_in(&stand_ins, "notify-send", "", 0);
+    write_config(
+        &tmp.path,
+        &format!(
+            "[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\n\
+             [[channels]]\nname = \"desktop\"\ntype = \"desktop\"\nprogram = \"{}\"\n",
+            webhook.url(),
+            notify.display()
+        ),
+    );
+    let run = agentwatch(&tmp.path, None, &["test-alert", "--now", "0"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert!(
+        run.stdout().contains("hook: sent (resolve)"),
+        "{}",
+        run.stdout()
+    );
+    // The webhook holds an incident: it gets the trigger, then the resolve of the same key.
+    let bodies: Vec<Value> = webhook.requests().iter().map(Request::body_json).collect();
+    let states: Vec<(&str, &str)> = bodies
+        .iter()
+        .map(|b| {
+            (
+                b["dedup_key"].as_str().unwrap_or(""),
+                b["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("agentwatch-test", "trigger"),
+            ("agentwatch-test", "resolve")
+        ],
+        "{bodies:?}"
+    );
+    // A person-read channel gets one message.
+    assert_eq!(stand_ins.calls("notify-send").len(), 1);
+}
+
+#[test]
+fn an_unreachable_model_is_logged_once_per_outage() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let tmp = TempDir::new("aw-llm-outage");
+    let up = Arc::new(AtomicBool::new(false));
+    let answering = Arc::clone(&up);
+    let model = HttpServer::start(move |_: &Request| {
+        if answering.load(Ordering::SeqCst) {
+            Reply::json(
+                200,
+                &json!({"model": "m", "message": {"role": "assistant", "content": "yes"}, "done": true}),
+            )
+        } else {
+            Reply::text(503, "loading model")
+        }
+    });
+    write_config(
+        &tmp.path,
+        &format!(
+            "[watchdog]\nlocal_llm_enabled = true\nescalate_after_ticks = 10\n[watchdog.llm]\nurl = \"{}\"\ndialect = \"ollama\"\n",
+            model.url()
+        ),
+    );
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sample.json");
+    let db = tmp.path.join("aw.db").display().to_string();
+    let tick = |at: i64| {
+        let run = agentwatch(
+            &tmp.path,
+            None,
+            &[
+                "opencode",
+                "--once",
+                "--sessions",
+                sample,
+                "--db",
+                &db,
+                "--now",
+                &at.to_string(),
+            ],
+        );
+        assert_eq!(run.code(), Some(0), "{}", run.stderr());
+        run.stderr()
+    };
+    let outage = |err: &str| {
+        err.lines()
+            .filter(|l| l.contains("logged once per outage"))
+            .count()
+    };
+    let err = tick(T0);
+    assert_eq!(outage(&err), 1, "{err}");
+    let asked = model.requests().len();
+    assert!(asked >= 1);
+    // Still down on the next tick: asked again, and silent about it.
+    let err = tick(T0 + 60);
+    assert!(model.requests().len() > asked, "the model is asked again");
+    assert_eq!(outage(&err), 0, "{err}");
+    assert!(!err.contains("problem="), "{err}");
+    // Back: said once.
+    up.store(true, Ordering::SeqCst);
+    let err = tick(T0 + 120);
+    assert!(
+        err.contains("llm=answers_again down_for=\"2 min\""),
+        "{err}"
+    );
+    assert!(err.contains("llm_opinion=yes"), "{err}");
+}
+
+#[test]
 fn channels_set_and_test_alert_through_a_stand_in() {
     let tmp = TempDir::new("aw-channels");
     let stand_ins = StandIns::new(&tmp.path.join("bin"));

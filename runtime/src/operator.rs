@@ -630,11 +630,39 @@ pub fn send_test_alert(
     {
         return Err(Error::usage(format!("no channel named {name:?}")));
     }
-    let reports = targets
-        .iter()
-        .map(|c| send(config, &c.name, &event, dry_run, now, env))
-        .collect();
+    let mut reports = Vec::new();
+    for section in targets {
+        let sent = send(config, &section.name, &event, dry_run, now, env);
+        let took = matches!(sent.result.as_str(), "sent" | "dry_run");
+        reports.push(sent);
+        // The test alert resolves itself where an alert stays open until resolved (a webhook's
+        // incident, Alertmanager); a person-read channel (desktop, chat, log) gets no second
+        // message.
+        if took && keeps_open_alerts(section) {
+            let resolve = AlertEvent {
+                state: EventState::Resolve,
+                summary: format!("test alert resolved at {}", iso8601(now)),
+                ..event.clone()
+            };
+            let mut report = send(config, &section.name, &resolve, dry_run, now, env);
+            report.message = Some(match report.message.take() {
+                Some(m) => format!("resolve: {m}"),
+                None => "resolve".to_owned(),
+            });
+            reports.push(report);
+        }
+    }
     Ok((event, reports))
+}
+
+/// Whether a channel holds an alert open until its resolve arrives (a webhook in JSON or
+/// PagerDuty mode, Alertmanager), rather than showing each event to a person.
+fn keeps_open_alerts(section: &config::ChannelSection) -> bool {
+    match section.channel_type.as_str() {
+        "alertmanager" => true,
+        "webhook" => !crate::jobs::opencode::deliver::groups(section),
+        _ => false,
+    }
 }
 
 #[derive(Debug, Clone, Default)]

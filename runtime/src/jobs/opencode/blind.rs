@@ -33,6 +33,9 @@ const JOB_KEY_PREFIX: &str = "blind:job:";
 pub struct SourceHealth {
     #[serde(default)]
     pub failing: BTreeMap<String, Failing>,
+    /// Since when the LLM of the second opinion has not answered (its outage is logged once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm_down_since: Option<i64>,
 }
 
 /// A source that failed its last `ticks` ticks, the first of them at `since`.
@@ -138,7 +141,23 @@ pub fn alarm_tick(
     }
 }
 
-/// This tick's blindness: the sources' streaks updated with what answered and what failed, and
+/// The sources' streaks as the last tick left them (a corrupt record is set aside, with a
+/// warning, and starts clean).
+///
+/// # Errors
+///
+/// The store cannot be read.
+pub fn load(store: Option<&mut Store>, now: i64, dry_run: bool) -> Result<SourceHealth, Error> {
+    let (health, aside) = load_or_clean(store, SOURCES_STATE_KEY, now, dry_run, |text| {
+        serde_json::from_str::<SourceHealth>(text).map_err(|e| e.to_string())
+    })?;
+    if let Some(aside) = aside {
+        aside.line("watchdog", SOURCES_STATE_KEY, now).emit();
+    }
+    Ok(health)
+}
+
+/// This tick's blindness: the sources' streaks (from [`load`]) updated with what answered and what failed, and
 /// the lifecycle's outcome for the blindness alarms (`None` when there is nothing to raise or
 /// clear). The caller stores the streaks ([`SOURCES_STATE_KEY`]) with the tick and delivers the
 /// decisions as it delivers the loop alerts'.
@@ -148,25 +167,15 @@ pub fn alarm_tick(
 /// The store cannot be read, or the alarms are inconsistent (a bug).
 pub fn step(
     config: &Config,
-    mut store: Option<&mut Store>,
+    store: Option<&Store>,
+    mut health: SourceHealth,
     state: &AlertState,
     alert_config: &AlertConfig,
     failed: &[(String, String)],
     now: i64,
-    dry_run: bool,
 ) -> Result<(SourceHealth, Option<TickOutcome>), Error> {
-    let (mut health, aside) = load_or_clean(
-        store.as_deref_mut(),
-        SOURCES_STATE_KEY,
-        now,
-        dry_run,
-        |text| serde_json::from_str::<SourceHealth>(text).map_err(|e| e.to_string()),
-    )?;
-    if let Some(aside) = aside {
-        aside.line("watchdog", SOURCES_STATE_KEY, now).emit();
-    }
     health.observe(failed, now);
-    let stale_jobs = match store.as_deref() {
+    let stale_jobs = match store {
         Some(store) => crate::operator::stale_jobs(store, config, now, JobName::Opencode)?,
         None => Vec::new(),
     };

@@ -569,14 +569,15 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         let mut report = TickReport::empty(now, &collected);
         // A source that keeps failing is an alert even when nothing answers now.
         let state = load_alert_state(store.as_mut(), now, args.dry_run)?;
+        let health = blind::load(store.as_mut(), now, args.dry_run)?;
         let (health, blindness) = blind::step(
             &config,
-            store.as_mut(),
+            store.as_ref(),
+            health,
             &state,
             &config.alert_config(&host_name()),
             &collected.failed,
             now,
-            args.dry_run,
         )?;
         let (decisions, mut state) = match blindness {
             Some(outcome) => (outcome.decisions, outcome.state),
@@ -928,7 +929,15 @@ fn tick(
         .roots_to_ask()
         .map(|root| (root.to_owned(), None))
         .collect();
-    let opinions = ask_opinions(config, &roots, opinions, now, env);
+    let mut health = blind::load(store.as_deref_mut(), now, args.dry_run)?;
+    let opinions = ask_opinions(
+        config,
+        &roots,
+        opinions,
+        now,
+        env,
+        &mut health.llm_down_since,
+    );
     for root in &mut roots {
         if let Some(opinion) = opinions.get(&root.root) {
             root.opinion = *opinion;
@@ -968,12 +977,12 @@ fn tick(
     // A source failing tick after tick, or another job that stopped ticking, is an alert too.
     let (health, blindness) = blind::step(
         config,
-        store.as_deref_mut(),
+        store.as_deref(),
+        health,
         &outcome.state,
         &alert_config,
         &collected.failed,
         now,
-        args.dry_run,
     )?;
     if let Some(blindness) = blindness {
         outcome.decisions.extend(blindness.decisions);
@@ -1255,13 +1264,17 @@ fn stale_trees(
         .collect()
 }
 
-/// Ask the LLM about the planned roots; failures leave the opinion empty and are logged.
+/// Ask the LLM about the planned roots, all at once (one thread each, so a hung model costs one
+/// timeout per tick, not one per root); failures leave the opinion empty. An unreachable model is
+/// logged once per outage: the first failure is a warning and starts `llm_down_since` (kept with
+/// the sources' streaks), later ones are silent until it answers again, which is logged too.
 fn ask_opinions(
     config: &Config,
     roots: &[RootObservation],
     mut opinions: BTreeMap<String, Option<LlmOpinion>>,
     now: i64,
     env: Env<'_>,
+    llm_down_since: &mut Option<i64>,
 ) -> BTreeMap<String, Option<LlmOpinion>> {
     if opinions.is_empty() {
         return opinions;
@@ -1278,24 +1291,68 @@ fn ask_opinions(
         api_key: llm.api_key_env.as_deref().and_then(env),
         timeout: crate::config::duration(llm.timeout_s),
     };
-    for (root, slot) in opinions.iter_mut() {
-        let Some(obs) = roots.iter().find(|r| &r.root == root) else {
-            continue;
-        };
-        match agentwatch_llm::ask_loop_opinion(&endpoint, &obs.agent, &obs.summary) {
+    let asked: Vec<(String, Result<Option<LlmOpinion>, agentwatch_llm::LlmError>)> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = opinions
+                .keys()
+                .filter_map(|root| roots.iter().find(|r| &r.root == root))
+                .map(|obs| {
+                    let endpoint = &endpoint;
+                    let handle = scope.spawn(move || {
+                        agentwatch_llm::ask_loop_opinion(endpoint, &obs.agent, &obs.summary)
+                    });
+                    (obs.root.clone(), handle)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|(root, h)| h.join().ok().map(|answer| (root, answer)))
+                .collect()
+        });
+    let mut first_problem = None;
+    let mut answered = false;
+    for (root, answer) in asked {
+        match answer {
             Ok(opinion) => {
-                *slot = opinion;
+                answered = true;
+                opinions.insert(root.clone(), opinion);
                 Line::info("watchdog", now)
-                    .field("root", root)
+                    .field("root", &root)
                     .field("llm_opinion", opinion.map_or("none", |o| o.as_str()))
                     .emit();
             }
-            Err(e) => Line::warning("watchdog", now)
+            Err(e) => {
+                first_problem.get_or_insert((root, e));
+            }
+        }
+    }
+    match (first_problem, *llm_down_since) {
+        (Some((root, e)), None) if !answered => {
+            *llm_down_since = Some(now);
+            Line::warning("watchdog", now)
                 .field("root", root)
                 .field("llm_opinion", "none")
                 .field("problem", e)
-                .emit(),
+                .field(
+                    "action",
+                    "no second opinion until it answers; logged once per outage",
+                )
+                .emit();
         }
+        // A failure beside answers is that root's own trouble, not an outage.
+        (Some((root, e)), _) if answered => Line::warning("watchdog", now)
+            .field("root", root)
+            .field("llm_opinion", "none")
+            .field("problem", e)
+            .emit(),
+        (None, Some(since)) if answered => {
+            *llm_down_since = None;
+            Line::info("watchdog", now)
+                .field("llm", "answers_again")
+                .field("down_for", crate::text::duration(now.saturating_sub(since)))
+                .emit();
+        }
+        _ => {}
     }
     opinions
 }
