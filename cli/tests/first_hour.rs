@@ -236,6 +236,19 @@ fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
     );
     assert!(text.contains("for 3 ticks (2 min)"), "{text}");
 
+    // `status` shows the source down, since when and why.
+    let out = agentwatch(
+        &home,
+        &stand_ins.path_env(),
+        &["status", "--json", "--now", &(T0 + 120).to_string()],
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let source = &status["sources"][0];
+    assert_eq!(source["source"], url.as_str(), "{status}");
+    assert_eq!(source["state"], "down", "{status}");
+    assert_eq!(source["failing_since"], T0, "{status}");
+    assert_eq!(source["failed_ticks"], 3, "{status}");
+
     // Still failing: no second notification.
     let err = tick(T0 + 180);
     assert!(journal(&err).is_empty(), "{err}");
@@ -248,4 +261,11 @@ fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(lines[0].contains("state=resolve"), "{}", lines[0]);
     assert_eq!(stand_ins.calls("notify-send").len(), 2);
+    let out = agentwatch(
+        &home,
+        &stand_ins.path_env(),
+        &["status", "--json", "--now", &(T0 + 240).to_string()],
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["sources"][0]["state"], "up", "{status}");
 }

@@ -146,6 +146,41 @@ pub fn stale_jobs(
         .collect())
 }
 
+/// One opencode source as `status` shows it: up at the last tick, or failing since when.
+struct SourceState {
+    name: String,
+    down: Option<crate::jobs::opencode::blind::Failing>,
+}
+
+/// The sources the last opencode tick read (up) and those failing tick after tick (down, from
+/// their stored streaks), by name.
+fn source_states(
+    store: Option<&Store>,
+    tick: Option<&agentwatch_store::TickRow>,
+) -> Vec<SourceState> {
+    use crate::jobs::opencode::blind::{SOURCES_STATE_KEY, SourceHealth};
+    let health: SourceHealth = store
+        .and_then(|s| s.load_state(SOURCES_STATE_KEY).ok().flatten())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let mut out: Vec<SourceState> = tick
+        .map(|t| t.servers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|name| !health.failing.contains_key(*name))
+        .map(|name| SourceState {
+            name: name.clone(),
+            down: None,
+        })
+        .collect();
+    out.extend(health.failing.into_iter().map(|(name, f)| SourceState {
+        name,
+        down: Some(f),
+    }));
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 /// Seconds of the recover job's cooldown left (its stored loop-recovery state), if any.
 fn cooldown_left(store: Option<&Store>, config: &Config, now: i64) -> Option<i64> {
     let text = store?.load_state(crate::jobs::recover::STATE_KEY).ok()??;
@@ -183,6 +218,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         None => (None, None, Vec::new(), Vec::new()),
     };
     let jobs = job_ticks(store.as_ref(), &config, now)?;
+    let sources = source_states(store.as_ref(), tick.as_ref());
     let cooldown = cooldown_left(store.as_ref(), &config, now);
     let stale: Vec<&JobTick> = jobs.iter().filter(|j| j.stale).collect();
     let exit_code = if stale.is_empty() {
@@ -207,6 +243,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             "verdicts": counts,
             "jobs": jobs_json,
             "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
+            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
             "open_alerts": open.len(),
             "alerts": open,
             "restarts": restarts,
@@ -251,6 +288,26 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             "\nopencode: {} sessions seen, {}/{} verdicts flagged at the last tick\n",
             t.sessions_seen, c.flagged, c.total
         ));
+    }
+    if !sources.is_empty() {
+        let rows: Vec<Vec<String>> = sources
+            .iter()
+            .map(|src| match &src.down {
+                None => vec![src.name.clone(), "up".to_owned(), String::new()],
+                Some(f) => vec![
+                    src.name.clone(),
+                    "DOWN".to_owned(),
+                    format!(
+                        "failing since {} ({} ticks): {}",
+                        ago(now - f.since),
+                        f.ticks,
+                        f.why
+                    ),
+                ],
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(&["SOURCE", "STATE", ""], &rows));
     }
     out.push_str(&format!("\nopen alerts: {}\n", open.len()));
     if !open.is_empty() {
