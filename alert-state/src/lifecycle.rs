@@ -83,6 +83,27 @@ impl AlertState {
         }
     }
 
+    /// When the alert lifecycle next has something to do by time alone: the moment the first
+    /// enabled channel inside its rate-limit window is free again, so an event the limit held
+    /// back (in the caller's outbox) can go out ([`crate::RouterState::is_free`] turns true).
+    /// Strictly after `now`; `None` when no channel is
+    /// rate limited. Every other transition (trigger, escalate, resolve) needs a tick's
+    /// observation, and a silence holds nothing back (its events are not sent later).
+    #[must_use]
+    pub fn next_wakeup(&self, config: &AlertConfig, now: i64) -> Option<i64> {
+        config
+            .channels
+            .iter()
+            .filter(|c| c.enabled && c.rate_limit_s > 0)
+            .filter_map(|c| {
+                let last = self.router.last_alarm.get(&c.name)?;
+                let limit = i64::try_from(c.rate_limit_s).unwrap_or(i64::MAX);
+                Some(last.at.saturating_add(limit))
+            })
+            .filter(|&free| free > now)
+            .min()
+    }
+
     /// The open alert of a root session, if any.
     #[must_use]
     pub fn open_alert_for_root(&self, root: &str) -> Option<&Alert> {

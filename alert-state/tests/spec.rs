@@ -1234,3 +1234,104 @@ fn within_one_tick_a_channel_takes_one_alarm_even_before_any_send() {
     let delivered = outcome.deliveries().count();
     assert_eq!(delivered, 1, "{:#?}", outcome.decisions);
 }
+
+/// A case name, the channels, their last deliveries, the wakeup wanted.
+type WakeupCase<'a> = (
+    &'a str,
+    Vec<ChannelConfig>,
+    Vec<(String, alert_state::LastAlarm)>,
+    Option<i64>,
+);
+
+#[test]
+fn next_wakeup_is_when_the_first_rate_limited_channel_is_free() {
+    use alert_state::LastAlarm;
+    let now = T0;
+    let sent = |name: &str, at: i64| {
+        (
+            name.to_owned(),
+            LastAlarm {
+                at,
+                dedup_key: "opencode-loop:ses_a".to_owned(),
+            },
+        )
+    };
+    let mut disabled = channel("pager", Severity::Warning);
+    disabled.enabled = false;
+    let mut unlimited = channel("pager", Severity::Warning);
+    unlimited.rate_limit_s = 0;
+    let cases: Vec<WakeupCase<'_>> = vec![
+        (
+            "nothing sent",
+            vec![channel("desktop", Severity::Warning)],
+            vec![],
+            None,
+        ),
+        (
+            "inside the window: free at its end",
+            vec![channel("desktop", Severity::Warning)],
+            vec![sent("desktop", now - 100)],
+            Some(now + 200),
+        ),
+        (
+            "the window ended: nothing held back",
+            vec![channel("desktop", Severity::Warning)],
+            vec![sent("desktop", now - 300)],
+            None,
+        ),
+        (
+            "the first of two channels",
+            vec![
+                channel("desktop", Severity::Warning),
+                channel("pager", Severity::Warning),
+            ],
+            vec![sent("desktop", now - 100), sent("pager", now - 250)],
+            Some(now + 50),
+        ),
+        (
+            "a disabled channel takes nothing",
+            vec![disabled],
+            vec![sent("pager", now - 100)],
+            None,
+        ),
+        (
+            "no rate limit",
+            vec![unlimited],
+            vec![sent("pager", now - 100)],
+            None,
+        ),
+        (
+            "a channel no longer configured",
+            vec![channel("desktop", Severity::Warning)],
+            vec![sent("gone", now - 100)],
+            None,
+        ),
+    ];
+    for (case, channels, last_alarm, want) in cases {
+        let config = AlertConfig {
+            channels,
+            ..config()
+        };
+        let mut state = AlertState::default();
+        state.router.last_alarm = last_alarm.into_iter().collect();
+        assert_eq!(state.next_wakeup(&config, now), want, "{case}");
+    }
+}
+
+#[test]
+fn a_silenced_or_open_alert_alone_needs_no_wakeup() {
+    let mut config = config();
+    config
+        .silences
+        .insert("opencode-loop:ses_a".to_owned(), T0 + 3600);
+    config.channels.clear();
+    let tick = Tick {
+        now: T0,
+        roots: vec![RootObservation::flagged("ses_a", "build", "top")],
+        gone: vec![],
+        stale: vec![],
+    };
+    let outcome = process_tick(&AlertState::default(), &config, &tick).expect("valid");
+    assert_eq!(outcome.state.open_alerts.len(), 1);
+    assert_eq!(outcome.state.next_wakeup(&config, T0), None);
+}

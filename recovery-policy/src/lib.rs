@@ -50,7 +50,7 @@ use serde::Serialize;
 pub type UnixSeconds = i64;
 
 /// The one contract every policy speaks (after quinn-proto's and str0m's): an event in with `now`,
-/// its decisions out. The state is `self`; the caller owns the clock and performs the actions, feeding
+/// its decisions out, and [`Policy::next_wakeup`]. The state is `self`; the caller owns the clock and performs the actions, feeding
 /// their outcomes back as later events (`agentwatch_runtime::drive` does exactly that).
 pub trait Policy {
     /// The tunables, passed with every event.
@@ -70,6 +70,12 @@ pub trait Policy {
         event: &Self::Event,
         now: UnixSeconds,
     ) -> Vec<Decision<Self::Name, Self::Action>>;
+
+    /// When the policy next has something to decide by time alone (quinn-proto's
+    /// `poll_timeout`): the end of a wait that holds something back. Strictly after `now`; `None`
+    /// when only a new observation can change anything. The caller calls again then, or at its
+    /// own interval if sooner; it never sleeps inside a decision.
+    fn next_wakeup(&self, config: &Self::Config, now: UnixSeconds) -> Option<UnixSeconds>;
 }
 
 /// A decision's machine name: a closed set per policy, printed in kebab-case.

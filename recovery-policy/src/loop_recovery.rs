@@ -767,14 +767,11 @@ impl Policy for LoopRecoveryState {
     ) -> Vec<LoopDecision> {
         vec![self.handle(config, event, now)]
     }
-}
 
-impl LoopRecoveryState {
-    /// When the policy next has something to decide by time alone (str0m's `poll_timeout`): the
-    /// end of a cooldown, or the moment a second probe of the current streak could confirm
+    /// The end of a cooldown, or the moment a second probe of the current streak could confirm
     /// the loop (`first probe + min_probe_gap`). `None` when only a new report can change
-    /// anything (or a restart's outcome is pending). Never before `now`.
-    pub fn next_wakeup(&self, config: &LoopRecoveryConfig, now: UnixSeconds) -> Option<i64> {
+    /// anything (or a restart's outcome is pending).
+    fn next_wakeup(&self, config: &LoopRecoveryConfig, now: UnixSeconds) -> Option<i64> {
         if self.in_flight.is_some() {
             return None;
         }
@@ -785,7 +782,9 @@ impl LoopRecoveryState {
             .map(|first| first.saturating_add(i64::from(config.min_probe_gap)))
             .filter(|&at| at > now)
     }
+}
 
+impl LoopRecoveryState {
     /// The decided restart never ran: no cooldown (the one before it comes back), and, as after
     /// a failure, its probes are used up.
     fn on_cancelled(&mut self, detail: &str) -> LoopDecision {

@@ -1040,6 +1040,40 @@ impl Policy for RestartGuardState {
     ) -> Vec<GuardDecision> {
         self.handle(config, event, now)
     }
+
+    /// The first moment a wait that holds back a session in trouble (in error, or its poller
+    /// missing) ends: its rate-limit back-off, its quiet time after a restart, its full restart
+    /// window, its poller dedup, or the global spacing a deferred candidate waits for. `None`
+    /// when no session is in trouble, or none is held by time (auth holds, non-critical
+    /// sessions): then only a new listing can change anything. May come early (the session may
+    /// recover meanwhile), never late.
+    fn next_wakeup(&self, config: &RestartGuardConfig, now: UnixSeconds) -> Option<i64> {
+        let limit = usize::try_from(config.per_session_limit).unwrap_or(usize::MAX);
+        let mut troubled = false;
+        let mut ends: Vec<i64> = Vec::new();
+        for record in self.sessions.values().filter(|r| r.trouble_since.is_some()) {
+            troubled = true;
+            ends.extend(record.backoff_until);
+            ends.extend(
+                record
+                    .last_restart_at
+                    .map(|t| add(t, config.quiet_after_restart)),
+            );
+            ends.extend(
+                record
+                    .poller_restart_at
+                    .map(|t| add(t, config.poller_dedup)),
+            );
+            let in_window: Vec<i64> = record.restarts_in_window(config, now).collect();
+            if in_window.len() >= limit {
+                ends.extend(in_window.iter().min().map(|&t| add(t, config.window)));
+            }
+        }
+        if troubled {
+            ends.extend(self.last_restart_at.map(|t| add(t, config.global_spacing)));
+        }
+        ends.into_iter().filter(|&t| t > now).min()
+    }
 }
 
 /// The pure step: `(state, observation, now) -> (state', decisions)`.

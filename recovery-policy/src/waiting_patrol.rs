@@ -317,6 +317,25 @@ impl Policy for WaitingPatrolState {
     ) -> Vec<PatrolDecision> {
         self.handle(config, event, now)
     }
+
+    /// The first moment a watched session would be nudged if its pane stays as it is: more than
+    /// `threshold` after its pane last changed, and at least `nudge_dedup` after its last nudge.
+    /// `None` when nothing is watched (or every nudge is overdue and waits for a readable pane).
+    fn next_wakeup(&self, config: &WaitingPatrolConfig, now: UnixSeconds) -> Option<i64> {
+        self.trackers
+            .values()
+            .map(|tracker| {
+                let due = tracker
+                    .unchanged_since
+                    .saturating_add(i64::from(config.threshold))
+                    .saturating_add(1);
+                tracker.last_nudge_at.map_or(due, |last| {
+                    due.max(last.saturating_add(i64::from(config.nudge_dedup)))
+                })
+            })
+            .filter(|&at| at > now)
+            .min()
+    }
 }
 
 /// The pure step: `(state, observation, now) -> (state', decisions)`.

@@ -1,5 +1,6 @@
 //! Named cases for the confirmed-loop restart, at the boundaries of every rule.
 
+use recovery_policy::Policy;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName as N, LoopEvent, LoopRecoveryConfig,
     LoopRecoveryState, LoopReport, ReportError, ReportStatus, RouterConfigError, RouterReplyError,

@@ -1,9 +1,10 @@
 //! Named cases for the agent-deck session restart guard, at the boundaries of every rule.
 
+use recovery_policy::Policy;
 use recovery_policy::restart_guard::{
     AuthHold, GuardAction, GuardDecision, GuardDecisionName as N, GuardEvent, RestartGuardConfig,
-    RestartGuardState, RestartReply, RestartResult, SessionObservation, SessionStatus, Severity,
-    Trigger, mentions_rate_limit,
+    RestartGuardState, RestartReply, RestartResult, SessionObservation, SessionRecord,
+    SessionStatus, Severity, Trigger, mentions_rate_limit,
 };
 
 fn obs(id: &str, title: &str, group: &str, status: &str) -> SessionObservation {
@@ -757,4 +758,156 @@ fn decision_names_are_unique_kebab_case() {
         );
         assert!(seen.insert(text), "duplicate {text}");
     }
+}
+
+#[test]
+fn next_wakeup_is_when_the_first_wait_holding_a_troubled_session_ends() {
+    const NOW: i64 = 10_000;
+    let config = RestartGuardConfig::default(); // spacing 60, quiet 60, window 300, limit 3
+    let troubled = |record: SessionRecord| SessionRecord {
+        trouble_since: Some(NOW - 500),
+        ..record
+    };
+    let state = |last_restart_at: Option<i64>, records: Vec<SessionRecord>| RestartGuardState {
+        last_restart_at,
+        sessions: records
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (format!("s{i}"), r))
+            .collect(),
+    };
+    let cases: Vec<(&str, RestartGuardState, Option<i64>)> = vec![
+        ("nothing known", state(None, vec![]), None),
+        (
+            "in trouble, nothing holds it: only a listing decides",
+            state(None, vec![troubled(SessionRecord::default())]),
+            None,
+        ),
+        (
+            "rate-limit back-off ends",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    backoff_until: Some(NOW + 700),
+                    ..SessionRecord::default()
+                })],
+            ),
+            Some(NOW + 700),
+        ),
+        (
+            "quiet after a restart ends",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    last_restart_at: Some(NOW - 20),
+                    ..SessionRecord::default()
+                })],
+            ),
+            Some(NOW + 40),
+        ),
+        (
+            "a full window frees when its oldest restart leaves it",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    restarts: vec![NOW - 250, NOW - 200, NOW - 100],
+                    ..SessionRecord::default()
+                })],
+            ),
+            Some(NOW + 50),
+        ),
+        (
+            "a window that is not full holds nothing",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    restarts: vec![NOW - 250, NOW - 200],
+                    ..SessionRecord::default()
+                })],
+            ),
+            None,
+        ),
+        (
+            "poller dedup ends",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    poller_restart_at: Some(NOW - 3000),
+                    ..SessionRecord::default()
+                })],
+            ),
+            Some(NOW + 600),
+        ),
+        (
+            "a deferred candidate waits for the global spacing",
+            state(Some(NOW - 45), vec![troubled(SessionRecord::default())]),
+            Some(NOW + 15),
+        ),
+        (
+            "the global spacing alone, nobody in trouble: nothing to do",
+            state(
+                Some(NOW - 45),
+                vec![SessionRecord {
+                    last_restart_at: Some(NOW - 45),
+                    ..SessionRecord::default()
+                }],
+            ),
+            None,
+        ),
+        (
+            "the earliest of several",
+            state(
+                Some(NOW - 10),
+                vec![
+                    troubled(SessionRecord {
+                        backoff_until: Some(NOW + 700),
+                        ..SessionRecord::default()
+                    }),
+                    troubled(SessionRecord {
+                        last_restart_at: Some(NOW - 30),
+                        ..SessionRecord::default()
+                    }),
+                ],
+            ),
+            Some(NOW + 30),
+        ),
+        (
+            "a wait that ends now is over, not due again",
+            state(
+                None,
+                vec![troubled(SessionRecord {
+                    backoff_until: Some(NOW),
+                    ..SessionRecord::default()
+                })],
+            ),
+            None,
+        ),
+    ];
+    for (case, state, want) in cases {
+        assert_eq!(state.next_wakeup(&config, NOW), want, "{case}");
+    }
+}
+
+#[test]
+fn next_wakeup_lets_a_deferred_watcher_restart_as_soon_as_the_spacing_allows() {
+    let config = RestartGuardConfig::default();
+    let mut state = RestartGuardState::default();
+    let t0 = 1_000;
+    state.handle(
+        &config,
+        &GuardEvent::Tick(vec![conductor("error"), watcher("error")]),
+        t0,
+    );
+    state.handle(&config, &GuardEvent::Recheck(conductor("error")), t0);
+    assert_eq!(
+        state.next_wakeup(&config, t0),
+        Some(t0 + 60),
+        "the watcher waits for the spacing"
+    );
+    let decided = state.handle(
+        &config,
+        &GuardEvent::Tick(vec![conductor("running"), watcher("error")]),
+        t0 + 60,
+    );
+    assert_eq!(decided[0].name, N::Recheck, "{decided:?}");
 }

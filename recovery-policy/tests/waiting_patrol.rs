@@ -1,8 +1,9 @@
 //! Named cases for the waiting patrol, at the boundaries of every rule.
 
+use recovery_policy::Policy;
 use recovery_policy::restart_guard::SessionStatus;
 use recovery_policy::waiting_patrol::{
-    PatrolAction, PatrolDecision, PatrolDecisionName as N, PatrolEvent, PatrolObservation,
+    PatrolAction, PatrolDecision, PatrolDecisionName as N, PatrolEvent, PatrolObservation, Tracker,
     WaitingPatrolConfig, WaitingPatrolState,
 };
 
@@ -259,4 +260,71 @@ fn decision_names_are_unique_kebab_case() {
         );
         assert!(seen.insert(text), "duplicate {text}");
     }
+}
+
+#[test]
+fn next_wakeup_is_when_an_unchanged_pane_would_be_nudged() {
+    const NOW: i64 = 10_000;
+    let config = WaitingPatrolConfig::default(); // threshold 600 (more than), dedup 3600
+    let tracker = |unchanged_since: i64, last_nudge_at: Option<i64>| Tracker {
+        pane_hash: "h".to_owned(),
+        unchanged_since,
+        last_nudge_at,
+    };
+    let cases: Vec<(&str, Vec<Tracker>, Option<i64>)> = vec![
+        ("nothing watched", vec![], None),
+        (
+            "just seen: more than the threshold later",
+            vec![tracker(NOW, None)],
+            Some(NOW + 601),
+        ),
+        (
+            "part of the threshold gone",
+            vec![tracker(NOW - 300, None)],
+            Some(NOW + 301),
+        ),
+        (
+            "nudged recently: the dedup decides",
+            vec![tracker(NOW - 2000, Some(NOW - 1000))],
+            Some(NOW + 2600),
+        ),
+        (
+            "a pane changed after the nudge: the threshold decides",
+            vec![tracker(NOW - 100, Some(NOW - 3599))],
+            Some(NOW + 501),
+        ),
+        (
+            "overdue (its pane was unreadable): only a listing decides",
+            vec![tracker(NOW - 900, None)],
+            None,
+        ),
+        (
+            "the earliest of several",
+            vec![tracker(NOW - 100, None), tracker(NOW - 500, None)],
+            Some(NOW + 101),
+        ),
+    ];
+    for (case, trackers, want) in cases {
+        let state = WaitingPatrolState {
+            trackers: trackers
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| (format!("k{i}"), t))
+                .collect(),
+        };
+        assert_eq!(state.next_wakeup(&config, NOW), want, "{case}");
+    }
+}
+
+#[test]
+fn a_tick_at_the_wakeup_nudges() {
+    let config = WaitingPatrolConfig::default();
+    let mut state = WaitingPatrolState::default();
+    state.handle(&config, &PatrolEvent::Tick(vec![waiting("h1")]), 1000);
+    let at = state.next_wakeup(&config, 1000).expect("a nudge is ahead");
+    let before = state.handle(&config, &PatrolEvent::Tick(vec![waiting("h1")]), at - 1);
+    assert_eq!(before[0].name, N::Unchanged);
+    let decided = state.handle(&config, &PatrolEvent::Tick(vec![waiting("h1")]), at);
+    assert_eq!(decided[0].name, N::Nudge);
+    assert_eq!(state.next_wakeup(&config, at), Some(at + 3600), "the dedup");
 }

@@ -249,6 +249,10 @@ mod tests {
                 action: Some(()),
             }]
         }
+
+        fn next_wakeup(&self, _: &(), _: i64) -> Option<i64> {
+            None
+        }
     }
 
     impl Perform<Asks> for usize {

@@ -11,7 +11,9 @@
 //!
 //! * **Cadence**: opencode every `run.opencode_interval_s`, deck every `deck.interval_s`, recover
 //!   every `run.recover_interval_s`, counted from the start of the job's last tick; a job may ask
-//!   to be called sooner ([`TickOutcome::next_wakeup`]). A tick that overruns its interval makes
+//!   to be called sooner ([`TickOutcome::next_wakeup`]: its cores' `next_wakeup`, a cooldown's
+//!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
+//!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
@@ -382,25 +384,34 @@ impl Jobs for JobRunner<'_> {
                 ..Default::default()
             })
             .map(|report| match report {
-                Some(report) => TickOutcome::new(report.outcome, code::OK),
+                Some(report) => TickOutcome {
+                    next_wakeup: report.next_wakeup,
+                    ..TickOutcome::new(report.outcome, code::OK)
+                },
                 None => TickOutcome::new("disabled", code::OK),
             }),
-            JobName::Deck => jobs::deck::run(
-                &jobs::deck::Options {
-                    once: true,
-                    dry_run: o.dry_run,
-                    config: o.config.clone(),
-                    db: o.db.clone(),
-                    set: o.set.clone(),
-                    now: Some(now),
-                    ..Default::default()
-                },
-                &mut |_| {},
-            )
-            .map(|exit| match exit {
-                code::OK => TickOutcome::new("ok", exit),
-                _ => TickOutcome::new("list_failed", exit),
-            }),
+            JobName::Deck => {
+                let mut wakeup = None;
+                jobs::deck::run(
+                    &jobs::deck::Options {
+                        once: true,
+                        dry_run: o.dry_run,
+                        config: o.config.clone(),
+                        db: o.db.clone(),
+                        set: o.set.clone(),
+                        now: Some(now),
+                        ..Default::default()
+                    },
+                    &mut |report| wakeup = report.next_wakeup(),
+                )
+                .map(|exit| TickOutcome {
+                    next_wakeup: wakeup,
+                    ..match exit {
+                        code::OK => TickOutcome::new("ok", exit),
+                        _ => TickOutcome::new("list_failed", exit),
+                    }
+                })
+            }
             // No `now`: a fixed clock would simulate the countdown instead of waiting it out.
             JobName::Recover => jobs::recover::run(&jobs::recover::Options {
                 once: true,

@@ -153,9 +153,17 @@ pub struct TickReport {
     raised: Vec<Alarm>,
     /// The deck alerts as this tick left them, for `agentwatch alerts`.
     alert_rows: Vec<AlertRow>,
+    /// When the restart guard, the waiting patrol or the deck alerts next have something to do
+    /// by time alone (the earliest of their `next_wakeup`s).
+    next_wakeup: Option<i64>,
 }
 
 impl TickReport {
+    /// When the job next has something to do by time alone, if it does.
+    pub fn next_wakeup(&self) -> Option<i64> {
+        self.next_wakeup
+    }
+
     /// The tick, its restarts and its escalations' deliveries, as history for `/metrics` and the
     /// recovery page (`agentwatch_events`).
     pub fn events(&self, duration_ms: Option<i64>) -> Vec<JobEvent> {
@@ -1018,7 +1026,20 @@ impl<'a> Runtime<'a> {
             &mut report,
         );
         self.alert(states, &watched, &mut report);
+        report.next_wakeup = self.next_wakeup(states, now);
         report
+    }
+
+    /// The earliest `next_wakeup` of the guard, the patrol and the deck alerts.
+    fn next_wakeup(&self, states: &States, now: i64) -> Option<i64> {
+        [
+            states.guard.next_wakeup(&self.guard, now),
+            states.patrol.next_wakeup(&self.patrol, now),
+            states.alerts.next_wakeup(&self.alert_config(), now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The hook status directory to watch, if one exists.
@@ -1405,7 +1426,14 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         if args.verbose || args.json || report.eventful() {
             on_tick(&report);
         }
-        let woke = wait_for_next(deck_cfg, started, hooks.as_deref(), before);
+        let woke = wait_for_next(
+            deck_cfg,
+            started,
+            now,
+            report.next_wakeup,
+            hooks.as_deref(),
+            before,
+        );
         if args.verbose {
             Line::info("deck", now_or_clock(None))
                 .field("wake", woke)
@@ -1414,15 +1442,20 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
     }
 }
 
-/// Sleeps until the next tick: `interval_s` after the last one started, or sooner (but not before
-/// `min_tick_gap_s`) when the hook status files changed.
+/// Sleeps until the next tick: `interval_s` after the last one started, or at the tick's
+/// wakeup if sooner, or sooner still (but not before `min_tick_gap_s`) when the hook status
+/// files changed.
 fn wait_for_next(
     deck: &DeckSection,
     started: Instant,
+    now: i64,
+    wakeup: Option<i64>,
     hooks: Option<&Path>,
     before: Option<(SystemTime, SystemTime, usize)>,
 ) -> &'static str {
-    let interval = Duration::from_secs(deck.interval_s);
+    let until_wakeup =
+        wakeup.map(|at| Duration::from_secs(u64::try_from(at.saturating_sub(now)).unwrap_or(0)));
+    let interval = Duration::from_secs(deck.interval_s).min(until_wakeup.unwrap_or(Duration::MAX));
     let gap = Duration::from_secs(deck.min_tick_gap_s);
     let poll = Duration::from_secs(deck.hook_poll_s);
     loop {

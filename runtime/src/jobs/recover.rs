@@ -49,13 +49,13 @@ use crate::stored::{
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
 use agentwatch_store::{EventKind, JobEvent, Store};
 use agentwatch_systemd::{NOTICE_MODE, Systemctl, read_env_file, write_atomic};
-use recovery_policy::DecisionName;
 use recovery_policy::loop_recovery::{
     ActionOutcome, LoopAction, LoopDecision, LoopDecisionName, LoopEvent, LoopRecoveryConfig,
     LoopRecoveryState, LoopReport, ROUTER_SYSTEM_PROMPT, RouterVerdict, parse_loop_report,
     router_brief,
 };
 use recovery_policy::notice::{Phase, RecoveryNotice};
+use recovery_policy::{DecisionName, Policy};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,9 @@ use crate::fleet::ALERTMANAGER_TYPE;
 use crate::journal::Line;
 use crate::notify::{SendReport, send};
 use agentwatch_store::{OutboxEvent, OutboxRow, Store};
-use alert_state::{AlertEvent, AlertState, Decision, Delivery, EventState, Severity, Suppression};
+use alert_state::{
+    AlertConfig, AlertEvent, AlertState, Decision, Delivery, EventState, Severity, Suppression,
+};
 use serde_json::{Value, json};
 
 /// Pending rows one tick sends at most (oldest first); the rest wait for the next tick.
@@ -259,6 +261,22 @@ pub fn deliver_pending(
         }
     }
     Ok(reports)
+}
+
+/// When the tick should come again for the outbox: the first rate-limited channel's free time
+/// ([`AlertState::next_wakeup`]) while any event waits there; `None` when nothing waits.
+pub fn next_wakeup(
+    store: &Store,
+    state: &AlertState,
+    config: &AlertConfig,
+    now: i64,
+) -> Result<Option<i64>, Error> {
+    let waiting = store.pending_deliveries(1).map_err(Error::from)?;
+    Ok(if waiting.is_empty() {
+        None
+    } else {
+        state.next_wakeup(config, now)
+    })
 }
 
 /// Send a channel's ready rows as one notification: the newest event of each key, grouped.

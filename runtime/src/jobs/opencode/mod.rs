@@ -608,6 +608,8 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
                 .map_err(Error::from)?;
             // Events an earlier tick could not send go out even when no source answers now.
             report.sends = deliver::deliver_pending(&config, store, &mut state, now, env)?;
+            report.next_wakeup =
+                deliver::next_wakeup(store, &state, &config.alert_config(""), now)?;
         }
         report.decisions = decisions;
         report.alertmanager = reassert_only(&config, store.as_mut(), now, args.dry_run)?;
@@ -646,6 +648,9 @@ pub struct TickReport {
     pub sends: Vec<(String, SendReport)>,
     /// Each Alertmanager channel's post: new, re-asserted and ended alerts together.
     pub alertmanager: Vec<SyncReport>,
+    /// When a channel holding back an outbox event is free again (the alert state's
+    /// `next_wakeup`, while anything is pending).
+    pub next_wakeup: Option<i64>,
 }
 
 impl TickReport {
@@ -664,6 +669,7 @@ impl TickReport {
             decisions: vec![],
             sends: vec![],
             alertmanager: vec![],
+            next_wakeup: None,
         }
     }
 
@@ -1033,6 +1039,7 @@ fn tick(
     }
 
     let mut syncs_done: Vec<SyncReport> = Vec::new();
+    let mut next_wakeup = None;
     let fired = fired(&outcome.decisions);
     let any_flagged = judgement
         .trees
@@ -1120,6 +1127,7 @@ fn tick(
         }
         let mut state = outcome.state.clone();
         sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
+        next_wakeup = deliver::next_wakeup(store, &state, &alert_config, now)?;
         if alertmanager {
             let syncs = sync_alertmanager(config, &mut held, &routed, &state, now, false);
             // A delivery counts (rate-limit window, resolve receivers) once the post took it.
@@ -1192,6 +1200,7 @@ fn tick(
         decisions: outcome.decisions,
         sends,
         alertmanager: syncs_done,
+        next_wakeup,
     })
 }
 
