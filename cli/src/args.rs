@@ -213,6 +213,8 @@ pub enum ChannelsAction {
         #[arg(long)]
         now: Option<i64>,
     },
+    /// Drop a channel's run-time settings: the config file's values apply again.
+    Reset { name: String },
 }
 
 #[derive(Debug, clap::Args)]
@@ -343,21 +345,20 @@ impl From<ChannelsArgs> for operator::ChannelsArgs {
     fn from(a: ChannelsArgs) -> Self {
         Self {
             common: a.common.into(),
-            action: a.action.map(
-                |ChannelsAction::Set {
-                     name,
-                     enabled,
-                     min_severity,
-                     now,
-                 }| {
-                    operator::ChannelsAction::Set {
-                        name,
-                        enabled,
-                        min_severity,
-                        now,
-                    }
+            action: a.action.map(|action| match action {
+                ChannelsAction::Set {
+                    name,
+                    enabled,
+                    min_severity,
+                    now,
+                } => operator::ChannelsAction::Set {
+                    name,
+                    enabled,
+                    min_severity,
+                    now,
                 },
-            ),
+                ChannelsAction::Reset { name } => operator::ChannelsAction::Reset { name },
+            }),
         }
     }
 }

@@ -582,6 +582,23 @@ fn channels_set_and_test_alert_through_a_stand_in() {
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
     let list = agentwatch(&tmp.path, None, &["channels", "--json"]).json();
     assert_eq!(list["channels"][0]["enabled"], false);
+    assert_eq!(list["channels"][0]["runtime"], true);
+    assert_eq!(list["channels"][1]["runtime"], false);
+    let run = agentwatch(&tmp.path, None, &["channels"]);
+    assert!(
+        run.stdout()
+            .contains("desktop type=desktop enabled=false min_severity=warning rate_limit_s=300 (set at runtime; `agentwatch channels reset desktop` uses the file's)"),
+        "{}",
+        run.stdout()
+    );
+    // Reset: the file's settings apply again, unmarked.
+    let run = agentwatch(&tmp.path, None, &["channels", "reset", "desktop"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    let list = agentwatch(&tmp.path, None, &["channels", "--json"]).json();
+    assert_eq!(list["channels"][0]["enabled"], true);
+    assert_eq!(list["channels"][0]["runtime"], false);
+    let run = agentwatch(&tmp.path, None, &["channels", "reset", "nope"]);
+    assert_eq!(run.code(), Some(64));
     let run = agentwatch(
         &tmp.path,
         None,

@@ -524,13 +524,32 @@ pub enum ChannelsAction {
         /// Time of the change, unix seconds (default the clock).
         now: Option<i64>,
     },
+    /// Drop a channel's run-time settings: the config file's values apply again.
+    Reset { name: String },
 }
 
-/// List channels, or change one.
+/// List channels, or change one. A run-time setting (`channels set`) is marked in the listing
+/// (`set at runtime`, `runtime` in `--json`) until `channels reset NAME`.
 pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
     let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
+    if let Some(ChannelsAction::Reset { name }) = &args.action {
+        if !config.channels.iter().any(|c| &c.name == name) {
+            let known: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
+            return Err(Error::usage(format!(
+                "no channel named {name:?} (configured: {})",
+                known.join(", ")
+            )));
+        }
+        let _lock = take_lock(&db, "channels")?;
+        let mut store = Store::open(&db).map_err(Error::from)?;
+        let dropped = store.reset_channel_setting(name).map_err(Error::from)?;
+        crate::journal::Line::info("channels", now_or_clock(None))
+            .field("channel", name)
+            .field("action", if dropped { "reset" } else { "nothing_to_reset" })
+            .emit();
+    }
     if let Some(ChannelsAction::Set {
         name,
         enabled,
@@ -577,15 +596,39 @@ pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
     } else if let Some(store) = open_read_only(&db)? {
         apply_stored_settings(&mut config, &store);
     }
+    // Channels whose settings come from the store (`channels set`), not the config file.
+    let runtime: Vec<String> = open_read_only(&db)?
+        .and_then(|s| s.channel_settings().ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
     if args.common.json {
-        return Ok(Shown::json(&json!({ "channels": config.shown().channels })));
+        let mut channels = json!(config.shown().channels);
+        if let Some(list) = channels.as_array_mut() {
+            for c in list {
+                let set = c["name"]
+                    .as_str()
+                    .is_some_and(|n| runtime.iter().any(|r| r == n));
+                c["runtime"] = json!(set);
+            }
+        }
+        return Ok(Shown::json(&json!({ "channels": channels })));
     }
     if config.channels.is_empty() {
         out.push_str("no channels configured\n");
     }
     for c in &config.channels {
+        let mark = if runtime.contains(&c.name) {
+            format!(
+                " (set at runtime; `agentwatch channels reset {}` uses the file's)",
+                c.name
+            )
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "{} type={} enabled={} min_severity={} rate_limit_s={}\n",
+            "{} type={} enabled={} min_severity={} rate_limit_s={}{mark}\n",
             c.name, c.channel_type, c.enabled, c.min_severity, c.rate_limit_s
         ));
     }

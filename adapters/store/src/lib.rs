@@ -863,6 +863,16 @@ impl Store {
     }
 
     /// Insert or update one channel's settings.
+    /// Drop a channel's run-time setting, so the config file's values apply again. Returns
+    /// whether there was one.
+    pub fn reset_channel_setting(&mut self, name: &str) -> Result<bool, StoreError> {
+        let n = self.conn.execute(
+            "DELETE FROM watchdog_channel_settings WHERE name = ?1",
+            params![name],
+        )?;
+        Ok(n > 0)
+    }
+
     pub fn set_channel_setting(&mut self, setting: &ChannelSetting) -> Result<(), StoreError> {
         self.conn.execute(
             "INSERT INTO watchdog_channel_settings (name, enabled, min_severity, updated_at)
