@@ -320,8 +320,12 @@ fn strip_code_fence(text: &str) -> &str {
 // ------------------------------------------------------------------------------------------------
 // Policy
 
-/// What the caller saw.
-#[derive(Debug, Clone, PartialEq)]
+/// What the caller saw. Deserialises from its timeline form (`agentwatch replay`,
+/// `docs/replay.md`): one key and its payload, `{"report": {...}}`, `{"report_unreadable":
+/// "why"}`, `{"router_reply": "the model's text"}`, `{"router_unreachable": "why"}`,
+/// `{"outcome": {"ok": bool, "detail"?}}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "LoopEventLine")]
 pub enum LoopEvent {
     /// A readable report.
     Report(LoopReport),
@@ -334,6 +338,38 @@ pub enum LoopEvent {
     /// The restart the policy decided was called off before anything was restarted (the run was
     /// stopped during its countdown): the detail says why.
     Cancelled(String),
+}
+
+/// The timeline form of a [`LoopEvent`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum LoopEventLine {
+    /// The report object; a payload that is not an object reads as unreadable.
+    Report(Value),
+    ReportUnreadable(String),
+    /// The model's reply text, parsed strictly ([`RouterVerdict::from_content`]).
+    RouterReply(String),
+    RouterUnreachable(String),
+    Outcome(ActionOutcome),
+}
+
+impl From<LoopEventLine> for LoopEvent {
+    fn from(line: LoopEventLine) -> Self {
+        match line {
+            LoopEventLine::Report(value) => match LoopReport::from_value(value) {
+                Ok(report) => Self::Report(report),
+                Err(err) => Self::ReportUnreadable(err.to_string()),
+            },
+            LoopEventLine::ReportUnreadable(why) => Self::ReportUnreadable(why),
+            LoopEventLine::RouterReply(text) => {
+                Self::RouterVerdict(RouterVerdict::from_content(&text))
+            }
+            LoopEventLine::RouterUnreachable(why) => {
+                Self::RouterVerdict(RouterVerdict::Unreachable(why))
+            }
+            LoopEventLine::Outcome(outcome) => Self::Outcome(outcome),
+        }
+    }
 }
 
 /// The router's answer, as the caller got it.

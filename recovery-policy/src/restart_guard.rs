@@ -327,14 +327,20 @@ pub struct RestartResult {
     pub last_output: Option<String>,
 }
 
-/// What the caller saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the caller saw. A listing and a re-check deserialise from their timeline form
+/// (`agentwatch replay`, `docs/replay.md`): `{"sessions": [SESSION, ...]}`, `{"recheck":
+/// SESSION}`. A restart's result is what agent-deck printed, which only its adapter reads
+/// (`agentwatch_agentdeck::cli::restart_reply`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum GuardEvent {
     /// The session listing.
+    #[serde(rename = "sessions")]
     Tick(Vec<SessionObservation>),
     /// The fresh observation of the session a `recheck` named.
     Recheck(SessionObservation),
     /// What the restart answered.
+    #[serde(skip_deserializing)]
     RestartResult(RestartResult),
 }
 

@@ -84,13 +84,32 @@ impl PatrolObservation {
     }
 }
 
-/// What the caller saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the caller saw. Deserialises from its timeline form (`agentwatch replay`,
+/// `docs/replay.md`): `{"sessions": [...]}`, or `{"sessions": null}` when listing failed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "PatrolEventLine")]
 pub enum PatrolEvent {
     /// The session listing (all sessions, children or not).
     Tick(Vec<PatrolObservation>),
     /// Listing the sessions failed.
     ListingUnavailable,
+}
+
+/// The timeline form of a [`PatrolEvent`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum PatrolEventLine {
+    /// `null`: the listing failed.
+    Sessions(Option<Vec<PatrolObservation>>),
+}
+
+impl From<PatrolEventLine> for PatrolEvent {
+    fn from(line: PatrolEventLine) -> Self {
+        match line {
+            PatrolEventLine::Sessions(Some(sessions)) => Self::Tick(sessions),
+            PatrolEventLine::Sessions(None) => Self::ListingUnavailable,
+        }
+    }
 }
 
 decision_names! {

@@ -232,3 +232,50 @@ fn every_policy_state_round_trips_when_empty() {
         Some(StateError::WrongPolicy { .. })
     ));
 }
+
+#[test]
+fn events_read_their_timeline_form() {
+    use recovery_policy::loop_recovery::{LoopEvent, RouterVerdict};
+    use recovery_policy::restart_guard::GuardEvent;
+    use recovery_policy::waiting_patrol::PatrolEvent;
+    let read = |text: &str| serde_json::from_str::<LoopEvent>(text);
+    assert!(matches!(
+        read(r#"{"report":{"suspected":1,"at":5,"action":"none"}}"#),
+        Ok(LoopEvent::Report(r)) if r.at == Some(5)
+    ));
+    assert_eq!(
+        read(r#"{"report":[1]}"#).unwrap(),
+        LoopEvent::ReportUnreadable("loop report is not a JSON object".into()),
+        "a payload that is not an object reads as unreadable"
+    );
+    assert_eq!(
+        read(r#"{"router_reply":"{\"stuck\": true}"}"#).unwrap(),
+        LoopEvent::RouterVerdict(RouterVerdict::Stuck(true))
+    );
+    assert_eq!(
+        read(r#"{"router_unreachable":"timeout"}"#).unwrap(),
+        LoopEvent::RouterVerdict(RouterVerdict::Unreachable("timeout".into()))
+    );
+    assert!(read(r#"{"outcome":{"ok":"yes"}}"#).is_err());
+    assert!(read(r#"{"rport":{}}"#).is_err());
+    assert!(matches!(
+        serde_json::from_str::<GuardEvent>(r#"{"sessions":[{"id":"c1"}]}"#),
+        Ok(GuardEvent::Tick(s)) if s.len() == 1
+    ));
+    assert!(matches!(
+        serde_json::from_str::<GuardEvent>(r#"{"recheck":{"id":"c1","status":"error"}}"#),
+        Ok(GuardEvent::Recheck(_))
+    ));
+    assert!(
+        serde_json::from_str::<GuardEvent>(r#"{"restart_result":{}}"#).is_err(),
+        "agent-deck's reply is its adapter's to read"
+    );
+    assert_eq!(
+        serde_json::from_str::<PatrolEvent>(r#"{"sessions":null}"#).unwrap(),
+        PatrolEvent::ListingUnavailable
+    );
+    assert_eq!(
+        serde_json::from_str::<PatrolEvent>(r#"{"sessions":[]}"#).unwrap(),
+        PatrolEvent::Tick(vec![])
+    );
+}

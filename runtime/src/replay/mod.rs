@@ -14,15 +14,11 @@ pub mod alerts;
 use crate::drive::{DecisionOf, Perform, drive};
 use crate::error::Error;
 use recovery_policy::Policy as Core;
-use recovery_policy::loop_recovery::{
-    ActionOutcome, LoopEvent, LoopRecoveryConfig, LoopRecoveryState, LoopReport, RouterVerdict,
-};
+use recovery_policy::loop_recovery::{LoopEvent, LoopRecoveryConfig, LoopRecoveryState};
 use recovery_policy::restart_guard::{
-    GuardEvent, RestartGuardConfig, RestartGuardState, RestartResult, SessionObservation,
+    GuardEvent, RestartGuardConfig, RestartGuardState, RestartResult,
 };
-use recovery_policy::waiting_patrol::{
-    PatrolEvent, PatrolObservation, WaitingPatrolConfig, WaitingPatrolState,
-};
+use recovery_policy::waiting_patrol::{PatrolEvent, WaitingPatrolConfig, WaitingPatrolState};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -174,11 +170,11 @@ impl EventLine {
         serde_json::from_value(self.payload.clone()).map_err(|err| self.error(err))
     }
 
-    fn text(&self) -> Result<String, Error> {
-        self.payload
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| self.error("expected a string"))
+    /// The line as the policy's event: `{key: payload}`, read by the event's own `Deserialize`.
+    fn event<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        let mut object = serde_json::Map::new();
+        object.insert(self.key.clone(), self.payload.clone());
+        serde_json::from_value(Value::Object(object)).map_err(|err| self.error(err))
     }
 }
 
@@ -259,19 +255,9 @@ fn replay_loop_recovery(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
             }
             TimelineLine::Event(line) => line,
         };
-        let event = match line.key.as_str() {
-            "report" => match LoopReport::from_value(line.payload.clone()) {
-                Ok(report) => LoopEvent::Report(report),
-                Err(err) => LoopEvent::ReportUnreadable(err.to_string()),
-            },
-            "report_unreadable" => LoopEvent::ReportUnreadable(line.text()?),
-            "router_reply" => LoopEvent::RouterVerdict(RouterVerdict::from_content(&line.text()?)),
-            "router_unreachable" => {
-                LoopEvent::RouterVerdict(RouterVerdict::Unreachable(line.text()?))
-            }
-            _ => LoopEvent::Outcome(line.parse::<ActionOutcome>()?),
-        };
-        feed(&mut state, &config, &event, line.now, out)
+        let now = line.now;
+        let event: LoopEvent = line.event()?;
+        feed(&mut state, &config, &event, now, out)
     })
 }
 
@@ -300,10 +286,10 @@ fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
             }
             TimelineLine::Event(line) => line,
         };
+        let now = line.now;
         let event = match line.key.as_str() {
-            "sessions" => GuardEvent::Tick(line.parse::<Vec<SessionObservation>>()?),
-            "recheck" => GuardEvent::Recheck(line.parse::<SessionObservation>()?),
-            _ => {
+            // agent-deck's own output: its adapter reads it, the core never does.
+            "restart_result" => {
                 let result = line.parse::<RestartResultLine>()?;
                 let stdout = match result.reply {
                     Value::String(text) => text,
@@ -315,8 +301,9 @@ fn replay_restart_guard(input: &mut dyn BufRead, out: &mut dyn Write) -> Result<
                     last_output: result.last_output,
                 })
             }
+            _ => line.event()?,
         };
-        feed(&mut state, &config, &event, line.now, out)
+        feed(&mut state, &config, &event, now, out)
     })
 }
 
@@ -332,10 +319,8 @@ fn replay_waiting_patrol(input: &mut dyn BufRead, out: &mut dyn Write) -> Result
             }
             TimelineLine::Event(line) => line,
         };
-        let event = match line.payload {
-            Value::Null => PatrolEvent::ListingUnavailable,
-            _ => PatrolEvent::Tick(line.parse::<Vec<PatrolObservation>>()?),
-        };
-        feed(&mut state, &config, &event, line.now, out)
+        let now = line.now;
+        let event: PatrolEvent = line.event()?;
+        feed(&mut state, &config, &event, now, out)
     })
 }
