@@ -40,6 +40,11 @@ pub struct AlertConfig {
     /// escalate of a silenced alert goes to no channel before then (its resolve still does).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub silences: BTreeMap<String, i64>,
+    /// An alert still flagged this long (seconds) after its last event fires again as a
+    /// [`Repeat`](crate::DecisionKind::Repeat) reminder, as Alertmanager's `repeat_interval`.
+    /// 0 (the default here; the watchdog's config sets 4 h): never.
+    #[serde(default)]
+    pub repeat_interval_s: i64,
 }
 
 impl Default for AlertConfig {
@@ -51,6 +56,7 @@ impl Default for AlertConfig {
             source: DEFAULT_SOURCE.to_owned(),
             channels: Vec::new(),
             silences: BTreeMap::new(),
+            repeat_interval_s: 0,
         }
     }
 }

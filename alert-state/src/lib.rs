@@ -37,6 +37,7 @@
 //! | none | flagged | [`Trigger`](DecisionKind::Trigger): open, `flagged_ticks = 1`, critical if the LLM said yes, else warning | `trigger` |
 //! | warning | flagged | `flagged_ticks += 1`; [`Escalate`](DecisionKind::Escalate) to critical when `flagged_ticks >= escalate_after_ticks` (default 3) or the LLM says yes, else [`StillFlagged`](DecisionKind::StillFlagged) | `escalate` / none |
 //! | critical | flagged | `flagged_ticks += 1`, [`StillFlagged`](DecisionKind::StillFlagged) | none |
+//! | open, no event for `repeat_interval_s` (> 0) | flagged, no escalation due | [`Repeat`](DecisionKind::Repeat): a reminder at the same severity | `trigger` |
 //! | open | present, not flagged | [`ResolveFixed`](DecisionKind::ResolveFixed): severity info, `resolved_at = now` | `resolve` |
 //! | open | in `gone` | [`ResolveGone`](DecisionKind::ResolveGone): same | `resolve` |
 //! | open | in `stale` (no new call within the stale age; not judged) | [`ResolveStale`](DecisionKind::ResolveStale): same | `resolve` |

@@ -213,6 +213,9 @@ pub enum DecisionKind {
     Escalate,
     /// An open alert is flagged again without a transition; no event.
     StillFlagged,
+    /// An open alert still flagged `repeat_interval_s` after its last event: a reminder
+    /// `trigger` event of the same key and severity goes out.
+    Repeat,
     /// An open alert's root is present and no longer flagged; a `resolve` event goes out.
     ResolveFixed,
     /// An open alert's root is gone from the server; a `resolve` event goes out.
@@ -231,6 +234,7 @@ impl DecisionKind {
             Self::Trigger => "trigger",
             Self::Escalate => "escalate",
             Self::StillFlagged => "still_flagged",
+            Self::Repeat => "repeat",
             Self::ResolveFixed => "resolve_fixed",
             Self::ResolveGone => "resolve_gone",
             Self::ResolveStale => "resolve_stale",
@@ -644,13 +648,13 @@ fn flag_open_alert(
     if alert.severity >= Severity::Critical {
         let reason =
             format!("flagged tick {ticks}: the alert is critical already, no repeated escalation");
-        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+        return still_flagged_or_repeat(alert, config, observation, opinion, now, reason);
     }
     let by_ticks = ticks >= escalate_after;
     let by_llm = opinion.said_yes();
     if !by_ticks && !by_llm {
         let reason = format!("flagged tick {ticks} of {escalate_after} before escalation; {note}");
-        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+        return still_flagged_or_repeat(alert, config, observation, opinion, now, reason);
     }
     let due = format!("flagged tick {ticks} reached escalate_after_ticks {escalate_after}");
     let (cause, summary) = if by_ticks {
@@ -682,6 +686,37 @@ fn flag_open_alert(
         alert.dedup_key
     );
     (decision(DecisionKind::Escalate, alert, reason), Some(event))
+}
+
+/// Flagged again with no transition: a [`DecisionKind::Repeat`] reminder when the alert's last
+/// event is `repeat_interval_s` old, else [`DecisionKind::StillFlagged`] with `reason`.
+fn still_flagged_or_repeat(
+    alert: &mut Alert,
+    config: &AlertConfig,
+    observation: &RootObservation,
+    opinion: &OpinionUse,
+    now: i64,
+    reason: String,
+) -> Step {
+    let every = config.repeat_interval_s;
+    let since = now.saturating_sub(alert.last_fired_at);
+    if every <= 0 || since < every {
+        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+    }
+    alert.last_fired_at = now;
+    let summary = format!(
+        "{} (still looping: flagged {} ticks since it opened)",
+        base_summary(observation),
+        alert.flagged_ticks
+    );
+    let mut details = open_details(alert, observation, opinion.used);
+    details["repeat_interval_s"] = serde_json::json!(every);
+    let event = event_for(alert, EventState::Trigger, summary, details, config);
+    let reason = format!(
+        "{reason}; its last event was {since} s ago, at least repeat_interval_s {every}: \
+         reminded"
+    );
+    (decision(DecisionKind::Repeat, alert, reason), Some(event))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

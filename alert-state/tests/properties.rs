@@ -93,6 +93,8 @@ fn config() -> impl Strategy<Value = AlertConfig> {
                 source: "agentwatch@prop".to_owned(),
                 channels,
                 silences: Default::default(),
+                // The reference model has no reminders; `Repeat` has its table test in spec.rs.
+                repeat_interval_s: 0,
             }
         },
     )

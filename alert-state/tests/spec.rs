@@ -1335,3 +1335,56 @@ fn a_silenced_or_open_alert_alone_needs_no_wakeup() {
     assert_eq!(outcome.state.open_alerts.len(), 1);
     assert_eq!(outcome.state.next_wakeup(&config, T0), None);
 }
+
+#[test]
+fn an_alert_still_firing_repeats_every_repeat_interval() {
+    // Ticks every 300 s, a reminder every 1200 s after the last event; the escalation at tick 3
+    // is an event too, so the reminders count from it.
+    let mut w = Watchdog::new(AlertConfig {
+        repeat_interval_s: 1_200,
+        ..config()
+    });
+    let rows: [(i64, DecisionKind); 10] = [
+        (T0, DecisionKind::Trigger),
+        (T0 + 300, DecisionKind::StillFlagged),
+        (T0 + 600, DecisionKind::Escalate),
+        (T0 + 900, DecisionKind::StillFlagged),
+        (T0 + 1_200, DecisionKind::StillFlagged),
+        (T0 + 1_500, DecisionKind::StillFlagged),
+        (T0 + 1_800, DecisionKind::Repeat),
+        (T0 + 2_100, DecisionKind::StillFlagged),
+        (T0 + 2_700, DecisionKind::StillFlagged),
+        (T0 + 3_000, DecisionKind::Repeat),
+    ];
+    for (now, kind) in rows {
+        let out = w.tick_at(now, vec![flagged("ses_a", NONE)], &[]);
+        let d = only(&out);
+        assert_eq!(d.kind, kind, "at {now}: {}", d.reason);
+        if kind == DecisionKind::Repeat {
+            let e = event(d);
+            assert_eq!(e.state, EventState::Trigger);
+            assert_eq!(
+                e.severity,
+                Severity::Critical,
+                "the reminder keeps the severity"
+            );
+            assert_eq!(e.dedup_key, "opencode-loop:ses_a");
+            assert!(
+                d.reason.contains("repeat_interval_s 1200: reminded"),
+                "{}",
+                d.reason
+            );
+            assert_eq!(
+                routes(d)[0].delivery,
+                Delivery::Delivered,
+                "past the rate limit"
+            );
+        }
+    }
+    // 0 never repeats.
+    let mut w = Watchdog::new(config());
+    for i in 0..20 {
+        let out = w.tick_at(T0 + i * 3_600, vec![flagged("ses_a", NONE)], &[]);
+        assert_ne!(only(&out).kind, DecisionKind::Repeat);
+    }
+}

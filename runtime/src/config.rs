@@ -83,6 +83,9 @@ pub struct WatchdogSection {
     /// A source the job is told to read (a configured or registry server, a configured
     /// database) that failed this many ticks in a row raises a `blind:{source}` alert; `0`: never.
     pub blind_after_ticks: u32,
+    /// An alert still firing gets a reminder event this many seconds after its last one (as
+    /// Alertmanager's `repeat_interval`, default 4 h; at most 30 days); `0`: never.
+    pub repeat_interval_s: u64,
     pub detector: DetectConfig,
     pub llm: LlmSection,
 }
@@ -100,6 +103,7 @@ impl Default for WatchdogSection {
             dashboard_base_url: "http://127.0.0.1:8080/admin".to_owned(),
             stale_after_s: DEFAULT_STALE_AFTER_S,
             blind_after_ticks: 3,
+            repeat_interval_s: 4 * 3_600,
             detector: DetectConfig::default(),
             llm: LlmSection::default(),
         }
@@ -849,6 +853,11 @@ impl Config {
         ] {
             check_seconds(key, value)?;
         }
+        if self.watchdog.repeat_interval_s > MAX_STALE_AFTER_S {
+            return Err(config_err(format!(
+                "watchdog.repeat_interval_s: must be 0 (never) or a number of seconds at most {MAX_STALE_AFTER_S}"
+            )));
+        }
         if self.watchdog.stale_after_s > MAX_STALE_AFTER_S {
             return Err(config_err(format!(
                 "watchdog.stale_after_s: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}"
@@ -978,6 +987,7 @@ impl Config {
                 })
                 .collect(),
             silences: self.silences.clone(),
+            repeat_interval_s: i64::try_from(self.watchdog.repeat_interval_s).unwrap_or(i64::MAX),
         }
     }
 
