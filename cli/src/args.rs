@@ -81,6 +81,9 @@ pub struct OpencodeArgs {
     /// A session file or `opencode export` JSON to judge as a source (repeatable).
     #[arg(long = "sessions", value_name = "FILE")]
     pub session_files: Vec<String>,
+    /// opencode's own database to read (read-only), instead of the configured `opencode.db`.
+    #[arg(long = "opencode-db", value_name = "PATH")]
+    pub opencode_db: Option<PathBuf>,
     /// Judge the built-in demo sessions (alerts to a log channel, no model asked), in a fresh
     /// store in a temporary directory, or in `--db` (then `agentwatch serve --db` shows it).
     #[arg(long)]

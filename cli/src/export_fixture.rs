@@ -1,4 +1,4 @@
-//! `agentwatch export-fixture --db PATH --labels FILE --out FILE [--commit REV] [--repo DIR]`:
+//! `agentwatch export-fixture --opencode-db PATH --labels FILE --out FILE [--commit REV] [--repo DIR]`:
 //! labelled sessions from opencode's own database, with their descendants, as a scrubbed session
 //! file for the backtest (`cargo xtask backtest --fixture FILE`).
 //!
@@ -28,7 +28,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct ExportFixtureArgs {
     /// opencode's database, e.g. ~/.local/share/opencode/opencode.db (opened read-only).
-    #[arg(long, value_name = "PATH")]
+    /// `--db` is the old name (every other command's `--db` is agentwatch's own store).
+    #[arg(long = "opencode-db", alias = "db", value_name = "PATH")]
     pub db: PathBuf,
     /// JSON object: session id -> "must_flag" | "must_not_flag" | null | {"label", "note"}.
     #[arg(long, value_name = "FILE")]

@@ -139,8 +139,14 @@ fn print_json(what: &str, value: &serde_json::Value) -> Result<(), Error> {
     write_stdout(what, &format!("{text}\n"))
 }
 
-fn opencode(args: OpencodeArgs) -> CliResult {
+fn opencode(mut args: OpencodeArgs) -> CliResult {
     let (json, verbose) = (args.json, args.verbose);
+    // `--opencode-db PATH` is `--set opencode.db=PATH` (a JSON string is a TOML basic string).
+    if let Some(db) = args.opencode_db.take() {
+        let path = serde_json::to_string(&db.display().to_string())
+            .map_err(|e| Error::software(format!("--opencode-db: {e}")))?;
+        args.set.push(format!("opencode.db={path}"));
+    }
     if let Some(report) = jobs::opencode::run(&args.into())? {
         if json {
             print_json("opencode", &report.to_json())?;

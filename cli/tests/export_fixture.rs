@@ -150,7 +150,7 @@ fn round_trip(tmp: &TempDir, db: &Path) {
     let out_path = tmp.path.join("fixture.json");
     let out = agentwatch(&[
         "export-fixture",
-        "--db",
+        "--opencode-db",
         s(db),
         "--labels",
         s(&labels),
@@ -222,7 +222,7 @@ fn round_trip(tmp: &TempDir, db: &Path) {
     // From disk under --repo instead: the current 5 lines.
     let out = agentwatch(&[
         "export-fixture",
-        "--db",
+        "--opencode-db",
         s(db),
         "--labels",
         s(&labels),
@@ -240,7 +240,7 @@ fn round_trip(tmp: &TempDir, db: &Path) {
     // Without either, the recorded path does not exist here: a note says so.
     let out = agentwatch(&[
         "export-fixture",
-        "--db",
+        "--opencode-db",
         s(db),
         "--labels",
         s(&labels),
@@ -310,7 +310,7 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             s(&db),
             "--labels",
             "/nonexistent/labels.json",
@@ -322,7 +322,13 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
     std::fs::write(&bad, "{\"ses_a\": \"flag it\"}").unwrap();
     assert_fails_cleanly(
         &tmp,
-        &["export-fixture", "--db", s(&db), "--labels", s(&bad)],
+        &[
+            "export-fixture",
+            "--opencode-db",
+            s(&db),
+            "--labels",
+            s(&bad),
+        ],
         65,
         &["label must be \"must_flag\", \"must_not_flag\" or null"],
     );
@@ -331,7 +337,7 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             "/nonexistent/opencode.db",
             "--labels",
             s(&good_labels),
@@ -350,7 +356,7 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             s(&old),
             "--labels",
             s(&good_labels),
@@ -368,7 +374,7 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             s(&junk),
             "--labels",
             s(&good_labels),
@@ -399,7 +405,7 @@ fn bad_input_gives_clear_messages_and_never_a_partial_file() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             s(&quiet_db),
             "--labels",
             s(&quiet_labels),
@@ -421,7 +427,7 @@ fn a_locked_database_is_reported_with_tempfail() {
         &tmp,
         &[
             "export-fixture",
-            "--db",
+            "--opencode-db",
             s(&db),
             "--labels",
             s(&labels),
@@ -435,7 +441,7 @@ fn a_locked_database_is_reported_with_tempfail() {
     let out_path = tmp.path.join("after.json");
     let out = agentwatch(&[
         "export-fixture",
-        "--db",
+        "--opencode-db",
         s(&db),
         "--labels",
         s(&labels),
@@ -510,4 +516,35 @@ fn import_export_makes_one_session_file() {
         );
     }
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), before);
+}
+
+#[test]
+fn the_opencode_job_reads_a_database_named_with_opencode_db() {
+    let tmp = TempDir::new("aw-opencode-db-flag");
+    let db = sample_db();
+    let store = tmp.path.join("aw.db");
+    let out = agentwatch(&[
+        "opencode",
+        "--once",
+        "--opencode-db",
+        s(&db),
+        "--db",
+        s(&store),
+        "--set",
+        "watchdog.stale_after_s=0",
+        "--set",
+        "watchdog.local_llm_enabled=false",
+        "--now",
+        "1796000000",
+        "--verbose",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains(" sources="))
+        .unwrap_or_else(|| panic!("no sources line: {err}"));
+    assert!(line.contains("opencode.db 2 sessions"), "{line}");
+    // The sessions judged are the ones of the database named.
+    assert!(text(&out.stdout).contains(PARENT), "{}", text(&out.stdout));
 }
