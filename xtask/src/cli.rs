@@ -4,7 +4,7 @@
 //! Exit codes: 0 success; 1 the backtest missed a label (or `gen-corpus --check` found the
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
-use agentwatch_fixtures_gen::{corpus, devset, trajectories};
+use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use clap::{Parser, Subcommand};
 use detect_core::{DetectConfig, SessionFile};
 use detect_eval::backtest::{self, Options};
@@ -36,6 +36,9 @@ enum Task {
     Backtest(BacktestArgs),
     /// Regenerate fixtures/corpus.json from the deterministic generator.
     GenCorpus(GenCorpusArgs),
+    /// Write a large deterministic session file (by default 2 000 sessions of 500 calls, about
+    /// 200 MB) for measuring `agentwatch detect` and the backtest; never commit it.
+    GenBig(GenBigArgs),
     /// Convert the public trajectories (fixtures/dev/real.json) and build the development set
     /// (fixtures/dev/sessions.json) and the latency set (fixtures/dev/latency.json).
     ImportTrajectories(ImportArgs),
@@ -116,6 +119,19 @@ struct BacktestArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct GenBigArgs {
+    /// Where to write (atomically).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Number of sessions.
+    #[arg(long, value_name = "N", default_value_t = big::BigShape::default().sessions)]
+    sessions: usize,
+    /// Calls per session.
+    #[arg(long, value_name = "N", default_value_t = big::BigShape::default().calls_per_session)]
+    calls: usize,
+}
+
+#[derive(Debug, clap::Args)]
 struct GenCorpusArgs {
     /// Where to write [default: fixtures/corpus.json].
     #[arg(long, value_name = "FILE")]
@@ -149,6 +165,7 @@ where
     let result = match cli.command {
         Task::Backtest(args) => run_backtest(args, out),
         Task::GenCorpus(args) => run_gen_corpus(args, out),
+        Task::GenBig(args) => run_gen_big(args, out),
         Task::ImportTrajectories(args) => run_import(args, out),
         Task::DetectionReport(args) => run_report(args, out),
         Task::Fuzz(args) => run_fuzz(args, out),
@@ -246,6 +263,32 @@ fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String
         "wrote {} ({} sessions)",
         path.display(),
         file.sessions.len()
+    );
+    Ok(EXIT_OK)
+}
+
+fn run_gen_big(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let shape = big::BigShape {
+        sessions: args.sessions,
+        calls_per_session: args.calls,
+        ..big::BigShape::default()
+    };
+    let path = &args.out;
+    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
+    let tmp = path.with_extension("tmp");
+    let file = std::fs::File::create(&tmp).map_err(fail)?;
+    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+    let stats = big::write_big(&mut writer, &shape).map_err(fail)?;
+    let file = writer.into_inner().map_err(|e| fail(e.into_error()))?;
+    file.sync_all().map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)?;
+    let _ = writeln!(
+        out,
+        "wrote {} ({} sessions, {} calls, {} bytes)",
+        path.display(),
+        stats.sessions,
+        stats.calls,
+        stats.bytes
     );
     Ok(EXIT_OK)
 }
