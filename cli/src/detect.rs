@@ -4,9 +4,10 @@
 
 use crate::CliResult;
 use agentwatch_runtime::Error;
-use agentwatch_runtime::input::{read_sessions, sessions_from_text};
+use agentwatch_runtime::input::{judge_files, judge_text};
 use agentwatch_runtime::text::escape_control;
-use detect_core::{DetectConfig, Judgement, judge_sessions};
+use detect_core::{DetectConfig, Judgement};
+use std::io::Write;
 use std::process::ExitCode;
 
 use agentwatch_runtime::SAMPLE;
@@ -49,19 +50,24 @@ pub fn run(args: DetectArgs) -> CliResult {
             .map_err(|e| Error::usage(format!("--profile {profile}: {e}")))?;
     }
     apply_overrides(&mut config, &args.set)?;
-    let sessions = if args.files.is_empty() {
-        sessions_from_text("built-in sample", SAMPLE)?
+    let judgement = if args.files.is_empty() {
+        judge_text("built-in sample", SAMPLE, &config)?
     } else {
-        read_sessions(&args.files)?
+        judge_files(&args.files, &config)?
     };
-    let judgement = judge_sessions(&sessions, &config);
-    if args.json {
-        let text =
-            serde_json::to_string_pretty(&judgement).map_err(|e| Error::software(e.to_string()))?;
-        crate::write_stdout("detect", &format!("{text}\n"))?;
+    // Written as it is serialised, through a buffer: no copy of the whole output in memory.
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout);
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &judgement)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
     } else {
-        crate::write_stdout("detect", &render_table(&judgement))?;
-    }
+        out.write_all(render_table(&judgement).as_bytes())
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::stdout("detect", &e))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -58,7 +58,7 @@ pub use matcher::{
 };
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
-    output_hash,
+    Streamed, output_hash, stream_sessions,
 };
-pub use tree::{Forest, Judgement, judge_sessions};
+pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
 pub use verdict::{Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

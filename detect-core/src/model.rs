@@ -194,23 +194,28 @@ impl SessionFile {
 
     /// Parse a session file. Unknown keys are ignored; a missing or mistyped required key is an
     /// error naming the session and the call index.
+    ///
+    /// The document is read one session at a time ([`stream_sessions`]): no JSON tree of the
+    /// whole file is built.
     pub fn from_json(text: &str) -> Result<Self, ParseError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json {
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
+        let mut de = serde_json::Deserializer::from_str(text);
+        let mut sessions = Vec::new();
+        let streamed = stream_sessions(&mut de, &[], &mut |serial, session| {
+            sessions.push((serial, session));
         })?;
-        Self::from_value(&value)
+        streamed.outcome?;
+        Ok(Self::new(
+            sessions
+                .into_iter()
+                .filter(|(serial, _)| *serial >= streamed.first_serial)
+                .map(|(_, session)| session)
+                .collect(),
+        ))
     }
 
     pub fn from_value(value: &Value) -> Result<Self, ParseError> {
         let root = value.as_object().ok_or(ParseError::NotAnObject)?;
-        match root.get("format") {
-            Some(Value::String(f)) if f == SESSION_FILE_FORMAT => {}
-            Some(Value::String(f)) => return Err(ParseError::Format(f.clone())),
-            Some(other) => return Err(ParseError::Format(other.to_string())),
-            None => return Err(ParseError::Format("(missing)".to_owned())),
-        }
+        check_format(root.get("format"))?;
         let list = match root.get("sessions") {
             Some(Value::Array(list)) => list,
             _ => return Err(ParseError::NoSessions),
@@ -218,7 +223,7 @@ impl SessionFile {
         let mut sessions = Vec::with_capacity(list.len());
         let mut seen = HashSet::new();
         for (index, item) in list.iter().enumerate() {
-            let session = parse_session(index, item)?;
+            let session = parse_session(index, item.clone())?;
             if !seen.insert(session.id.clone()) {
                 return Err(ParseError::DuplicateSession(session.id));
             }
@@ -280,11 +285,21 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
-fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
+fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
+    match format {
+        Some(Value::String(f)) if f == SESSION_FILE_FORMAT => Ok(()),
+        Some(Value::String(f)) => Err(ParseError::Format(f.clone())),
+        Some(other) => Err(ParseError::Format(other.to_string())),
+        None => Err(ParseError::Format("(missing)".to_owned())),
+    }
+}
+
+fn parse_session(index: usize, value: Value) -> Result<Session, ParseError> {
     let err = |message: String| ParseError::Session { index, message };
-    let obj = value
-        .as_object()
-        .ok_or_else(|| err("must be an object".to_owned()))?;
+    let Value::Object(mut obj) = value else {
+        return Err(err("must be an object".to_owned()));
+    };
+    let obj = &mut obj;
     let id = match obj.get("id") {
         Some(Value::String(id)) if !id.is_empty() => id.clone(),
         Some(Value::String(_)) => return Err(err("`id` is empty".to_owned())),
@@ -333,8 +348,8 @@ fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
                 })?,
         ),
     };
-    let raw_calls = match obj.get("calls") {
-        Some(Value::Array(calls)) => calls,
+    let raw_calls = match obj.get_mut("calls") {
+        Some(Value::Array(calls)) => std::mem::take(calls),
         Some(other) => {
             return Err(named(format!(
                 "`calls` must be a list, found {}",
@@ -344,7 +359,7 @@ fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
         None => return Err(named("missing required key `calls`".to_owned())),
     };
     let mut calls = Vec::with_capacity(raw_calls.len());
-    for (call_index, raw) in raw_calls.iter().enumerate() {
+    for (call_index, raw) in raw_calls.into_iter().enumerate() {
         calls.push(parse_call(raw).map_err(|message| ParseError::Call {
             session: id.clone(),
             call: call_index,
@@ -365,16 +380,18 @@ fn parse_session(index: usize, value: &Value) -> Result<Session, ParseError> {
     })
 }
 
-fn parse_call(value: &Value) -> Result<Call, String> {
-    let obj = value.as_object().ok_or("a call must be an object")?;
+fn parse_call(value: Value) -> Result<Call, String> {
+    let Value::Object(mut obj) = value else {
+        return Err("a call must be an object".to_owned());
+    };
     let tool = match obj.get("tool") {
         Some(Value::String(t)) if !t.is_empty() => t.clone(),
         Some(Value::String(_)) => return Err("`tool` is empty".to_owned()),
         Some(other) => return Err(format!("`tool` must be a string, found {}", kind(other))),
         None => return Err("missing required key `tool`".to_owned()),
     };
-    let input = match obj.get("input") {
-        Some(v @ Value::Object(_)) => v.clone(),
+    let input = match obj.get_mut("input") {
+        Some(v @ Value::Object(_)) => v.take(),
         Some(other) => return Err(format!("`input` must be an object, found {}", kind(other))),
         None => return Err("missing required key `input`".to_owned()),
     };
@@ -416,10 +433,218 @@ fn parse_call(value: &Value) -> Result<Call, String> {
         tool,
         input,
         status,
-        metadata: obj.get("metadata").cloned().unwrap_or(Value::Null),
+        output_hash: opt_string(&obj, "output_hash")?,
+        metadata: obj.remove("metadata").unwrap_or(Value::Null),
         time,
-        output_hash: opt_string(obj, "output_hash")?,
     })
+}
+
+/// What [`stream_sessions`] found besides the sessions it handed over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Streamed {
+    /// The top-level keys asked for in `keep`, when present (the last of a repeated key).
+    pub kept: Map<String, Value>,
+    /// The sessions that count are those whose serial is at least this: a repeated `sessions`
+    /// key replaces the earlier list, as in any JSON object.
+    pub first_serial: usize,
+    /// Whether the document is a valid session file (format, list, every session, unique ids),
+    /// with the first error in the order [`SessionFile::from_value`] reports it.
+    pub outcome: Result<(), ParseError>,
+}
+
+/// Read a session file from `de` one session at a time, handing each valid session to
+/// `on_session` with a serial number as soon as it is read; only one session's JSON is held at
+/// a time. The whole document is read (a syntax error anywhere is [`ParseError::Json`], as with
+/// [`SessionFile::from_json`]); other errors are reported in [`Streamed::outcome`], and sessions
+/// handed over before an error are the caller's to drop. Top-level keys named in `keep` are kept
+/// as JSON (e.g. to recognise another format); other keys are skipped without being built.
+pub fn stream_sessions<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
+    keep: &[&str],
+    on_session: &mut dyn FnMut(usize, Session),
+) -> Result<Streamed, ParseError> {
+    let json = |e: serde_json::Error| ParseError::Json {
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    };
+    let mut state = StreamState {
+        keep,
+        on_session,
+        serial: 0,
+        kept: Map::new(),
+        format: None,
+        list: None,
+        object: false,
+    };
+    serde::de::DeserializeSeed::deserialize(RootSeed(&mut state), &mut *de).map_err(json)?;
+    de.end().map_err(json)?;
+    let first_serial = match &state.list {
+        Some(ListState::List { first_serial, .. }) => *first_serial,
+        _ => state.serial,
+    };
+    let outcome = if !state.object {
+        Err(ParseError::NotAnObject)
+    } else {
+        check_format(state.format.as_ref()).and_then(|()| match state.list.take() {
+            Some(ListState::List { first_error, .. }) => first_error.map_or(Ok(()), Err),
+            Some(ListState::NotAList) | None => Err(ParseError::NoSessions),
+        })
+    };
+    Ok(Streamed {
+        kept: state.kept,
+        first_serial,
+        outcome,
+    })
+}
+
+struct StreamState<'k, 'f> {
+    keep: &'k [&'k str],
+    on_session: &'f mut dyn FnMut(usize, Session),
+    serial: usize,
+    kept: Map<String, Value>,
+    format: Option<Value>,
+    list: Option<ListState>,
+    object: bool,
+}
+
+enum ListState {
+    List {
+        first_serial: usize,
+        first_error: Option<ParseError>,
+    },
+    NotAList,
+}
+
+impl std::fmt::Debug for StreamState<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamState")
+            .field("serial", &self.serial)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Skip whatever value comes (a document or `sessions` of the wrong type), reading it through.
+macro_rules! skip_scalars {
+    ($out:ty, $value:expr) => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<$out, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<$out, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<$out, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<$out, E> {
+            Ok($value)
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<$out, E> {
+            Ok($value)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<$out, E> {
+            Ok($value)
+        }
+    };
+}
+
+struct RootSeed<'s, 'k, 'f>(&'s mut StreamState<'k, 'f>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for RootSeed<'_, '_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for RootSeed<'_, '_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a session file")
+    }
+    skip_scalars!((), ());
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let state = self.0;
+        state.object = true;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "format" => state.format = Some(map.next_value()?),
+                "sessions" => {
+                    let first_serial = state.serial;
+                    state.list = Some(map.next_value_seed(ListSeed(state, first_serial))?);
+                }
+                k if state.keep.contains(&k) => {
+                    let value: Value = map.next_value()?;
+                    state.kept.insert(key, value);
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ListSeed<'s, 'k, 'f>(&'s mut StreamState<'k, 'f>, usize);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ListSeed<'_, '_, '_> {
+    type Value = ListState;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ListState, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
+    type Value = ListState;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of sessions")
+    }
+    skip_scalars!(ListState, ListState::NotAList);
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ListState, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(ListState::NotAList)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<ListState, A::Error> {
+        let (state, first_serial) = (self.0, self.1);
+        let mut first_error = None;
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut index = 0;
+        loop {
+            if first_error.is_some() {
+                // Read the rest through for syntax errors, building nothing.
+                if seq.next_element::<serde::de::IgnoredAny>()?.is_none() {
+                    break;
+                }
+                continue;
+            }
+            let Some(value) = seq.next_element::<Value>()? else {
+                break;
+            };
+            match parse_session(index, value) {
+                Ok(session) if !seen.insert(session.id.clone()) => {
+                    first_error = Some(ParseError::DuplicateSession(session.id));
+                }
+                Ok(session) => {
+                    (state.on_session)(state.serial, session);
+                    state.serial += 1;
+                }
+                Err(e) => first_error = Some(e),
+            }
+            index += 1;
+        }
+        Ok(ListState::List {
+            first_serial,
+            first_error,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -466,5 +691,51 @@ mod tests {
                                    "output_hash": 7}]}]});
         let e = SessionFile::from_value(&bad_hash).unwrap_err().to_string();
         assert!(e.contains("call 0") && e.contains("output_hash"), "{e}");
+    }
+
+    /// The streamed reader says what parsing the whole tree says: the same sessions, or the same
+    /// first error, whatever the key order (sessions before format, a repeated key).
+    #[test]
+    fn streamed_parse_equals_the_whole_tree() {
+        let call = r#"{"tool":"bash","input":{"command":"ls"},"status":"completed"}"#;
+        let docs = [
+            format!(
+                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[{call}]}}]}}"#
+            ),
+            format!(
+                r#"{{"sessions":[{{"id":"a","calls":[{call}]}}],"format":"{SESSION_FILE_FORMAT}"}}"#
+            ),
+            r#"{"sessions":[{"id":"a","calls":[7]}],"format":"x/2"}"#.to_owned(),
+            format!(
+                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}}],"sessions":[{{"id":"b","calls":[]}},{{"id":"c","calls":[]}}]}}"#
+            ),
+            format!(
+                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}},{{"id":"a","calls":[]}}]}}"#
+            ),
+            format!(
+                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a"}},{{"id":"a","calls":[]}}]}}"#
+            ),
+            format!(r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":{{"id":"a"}}}}"#),
+            format!(
+                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":null,"other":[1,{{"x":[]}}]}}"#
+            ),
+            r#"{"format":7,"sessions":[]}"#.to_owned(),
+            r#"[{"format":"agentwatch-sessions/1"}]"#.to_owned(),
+            r#""text""#.to_owned(),
+            r#"{"sessions":[]}"#.to_owned(),
+        ];
+        for doc in &docs {
+            let whole = SessionFile::from_value(&serde_json::from_str(doc).unwrap());
+            assert_eq!(SessionFile::from_json(doc), whole, "{doc}");
+        }
+        // Syntax errors anywhere win, as when the whole tree was parsed first.
+        for doc in [
+            r#"{"format":"x/2","sessions":[{"id":"a"}] trailing"#,
+            r#"{"sessions":[{"id":"a","calls":[7]}],"format":"#,
+            r#"{"format":"agentwatch-sessions/1","sessions":[]} x"#,
+        ] {
+            let e = SessionFile::from_json(doc).unwrap_err();
+            assert!(matches!(e, ParseError::Json { .. }), "{doc}: {e}");
+        }
     }
 }

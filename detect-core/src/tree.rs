@@ -2,7 +2,7 @@
 //! is, descendants' landings passed up to their ancestors.
 
 use crate::config::DetectConfig;
-use crate::detector::{judge_facts, latest_own_landing, session_facts};
+use crate::detector::{SessionDetector, judge_facts, latest_own_landing, session_facts};
 use crate::matcher::CallFacts;
 use crate::model::Session;
 use crate::verdict::{SessionVerdict, TreeVerdict, dedup_key};
@@ -180,6 +180,35 @@ pub fn judge_sessions(sessions: &[Session], config: &DetectConfig) -> Judgement 
         .zip(&facts)
         .zip(&landings)
         .map(|((s, f), landing)| judge_facts(s, f, *landing, config))
+        .collect();
+    let trees = forest.tree_verdicts(sessions, &verdicts);
+    Judgement {
+        sessions: verdicts,
+        trees,
+    }
+}
+
+/// [`judge_sessions`] on sessions whose calls went into their detectors already (one detector
+/// per session, every call pushed, in the same order as `sessions`): only the sessions' ids and
+/// parents are read here, so a caller can drop each session's calls once pushed and judge sessions
+/// in parallel. Descendants' landings are pushed last, which the incremental detector takes at any
+/// point; the verdicts equal [`judge_sessions`] on the whole sessions.
+pub fn judge_detectors(sessions: &[Session], mut detectors: Vec<SessionDetector>) -> Judgement {
+    let forest = Forest::build(sessions);
+    let own: Vec<Option<i64>> = detectors
+        .iter()
+        .map(SessionDetector::latest_own_landing)
+        .collect();
+    let landings = forest.latest_descendant_landings(&own);
+    let verdicts: Vec<SessionVerdict> = detectors
+        .iter_mut()
+        .zip(&landings)
+        .map(|(detector, landing)| {
+            if let Some(t) = landing {
+                detector.push_descendant_landing(*t);
+            }
+            detector.verdict()
+        })
         .collect();
     let trees = forest.tree_verdicts(sessions, &verdicts);
     Judgement {
