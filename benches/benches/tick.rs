@@ -1,14 +1,15 @@
-//! A full `agentwatch opencode --once` tick (the real binary, as the systemd timer runs it) over
+//! A full `agentwatch opencode --once` tick, called in-process through the runtime
+//! (`agentwatch_runtime::jobs::opencode::run`, what the binary and `agentwatch run` call), over
 //! 200 sessions served from 127.0.0.1: the first tick (empty store), an idle tick after it
 //! (nothing new: the incremental path), and the same idle tick forced to re-read every history
 //! (`--full-read`), so the ratio of the two shows what the stored cursors save.
 
+use agentwatch_runtime::jobs::opencode;
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 
 const SESSIONS: usize = 200;
 const CALLS: usize = 100;
@@ -32,47 +33,31 @@ fn exports() -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn tick(home: &Path, config: &Path, extra: &[&str]) {
-    let status = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(["opencode", "--once", "--config"])
-        .arg(config)
-        .args(["--now", "1796001000"])
-        .args(extra)
-        .env("HOME", home)
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("run agentwatch");
-    assert!(status.success());
+/// One `agentwatch opencode --once` tick through the runtime, in this process: config, SQLite
+/// open, lock, HTTP to the loopback server, judging, alert lifecycle, store writes.
+fn tick(home: &Path, config: &Path, full_read: bool) {
+    let report = opencode::run(&opencode::Options {
+        once: true,
+        config: Some(config.to_owned()),
+        db: Some(home.join("agentwatch.db")),
+        now: Some(1_796_001_000),
+        full_read,
+        ..opencode::Options::default()
+    })
+    .expect("tick runs");
+    assert!(report.is_some(), "the watchdog is enabled");
 }
 
-/// Peak resident memory (KiB) of one tick, read with `/usr/bin/time -f %M` where it exists.
-fn peak_rss_kib(home: &Path, config: &Path) -> Option<u64> {
-    let out = Command::new("/usr/bin/time")
-        .args([
-            "-f",
-            "%M",
-            env!("CARGO_BIN_EXE_agentwatch"),
-            "opencode",
-            "--once",
-            "--config",
-        ])
-        .arg(config)
-        .args(["--now", "1796001000"])
-        .env("HOME", home)
-        .env("XDG_STATE_HOME", home.join("state"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .stdout(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .last()?
-        .trim()
-        .parse()
-        .ok()
+/// This process's resident memory now and its peak (KiB), from `/proc/self/status`.
+fn rss_kib() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// Memory over many ticks on the same store: it must stay flat (figures, not assertions).
@@ -80,16 +65,18 @@ fn report_memory(config: &Path) {
     let home = TempDir::new("aw-bench-mem");
     let mut figures = Vec::new();
     for n in 1..=50 {
-        let kib = peak_rss_kib(&home.path, config);
+        tick(&home.path, config, false);
         if [1, 2, 10, 50].contains(&n) {
             figures.push(format!(
                 "tick {n}: {}",
-                kib.map_or("n/a".to_owned(), |k| format!("{k} KiB"))
+                rss_kib().map_or("n/a".to_owned(), |(rss, peak)| format!(
+                    "{rss} KiB (peak {peak} KiB)"
+                ))
             ));
         }
     }
     println!(
-        "peak RSS per tick (200 sessions, same store): {}",
+        "resident memory after ticks (200 sessions, same store, in-process): {}",
         figures.join(", ")
     );
 }
@@ -112,17 +99,17 @@ fn ticks(c: &mut Criterion) {
     g.bench_function("first_tick_empty_store", |b| {
         b.iter_batched(
             || TempDir::new("aw-bench-first"),
-            |home| tick(&home.path, &config, &[]),
+            |home| tick(&home.path, &config, false),
             BatchSize::PerIteration,
         )
     });
     let warm = TempDir::new("aw-bench-warm");
-    tick(&warm.path, &config, &[]);
+    tick(&warm.path, &config, false);
     g.bench_function("idle_tick_incremental", |b| {
-        b.iter(|| tick(&warm.path, &config, &[]))
+        b.iter(|| tick(&warm.path, &config, false))
     });
     g.bench_function("idle_tick_full_reread", |b| {
-        b.iter(|| tick(&warm.path, &config, &["--full-read"]))
+        b.iter(|| tick(&warm.path, &config, true))
     });
     g.finish();
 }
