@@ -792,6 +792,149 @@ pub fn show_config(args: &ConfigArgs) -> Result<Shown, Error> {
     for f in &loaded.files {
         out.push_str(&format!("# from {}\n", f.display()));
     }
-    out.push_str(&shown.to_toml());
+    out.push_str(&with_unset_keys(&shown.to_toml(), &shown));
     Ok(Shown::text(out))
+}
+
+/// Optional keys `config` shows commented out when unset, so every key is on the page:
+/// (section, key, an example value as TOML, what unset means).
+pub const OPTIONAL_KEYS: &[(&str, &str, &str, &str)] = &[
+    (
+        "watchdog",
+        "read_only_agents",
+        r#"["explore", "review"]"#,
+        "the detector's read-only agent keywords",
+    ),
+    (
+        "watchdog",
+        "source",
+        r#""agentwatch@devbox""#,
+        "agentwatch@HOST",
+    ),
+    (
+        "watchdog.llm",
+        "api_key_env",
+        r#""LLM_API_KEY""#,
+        "no key sent",
+    ),
+    (
+        "opencode",
+        "registry",
+        r#""~/.local/share/opencode/rc-servers.json""#,
+        "the seed's registry while no source is configured",
+    ),
+    (
+        "opencode",
+        "db",
+        r#""~/.local/share/opencode/opencode.db""#,
+        "opencode's database while no source is configured",
+    ),
+    (
+        "store",
+        "path",
+        r#""~/.local/state/agentwatch/agentwatch.db""#,
+        "$XDG_STATE_HOME/agentwatch/agentwatch.db",
+    ),
+    (
+        "recover",
+        "router_url",
+        r#""http://127.0.0.1:11434/v1""#,
+        "no router: a confirmed loop restarts",
+    ),
+    ("recover", "model", r#""qwen2.5-coder:14b""#, "no router"),
+    (
+        "recover",
+        "veto_limit",
+        "3",
+        "router vetoes never overridden",
+    ),
+    (
+        "deck",
+        "bin",
+        r#""/usr/local/bin/agent-deck""#,
+        "agent-deck on PATH",
+    ),
+    ("deck", "profile", r#""work""#, "every profile"),
+    (
+        "deck",
+        "hooks_dir",
+        r#""~/.local/share/agent-deck/hooks""#,
+        "$XDG_DATA_HOME/agent-deck/hooks",
+    ),
+    (
+        "deck",
+        "tmux_socket",
+        r#""agent-deck""#,
+        "the user's tmux server",
+    ),
+    (
+        "deck",
+        "agent_deck_config",
+        r#""~/.agent-deck/config.toml""#,
+        "ROOT/config.toml",
+    ),
+    (
+        "deck",
+        "telegram_chat_id",
+        r#""-1001234567890""#,
+        "no Telegram",
+    ),
+    (
+        "deck",
+        "channels",
+        r#"["journal"]"#,
+        "every configured channel",
+    ),
+];
+
+/// The printed TOML with each unset [`OPTIONAL_KEYS`] key as a comment under its section header
+/// (`# key = EXAMPLE   # unset: MEANING`). Comments only: the text loads back the same.
+fn with_unset_keys(text: &str, shown: &Config) -> String {
+    let value = serde_json::to_value(shown).unwrap_or_default();
+    let is_set = |section: &str, key: &str| {
+        let mut v = &value;
+        for part in section.split('.') {
+            v = &v[part];
+        }
+        !v[key].is_null()
+    };
+    let mut out = String::with_capacity(text.len() + 2048);
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) else {
+            continue;
+        };
+        for (_, key, example, meaning) in OPTIONAL_KEYS
+            .iter()
+            .filter(|(s, k, _, _)| *s == section && !is_set(s, k))
+        {
+            out.push_str(&format!("# {key} = {example}   # unset: {meaning}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod unset_keys_tests {
+    use super::*;
+
+    #[test]
+    fn every_optional_key_is_shown_and_is_a_real_key() {
+        let config = Config::default();
+        let text = with_unset_keys(&config.to_toml(), &config);
+        for (section, key, example, _) in OPTIONAL_KEYS {
+            assert!(
+                text.contains(&format!("# {key} = {example}")),
+                "{section}.{key} not shown in:\n{text}"
+            );
+            // The example is a value the key takes.
+            let set = format!("{section}.{key}={example}");
+            let loaded = config::load(None, std::slice::from_ref(&set), &|_| None);
+            assert!(loaded.is_ok(), "{set}: {:?}", loaded.err());
+        }
+        // Comments only: it loads back as the same configuration.
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.to_toml(), config.to_toml());
+    }
 }
