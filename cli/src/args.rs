@@ -100,6 +100,10 @@ pub struct OpencodeArgs {
     /// Read every session's whole history, ignoring the stored cursors (for comparisons).
     #[arg(long)]
     pub full_read: bool,
+    /// Follow the servers' event streams and judge each change as it happens (until
+    /// SIGTERM/SIGINT); a server without the stream is polled.
+    #[arg(long, conflicts_with_all = ["once", "now", "full_read", "demo", "session_files"])]
+    pub follow: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -309,9 +313,26 @@ macro_rules! same_fields {
     };
 }
 
-same_fields!(OpencodeArgs => jobs::opencode::Options {
-    once, dry_run, verbose, json, config, servers, session_files, demo, db, set, now, full_read
-});
+impl From<OpencodeArgs> for jobs::opencode::Options {
+    fn from(a: OpencodeArgs) -> Self {
+        Self {
+            once: a.once,
+            dry_run: a.dry_run,
+            verbose: a.verbose,
+            json: a.json,
+            config: a.config,
+            servers: a.servers,
+            session_files: a.session_files,
+            demo: a.demo,
+            db: a.db,
+            set: a.set,
+            now: a.now,
+            full_read: a.full_read,
+            follow: a.follow,
+            focus: None,
+        }
+    }
+}
 same_fields!(RecoverArgs => jobs::recover::Options { once, dry_run, config, now, json, db, set });
 same_fields!(DeckArgs => jobs::deck::Options { once, dry_run, verbose, json, config, db, set, now });
 same_fields!(RunArgs => agentwatch_runtime::run::Options { dry_run, config, db, set });

@@ -147,6 +147,25 @@ fn opencode(mut args: OpencodeArgs) -> CliResult {
             .map_err(|e| Error::software(format!("--opencode-db: {e}")))?;
         args.set.push(format!("opencode.db={path}"));
     }
+    if args.follow {
+        // Each tick that fired an event is printed as it happens.
+        let mut failed = None;
+        jobs::opencode::follow::follow_until_signal(&args.into(), |report| {
+            if report.fired() == 0 || failed.is_some() {
+                return;
+            }
+            let written = if json {
+                print_json("opencode", &report.to_json())
+            } else {
+                write_stdout("opencode", &report.render(verbose))
+            };
+            failed = written.err();
+        })?;
+        return match failed {
+            Some(e) => Err(e),
+            None => Ok(ExitCode::SUCCESS),
+        };
+    }
     if let Some(report) = jobs::opencode::run(&args.into())? {
         if json {
             print_json("opencode", &report.to_json())?;

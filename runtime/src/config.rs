@@ -20,6 +20,8 @@ use toml::{Table, Value};
 pub struct Config {
     pub watchdog: WatchdogSection,
     pub opencode: OpencodeSection,
+    /// `[follow]`: `agentwatch opencode --follow`.
+    pub follow: FollowSection,
     pub store: StoreSection,
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
     pub deck: DeckSection,
@@ -170,6 +172,17 @@ pub struct OpencodeSection {
     pub password_env: String,
     pub connect_timeout_s: f64,
     pub request_timeout_s: f64,
+    /// What a looping tree gets besides its alert: `alert` (nothing more) or `abort` (once its
+    /// alert is critical, `POST /session/:id/abort` on its flagged sessions whose last call did
+    /// not land, once per alert).
+    pub on_loop: String,
+}
+
+impl OpencodeSection {
+    /// Whether `on_loop = "abort"`.
+    pub fn aborts(&self) -> bool {
+        self.on_loop == "abort"
+    }
 }
 
 impl Default for OpencodeSection {
@@ -182,6 +195,32 @@ impl Default for OpencodeSection {
             password_env: "OPENCODE_SERVER_PASSWORD".to_owned(),
             connect_timeout_s: 2.0,
             request_timeout_s: 10.0,
+            on_loop: "alert".to_owned(),
+        }
+    }
+}
+
+/// `[follow]`: `agentwatch opencode --follow`, the servers' event streams.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FollowSection {
+    /// The alert lifecycle runs at most once per this many seconds (the events in between are
+    /// judged together).
+    pub min_interval_s: u64,
+    /// A stream that sends nothing (opencode's heartbeat comes every 10 s) for this long is
+    /// dropped and opened again.
+    pub heartbeat_s: u64,
+    /// The longest wait between two attempts to open a dropped stream (the wait doubles from
+    /// one second).
+    pub max_backoff_s: u64,
+}
+
+impl Default for FollowSection {
+    fn default() -> Self {
+        Self {
+            min_interval_s: 2,
+            heartbeat_s: 30,
+            max_backoff_s: 30,
         }
     }
 }
@@ -857,6 +896,18 @@ impl Config {
             return Err(config_err(format!(
                 "watchdog.repeat_interval_s: must be 0 (never) or a number of seconds at most {MAX_STALE_AFTER_S}"
             )));
+        }
+        for (key, value) in [
+            ("follow.min_interval_s", self.follow.min_interval_s),
+            ("follow.heartbeat_s", self.follow.heartbeat_s),
+            ("follow.max_backoff_s", self.follow.max_backoff_s),
+        ] {
+            check_seconds(key, value as f64)?;
+        }
+        if !["alert", "abort"].contains(&self.opencode.on_loop.as_str()) {
+            return Err(config_err(
+                "opencode.on_loop: must be alert or abort".to_owned(),
+            ));
         }
         if self.watchdog.stale_after_s > MAX_STALE_AFTER_S {
             return Err(config_err(format!(

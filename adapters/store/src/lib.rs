@@ -189,6 +189,22 @@ const MIGRATIONS: &[&str] = &[
         delivered_at INTEGER
     );
     CREATE INDEX idx_outbox_pending ON watchdog_outbox(delivered_at, id);",
+    // 5: an opencode session stopped (`opencode.on_loop = "abort"`) is an event too; SQLite
+    // changes a CHECK only by building the table again.
+    "CREATE TABLE agentwatch_events_5 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        job TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('tick', 'delivery', 'restart', 'abort')),
+        name TEXT NOT NULL DEFAULT '',
+        result TEXT NOT NULL,
+        duration_ms INTEGER
+    );
+    INSERT INTO agentwatch_events_5 (id, at, job, kind, name, result, duration_ms)
+        SELECT id, at, job, kind, name, result, duration_ms FROM agentwatch_events;
+    DROP TABLE agentwatch_events;
+    ALTER TABLE agentwatch_events_5 RENAME TO agentwatch_events;
+    CREATE INDEX idx_events_kind_job ON agentwatch_events(kind, job);",
 ];
 
 /// The schema version this build writes.
@@ -272,6 +288,8 @@ pub enum EventKind {
     Tick,
     Delivery,
     Restart,
+    /// `POST /session/:id/abort` sent to an opencode server (`opencode.on_loop = "abort"`).
+    Abort,
 }
 
 impl EventKind {
@@ -281,6 +299,7 @@ impl EventKind {
             Self::Tick => "tick",
             Self::Delivery => "delivery",
             Self::Restart => "restart",
+            Self::Abort => "abort",
         }
     }
 }

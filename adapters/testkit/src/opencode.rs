@@ -103,6 +103,16 @@ impl OpencodeHome {
             .and_then(|l| l.local_addr())
             .map_err(|e| e.to_string())?
             .port();
+        self.serve_on(port, password, limit)
+    }
+
+    /// [`OpencodeHome::serve`] on `port` (a server started again where a watcher expects it).
+    pub fn serve_on(
+        &self,
+        port: u16,
+        password: Option<&str>,
+        limit: Duration,
+    ) -> Result<RunningServer, String> {
         let mut cmd = self.command();
         cmd.args([
             "serve",

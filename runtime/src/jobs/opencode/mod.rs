@@ -9,6 +9,7 @@
 
 pub mod blind;
 pub mod deliver;
+pub mod follow;
 pub mod loop_report;
 pub mod notice;
 pub mod tracked;
@@ -70,6 +71,11 @@ pub struct Options {
     pub now: Option<i64>,
     /// Read every session's whole history, ignoring the stored cursors (for comparisons).
     pub full_read: bool,
+    /// Follow the servers' event streams ([`follow::follow`]) instead of one tick.
+    pub follow: bool,
+    /// Set by the follower: what the streams said changed; only trees with a session read
+    /// fresh are judged for the alert lifecycle.
+    pub focus: Option<tracked::Focus>,
 }
 
 /// Sessions gathered from every source, and what went wrong.
@@ -97,6 +103,8 @@ pub struct Collected {
     pub stale: HashSet<String>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
     pub recorded: HashSet<String>,
+    /// The servers that answered, by shown URL (an abort goes to the session's own server).
+    pub servers: BTreeMap<String, OpencodeServer>,
 }
 
 /// `1 server`, `2 servers`.
@@ -291,8 +299,19 @@ pub fn collect(
             timeouts.connect = timeouts.connect.min(OPTIONAL_CONNECT_TIMEOUT);
         }
         let server = OpencodeServer::new(spec, timeouts);
-        match tracked::read_server(&server, store, &detector, args.full_read, cutoff) {
+        let read = tracked::read_server(
+            &server,
+            store,
+            &detector,
+            args.full_read,
+            cutoff,
+            args.focus.as_ref(),
+        );
+        match read {
             Ok(read) => {
+                collected
+                    .servers
+                    .insert(server.shown_url().to_owned(), server.clone());
                 collected.stale.extend(read.stale);
                 if read.problems.is_empty() {
                     collected.complete.insert(server.shown_url().to_owned());
@@ -651,6 +670,8 @@ pub struct TickReport {
     /// When a channel holding back an outbox event is free again (the alert state's
     /// `next_wakeup`, while anything is pending).
     pub next_wakeup: Option<i64>,
+    /// Sessions stopped (`opencode.on_loop = "abort"`): session, `sent`, `failed` or `dry_run`.
+    pub aborts: Vec<(String, String)>,
 }
 
 impl TickReport {
@@ -670,6 +691,7 @@ impl TickReport {
             sends: vec![],
             alertmanager: vec![],
             next_wakeup: None,
+            aborts: vec![],
         }
     }
 
@@ -828,6 +850,7 @@ impl TickReport {
             "decisions": self.decisions,
             "sends": self.sends.iter().map(|(k, s)| json!({"dedup_key": k, "channel": s.channel, "result": s.result, "message": s.message})).collect::<Vec<_>>(),
             "alertmanager": self.alertmanager,
+            "aborts": self.aborts.iter().map(|(s, r)| json!({"session": s, "result": r})).collect::<Vec<_>>(),
         })
     }
 }
@@ -909,10 +932,21 @@ fn tick(
         .map(|s| (s.info.id.as_str(), s.source.as_str()))
         .collect();
 
+    // A follower judges only trees its events changed (each judgement counts towards
+    // escalation, an event does not).
+    let fresh: HashSet<&str> = collected
+        .sessions
+        .iter()
+        .filter(|s| s.fresh)
+        .map(|s| s.info.id.as_str())
+        .collect();
+    let observed = |t: &TreeVerdict| {
+        args.focus.is_none() || t.sessions.iter().any(|s| fresh.contains(s.as_str()))
+    };
     let mut roots: Vec<RootObservation> = judgement
         .trees
         .iter()
-        .filter(|t| !stale_trees.contains(&t.root))
+        .filter(|t| !stale_trees.contains(&t.root) && observed(t))
         .map(|t| {
             let agent = tree_agent(t, &by_id);
             let source = source_of.get(t.root.as_str()).copied().unwrap_or_default();
@@ -1040,6 +1074,10 @@ fn tick(
 
     let mut syncs_done: Vec<SyncReport> = Vec::new();
     let mut next_wakeup = None;
+    let mut aborts: Vec<(String, String)> = Vec::new();
+    if args.dry_run {
+        aborts = abort_loops(config, None, collected, &judgement, &outcome.decisions, now);
+    }
     let fired = fired(&outcome.decisions);
     let any_flagged = judgement
         .trees
@@ -1128,6 +1166,14 @@ fn tick(
         let mut state = outcome.state.clone();
         sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
         next_wakeup = deliver::next_wakeup(store, &state, &alert_config, now)?;
+        aborts = abort_loops(
+            config,
+            Some(store),
+            collected,
+            &judgement,
+            &outcome.decisions,
+            now,
+        );
         if alertmanager {
             let syncs = sync_alertmanager(config, &mut held, &routed, &state, now, false);
             // A delivery counts (rate-limit window, resolve receivers) once the post took it.
@@ -1201,6 +1247,7 @@ fn tick(
         sends,
         alertmanager: syncs_done,
         next_wakeup,
+        aborts,
     })
 }
 
@@ -1236,6 +1283,100 @@ fn write_loop_report(
             .field("problem", e)
             .emit(),
     }
+}
+
+/// `opencode.on_loop = "abort"`: each alert that became critical this tick (a trigger opening
+/// as critical, or its one escalation) stops its tree's flagged sessions on their own server
+/// (`POST /session/:id/abort`), except a session whose last call landed. Each abort is a journal
+/// line and an `abort` event in the store; without a store (a dry run) nothing is sent. Returns
+/// `(session, result)`.
+fn abort_loops(
+    config: &Config,
+    store: Option<&mut Store>,
+    collected: &Collected,
+    judgement: &Judgement,
+    decisions: &[Decision],
+    now: i64,
+) -> Vec<(String, String)> {
+    if !config.opencode.aborts() {
+        return Vec::new();
+    }
+    let mut done = Vec::new();
+    let mut events = Vec::new();
+    for decision in decisions {
+        // Only the transition to critical: a reminder (`repeat`) of a critical alert is not one.
+        let became_critical = matches!(
+            decision.kind,
+            DecisionKind::Trigger | DecisionKind::Escalate
+        ) && decision
+            .dispatch
+            .as_ref()
+            .is_some_and(|d| d.event.severity == alert_state::Severity::Critical);
+        let critical = became_critical;
+        if !critical {
+            continue;
+        }
+        let Some(tree) = judgement.trees.iter().find(|t| t.root == decision.root) else {
+            continue;
+        };
+        for verdict in &tree.flagged_sessions {
+            let line = Line::info("watchdog", now)
+                .field("dedup", &decision.dedup_key)
+                .field("session", &verdict.id)
+                .field("action", "abort");
+            if verdict.reason.landed && verdict.reason.calls_since_landed == 0 {
+                line.field("result", "skipped")
+                    .field("reason", "its last call landed")
+                    .emit();
+                continue;
+            }
+            let server = collected
+                .sessions
+                .iter()
+                .find(|s| s.info.id == verdict.id)
+                .and_then(|s| collected.servers.get(&s.source));
+            let Some(server) = server else {
+                line.field("result", "skipped")
+                    .field("reason", "not a session of a server")
+                    .emit();
+                continue;
+            };
+            if store.is_none() {
+                line.field("result", "dry_run").emit();
+                done.push((verdict.id.clone(), "dry_run".to_owned()));
+                continue;
+            }
+            let result = match server.abort(&verdict.id) {
+                Ok(()) => {
+                    line.field("result", "sent").emit();
+                    "sent".to_owned()
+                }
+                Err(e) => {
+                    Line::warning("watchdog", now)
+                        .field("dedup", &decision.dedup_key)
+                        .field("session", &verdict.id)
+                        .field("action", "abort")
+                        .field("result", "failed")
+                        .field("problem", e.to_string())
+                        .emit();
+                    "failed".to_owned()
+                }
+            };
+            events.push(job_event(
+                now,
+                "opencode",
+                EventKind::Abort,
+                &verdict.id,
+                &result,
+                None,
+            ));
+            done.push((verdict.id.clone(), result));
+        }
+    }
+    if let Some(store) = store {
+        record_events(store, &events);
+    }
+    done
 }
 
 /// The roots of trees whose newest call (over the sessions of live sources) is older than

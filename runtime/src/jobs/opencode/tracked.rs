@@ -33,7 +33,32 @@ pub struct Tracked {
     pub spend: Spend,
     /// When its newest settled call happened (unix ms), if any call says: the stale rule's clock.
     pub newest_call_ms: Option<i64>,
+    /// This read gave its detector something new: settled messages after its cursor, or its
+    /// whole history (a follower judges only trees with a fresh session).
+    pub fresh: bool,
     state: State,
+}
+
+/// What a server's event stream said changed since the last read (`agentwatch opencode
+/// --follow`). For a server in `servers`, only the sessions named here are asked for messages;
+/// every other session with a stored row keeps it without a request (the stream would have
+/// told). A server not in `servers` is read as a tick reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// Servers (shown URLs) whose stream was open since their last complete read.
+    pub servers: HashSet<String>,
+    /// Sessions with new calls or messages: read after their cursor.
+    pub changed: HashSet<String>,
+    /// Sessions whose history changed (a message removed): read from the start.
+    pub reset: HashSet<String>,
+}
+
+impl Focus {
+    /// Nothing changed.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty() && self.reset.is_empty()
+    }
 }
 
 #[derive(Debug)]
@@ -85,6 +110,7 @@ impl Tracked {
             },
             spend: Spend::default(),
             newest_call_ms: newest_call(session.calls.iter(), None),
+            fresh: true,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -115,6 +141,7 @@ impl Tracked {
             info,
             spend: meta.spend.clone(),
             newest_call_ms: meta.newest_call_ms,
+            fresh: false,
             state: State::Stored {
                 row: Box::new(row),
                 meta: Box::new(meta),
@@ -185,14 +212,17 @@ pub struct ServerRead {
 
 /// Read one server, reusing and advancing what the store (if any) holds for it. With a
 /// `stale_cutoff_ms`, only sessions updated since (or whose stored newest call is since) and
-/// their ancestors are read; the others are listed in [`ServerRead::stale`].
+/// their ancestors are read; the others are listed in [`ServerRead::stale`]. A [`Focus`] that
+/// covers the server narrows the reads to the sessions it names.
 pub fn read_server(
     server: &OpencodeServer,
     store: Option<&Store>,
     config: &DetectConfig,
     full_read: bool,
     stale_cutoff_ms: Option<i64>,
+    focus: Option<&Focus>,
 ) -> Result<ServerRead, SourceError> {
+    let focus = focus.filter(|f| f.servers.contains(server.shown_url()));
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
     let cached = match store {
@@ -253,7 +283,19 @@ pub fn read_server(
             continue;
         };
         let updated = info.pointer("/time/updated").and_then(Value::as_i64);
-        let row = cache.remove(&base.id);
+        let mut row = cache.remove(&base.id);
+        if let Some(focus) = focus {
+            if focus.reset.contains(&base.id) {
+                row = None;
+            } else if !focus.changed.contains(&base.id)
+                && let Some(stored) = row
+                    .take()
+                    .and_then(|r| Tracked::stored(server.shown_url(), r))
+            {
+                read.sessions.push(stored);
+                continue;
+            }
+        }
         let unchanged = row
             .as_ref()
             .filter(|row| updated.is_some() && row.updated_ms == updated)
@@ -329,6 +371,7 @@ pub fn read_server(
         session.title = base.title.clone().or(session.title);
         session.parent_id = base.parent_id.clone();
         let mut complete = true;
+        let mut fresh = !found;
         for message in &messages {
             if !message.is_settled() {
                 complete = false;
@@ -342,12 +385,14 @@ pub fn read_server(
             spend.observe(message, detector.latest_own_landing() != landing);
             cursor = Some(message.info.id.clone());
             read.messages_read += 1;
+            fresh = true;
         }
         read.sessions.push(Tracked {
             source: server.shown_url().to_owned(),
             info: session,
             spend,
             newest_call_ms: newest,
+            fresh,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,

@@ -1,0 +1,319 @@
+//! `agentwatch opencode --follow` against a real opencode server driven without a model
+//! (`POST /session/:id/shell` stores real bash tool parts): a repeated failing command is
+//! alerted by the follower from its events, a varied session is not, a server restarted
+//! mid-run is followed again with the counts of a full re-read, and `on_loop = "abort"` stops
+//! the looping session once.
+
+use agentwatch_testkit::opencode::{OpencodeHome, RunningServer, require_binary};
+use agentwatch_testkit::{HttpServer, Reply, Request, TempDir, isolated_command};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// A JSON request to the real server, with a timeout.
+fn oc_request(method: &str, url: &str, body: Option<Value>) -> Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut reply = match body {
+        Some(body) => agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap(),
+        None => {
+            assert_eq!(method, "GET");
+            agent.get(url).call().unwrap()
+        }
+    };
+    serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap()
+}
+
+fn new_session(url: &str) -> String {
+    oc_request("POST", &format!("{url}/session"), Some(json!({})))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn shell(url: &str, session: &str, command: &str) {
+    oc_request(
+        "POST",
+        &format!("{url}/session/{session}/shell"),
+        Some(json!({"agent": "build", "command": command})),
+    );
+}
+
+/// The follower process; killed when dropped. Its journal goes to a file.
+struct Follower {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Follower {
+    fn start(home: &Path) -> Self {
+        let log = home.join("follow.log");
+        let mut cmd = isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home);
+        cmd.args(["opencode", "--follow"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        Self {
+            child: cmd.spawn().unwrap(),
+            log,
+        }
+    }
+
+    fn journal(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait (up to a minute) until the journal holds `needle` `times` times.
+    fn wait_for(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.journal().matches(needle).count() < times {
+            assert!(
+                Instant::now() < deadline,
+                "no {times} x {needle:?} in:\n{}",
+                self.journal()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Setup {
+    _tmp: TempDir,
+    oc: OpencodeHome,
+    server: Option<RunningServer>,
+    url: String,
+    home: PathBuf,
+    webhook: HttpServer,
+}
+
+fn setup(name: &str, extra: &str) -> Setup {
+    let tmp = TempDir::new(name);
+    let oc = OpencodeHome::new(require_binary(), &tmp.path.join("oc"));
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    let url = server.url();
+    let webhook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+    let home = tmp.path.join("home");
+    let dir = home.join("config/agentwatch");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{url}\"]\n{extra}\n\
+             [[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{hook}/events\"\n",
+            hook = webhook.url()
+        ),
+    )
+    .unwrap();
+    Setup {
+        _tmp: tmp,
+        oc,
+        server: Some(server),
+        url,
+        home,
+        webhook,
+    }
+}
+
+/// The webhook's events: (state, dedup key).
+fn received(webhook: &HttpServer) -> Vec<(String, String)> {
+    webhook
+        .requests()
+        .iter()
+        .map(Request::body_json)
+        .map(|b| {
+            (
+                b["state"].as_str().unwrap_or_default().to_owned(),
+                b["dedup_key"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+const FAILING: &str = "ls /nonexistent-agentwatch-dir";
+
+#[test]
+#[ignore = "needs opencode"]
+fn a_repeated_failing_command_is_alerted_by_the_follower() {
+    let s = setup("aw-follow-loop", "");
+    let looping = new_session(&s.url);
+    let healthy = new_session(&s.url);
+    let follower = Follower::start(&s.home);
+    follower.wait_for("tick=done", 1);
+    let key = format!("opencode-loop:{looping}");
+    let mut sent = 0;
+    while !received(&s.webhook).iter().any(|(_, k)| k == &key) {
+        assert!(
+            sent < 60,
+            "no alert after {sent} calls:\n{}",
+            follower.journal()
+        );
+        let ticks = follower.journal().matches("tick=done").count();
+        shell(
+            &s.url,
+            &healthy,
+            &format!("echo step-{sent} > /dev/null && ls /"),
+        );
+        shell(&s.url, &looping, FAILING);
+        sent += 1;
+        // The follower judges the calls from their events (at its pace).
+        follower.wait_for("tick=done", ticks + 1);
+    }
+    let journal = follower.journal();
+    assert!(
+        received(&s.webhook)
+            .iter()
+            .all(|(_, k)| !k.contains(&healthy)),
+        "{:?}",
+        received(&s.webhook)
+    );
+    // Every tick after the first came from events: no polling tick in between.
+    let reasons: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("follow=tick reason="))
+        .filter_map(|l| l.split("reason=").nth(1))
+        .map(|r| r.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert_eq!(reasons[0], "start", "{journal}");
+    // The stream opens after the first tick: one resync read, then events only.
+    assert!(
+        reasons[1..]
+            .iter()
+            .all(|r| *r == "events" || *r == "resync"),
+        "{reasons:?}\n{journal}"
+    );
+    assert!(journal.contains("stream=open"), "{journal}");
+    eprintln!(
+        "flagged after {sent} failing calls; {} ticks",
+        reasons.len()
+    );
+}
+
+/// The follower's stored verdict of `session` in its latest tick: (calls since landed, dup, top).
+fn stored_verdict(home: &Path, session: &str) -> Option<(i64, f64, i64)> {
+    let db = home.join("state/agentwatch/agentwatch.db");
+    let store = agentwatch_store::Store::open_read_only(&db).ok()?;
+    let tick = store.last_tick().ok()??;
+    let verdicts = store.verdicts(tick.id).ok()?;
+    let v = verdicts.iter().find(|v| v.session_id == session)?;
+    Some((v.calls_since_landed, v.dup, v.top))
+}
+
+#[test]
+#[ignore = "needs opencode"]
+fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
+    let mut s = setup("aw-follow-restart", "");
+    let port = s.server.as_ref().unwrap().port;
+    let session = new_session(&s.url);
+    let follower = Follower::start(&s.home);
+    follower.wait_for("stream=open", 1);
+    follower.wait_for("tick=done", 1);
+    for i in 0..3 {
+        shell(&s.url, &session, &format!("echo before-{i}"));
+    }
+    let wait_calls = |n: i64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while stored_verdict(&s.home, &session).is_none_or(|v| v.0 != n) {
+            assert!(Instant::now() < deadline, "{}", follower.journal());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_calls(3);
+    // Killed mid-run and started again on its port, with its database.
+    drop(s.server.take());
+    follower.wait_for("stream=dropped", 1);
+    let server = s.oc.serve_on(port, None, Duration::from_secs(30)).unwrap();
+    // A call the stream cannot have told: made before the follower's stream is back.
+    shell(&s.url, &session, "echo while-reconnecting");
+    follower.wait_for("stream=open", 2);
+    for i in 0..3 {
+        shell(&s.url, &session, &format!("echo after-{i}"));
+    }
+    wait_calls(7);
+    let followed = stored_verdict(&s.home, &session).unwrap();
+    drop(follower);
+    // A full re-read of the server judges the same.
+    let out = isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &s.home)
+        .args(["opencode", "--once", "--full-read", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let full = report["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == session.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        followed.0,
+        full["reason"]["calls_since_landed"].as_i64().unwrap()
+    );
+    assert_eq!(followed.1, full["reason"]["dup"].as_f64().unwrap());
+    assert_eq!(followed.2, full["reason"]["top"].as_i64().unwrap());
+    drop(server);
+}
+
+#[test]
+#[ignore = "needs opencode"]
+fn on_loop_abort_stops_the_looping_session_once() {
+    let s = setup("aw-follow-abort", "on_loop = \"abort\"");
+    let looping = new_session(&s.url);
+    let follower = Follower::start(&s.home);
+    follower.wait_for("tick=done", 1);
+    let mut sent = 0;
+    while !follower.journal().contains("action=abort result=sent") {
+        assert!(
+            sent < 80,
+            "no abort after {sent} calls:\n{}",
+            follower.journal()
+        );
+        let ticks = follower.journal().matches("tick=done").count();
+        shell(&s.url, &looping, FAILING);
+        sent += 1;
+        follower.wait_for("tick=done", ticks + 1);
+    }
+    // The loop goes on a little: the alert is critical already, no second abort.
+    for _ in 0..4 {
+        shell(&s.url, &looping, FAILING);
+    }
+    let ticks = follower.journal().matches("tick=done").count();
+    follower.wait_for("tick=done", ticks + 1);
+    let journal = follower.journal();
+    assert_eq!(journal.matches("action=abort").count(), 1, "{journal}");
+    // The abort came with the escalation (its delivery may wait for the channel's rate limit).
+    assert!(journal.contains("state=escalate"), "{journal}");
+    let db = s.home.join("state/agentwatch/agentwatch.db");
+    let store = agentwatch_store::Store::open_read_only(&db).unwrap();
+    let aborts = store
+        .event_counts(agentwatch_store::EventKind::Abort)
+        .unwrap();
+    assert_eq!(aborts.len(), 1, "{aborts:?}");
+    assert_eq!(
+        (
+            aborts[0].name.as_str(),
+            aborts[0].result.as_str(),
+            aborts[0].count
+        ),
+        (looping.as_str(), "sent", 1)
+    );
+    // opencode's API: the session is not running anything.
+    let status = oc_request("GET", &format!("{}/session/status", s.url), None);
+    assert!(
+        status.get(&looping).is_none_or(|st| st["type"] == "idle"),
+        "{status}"
+    );
+}

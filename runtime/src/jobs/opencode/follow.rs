@@ -1,0 +1,492 @@
+//! `agentwatch opencode --follow`: the servers' event streams, judged as they happen.
+//!
+//! ```text
+//! one thread per server: GET /global/event -> events -> channel   (dropped: reconnect with
+//!                                                                    backoff 1 s, 2 s, … max)
+//! loop {
+//!   a tick (the one of `--once`) when something changed and `follow.min_interval_s` passed
+//!   since the last one: the sessions the events named are read after their cursors, and only
+//!   trees with a session read fresh are judged for the alert lifecycle
+//!   wait for the next event
+//! }
+//! ```
+//!
+//! * **Events**: a tool part that reached `completed` or `error`, a message that settled, a
+//!   session created mark the session changed; `message.removed` marks it to be read from the
+//!   start; `session.deleted` makes the next tick list the server (its root resolves as gone).
+//!   The calls reach the detectors through the cursor read of the session the event names: the
+//!   one path that counts each call once, whatever the stream dropped or repeated.
+//! * **Resync**: the first tick, and the first after a stream (re)opens, reads its server as a
+//!   tick does (every changed session after its cursor), so nothing said while the stream was
+//!   down is missed. A frame that could not be read also asks for one.
+//! * **No stream**: a server that answers `/global/event` with 404 or 405 is polled: read whole
+//!   every `run.opencode_interval_s`.
+//! * **Pace**: ticks are at least `follow.min_interval_s` apart on the job's clock, so a burst of
+//!   events is one judgement: escalation still counts judgements, not events.
+
+use super::tracked::Focus;
+use super::{Collected, Options, TickReport, server_urls};
+use crate::config::{self, Env};
+use crate::error::Error;
+use crate::journal::Line;
+use crate::run::Clock;
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
+use agentwatch_opencode::sse::Event;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::time::Duration;
+
+/// When the next tick may run: at least `min_interval` seconds after the last one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacer {
+    min_interval: i64,
+    last: Option<i64>,
+}
+
+impl Pacer {
+    #[must_use]
+    pub fn new(min_interval_s: u64) -> Self {
+        Self {
+            min_interval: i64::try_from(min_interval_s).unwrap_or(i64::MAX),
+            last: None,
+        }
+    }
+
+    /// Whether a tick may run at `now` (unix seconds).
+    #[must_use]
+    pub fn due(&self, now: i64) -> bool {
+        self.last
+            .is_none_or(|last| now >= last.saturating_add(self.min_interval))
+    }
+
+    /// A tick ran at `now`.
+    pub fn ran(&mut self, now: i64) {
+        self.last = Some(now);
+    }
+}
+
+/// What the stream threads tell the loop.
+#[derive(Debug)]
+enum Note {
+    Opened(String),
+    Event(String, Event),
+    /// A frame nothing could be read from: the server must be read again.
+    Skipped(String, String),
+    Dropped(String, String),
+    NoStream(String, String),
+}
+
+/// What the loop must do at its next tick, from the notes so far.
+#[derive(Debug, Default)]
+pub struct Pending {
+    /// Servers to read as a tick does (their stream just opened, or missed something).
+    pub resync: HashSet<String>,
+    /// What the open streams said changed.
+    pub focus: Focus,
+    /// Events taken, and of those the ones that changed something.
+    pub events: u64,
+    pub changes: u64,
+}
+
+impl Pending {
+    /// Take one event of `server`'s stream.
+    pub fn event(&mut self, server: &str, event: &Event) {
+        self.events += 1;
+        let changed = match event {
+            Event::ToolSettled { session_id, .. }
+            | Event::MessageSettled { session_id, .. }
+            | Event::SessionCreated { session_id, .. }
+            | Event::SessionDeleted { session_id } => {
+                self.focus.changed.insert(session_id.clone());
+                true
+            }
+            Event::MessageRemoved { session_id, .. } => {
+                self.focus.reset.insert(session_id.clone());
+                true
+            }
+            Event::Connected | Event::Heartbeat | Event::Other { .. } => false,
+        };
+        if changed {
+            self.changes += 1;
+            self.focus.servers.insert(server.to_owned());
+        }
+    }
+
+    /// Whether a tick has something to do.
+    #[must_use]
+    pub fn wants_tick(&self) -> bool {
+        !self.resync.is_empty() || !self.focus.is_empty()
+    }
+
+    /// The focus of the next tick over the servers whose streams are open: those to resync are
+    /// read whole. Clears what it hands out.
+    pub fn take(&mut self, streaming: &HashSet<String>) -> Focus {
+        let mut focus = std::mem::take(&mut self.focus);
+        focus.servers = streaming
+            .iter()
+            .filter(|s| !self.resync.contains(*s))
+            .cloned()
+            .collect();
+        self.resync.clear();
+        focus
+    }
+}
+
+/// What a follower did, for its caller.
+#[derive(Debug, Default)]
+pub struct FollowReport {
+    pub ticks: u64,
+    pub events: u64,
+    pub reconnects: u64,
+}
+
+/// Run the follower until `stop` is set. `on_tick` gets each tick's report (the CLI prints the
+/// ones that fired). Time for the pace comes from `clock`.
+///
+/// # Errors
+/// A configuration that does not load, or a tick that fails in a way a tick reports as an error
+/// (the store, the lock).
+pub fn follow(
+    args: &Options,
+    clock: &dyn Clock,
+    stop: &Arc<AtomicBool>,
+    mut on_tick: impl FnMut(&TickReport),
+) -> Result<FollowReport, Error> {
+    let env: Env<'_> = &config::process_env;
+    let loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let config = loaded.config;
+    let mut collected = Collected::default();
+    let urls = server_urls(&config, args, env, &mut collected);
+    let heartbeat = Duration::from_secs(config.follow.heartbeat_s);
+    let max_backoff = Duration::from_secs(config.follow.max_backoff_s);
+    let poll_every = i64::try_from(config.run.opencode_interval_s).unwrap_or(300);
+    let (tx, rx) = channel();
+    let mut threads = Vec::new();
+    for source in &urls {
+        let mut spec = ServerSpec::new(&source.url);
+        spec.username = config.opencode.username.clone();
+        spec.password = env(&config.opencode.password_env);
+        let timeouts = Timeouts {
+            connect: config::duration(config.opencode.connect_timeout_s),
+            request: config::duration(config.opencode.request_timeout_s),
+        };
+        let server = OpencodeServer::new(spec, timeouts);
+        let tx = tx.clone();
+        let stop = Arc::clone(stop);
+        threads.push(
+            std::thread::Builder::new()
+                .name("agentwatch-follow".to_owned())
+                .spawn(move || stream_server(&server, heartbeat, max_backoff, &stop, &tx))
+                .map_err(|e| Error::io(format!("follow: cannot start a stream thread: {e}")))?,
+        );
+    }
+    drop(tx);
+    let mut report = FollowReport::default();
+    let mut pacer = Pacer::new(config.follow.min_interval_s);
+    let mut pending = Pending::default();
+    let mut streaming: HashSet<String> = HashSet::new();
+    let mut polled: HashSet<String> = HashSet::new();
+    let mut last_poll: Option<i64> = None;
+    // The first tick reads everything.
+    let mut first = true;
+    Line::info("watchdog", clock.now())
+        .field("follow", "start")
+        .field("servers", urls.len())
+        .emit();
+    while !stop.load(Ordering::SeqCst) {
+        let now = clock.now();
+        let poll_due = !polled.is_empty() && last_poll.is_none_or(|l| now >= l + poll_every);
+        if (first || poll_due || pending.wants_tick()) && pacer.due(now) {
+            let reason = if first {
+                "start"
+            } else if !pending.resync.is_empty() {
+                "resync"
+            } else if poll_due {
+                "poll"
+            } else {
+                "events"
+            };
+            let focus = if first || poll_due {
+                // Streams keep their focus; the polled servers and the first tick read whole.
+                let mut focus = pending.take(&streaming);
+                if first {
+                    focus.servers.clear();
+                }
+                focus
+            } else {
+                pending.take(&streaming)
+            };
+            if poll_due || first {
+                last_poll = Some(now);
+            }
+            first = false;
+            pacer.ran(now);
+            let tick_args = Options {
+                focus: Some(focus),
+                follow: false,
+                ..args.clone()
+            };
+            Line::info("watchdog", now)
+                .field("follow", "tick")
+                .field("reason", reason)
+                .emit();
+            report.ticks += 1;
+            match super::run(&tick_args) {
+                Ok(Some(tick)) => on_tick(&tick),
+                Ok(None) => {}
+                Err(e) => Line::warning("watchdog", now)
+                    .field("follow", "tick")
+                    .field("result", "error")
+                    .field("problem", e.to_string())
+                    .emit(),
+            }
+            continue;
+        }
+        let wait = if pending.wants_tick() || poll_due {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(1)
+        };
+        match rx.recv_timeout(wait) {
+            Ok(note) => handle(
+                note,
+                &mut pending,
+                &mut streaming,
+                &mut polled,
+                &mut report,
+                clock,
+            ),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) if polled.is_empty() => break,
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+        // Everything that arrived meanwhile belongs to the same tick.
+        while let Ok(note) = rx.try_recv() {
+            handle(
+                note,
+                &mut pending,
+                &mut streaming,
+                &mut polled,
+                &mut report,
+                clock,
+            );
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    report.events = pending.events;
+    Line::info("watchdog", clock.now())
+        .field("follow", "stop")
+        .field("ticks", report.ticks)
+        .field("events", report.events)
+        .field("reconnects", report.reconnects)
+        .emit();
+    Ok(report)
+}
+
+fn handle(
+    note: Note,
+    pending: &mut Pending,
+    streaming: &mut HashSet<String>,
+    polled: &mut HashSet<String>,
+    report: &mut FollowReport,
+    clock: &dyn Clock,
+) {
+    let now = clock.now();
+    match note {
+        Note::Event(server, event) => pending.event(&server, &event),
+        Note::Opened(server) => {
+            Line::info("watchdog", now)
+                .field("server", &server)
+                .field("stream", "open")
+                .emit();
+            polled.remove(&server);
+            pending.resync.insert(server.clone());
+            streaming.insert(server);
+        }
+        Note::Skipped(server, why) => {
+            Line::warning("watchdog", now)
+                .field("server", &server)
+                .field("stream", "skipped")
+                .field("reason", &why)
+                .emit();
+            pending.resync.insert(server);
+        }
+        Note::Dropped(server, why) => {
+            if streaming.remove(&server) {
+                report.reconnects += 1;
+            }
+            Line::warning("watchdog", now)
+                .field("server", &server)
+                .field("stream", "dropped")
+                .field("problem", &why)
+                .emit();
+        }
+        Note::NoStream(server, why) => {
+            Line::warning("watchdog", now)
+                .field("server", &server)
+                .field("stream", "none")
+                .field("fallback", "poll")
+                .field("reason", &why)
+                .emit();
+            streaming.remove(&server);
+            polled.insert(server);
+        }
+    }
+}
+
+/// One server's stream, opened again after each drop (backoff from 1 s, doubling to
+/// `max_backoff`) until `stop`; a server without the route is handed to polling.
+fn stream_server(
+    server: &OpencodeServer,
+    heartbeat: Duration,
+    max_backoff: Duration,
+    stop: &AtomicBool,
+    tx: &Sender<Note>,
+) {
+    let name = server.shown_url().to_owned();
+    let mut backoff = Duration::from_secs(1);
+    while !stop.load(Ordering::SeqCst) {
+        match server.events(heartbeat) {
+            Ok(mut stream) => {
+                backoff = Duration::from_secs(1);
+                if tx.send(Note::Opened(name.clone())).is_err() {
+                    return;
+                }
+                loop {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let mut skipped = Vec::new();
+                    let next = stream.next_event(|why| skipped.push(why.to_owned()));
+                    for why in skipped {
+                        let _ = tx.send(Note::Skipped(name.clone(), why));
+                    }
+                    match next {
+                        Ok(event) => {
+                            if tx.send(Note::Event(name.clone(), event)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Note::Dropped(name.clone(), e.to_string()));
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(SourceError::Status {
+                status: 404 | 405, ..
+            }) => {
+                let _ = tx.send(Note::NoStream(
+                    name.clone(),
+                    "the server has no /global/event".to_owned(),
+                ));
+                return;
+            }
+            Err(e) => {
+                if tx.send(Note::Dropped(name.clone(), e.to_string())).is_err() {
+                    return;
+                }
+            }
+        }
+        wait(backoff, stop);
+        backoff = (backoff * 2).min(max_backoff.max(Duration::from_secs(1)));
+    }
+}
+
+/// Wait `how_long`, or less once `stop` is set.
+fn wait(how_long: Duration, stop: &AtomicBool) {
+    let step = Duration::from_millis(100);
+    let mut left = how_long;
+    while !left.is_zero() && !stop.load(Ordering::SeqCst) {
+        let nap = left.min(step);
+        std::thread::sleep(nap);
+        left = left.saturating_sub(nap);
+    }
+}
+
+/// [`follow`] on the system clock until SIGTERM or SIGINT (`agentwatch opencode --follow`).
+///
+/// # Errors
+/// As [`follow`], or when the signal handlers cannot be set.
+pub fn follow_until_signal(
+    args: &Options,
+    on_tick: impl FnMut(&TickReport),
+) -> Result<FollowReport, Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Error::io(format!("follow: cannot handle signals: {e}")))?;
+    }
+    // Nobody sends on the clock's channel: the loop waits on its events, not on the clock.
+    let (_never, rx) = channel();
+    let clock = crate::run::SystemClock::new(rx);
+    follow(args, &clock, &stop, on_tick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_at_least_the_min_interval_apart() {
+        let mut pacer = Pacer::new(2);
+        assert!(pacer.due(100));
+        pacer.ran(100);
+        for (now, due) in [(100, false), (101, false), (102, true), (500, true)] {
+            assert_eq!(pacer.due(now), due, "{now}");
+        }
+    }
+
+    fn tool(session: &str) -> Event {
+        Event::ToolSettled {
+            session_id: session.into(),
+            message_id: "m".into(),
+            part_id: "p".into(),
+            call: Box::new(detect_core::Call {
+                tool: "bash".into(),
+                input: serde_json::json!({"command": "false"}),
+                status: detect_core::CallStatus::Completed,
+                metadata: serde_json::Value::Null,
+                time: None,
+                output_hash: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn events_become_one_focus_per_tick() {
+        let mut pending = Pending::default();
+        for event in [
+            tool("ses_a"),
+            tool("ses_a"),
+            Event::Heartbeat,
+            Event::Other {
+                kind: "session.status".into(),
+                session_id: Some("ses_c".into()),
+            },
+            Event::MessageRemoved {
+                session_id: "ses_b".into(),
+                message_id: "m".into(),
+            },
+        ] {
+            pending.event("http://s", &event);
+        }
+        assert_eq!((pending.events, pending.changes), (5, 3));
+        assert!(pending.wants_tick());
+        let streaming: HashSet<String> = ["http://s".to_owned(), "http://t".to_owned()].into();
+        pending.resync.insert("http://t".to_owned());
+        let focus = pending.take(&streaming);
+        assert_eq!(focus.changed, ["ses_a".to_owned()].into());
+        assert_eq!(focus.reset, ["ses_b".to_owned()].into());
+        // A server to resync is read whole: it is not in the focus.
+        assert_eq!(focus.servers, ["http://s".to_owned()].into());
+        assert!(!pending.wants_tick());
+    }
+}
