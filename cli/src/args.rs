@@ -328,6 +328,7 @@ impl From<OpencodeArgs> for jobs::opencode::Options {
             set: a.set,
             now: a.now,
             full_read: a.full_read,
+            opencode_db: a.opencode_db,
             follow: a.follow,
             focus: None,
         }

@@ -18,7 +18,7 @@ use args::{
     RecoverArgs, ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs,
 };
 use clap::{CommandFactory, Parser, Subcommand};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
 /// What a command returns: its exit code, or the error to report.
@@ -139,14 +139,8 @@ fn print_json(what: &str, value: &serde_json::Value) -> Result<(), Error> {
     write_stdout(what, &format!("{text}\n"))
 }
 
-fn opencode(mut args: OpencodeArgs) -> CliResult {
+fn opencode(args: OpencodeArgs) -> CliResult {
     let (json, verbose) = (args.json, args.verbose);
-    // `--opencode-db PATH` is `--set opencode.db=PATH` (a JSON string is a TOML basic string).
-    if let Some(db) = args.opencode_db.take() {
-        let path = serde_json::to_string(&db.display().to_string())
-            .map_err(|e| Error::software(format!("--opencode-db: {e}")))?;
-        args.set.push(format!("opencode.db={path}"));
-    }
     if args.follow {
         // Each tick that fired an event is printed as it happens.
         let mut failed = None;
@@ -251,15 +245,7 @@ fn serve(args: ServeArgs) -> CliResult {
 
 fn run_replay(args: &ReplayArgs) -> CliResult {
     let policy = replay::Policy::parse(&args.policy)?;
-    let stdin = std::io::stdin();
-    let mut input: Box<dyn BufRead> = match args.file.as_deref() {
-        None | Some("-") => Box::new(stdin.lock()),
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|err| Error::no_input(format!("replay: cannot open {path}: {err}")))?;
-            Box::new(BufReader::new(file))
-        }
-    };
+    let mut input = replay::open_input(args.file.as_deref())?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     replay::run(policy, &mut *input, &mut out)?;

@@ -50,6 +50,22 @@ impl Policy {
     }
 }
 
+/// The timeline to read: the file at `path`, or standard input for none or `-`.
+///
+/// # Errors
+///
+/// [`Error`] with exit code 66 naming the file when it cannot be opened.
+pub fn open_input(path: Option<&str>) -> Result<Box<dyn BufRead>, Error> {
+    match path {
+        None | Some("-") => Ok(Box::new(io::stdin().lock())),
+        Some(path) => {
+            let file = std::fs::File::open(path)
+                .map_err(|err| Error::no_input(format!("replay: cannot open {path}: {err}")))?;
+            Ok(Box::new(io::BufReader::new(file)))
+        }
+    }
+}
+
 /// Replays the timeline `input` through `policy`, one JSON line per decision to `out`. Whatever
 /// was decided before an error is still written.
 pub fn run(policy: Policy, input: &mut dyn BufRead, out: &mut dyn Write) -> Result<(), Error> {

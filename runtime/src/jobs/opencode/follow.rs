@@ -155,7 +155,7 @@ pub fn follow(
     mut on_tick: impl FnMut(&TickReport),
 ) -> Result<FollowReport, Error> {
     let env: Env<'_> = &config::process_env;
-    let loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let loaded = config::load(args.config.as_deref(), &args.overrides(), env)?;
     let config = loaded.config;
     let mut collected = Collected::default();
     let urls = server_urls(&config, args, env, &mut collected);

@@ -71,11 +71,28 @@ pub struct Options {
     pub now: Option<i64>,
     /// Read every session's whole history, ignoring the stored cursors (for comparisons).
     pub full_read: bool,
+    /// opencode's database for this run (`--opencode-db`), as `--set opencode.db=PATH`.
+    pub opencode_db: Option<PathBuf>,
     /// Follow the servers' event streams ([`follow::follow`]) instead of one tick.
     pub follow: bool,
     /// Set by the follower: what the streams said changed; only trees with a session read
     /// fresh are judged for the alert lifecycle.
     pub focus: Option<tracked::Focus>,
+}
+
+impl Options {
+    /// The `--set` overrides, `--opencode-db PATH` last as `opencode.db=PATH` (a JSON string is a
+    /// TOML basic string).
+    pub fn overrides(&self) -> Vec<String> {
+        let mut set = self.set.clone();
+        if let Some(db) = &self.opencode_db {
+            set.push(format!(
+                "opencode.db={}",
+                Value::String(db.display().to_string())
+            ));
+        }
+        set
+    }
 }
 
 /// Sessions gathered from every source, and what went wrong.
@@ -508,7 +525,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     for server in &args.servers {
         config::check_server_url(server).map_err(|e| Error::usage(format!("--server {e}")))?;
     }
-    let mut loaded = config::load(args.config.as_deref(), &args.set, env)?;
+    let mut loaded = config::load(args.config.as_deref(), &args.overrides(), env)?;
     let now = now_or_clock(args.now);
     if !loaded.config.watchdog.enabled {
         Line::info("watchdog", now)
