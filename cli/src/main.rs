@@ -134,8 +134,12 @@ fn shown(result: Result<operator::Shown, Error>) -> CliResult {
     Ok(ExitCode::from(shown.exit_code))
 }
 
-fn print_json(what: &str, value: &serde_json::Value) -> Result<(), Error> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::software(e.to_string()))?;
+/// `--json` everywhere: a command that runs once prints one pretty document; one that keeps
+/// running (`deck` without `--once`, `opencode --follow`) prints one compact object per line.
+fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(), Error> {
+    // Pretty for one document, compact for a stream.
+    let text = [serde_json::to_string_pretty, serde_json::to_string][usize::from(stream)](value)
+        .map_err(|e| Error::software(e.to_string()))?;
     write_stdout(what, &format!("{text}\n"))
 }
 
@@ -149,20 +153,17 @@ fn opencode(args: OpencodeArgs) -> CliResult {
                 return;
             }
             let written = if json {
-                print_json("opencode", &report.to_json())
+                print_json("opencode", &report.to_json(), true)
             } else {
                 write_stdout("opencode", &report.render(verbose))
             };
             failed = written.err();
         })?;
-        return match failed {
-            Some(e) => Err(e),
-            None => Ok(ExitCode::SUCCESS),
-        };
+        return failed.map_or(Ok(ExitCode::SUCCESS), Err);
     }
     if let Some(report) = jobs::opencode::run(&args.into())? {
         if json {
-            print_json("opencode", &report.to_json())?;
+            print_json("opencode", &report.to_json(), false)?;
         } else {
             write_stdout("opencode", &report.render(verbose))?;
         }
@@ -174,7 +175,7 @@ fn doctor(args: DoctorArgs) -> CliResult {
     let json = args.json;
     let report = agentwatch_runtime::doctor::run(&args.into())?;
     if json {
-        print_json("doctor", &report.to_json())?;
+        print_json("doctor", &report.to_json(), false)?;
     } else {
         write_stdout("doctor", &report.render())?;
     }
@@ -209,23 +210,22 @@ fn recover(args: RecoverArgs) -> CliResult {
     let json = args.json;
     let outcome = jobs::recover::run(&args.into())?;
     if json {
-        print_json("recover", &outcome.json)?;
+        print_json("recover", &outcome.json, false)?;
     }
     Ok(ExitCode::from(outcome.exit_code))
 }
 
 fn deck(args: DeckArgs) -> CliResult {
-    let json = args.json;
+    let (json, stream) = (args.json, !args.once);
     // The first write error ends the output; the job's own outcome is reported after it.
     let mut written: Result<(), Error> = Ok(());
     let code = jobs::deck::run(&args.into(), &mut |report| {
         if written.is_ok() {
-            let text = if json {
-                format!("{}\n", report.to_json())
+            written = if json {
+                print_json("deck", &report.to_json(), stream)
             } else {
-                report.render()
+                write_stdout("deck", &report.render())
             };
-            written = write_stdout("deck", &text);
         }
     })?;
     written?;

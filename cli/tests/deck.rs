@@ -1033,6 +1033,8 @@ fn corrupt_state_is_set_aside_and_the_guard_starts_clean() {
     sql("UPDATE agentwatch_state SET value = '{not json' WHERE key = 'deck.restart-guard'");
     let run = world.run(&["--once", "--json", "--now", &(T0 + 31).to_string()]);
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    // One run, one pretty document (as every command's --json); the daemon streams JSON lines.
+    assert!(run.stdout().starts_with("{\n  \""), "{}", run.stdout());
     assert!(
         run.stderr()
             .contains("warning=state state=deck.restart-guard"),
