@@ -4,42 +4,22 @@
 //! mid-run is followed again with the counts of a full re-read, and `on_loop = "abort"` stops
 //! the looping session once.
 
-use agentwatch_testkit::opencode::{OpencodeHome, RunningServer, require_binary};
+use agentwatch_testkit::opencode::{OpencodeHome, RunningServer, request, require_binary};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir, isolated_command};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// A JSON request to the real server, with a timeout.
-fn oc_request(method: &str, url: &str, body: Option<Value>) -> Value {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let mut reply = match body {
-        Some(body) => agent
-            .post(url)
-            .header("Content-Type", "application/json")
-            .send(body.to_string())
-            .unwrap(),
-        None => {
-            assert_eq!(method, "GET");
-            agent.get(url).call().unwrap()
-        }
-    };
-    serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap()
-}
-
 fn new_session(url: &str) -> String {
-    oc_request("POST", &format!("{url}/session"), Some(json!({})))["id"]
+    request("POST", &format!("{url}/session"), Some(json!({})))["id"]
         .as_str()
         .unwrap()
         .to_owned()
 }
 
 fn shell(url: &str, session: &str, command: &str) {
-    oc_request(
+    request(
         "POST",
         &format!("{url}/session/{session}/shell"),
         Some(json!({"agent": "build", "command": command})),
@@ -311,7 +291,7 @@ fn on_loop_abort_stops_the_looping_session_once() {
         (looping.as_str(), "sent", 1)
     );
     // opencode's API: the session is not running anything.
-    let status = oc_request("GET", &format!("{}/session/status", s.url), None);
+    let status = request("GET", &format!("{}/session/status", s.url), None);
     assert!(
         status.get(&looping).is_none_or(|st| st["type"] == "idle"),
         "{status}"

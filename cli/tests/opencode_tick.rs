@@ -1,7 +1,7 @@
 //! `agentwatch opencode --once` end to end: a real opencode server, a real SQLite file, a
 //! loopback webhook receiver, a loopback Ollama-style model, and a notify-send stand-in.
 
-use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, require_binary};
+use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, request, require_binary};
 use agentwatch_testkit::{HttpServer, Reply, Request, StandIns, TempDir, stand_in};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -639,26 +639,6 @@ fn the_shipped_units_run_without_editing_paths() {
     assert!(run.stderr().contains("outcome=no_opencode"));
 }
 
-/// A JSON request to the real server (a timeout, so a hang fails instead of waiting forever).
-fn oc_request(method: &str, url: &str, body: Option<Value>) -> Value {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    let mut reply = match body {
-        Some(body) => agent
-            .post(url)
-            .header("Content-Type", "application/json")
-            .send(body.to_string())
-            .unwrap(),
-        None => {
-            assert_eq!(method, "GET");
-            agent.get(url).call().unwrap()
-        }
-    };
-    serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap()
-}
-
 /// opencode does not bump a session's `time.updated` for calls through
 /// `POST /session/:id/shell`; the incremental tick still notices the new message (its newest
 /// message is not the stored cursor) and reads it: the stored verdict's call count grows.
@@ -670,17 +650,17 @@ fn calls_through_shell_are_read_though_time_updated_stays() {
     let oc = OpencodeHome::new(bin, &tmp.path.join("oc"));
     let server = oc.serve(None, Duration::from_secs(30)).unwrap();
     let url = server.url();
-    let session = oc_request("POST", &format!("{url}/session"), Some(json!({})));
+    let session = request("POST", &format!("{url}/session"), Some(json!({})));
     let id = session["id"].as_str().unwrap().to_owned();
     let shell = |command: &str| {
-        oc_request(
+        request(
             "POST",
             &format!("{url}/session/{id}/shell"),
             Some(json!({"agent": "build", "command": command})),
         )
     };
     let updated =
-        || oc_request("GET", &format!("{url}/session/{id}"), None)["time"]["updated"].as_i64();
+        || request("GET", &format!("{url}/session/{id}"), None)["time"]["updated"].as_i64();
     shell("echo first");
 
     let home = tmp.path.join("home");

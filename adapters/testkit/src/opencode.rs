@@ -7,6 +7,27 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// A JSON request to a real opencode server: `GET` without a body, `POST` with one. A 60 s
+/// timeout, so a hang fails the test instead of waiting forever; any failure panics.
+pub fn request(method: &str, url: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let mut reply = match body {
+        Some(body) => agent
+            .post(url)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap(),
+        None => {
+            assert_eq!(method, "GET");
+            agent.get(url).call().unwrap()
+        }
+    };
+    serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap()
+}
+
 /// The opencode binary: `AGENTWATCH_OPENCODE_BIN`, else where `.ci/install-opencode.sh` puts it.
 pub fn find_binary() -> Option<PathBuf> {
     if let Some(bin) = std::env::var_os("AGENTWATCH_OPENCODE_BIN") {

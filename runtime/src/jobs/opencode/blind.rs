@@ -70,11 +70,11 @@ impl SourceHealth {
         self.failing = next;
     }
 
-    /// The sources failing at least `threshold` ticks in a row.
+    /// The sources failing at least `threshold` ticks in a row; none when `threshold` is 0.
     pub fn blind(&self, threshold: u32) -> impl Iterator<Item = (&String, &Failing)> {
         self.failing
             .iter()
-            .filter(move |(_, f)| f.ticks >= threshold.max(1))
+            .filter(move |(_, f)| threshold > 0 && f.ticks >= threshold)
     }
 }
 
@@ -180,11 +180,7 @@ pub fn step(
         None => Vec::new(),
     };
     let threshold = config.watchdog.blind_after_ticks;
-    let tick = if threshold == 0 {
-        alarm_tick(state, &SourceHealth::default(), 1, &stale_jobs, now)
-    } else {
-        alarm_tick(state, &health, threshold, &stale_jobs, now)
-    };
+    let tick = alarm_tick(state, &health, threshold, &stale_jobs, now);
     if tick.raised.is_empty() && tick.cleared.is_empty() {
         return Ok((health, None));
     }
@@ -225,6 +221,7 @@ mod tests {
         }
         assert_eq!(h.blind(3).count(), 1);
         assert_eq!(h.blind(4).count(), 0);
+        assert_eq!(h.blind(0).count(), 0, "0 means never");
         h.observe(&[], 280);
         assert!(h.failing.is_empty());
         h.observe(&failed(&[a]), 340);

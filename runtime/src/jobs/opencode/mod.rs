@@ -1493,33 +1493,34 @@ fn ask_opinions(
             }
         }
     }
-    match (first_problem, *llm_down_since) {
-        (Some((root, e)), None) if !answered => {
-            *llm_down_since = Some(now);
-            Line::warning("watchdog", now)
-                .field("root", root)
-                .field("llm_opinion", "none")
-                .field("problem", e)
-                .field(
-                    "action",
-                    "no second opinion until it answers; logged once per outage",
-                )
-                .emit();
-        }
-        // A failure beside answers is that root's own trouble, not an outage.
-        (Some((root, e)), _) if answered => Line::warning("watchdog", now)
-            .field("root", root)
-            .field("llm_opinion", "none")
-            .field("problem", e)
-            .emit(),
-        (None, Some(since)) if answered => {
-            *llm_down_since = None;
+    if answered {
+        // The model answers: an outage is over, and a failure beside answers is that root's own.
+        if let Some(since) = llm_down_since.take() {
             Line::info("watchdog", now)
                 .field("llm", "answers_again")
                 .field("down_for", crate::text::duration(now.saturating_sub(since)))
                 .emit();
         }
-        _ => {}
+        if let Some((root, e)) = first_problem {
+            Line::warning("watchdog", now)
+                .field("root", root)
+                .field("llm_opinion", "none")
+                .field("problem", e)
+                .emit();
+        }
+    } else if let Some((root, e)) = first_problem
+        && llm_down_since.is_none()
+    {
+        *llm_down_since = Some(now);
+        Line::warning("watchdog", now)
+            .field("root", root)
+            .field("llm_opinion", "none")
+            .field("problem", e)
+            .field(
+                "action",
+                "no second opinion until it answers; logged once per outage",
+            )
+            .emit();
     }
     opinions
 }
