@@ -4,9 +4,10 @@
 
 use crate::CliResult;
 use agentwatch_runtime::Error;
+use agentwatch_runtime::config::detector_from_flags;
 use agentwatch_runtime::input::{judge_files, judge_text};
 use agentwatch_runtime::text::escape_control;
-use detect_core::{DetectConfig, Judgement};
+use detect_core::Judgement;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -29,27 +30,8 @@ pub struct DetectArgs {
     pub set: Vec<String>,
 }
 
-/// Apply `--set key=value` overrides to a config.
-pub fn apply_overrides(config: &mut DetectConfig, overrides: &[String]) -> Result<(), Error> {
-    for item in overrides {
-        let (key, value) = item
-            .split_once('=')
-            .ok_or_else(|| Error::usage(format!("--set {item}: expected KEY=VALUE")))?;
-        config
-            .set(key.trim(), value)
-            .map_err(|e| Error::config(format!("--set {item}: {e}")))?;
-    }
-    Ok(())
-}
-
 pub fn run(args: DetectArgs) -> CliResult {
-    let mut config = DetectConfig::default();
-    if let Some(profile) = &args.profile {
-        config
-            .set("profile", profile)
-            .map_err(|e| Error::usage(format!("--profile {profile}: {e}")))?;
-    }
-    apply_overrides(&mut config, &args.set)?;
+    let config = detector_from_flags(args.profile.as_deref(), &args.set)?;
     let judgement = if args.files.is_empty() {
         judge_text("built-in sample", SAMPLE, &config)?
     } else {

@@ -158,14 +158,19 @@ pub struct DetectConfig {
     /// No signal fires before the span holds this many calls.
     pub min_calls: usize,
     /// Agent names (case-insensitive) that make a session read-only.
+    #[serde(deserialize_with = "names", alias = "read_only_agent_keywords")]
     pub read_only_agents: Vec<String>,
     /// Tools that read one file (`filePath`): target by basename, counted for coverage.
+    #[serde(deserialize_with = "names")]
     pub reader_tools: Vec<String>,
     /// Tools whose target is their pattern (first 60 characters).
+    #[serde(deserialize_with = "names")]
     pub search_tools: Vec<String>,
     /// Tools that land when their metadata carries a non-empty diff.
+    #[serde(deserialize_with = "names")]
     pub edit_tools: Vec<String>,
     /// Tools that land when they complete.
+    #[serde(deserialize_with = "names")]
     pub write_tools: Vec<String>,
     /// `cycle` (precise): fires when one block of 1-6 calls, repeated at least 3 times in a row,
     /// covers at least this many calls of the span.
@@ -180,6 +185,30 @@ pub struct DetectConfig {
     /// Not a configuration key.
     #[serde(skip)]
     pub ablate: Rules,
+}
+
+/// A list of names: a list (`["plan", "explore"]`, as in a config file) or one comma-separated
+/// string (`plan,explore`, as `--set read_only_agents=plan,explore` has always accepted).
+fn names<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        Commas(String),
+    }
+    Ok(match Names::deserialize(deserializer)? {
+        Names::List(list) => list,
+        Names::Commas(text) => split_names(&text),
+    })
+}
+
+/// `a, b,,c` -> `["a", "b", "c"]`.
+fn split_names(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Default for DetectConfig {
@@ -329,14 +358,7 @@ impl DetectConfig {
                 .parse::<usize>()
                 .map_err(|_| parse_err("a whole number"))
         };
-        let list = || -> Vec<String> {
-            value
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect()
-        };
+        let list = || split_names(value);
         match short {
             "profile" => {
                 self.profile = value.parse().map_err(|_| parse_err("design or precise"))?;

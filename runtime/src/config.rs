@@ -801,6 +801,53 @@ fn parse_value(text: &str) -> Value {
         .unwrap_or_else(|| Value::String(text.to_owned()))
 }
 
+/// One `--set KEY=VALUE` flag, the one dialect of every command and of `cargo xtask`: a dotted
+/// key (a detector short key such as `top_min` stands for `watchdog.detector.top_min`) and a TOML
+/// literal value (`10`, `true`, `["a"]`, `"x"`), else the text as a plain string.
+pub fn parse_set(item: &str) -> Result<(String, Value), Error> {
+    let (key, value) = item
+        .split_once('=')
+        .ok_or_else(|| Error::usage(format!("--set {item}: expected KEY=VALUE")))?;
+    let key = key.trim();
+    // The spec's name for `read_only_agents` is a short key too.
+    let key = if detect_core::DETECT_KEYS.contains(&key) || key == "read_only_agent_keywords" {
+        format!("watchdog.detector.{key}")
+    } else {
+        key.to_owned()
+    };
+    Ok((key, parse_value(value.trim())))
+}
+
+/// The detector's configuration from `--profile` and `--set` flags alone, for the commands that
+/// judge files (`agentwatch detect`, `cargo xtask backtest`): the same dialect and checks as a
+/// config file's `[watchdog.detector]` table. A key outside that table is an error naming it.
+pub fn detector_from_flags(profile: Option<&str>, sets: &[String]) -> Result<DetectConfig, Error> {
+    let mut detector = Table::new();
+    if let Some(profile) = profile {
+        // A flag of its own, so a bad name is a usage error that names the flag.
+        let _: detect_core::Profile = profile
+            .parse()
+            .map_err(|e| Error::usage(format!("--profile {profile}: {e}")))?;
+        detector.insert("profile".to_owned(), Value::String(profile.to_owned()));
+    }
+    for item in sets {
+        let (key, value) = parse_set(item)?;
+        let Some(short) = key.strip_prefix("watchdog.detector.") else {
+            return Err(Error::usage(format!(
+                "--set {key}: only detector keys apply here (watchdog.detector.*; known: {})",
+                detect_core::DETECT_KEYS.join(", ")
+            )));
+        };
+        set_path(&mut detector, short, value)?;
+    }
+    let config = DetectConfig::deserialize(Value::Table(detector))
+        .map_err(|e| config_err(format!("watchdog.detector: {}", shown_toml_error(&e, None))))?;
+    config
+        .validate()
+        .map_err(|e| config_err(format!("watchdog.detector: {e}")))?;
+    Ok(config)
+}
+
 /// Load the effective configuration.
 ///
 /// `explicit`: `--config FILE` (must exist). Otherwise the default file if it exists. The overlay
@@ -850,16 +897,8 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
         )?;
     }
     for item in sets {
-        let (key, value) = item
-            .split_once('=')
-            .ok_or_else(|| Error::usage(format!("--set {item}: expected KEY=VALUE")))?;
-        let key = key.trim();
-        let key = if detect_core::DETECT_KEYS.contains(&key) {
-            format!("watchdog.detector.{key}")
-        } else {
-            key.to_owned()
-        };
-        set_path(&mut table, &key, parse_value(value.trim()))?;
+        let (key, value) = parse_set(item)?;
+        set_path(&mut table, &key, value)?;
     }
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
@@ -1521,6 +1560,52 @@ mod tests {
     /// Config errors name the key (or the line and column of a syntax error) and never echo
     /// the value or the offending line: a secret put in the wrong place must not reach a
     /// terminal or a journal through an error.
+    #[test]
+    fn detect_and_xtask_read_set_flags_in_the_config_dialect() {
+        let flags = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+            detector_from_flags(None, &sets)
+        };
+        let agents = |c: DetectConfig| c.read_only_agents;
+        let plan_explore = vec!["plan".to_owned(), "explore".to_owned()];
+        for sets in [
+            &["read_only_agents=plan,explore"][..],
+            &["read_only_agents=[\"plan\", \"explore\"]"],
+            &["watchdog.detector.read_only_agents=plan, explore"],
+            &["read_only_agent_keywords=plan,explore"],
+        ] {
+            assert_eq!(agents(flags(sets).unwrap()), plan_explore, "{sets:?}");
+        }
+        let precise = detector_from_flags(Some("precise"), &[]).unwrap();
+        assert_eq!(flags(&["profile=\"precise\""]).unwrap(), precise);
+        assert_eq!(
+            flags(&["watchdog.detector.profile=precise"]).unwrap(),
+            precise
+        );
+        let tuned = flags(&["top_min=10", "watchdog.detector.dup_min=1", "window=30"]).unwrap();
+        assert_eq!((tuned.top_min, tuned.dup_min, tuned.window), (10, 1.0, 30));
+        // The same flags mean the same through the full loader.
+        let sets = vec![
+            "top_min=10".to_owned(),
+            "read_only_agents=plan,explore".to_owned(),
+        ];
+        let loaded = load(None, &sets, &no_env).unwrap().config;
+        assert_eq!(loaded.watchdog.detector.top_min, 10);
+        assert_eq!(loaded.watchdog.detector.read_only_agents, plan_explore);
+
+        for (sets, names) in [
+            (&["opencode.db=/x"][..], "opencode.db"),
+            (&["top_min=many"], "top_min"),
+            (&["window=0"], "window"),
+            (&["top_min"], "KEY=VALUE"),
+            (&["bogus_key=1"], "bogus_key"),
+        ] {
+            let err = flags(sets).unwrap_err().to_string();
+            assert!(err.contains(names), "{sets:?}: {err}");
+            assert!(!err.contains("many"), "a value is never echoed: {err}");
+        }
+    }
+
     #[test]
     fn config_errors_name_the_key_and_never_echo_the_value() {
         const SECRET: &str = "sk-live-SECRET123";

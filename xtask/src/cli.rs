@@ -5,8 +5,9 @@
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
+use agentwatch_runtime::config::detector_from_flags;
 use clap::{Parser, Subcommand};
-use detect_core::{DetectConfig, SessionFile};
+use detect_core::SessionFile;
 use detect_eval::backtest::{self, Options};
 use detect_eval::report;
 use std::io::Write;
@@ -183,20 +184,9 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     if args.step == 0 {
         return Err("--step must be at least 1".to_owned());
     }
-    let mut config = DetectConfig::default();
-    if let Some(profile) = &args.profile {
-        config
-            .set("profile", profile)
-            .map_err(|e| format!("--profile {profile}: {e}"))?;
-    }
-    for item in &args.set {
-        let (key, value) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--set {item}: expected KEY=VALUE"))?;
-        config
-            .set(key.trim(), value)
-            .map_err(|e| format!("--set {item}: {e}"))?;
-    }
+    // The one `--set` dialect of every agentwatch command (agentwatch_runtime::config).
+    let config =
+        detector_from_flags(args.profile.as_deref(), &args.set).map_err(|e| e.to_string())?;
     let path = args.fixture.unwrap_or_else(default_corpus_path);
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
