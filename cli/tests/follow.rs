@@ -26,7 +26,8 @@ fn shell(url: &str, session: &str, command: &str) {
     );
 }
 
-/// The follower process; killed when dropped. Its journal goes to a file.
+/// The follower process (`opencode --follow`, or `run` with `follow.enabled`); killed when
+/// dropped. Its journal goes to a file.
 struct Follower {
     child: Child,
     log: PathBuf,
@@ -34,9 +35,13 @@ struct Follower {
 
 impl Follower {
     fn start(home: &Path) -> Self {
+        Self::start_with(home, &["opencode", "--follow"])
+    }
+
+    fn start_with(home: &Path, args: &[&str]) -> Self {
         let log = home.join("follow.log");
         let mut cmd = isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home);
-        cmd.args(["opencode", "--follow"])
+        cmd.args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         Self {
@@ -59,6 +64,29 @@ impl Follower {
                 self.journal()
             );
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Follower {
+    /// SIGTERM, then its exit status (within a minute).
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running:\n{}",
+                self.journal()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -160,12 +188,7 @@ fn a_repeated_failing_command_is_alerted_by_the_follower() {
         received(&s.webhook)
     );
     // Every tick after the first came from events: no polling tick in between.
-    let reasons: Vec<&str> = journal
-        .lines()
-        .filter(|l| l.contains("follow=tick reason="))
-        .filter_map(|l| l.split("reason=").nth(1))
-        .map(|r| r.split_whitespace().next().unwrap_or(""))
-        .collect();
+    let reasons = tick_reasons(&journal);
     assert_eq!(reasons[0], "start", "{journal}");
     // The stream opens after the first tick: one resync read, then events only.
     assert!(
@@ -296,4 +319,76 @@ fn on_loop_abort_stops_the_looping_session_once() {
         status.get(&looping).is_none_or(|st| st["type"] == "idle"),
         "{status}"
     );
+}
+
+/// The follower's tick reasons, in order.
+fn tick_reasons(journal: &str) -> Vec<&str> {
+    journal
+        .lines()
+        .filter(|l| l.contains("follow=tick reason="))
+        .filter_map(|l| l.split("reason=").nth(1))
+        .map(|r| r.split_whitespace().next().unwrap_or(""))
+        .collect()
+}
+
+#[test]
+#[ignore = "needs opencode"]
+fn run_follows_when_configured_and_stops_on_sigterm() {
+    let s = setup(
+        "aw-follow-run",
+        "[follow]\nenabled = true\n[run]\njobs = [\"opencode\"]\n",
+    );
+    let looping = new_session(&s.url);
+    let mut run = Follower::start_with(&s.home, &["run"]);
+    run.wait_for(" job=opencode result=", 1);
+    let key = format!("opencode-loop:{looping}");
+    let mut sent = 0;
+    while !received(&s.webhook).iter().any(|(_, k)| k == &key) {
+        assert!(sent < 60, "no alert after {sent} calls:\n{}", run.journal());
+        let ticks = run.journal().matches(" job=opencode result=").count();
+        shell(&s.url, &looping, FAILING);
+        sent += 1;
+        run.wait_for(" job=opencode result=", ticks + 1);
+    }
+    let journal = run.journal();
+    assert!(
+        journal.contains(" state=start jobs=opencode:follow "),
+        "{journal}"
+    );
+    // The alert came from the follower's events, not from a scheduled tick.
+    let reasons = tick_reasons(&journal);
+    assert_eq!(reasons[0], "start", "{journal}");
+    assert!(
+        reasons[1..]
+            .iter()
+            .all(|r| ["events", "resync"].contains(r)),
+        "{reasons:?}\n{journal}"
+    );
+    // One run line per follower tick, saying the next one comes with an event.
+    let run_lines: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.starts_with("run=") && l.contains(" job=opencode "))
+        .collect();
+    assert!(
+        run_lines
+            .iter()
+            .all(|l| l.contains(" exit=0 ") && l.ends_with(" next=event")),
+        "{journal}"
+    );
+    // Between its ticks the follower holds no lock: another run can take it.
+    let lock = s.home.join("state/agentwatch/.agentwatch.db.opencode.lock");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while agentwatch_store::RunLock::acquire(&lock).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the lock stays held:\n{}",
+            run.journal()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = run.terminate();
+    let journal = run.journal();
+    assert_eq!(status.code(), Some(0), "{journal}");
+    assert!(journal.contains(" follow=stop "), "{journal}");
+    assert!(journal.contains(" state=stop "), "{journal}");
 }

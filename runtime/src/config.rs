@@ -204,6 +204,9 @@ impl Default for OpencodeSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FollowSection {
+    /// `agentwatch run` follows the event streams instead of ticking opencode every
+    /// `run.opencode_interval_s` (which stays the poll of a server without a stream).
+    pub enabled: bool,
     /// The alert lifecycle runs at most once per this many seconds (the events in between are
     /// judged together).
     pub min_interval_s: u64,
@@ -218,6 +221,7 @@ pub struct FollowSection {
 impl Default for FollowSection {
     fn default() -> Self {
         Self {
+            enabled: false,
             min_interval_s: 2,
             heartbeat_s: 30,
             max_backoff_s: 30,

@@ -15,6 +15,9 @@
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
+//! * **Follow**: with `follow.enabled`, opencode leaves the schedule: its follower
+//!   ([`crate::jobs::opencode::follow`]) runs on a thread of its own and ticks as events come,
+//!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
 //!   countdown), then the process says `STOPPING=1` and exits 0. A second signal exits at once
@@ -46,7 +49,9 @@ use crate::stored::{job_event, record_events, store_path};
 use agentwatch_store::{EventKind, LockError, Store};
 use agentwatch_systemd::Notifier;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The longest interval the loop schedules (one day); longer values are clamped.
@@ -305,8 +310,8 @@ pub struct TickRecord {
     pub started: i64,
     pub took: Duration,
     pub outcome: TickOutcome,
-    /// When the job is next due.
-    pub next: i64,
+    /// When the job is next due; `None` for the follower, which ticks on its events.
+    pub next: Option<i64>,
 }
 
 /// What the loop tells the world: each tick, and that it is alive.
@@ -328,8 +333,15 @@ pub fn drive_jobs(
     let ping_every = ping_every_s.map(|s| s.max(1));
     let mut next_ping = ping_every.map(|every| clock.now().saturating_add(every));
     let mut ticks = 0;
-    while let Some((job, due)) = schedule.next() {
-        let at = next_ping.map_or(due, |ping| ping.min(due));
+    loop {
+        let next = schedule.next();
+        // Nothing scheduled (the follower does opencode's ticks): wait for the stop.
+        let far = clock.now().saturating_add(MAX_INTERVAL_S);
+        let at = [next.map(|(_, due)| due), next_ping]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(far);
         if clock.wait_until(at) == Wake::Stop {
             break;
         }
@@ -340,9 +352,9 @@ pub fn drive_jobs(
             observer.alive(now);
             next_ping = Some(now.saturating_add(every));
         }
-        if now < due {
+        let Some((job, _)) = next.filter(|&(_, due)| now >= due) else {
             continue;
-        }
+        };
         let started = Instant::now();
         let outcome = jobs.tick(job, now);
         let finished = clock.now();
@@ -351,7 +363,7 @@ pub fn drive_jobs(
             .entries
             .iter()
             .find(|(j, _, _)| *j == job)
-            .map_or(finished, |e| e.2);
+            .map(|e| e.2);
         observer.tick(&TickRecord {
             job,
             started: now,
@@ -374,22 +386,13 @@ impl Jobs for JobRunner<'_> {
     fn tick(&mut self, job: JobName, now: i64) -> TickOutcome {
         let o = self.options;
         let result = match job {
-            JobName::Opencode => jobs::opencode::run(&jobs::opencode::Options {
-                once: true,
-                dry_run: o.dry_run,
-                config: o.config.clone(),
-                db: o.db.clone(),
-                set: o.set.clone(),
-                now: Some(now),
-                ..Default::default()
-            })
-            .map(|report| match report {
-                Some(report) => TickOutcome {
-                    next_wakeup: report.next_wakeup,
-                    ..TickOutcome::new(report.outcome, code::OK)
-                },
-                None => TickOutcome::new("disabled", code::OK),
-            }),
+            JobName::Opencode => {
+                let result = jobs::opencode::run(&jobs::opencode::Options {
+                    now: Some(now),
+                    ..opencode_options(o)
+                });
+                Ok(opencode_outcome(result.as_ref().map(Option::as_ref)))
+            }
             JobName::Deck => {
                 let mut wakeup = None;
                 jobs::deck::run(
@@ -431,6 +434,81 @@ impl Jobs for JobRunner<'_> {
         };
         result.unwrap_or_else(|err| TickOutcome::failed(&err))
     }
+}
+
+/// The opencode job's options inside `run` (its tick and its follower).
+fn opencode_options(o: &Options) -> jobs::opencode::Options {
+    jobs::opencode::Options {
+        once: true,
+        dry_run: o.dry_run,
+        config: o.config.clone(),
+        db: o.db.clone(),
+        set: o.set.clone(),
+        ..Default::default()
+    }
+}
+
+/// What an opencode tick came to, for the loop.
+fn opencode_outcome(result: Result<Option<&jobs::opencode::TickReport>, &Error>) -> TickOutcome {
+    match result {
+        Ok(Some(report)) => TickOutcome {
+            next_wakeup: report.next_wakeup,
+            ..TickOutcome::new(report.outcome, code::OK)
+        },
+        Ok(None) => TickOutcome::new("disabled", code::OK),
+        Err(err) => TickOutcome::failed(err),
+    }
+}
+
+/// With `follow.enabled`, opencode's ticks come from its follower on a thread of their own
+/// (the other jobs keep their schedule): each is reported as a scheduled tick is. It stops,
+/// after the tick it is running, once `stop` is set.
+fn start_follower(
+    options: &Options,
+    observer: Arc<Mutex<Reporter>>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, Error> {
+    let args = opencode_options(options);
+    std::thread::Builder::new()
+        .name("agentwatch-follow".to_owned())
+        .spawn(move || {
+            let followed = jobs::opencode::follow::follow_on_system_clock(&args, &stop, |tick| {
+                let record = TickRecord {
+                    job: JobName::Opencode,
+                    started: tick.started,
+                    took: tick.took,
+                    outcome: opencode_outcome(tick.result),
+                    next: None,
+                };
+                lock(&observer).tick(&record);
+            });
+            if let Err(e) = followed {
+                Line::err("run", now_or_clock(None))
+                    .field("job", JobName::Opencode.as_str())
+                    .field("result", "error")
+                    .field("error", e.to_string())
+                    .emit();
+            }
+        })
+        .map_err(|e| Error::io(format!("run: cannot start the follower: {e}")))
+}
+
+/// The reporter shared by the loop and the follower's thread.
+struct Shared(Arc<Mutex<Reporter>>);
+
+impl Observer for Shared {
+    fn tick(&mut self, record: &TickRecord) {
+        lock(&self.0).tick(record);
+    }
+
+    fn alive(&mut self, now: i64) {
+        lock(&self.0).alive(now);
+    }
+}
+
+/// The reporter, even when a thread panicked holding it (it holds no invariant a panic breaks).
+fn lock(reporter: &Mutex<Reporter>) -> MutexGuard<'_, Reporter> {
+    reporter.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The journal, the tick events of ticks that could not run, and systemd's watchdog.
@@ -488,7 +566,7 @@ pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
         .field("result", &r.outcome.result)
         .field("exit", r.outcome.exit_code)
         .field("took_ms", took_ms)
-        .field("next", iso8601(r.next))
+        .field("next", r.next.map_or_else(|| "event".to_owned(), iso8601))
         .field_opt("error", r.outcome.error.as_ref())
 }
 
@@ -509,7 +587,10 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(options.config.as_deref(), &options.set, env)?;
     let db = store_path(&loaded.config, options.db.as_deref(), env)?;
-    let cadences = cadences(&loaded.config);
+    let mut cadences = cadences(&loaded.config);
+    // The follower does opencode's ticks: it leaves the schedule.
+    let follow =
+        loaded.config.follow.enabled && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
     let mut clock = SystemClock::with_signals()?;
     let notifier = match Notifier::from_env(env, std::process::id()) {
         Ok(n) => n,
@@ -532,8 +613,12 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let start = clock.now();
     let listed: Vec<String> = cadences
         .iter()
-        .map(|(job, every)| format!("{}:{every}s", job.as_str()))
+        .map(|&(job, every)| match job {
+            JobName::Opencode if follow => format!("{}:follow", job.as_str()),
+            _ => format!("{}:{every}s", job.as_str()),
+        })
         .collect();
+    cadences.retain(|(job, _)| !follow || *job != JobName::Opencode);
     Line::info("run", start)
         .field("state", "start")
         .field("jobs", listed.join(","))
@@ -549,20 +634,36 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let mut reporter = Reporter { store, notifier };
-    let _ = reporter
+    let reporter = Arc::new(Mutex::new(Reporter { store, notifier }));
+    let mut shared = Shared(Arc::clone(&reporter));
+    let _ = lock(&reporter)
         .notifier
         .ready(&format!("running {}", listed.join(", ")));
+    let stop_follower = Arc::new(AtomicBool::new(false));
+    let follower = if follow {
+        Some(start_follower(
+            options,
+            Arc::clone(&reporter),
+            Arc::clone(&stop_follower),
+        )?)
+    } else {
+        None
+    };
     let mut schedule = Schedule::new(&cadences, start);
     let mut runner = JobRunner { options };
     let ticks = drive_jobs(
         &mut schedule,
         &mut clock,
         &mut runner,
-        &mut reporter,
+        &mut shared,
         ping_every,
     );
-    let _ = reporter.notifier.stopping("stopping");
+    // The follower finishes the tick it is running, as the loop did.
+    stop_follower.store(true, Ordering::SeqCst);
+    if let Some(follower) = follower {
+        let _ = follower.join();
+    }
+    let _ = lock(&reporter).notifier.stopping("stopping");
     drop(serve);
     Line::info("run", clock.now())
         .field("state", "stop")
@@ -605,7 +706,8 @@ mod tests {
 
     impl Observer for Seen {
         fn tick(&mut self, r: &TickRecord) {
-            self.ticks.push((r.job, r.started, r.next));
+            self.ticks
+                .push((r.job, r.started, r.next.unwrap_or_default()));
         }
         fn alive(&mut self, now: i64) {
             self.pings.push(now);
@@ -764,6 +866,19 @@ mod tests {
     }
 
     #[test]
+    fn with_nothing_scheduled_the_loop_pings_until_the_stop() {
+        // `follow.enabled` with opencode the only job: the follower ticks, the loop only waits.
+        let mut w = world(1000 + 100, 0);
+        let mut s = Schedule::new(&[], 1000);
+        let seen = run_world(&mut w, &mut s, Some(30));
+        let pings: Vec<i64> = seen.pings.iter().map(|p| p - 1000).collect();
+        assert_eq!(pings, [30, 60, 90]);
+        assert!(seen.ticks.is_empty());
+        let mut s = Schedule::new(&[], 1000);
+        assert!(run_world(&mut w, &mut s, None).pings.is_empty());
+    }
+
+    #[test]
     fn intervals_are_clamped() {
         let s = Schedule::new(&[(JobName::Deck, 0), (JobName::Recover, u64::MAX)], 0);
         let every: Vec<i64> = s.jobs().map(|(_, e)| e).collect();
@@ -813,7 +928,7 @@ mod tests {
                 error: Some("bad\nrun=forged".to_owned()),
                 ..TickOutcome::new("error", 74)
             },
-            next: 15,
+            next: Some(15),
         };
         let line = tick_line(&r, 5);
         assert_eq!(line.priority(), crate::journal::Priority::Err);

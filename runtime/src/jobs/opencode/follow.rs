@@ -19,10 +19,14 @@
 //! * **Resync**: the first tick, and the first after a stream (re)opens, reads its server as a
 //!   tick does (every changed session after its cursor), so nothing said while the stream was
 //!   down is missed. A frame that could not be read also asks for one.
-//! * **No stream**: a server that answers `/global/event` with 404 or 405 is polled: read whole
-//!   every `run.opencode_interval_s`.
+//! * **Polls**: every `run.opencode_interval_s` a tick reads every source, the streamed servers
+//!   through their focus and the others (a server that answers `/global/event` with 404 or 405,
+//!   `opencode.db`) as `--once` does, so nothing without a stream goes unread and the job's last
+//!   tick is never older than its interval.
 //! * **Pace**: ticks are at least `follow.min_interval_s` apart on the job's clock, so a burst of
-//!   events is one judgement: escalation still counts judgements, not events.
+//!   events is one judgement: escalation still counts judgements, not events. A tick that asks
+//!   to be called again (`TickReport::next_wakeup`: an event held by a channel's rate limit) is
+//!   run then even without an event.
 
 use super::tracked::Focus;
 use super::{Collected, Options, TickReport, server_urls};
@@ -142,17 +146,30 @@ pub struct FollowReport {
     pub reconnects: u64,
 }
 
-/// Run the follower until `stop` is set. `on_tick` gets each tick's report (the CLI prints the
-/// ones that fired). Time for the pace comes from `clock`.
+/// One tick of the follower, as its caller sees it.
+#[derive(Debug)]
+pub struct FollowTick<'a> {
+    /// When it started (the job's clock).
+    pub started: i64,
+    pub took: Duration,
+    /// `start`, `resync`, `poll`, `wakeup` or `events`.
+    pub reason: &'static str,
+    /// The tick's report (`None`: the watchdog is disabled), or why it failed (the store, the
+    /// lock held by another run).
+    pub result: Result<Option<&'a TickReport>, &'a Error>,
+}
+
+/// Run the follower until `stop` is set. `on_tick` gets each tick (the CLI prints the reports
+/// that fired, `agentwatch run` logs one line for each). Time for the pace comes from `clock`.
 ///
 /// # Errors
-/// A configuration that does not load, or a tick that fails in a way a tick reports as an error
-/// (the store, the lock).
+/// A configuration that does not load, or a stream thread that cannot start. A tick that fails
+/// is logged, handed to `on_tick` and tried again at the next change.
 pub fn follow(
     args: &Options,
     clock: &dyn Clock,
     stop: &Arc<AtomicBool>,
-    mut on_tick: impl FnMut(&TickReport),
+    mut on_tick: impl FnMut(&FollowTick<'_>),
 ) -> Result<FollowReport, Error> {
     let env: Env<'_> = &config::process_env;
     let loaded = config::load(args.config.as_deref(), &args.overrides(), env)?;
@@ -187,8 +204,9 @@ pub fn follow(
     let mut pacer = Pacer::new(config.follow.min_interval_s);
     let mut pending = Pending::default();
     let mut streaming: HashSet<String> = HashSet::new();
-    let mut polled: HashSet<String> = HashSet::new();
     let mut last_poll: Option<i64> = None;
+    // When the last tick asked to be called again (an outbox event held by a rate limit).
+    let mut wakeup: Option<i64> = None;
     // The first tick reads everything.
     let mut first = true;
     Line::info("watchdog", clock.now())
@@ -197,28 +215,29 @@ pub fn follow(
         .emit();
     while !stop.load(Ordering::SeqCst) {
         let now = clock.now();
-        let poll_due = !polled.is_empty() && last_poll.is_none_or(|l| now >= l + poll_every);
-        if (first || poll_due || pending.wants_tick()) && pacer.due(now) {
+        // Every source is read at least this often: a server without a stream, opencode.db,
+        // and the job's tick is never older than its interval (`status`, blind alerts).
+        let poll_due = last_poll.is_none_or(|l| now >= l.saturating_add(poll_every));
+        let wakeup_due = wakeup.is_some_and(|at| now >= at);
+        if (first || poll_due || wakeup_due || pending.wants_tick()) && pacer.due(now) {
             let reason = if first {
                 "start"
             } else if !pending.resync.is_empty() {
                 "resync"
             } else if poll_due {
                 "poll"
-            } else {
+            } else if pending.wants_tick() {
                 "events"
-            };
-            let focus = if first || poll_due {
-                // Streams keep their focus; the polled servers and the first tick read whole.
-                let mut focus = pending.take(&streaming);
-                if first {
-                    focus.servers.clear();
-                }
-                focus
             } else {
-                pending.take(&streaming)
+                "wakeup"
             };
-            if poll_due || first {
+            // Streams keep their focus; the other sources, and every one at the first tick,
+            // are read whole.
+            let mut focus = pending.take(&streaming);
+            if first {
+                focus.servers.clear();
+            }
+            if poll_due {
                 last_poll = Some(now);
             }
             first = false;
@@ -233,49 +252,46 @@ pub fn follow(
                 .field("reason", reason)
                 .emit();
             report.ticks += 1;
-            match super::run(&tick_args) {
-                Ok(Some(tick)) => on_tick(&tick),
-                Ok(None) => {}
-                Err(e) => Line::warning("watchdog", now)
+            let started = std::time::Instant::now();
+            let result = super::run(&tick_args);
+            wakeup = result
+                .as_ref()
+                .ok()
+                .and_then(Option::as_ref)
+                .and_then(|r| r.next_wakeup);
+            if let Err(e) = &result {
+                Line::warning("watchdog", now)
                     .field("follow", "tick")
                     .field("result", "error")
                     .field("problem", e.to_string())
-                    .emit(),
+                    .emit();
             }
+            on_tick(&FollowTick {
+                started: now,
+                took: started.elapsed(),
+                reason,
+                result: result.as_ref().map(Option::as_ref),
+            });
             continue;
         }
-        let wait = if pending.wants_tick() || poll_due {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(1)
-        };
+        // A tick wanted (held back by the pace) or a wakeup within the second: look again soon.
+        let soon = pending.wants_tick() || poll_due || wakeup.is_some_and(|at| at <= now + 1);
+        let wait = Duration::from_millis(if soon { 100 } else { 1000 });
         match rx.recv_timeout(wait) {
-            Ok(note) => handle(
-                note,
-                &mut pending,
-                &mut streaming,
-                &mut polled,
-                &mut report,
-                clock,
-            ),
+            Ok(note) => handle(note, &mut pending, &mut streaming, &mut report, clock),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) if polled.is_empty() => break,
+            // No stream left (or none to open): only the polls remain.
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
         }
         // Everything that arrived meanwhile belongs to the same tick.
         while let Ok(note) = rx.try_recv() {
-            handle(
-                note,
-                &mut pending,
-                &mut streaming,
-                &mut polled,
-                &mut report,
-                clock,
-            );
+            handle(note, &mut pending, &mut streaming, &mut report, clock);
         }
     }
     stop.store(true, Ordering::SeqCst);
-    for thread in threads {
+    // A stream thread waiting for its next frame ends at that frame or its heartbeat limit, on
+    // its own: the follower does not wait for it (a signal stops `run` at once).
+    for thread in threads.into_iter().filter(|t| t.is_finished()) {
         let _ = thread.join();
     }
     report.events = pending.events;
@@ -292,7 +308,6 @@ fn handle(
     note: Note,
     pending: &mut Pending,
     streaming: &mut HashSet<String>,
-    polled: &mut HashSet<String>,
     report: &mut FollowReport,
     clock: &dyn Clock,
 ) {
@@ -304,7 +319,6 @@ fn handle(
                 .field("server", &server)
                 .field("stream", "open")
                 .emit();
-            polled.remove(&server);
             pending.resync.insert(server.clone());
             streaming.insert(server);
         }
@@ -334,7 +348,6 @@ fn handle(
                 .field("reason", &why)
                 .emit();
             streaming.remove(&server);
-            polled.insert(server);
         }
     }
 }
@@ -410,13 +423,29 @@ fn wait(how_long: Duration, stop: &AtomicBool) {
     }
 }
 
-/// [`follow`] on the system clock until SIGTERM or SIGINT (`agentwatch opencode --follow`).
+/// [`follow`] on the system clock until `stop` is set (`agentwatch run` sets it on a signal).
+///
+/// # Errors
+/// As [`follow`].
+pub fn follow_on_system_clock(
+    args: &Options,
+    stop: &Arc<AtomicBool>,
+    on_tick: impl FnMut(&FollowTick<'_>),
+) -> Result<FollowReport, Error> {
+    // Nobody sends on the clock's channel: the loop waits on its events, not on the clock.
+    let (_never, rx) = channel();
+    let clock = crate::run::SystemClock::new(rx);
+    follow(args, &clock, stop, on_tick)
+}
+
+/// [`follow`] on the system clock until SIGTERM or SIGINT (`agentwatch opencode --follow`);
+/// `on_tick` gets the report of each tick that ran.
 ///
 /// # Errors
 /// As [`follow`], or when the signal handlers cannot be set.
 pub fn follow_until_signal(
     args: &Options,
-    on_tick: impl FnMut(&TickReport),
+    mut on_tick: impl FnMut(&TickReport),
 ) -> Result<FollowReport, Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
@@ -424,10 +453,11 @@ pub fn follow_until_signal(
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .map_err(|e| Error::io(format!("follow: cannot handle signals: {e}")))?;
     }
-    // Nobody sends on the clock's channel: the loop waits on its events, not on the clock.
-    let (_never, rx) = channel();
-    let clock = crate::run::SystemClock::new(rx);
-    follow(args, &clock, &stop, on_tick)
+    follow_on_system_clock(args, &stop, |tick| {
+        if let Ok(Some(report)) = tick.result {
+            on_tick(report);
+        }
+    })
 }
 
 #[cfg(test)]
