@@ -1,14 +1,18 @@
 //! `agentwatch opencode --follow` against a real opencode server driven without a model
 //! (`POST /session/:id/shell` stores real bash tool parts): a repeated failing command is
-//! alerted by the follower from its events, a varied session is not, a server restarted
-//! mid-run is followed again with the counts of a full re-read, and `on_loop = "abort"` stops
-//! the looping session once.
+//! alerted by the follower from its events, a varied session is not, a removed message no longer
+//! counts, a server restarted mid-run is followed again with the counts of a full re-read,
+//! `on_loop = "abort"` cuts the looping session's running call short once (as opencode's API
+//! shows), and `agentwatch run` with `follow.enabled` alerts from the same events. A loopback
+//! server without the event stream is polled.
 
 use agentwatch_testkit::opencode::{OpencodeHome, RunningServer, request, require_binary};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir, isolated_command};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn new_session(url: &str) -> String {
@@ -56,7 +60,11 @@ impl Follower {
 
     /// Wait (up to a minute) until the journal holds `needle` `times` times.
     fn wait_for(&self, needle: &str, times: usize) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        self.wait_for_within(needle, times, Duration::from_secs(60));
+    }
+
+    fn wait_for_within(&self, needle: &str, times: usize, patience: Duration) {
+        let deadline = Instant::now() + patience;
         while self.journal().matches(needle).count() < times {
             assert!(
                 Instant::now() < deadline,
@@ -107,24 +115,29 @@ struct Setup {
     webhook: HttpServer,
 }
 
+/// A HOME under `tmp` whose agentwatch configuration is `config`.
+fn home_with_config(tmp: &TempDir, config: &str) -> PathBuf {
+    let home = tmp.path.join("home");
+    let dir = home.join("config/agentwatch");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    home
+}
+
 fn setup(name: &str, extra: &str) -> Setup {
     let tmp = TempDir::new(name);
     let oc = OpencodeHome::new(require_binary(), &tmp.path.join("oc"));
     let server = oc.serve(None, Duration::from_secs(30)).unwrap();
     let url = server.url();
     let webhook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
-    let home = tmp.path.join("home");
-    let dir = home.join("config/agentwatch");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
+    let home = home_with_config(
+        &tmp,
+        &format!(
             "[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{url}\"]\n{extra}\n\
              [[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{hook}/events\"\n",
             hook = webhook.url()
         ),
-    )
-    .unwrap();
+    );
     Setup {
         _tmp: tmp,
         oc,
@@ -214,6 +227,107 @@ fn stored_verdict(home: &Path, session: &str) -> Option<(i64, f64, i64)> {
     Some((v.calls_since_landed, v.dup, v.top))
 }
 
+/// Wait (up to a minute) until the follower's stored verdict of `session` counts `n` calls.
+fn wait_for_calls(home: &Path, session: &str, n: i64, follower: &Follower) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored_verdict(home, session).is_none_or(|v| v.0 != n) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}, not {n} calls:\n{}",
+            stored_verdict(home, session),
+            follower.journal()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs opencode"]
+fn a_removed_message_no_longer_counts() {
+    let s = setup("aw-follow-removed", "");
+    let session = new_session(&s.url);
+    let follower = Follower::start(&s.home);
+    follower.wait_for("stream=open", 1);
+    follower.wait_for("tick=done", 1);
+    for i in 0..4 {
+        shell(&s.url, &session, &format!("echo kept-{i}"));
+    }
+    wait_for_calls(&s.home, &session, 4, &follower);
+    // opencode's own route removes the assistant message of the second call
+    // (`message.removed` on the stream): the session is read again from its start.
+    let messages = request("GET", &format!("{}/session/{session}/message", s.url), None);
+    let second = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["info"]["role"] == "assistant")
+        .nth(1)
+        .unwrap()["info"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    request(
+        "DELETE",
+        &format!("{}/session/{session}/message/{second}", s.url),
+        None,
+    );
+    wait_for_calls(&s.home, &session, 3, &follower);
+    // And a call after it counts once.
+    shell(&s.url, &session, "echo after-removal");
+    wait_for_calls(&s.home, &session, 4, &follower);
+}
+
+#[test]
+fn a_server_without_the_event_stream_is_polled() {
+    // Speaks opencode's listing and message routes; /global/event and /event are 404.
+    let looping = agentwatch_testkit::opencode::ExportBuilder::new(
+        "ses_nostream",
+        "no stream",
+        None,
+        1_700_000_000_000,
+    )
+    .steps(
+        "build",
+        &agentwatch_testkit::opencode::looping_calls(30),
+        1000,
+    );
+    let server = agentwatch_testkit::opencode::serve_exports(vec![looping.build()]);
+    let tmp = TempDir::new("aw-follow-nostream");
+    let home = home_with_config(
+        &tmp,
+        &format!(
+            "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n[opencode]\nservers = [\"{}\"]\n\
+             [follow]\nmin_interval_s = 1\n[run]\nopencode_interval_s = 1\n\
+             [[channels]]\nname = \"log\"\ntype = \"log\"\n",
+            server.url()
+        ),
+    );
+    let follower = Follower::start(&home);
+    follower.wait_for("stream=none fallback=poll", 1);
+    follower.wait_for("follow=tick reason=poll", 2);
+    // The start tick and two polls are done.
+    follower.wait_for("tick=done", 3);
+    let journal = follower.journal();
+    let paths: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.path().to_owned())
+        .collect();
+    // Asked once; not opened again and again as a dropped stream would be.
+    assert_eq!(
+        paths.iter().filter(|p| *p == "/global/event").count(),
+        1,
+        "{paths:?}"
+    );
+    // Each tick (the first and the polls) listed the server.
+    let listings = paths
+        .iter()
+        .filter(|p| *p == "/experimental/session")
+        .count();
+    assert!(listings >= 3, "{paths:?}\n{journal}");
+    assert!(!journal.contains("stream=open"), "{journal}");
+}
+
 #[test]
 #[ignore = "needs opencode"]
 fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
@@ -226,13 +340,7 @@ fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
     for i in 0..3 {
         shell(&s.url, &session, &format!("echo before-{i}"));
     }
-    let wait_calls = |n: i64| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while stored_verdict(&s.home, &session).is_none_or(|v| v.0 != n) {
-            assert!(Instant::now() < deadline, "{}", follower.journal());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let wait_calls = |n: i64| wait_for_calls(&s.home, &session, n, &follower);
     wait_calls(3);
     // Killed mid-run and started again on its port, with its database.
     drop(s.server.take());
@@ -270,6 +378,13 @@ fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
     drop(server);
 }
 
+/// The looping command of the abort test: the same failing call, running for a second, so the
+/// session is busy when the abort comes (the next call starts as soon as one ends).
+const SLOW_FAILING: &str = "sleep 1; ls /nonexistent-agentwatch-dir";
+
+/// What opencode writes in a bash call an abort cut short (1.18.33).
+const ABORTED: &str = "User aborted the command";
+
 #[test]
 #[ignore = "needs opencode"]
 fn on_loop_abort_stops_the_looping_session_once() {
@@ -277,22 +392,25 @@ fn on_loop_abort_stops_the_looping_session_once() {
     let looping = new_session(&s.url);
     let follower = Follower::start(&s.home);
     follower.wait_for("tick=done", 1);
-    let mut sent = 0;
-    while !follower.journal().contains("action=abort result=sent") {
-        assert!(
-            sent < 80,
-            "no abort after {sent} calls:\n{}",
-            follower.journal()
-        );
-        let ticks = follower.journal().matches("tick=done").count();
-        shell(&s.url, &looping, FAILING);
-        sent += 1;
-        follower.wait_for("tick=done", ticks + 1);
-    }
+    // The agent's loop: one call after the other, until the test stops it.
+    let stop = Arc::new(AtomicBool::new(false));
+    let driver = {
+        let (url, session, stop) = (s.url.clone(), looping.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut sent = 0;
+            while !stop.load(Ordering::SeqCst) && sent < 120 {
+                shell(&url, &session, SLOW_FAILING);
+                sent += 1;
+            }
+            sent
+        })
+    };
+    follower.wait_for_within("action=abort result=sent", 1, Duration::from_secs(180));
     // The loop goes on a little: the alert is critical already, no second abort.
-    for _ in 0..4 {
-        shell(&s.url, &looping, FAILING);
-    }
+    let ticks = follower.journal().matches("tick=done").count();
+    follower.wait_for("tick=done", ticks + 2);
+    stop.store(true, Ordering::SeqCst);
+    let sent = driver.join().unwrap();
     let ticks = follower.journal().matches("tick=done").count();
     follower.wait_for("tick=done", ticks + 1);
     let journal = follower.journal();
@@ -313,7 +431,27 @@ fn on_loop_abort_stops_the_looping_session_once() {
         ),
         (looping.as_str(), "sent", 1)
     );
-    // opencode's API: the session is not running anything.
+    // opencode's API: the call that was running when the abort came was cut short (its part
+    // completed with opencode's abort note), once; the others ran to their end.
+    let messages = request("GET", &format!("{}/session/{looping}/message", s.url), None);
+    let calls: Vec<&Value> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap())
+        .filter(|p| p["tool"] == "bash")
+        .collect();
+    assert_eq!(calls.len(), sent, "{messages}");
+    let cut: Vec<&&Value> = calls
+        .iter()
+        .filter(|p| {
+            p["state"]["output"]
+                .as_str()
+                .is_some_and(|o| o.contains(ABORTED))
+        })
+        .collect();
+    assert_eq!(cut.len(), 1, "{messages}");
+    // And the session is idle, waiting for a person.
     let status = request("GET", &format!("{}/session/status", s.url), None);
     assert!(
         status.get(&looping).is_none_or(|st| st["type"] == "idle"),

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A JSON request to a real opencode server: `GET` without a body, `POST` with one. A 60 s
+/// A JSON request to a real opencode server: `GET` or `DELETE` without a body, `POST` with one. A 60 s
 /// timeout, so a hang fails the test instead of waiting forever; any failure panics.
 pub fn request(method: &str, url: &str, body: Option<serde_json::Value>) -> serde_json::Value {
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -20,10 +20,11 @@ pub fn request(method: &str, url: &str, body: Option<serde_json::Value>) -> serd
             .header("Content-Type", "application/json")
             .send(body.to_string())
             .unwrap(),
-        None => {
-            assert_eq!(method, "GET");
-            agent.get(url).call().unwrap()
-        }
+        None => match method {
+            "GET" => agent.get(url).call().unwrap(),
+            "DELETE" => agent.delete(url).call().unwrap(),
+            other => panic!("request: {other} needs a body"),
+        },
     };
     serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap()
 }
