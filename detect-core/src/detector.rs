@@ -10,10 +10,10 @@
 //!   O(1) amortised per push; reading a verdict costs O(window).
 
 use crate::config::{DetectConfig, Profile, Rule};
-use crate::fxhash::FxHashMap;
 use crate::matcher::{CallContext, CallFacts};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;

@@ -39,7 +39,6 @@
 mod bash;
 mod config;
 mod detector;
-mod fxhash;
 mod matcher;
 mod model;
 mod shell;

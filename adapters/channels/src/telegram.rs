@@ -14,7 +14,7 @@ pub(crate) fn deliver(
 ) -> Result<Outcome, ChannelError> {
     // Real tokens (`123456:ABC-def_…`) stay as they are; anything else is percent-encoded so it
     // cannot change the URL's shape.
-    let token = percent_encode(&channel.token, b":");
+    let token = percent_encode(&channel.token);
     let target = Target::new(channel.api_base.trim_end_matches('/'))
         .join_hidden(
             &format!("/bot{token}/sendMessage"),

@@ -1,5 +1,8 @@
 //! Encodings requests need: Basic-auth credentials, percent-encoded URL parts.
 
+use base64::Engine as _;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+
 /// The `Authorization` header value for HTTP Basic auth: `Basic base64(user:password)`.
 #[must_use]
 pub fn basic_auth(username: &str, password: &str) -> String {
@@ -9,42 +12,33 @@ pub fn basic_auth(username: &str, password: &str) -> String {
     )
 }
 
-/// `text` as a URL path segment or query value: ASCII letters and digits, `-_.~` and the bytes
-/// of `keep` as they are, every other byte percent-encoded, so that it cannot change the URL's
-/// shape.
+/// The bytes a URL part keeps as they are: ASCII letters and digits, `-_.~` (RFC 3986's
+/// unreserved characters) and `:` (legal in a path segment and a query, and part of a Telegram
+/// bot token); every other byte is percent-encoded.
+const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b':');
+
+/// `text` as a URL path segment or query value: letters, digits and `-_.~:` as they are, every
+/// other byte percent-encoded, so that it cannot change the URL's shape.
 #[must_use]
-pub fn percent_encode(text: &str, keep: &[u8]) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) || keep.contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+pub fn percent_encode(text: &str) -> String {
+    utf8_percent_encode(text, ENCODED).to_string()
+}
+
+/// Decode `%XX` escapes; a malformed escape is kept as it is, bytes that are not UTF-8 become
+/// U+FFFD.
+#[must_use]
+pub fn percent_decode(text: &str) -> String {
+    percent_decode_str(text).decode_utf8_lossy().into_owned()
 }
 
 /// Standard base64 with padding.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 #[cfg(test)]
@@ -70,11 +64,15 @@ mod tests {
     }
 
     #[test]
-    fn unreserved_and_kept_bytes_stay_and_the_rest_is_percent_encoded() {
-        assert_eq!(percent_encode("ses_ab-C.~", b""), "ses_ab-C.~");
-        assert_eq!(percent_encode("a b/c==", b""), "a%20b%2Fc%3D%3D");
-        assert_eq!(percent_encode("123456:AB-c_d", b":"), "123456:AB-c_d");
-        assert_eq!(percent_encode("a/b?c d", b":"), "a%2Fb%3Fc%20d");
-        assert_eq!(percent_encode("é", b""), "%C3%A9");
+    fn unreserved_bytes_and_colons_stay_and_the_rest_is_percent_encoded() {
+        assert_eq!(percent_encode("ses_ab-C.~"), "ses_ab-C.~");
+        assert_eq!(percent_encode("a b/c=="), "a%20b%2Fc%3D%3D");
+        assert_eq!(percent_encode("123456:AB-c_d"), "123456:AB-c_d");
+        assert_eq!(percent_encode("a/b?c d#e&f"), "a%2Fb%3Fc%20d%23e%26f");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+        for text in ["ses_1", "a b/c?d", "é%"] {
+            assert_eq!(percent_decode(&percent_encode(text)), text);
+        }
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 }

@@ -12,7 +12,7 @@
 //!   `?<redacted>`, see [`url_parts`]) and the secrets scrubbed from every text an error keeps
 //!   ([`scrub`]). An [`HttpError`]'s `Display` names the shown URL and never a secret.
 //! - [`Redacted`], the `Debug` stand-in for a secret field.
-//! - [`basic_auth`], the Basic-auth header value, and [`percent_encode`] for path segments and
+//! - [`basic_auth`], the Basic-auth header value, and [`percent_encode`] (and [`percent_decode`]) for path segments and
 //!   query values.
 //!
 //! Adapters keep their own error enums and map an [`HttpError`] into them;
@@ -41,7 +41,7 @@ pub use client::{
     Answer, Client, DEFAULT_MAX_BODY_BYTES, ERROR_BODY_READ_BYTES, Failure, HttpError, Settings,
     Stream,
 };
-pub use encode::{basic_auth, percent_encode};
+pub use encode::{basic_auth, percent_decode, percent_encode};
 pub use redact::{Redacted, Target, UrlParts, head, redact_text, scrub, shown_url, url_parts};
 
 /// Implements `From<`[`HttpError`]`>` for an error enum that has the variants

@@ -329,7 +329,7 @@ impl OpencodeServer {
     /// new, whatever its `time.updated` says (opencode does not bump it for calls that arrive
     /// through `POST /session/:id/shell`).
     pub fn newest_message_id(&self, session_id: &str) -> Result<Option<String>, SourceError> {
-        let id = percent_encode(session_id, b"");
+        let id = percent_encode(session_id);
         let page = self.get_parsed(&format!("/session/{id}/message?limit=1"), parse_messages)?;
         Ok(page.body.last().map(|m| m.info.id.clone()))
     }
@@ -342,7 +342,7 @@ impl OpencodeServer {
         parse: impl Fn(&str) -> Result<Vec<T>, serde_json::Error>,
         known: impl Fn(&T) -> bool,
     ) -> Result<(Vec<T>, bool), SourceError> {
-        let id = percent_encode(session_id, b"");
+        let id = percent_encode(session_id);
         let mut pages: Vec<Vec<T>> = Vec::new();
         let mut cursor: Option<String> = None;
         let mut found = false;
@@ -362,7 +362,7 @@ impl OpencodeServer {
                 Some(c) => format!(
                     "/session/{id}/message?limit={}&before={}",
                     self.page_size,
-                    percent_encode(c, b"")
+                    percent_encode(c)
                 ),
             };
             let page = self.get_parsed(&path, &parse)?;
@@ -415,7 +415,7 @@ impl OpencodeServer {
     /// # Errors
     /// A [`SourceError`] when the server cannot be reached or answers non-2xx.
     pub fn abort(&self, session_id: &str) -> Result<(), SourceError> {
-        let id = percent_encode(session_id, b"");
+        let id = percent_encode(session_id);
         let target = self.base.join(&format!("/session/{id}/abort"));
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(SourceError::Skipped {

@@ -1,6 +1,7 @@
 //! Routing, the request checks, and the JSON API over the store.
 
 use crate::{Incoming, Reply, ServeOptions, config_edit};
+use agentwatch_http::{percent_decode, percent_encode};
 use agentwatch_store::{AlertRow, ChannelSetting, EventKind, Store, StoreError, TreeVerdict};
 use alert_state::Severity;
 use serde::Serialize;
@@ -690,42 +691,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Decode `%XX` escapes (a malformed escape is kept as it is).
-pub fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                bytes.get(i + 1).and_then(|b| hex(*b)),
-                bytes.get(i + 2).and_then(|b| hex(*b)),
-            )
-        {
-            out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Encode everything but unreserved characters.
-pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,13 +709,5 @@ mod tests {
         ] {
             assert_eq!(is_loopback_host(host), ok, "{host}");
         }
-    }
-
-    #[test]
-    fn percent_coding_round_trips() {
-        for text in ["ses_1", "a b/c?d", "é%"] {
-            assert_eq!(percent_decode(&percent_encode(text)), text);
-        }
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 }

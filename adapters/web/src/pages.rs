@@ -2,8 +2,9 @@
 //! models and recovery pages rendered here (the tree's plots as inline SVG). Assets are
 //! embedded; every value is HTML-escaped.
 
-use crate::api::{App, group_ticks, percent_decode};
+use crate::api::{App, group_ticks};
 use crate::{Incoming, Reply};
+use agentwatch_http::percent_decode;
 use std::fmt::Write;
 
 const STYLE: &str = include_str!("../assets/style.css");
