@@ -112,8 +112,8 @@ impl AlertEvent {
     }
 }
 
-/// The prefix of every dedup key this crate builds.
-pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
+/// The prefix of every dedup key this crate builds (detect-core's, where the literal lives).
+pub use detect_core::DEDUP_KEY_PREFIX;
 
 /// The dedup key of a root session's alert: `opencode-loop:{root}`, the same key the detector puts
 /// on its tree verdicts ([`detect_core::dedup_key`], which this delegates to).

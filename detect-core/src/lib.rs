@@ -60,4 +60,4 @@ pub use model::{
     Streamed, output_hash, stream_sessions,
 };
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
-pub use verdict::{Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};
+pub use verdict::{DEDUP_KEY_PREFIX, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

@@ -179,7 +179,10 @@ pub struct TreeVerdict {
     pub notes: Vec<String>,
 }
 
-/// The alert key of the tree rooted at `root`.
+/// The prefix of every loop alert's key: the one place the literal lives.
+pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
+
+/// The alert key of the tree rooted at `root`: `opencode-loop:{root}`.
 pub fn dedup_key(root: &str) -> String {
-    format!("opencode-loop:{root}")
+    format!("{DEDUP_KEY_PREFIX}{root}")
 }

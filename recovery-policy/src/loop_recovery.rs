@@ -840,14 +840,3 @@ impl LoopRecoveryState {
         )
     }
 }
-
-/// The pure step: `(state, observation, now) -> (state', decision)`.
-pub fn step(
-    config: &LoopRecoveryConfig,
-    mut state: LoopRecoveryState,
-    event: &LoopEvent,
-    now: UnixSeconds,
-) -> (LoopRecoveryState, LoopDecision) {
-    let decision = state.handle(config, event, now);
-    (state, decision)
-}

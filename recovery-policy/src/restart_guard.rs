@@ -1081,14 +1081,3 @@ impl Policy for RestartGuardState {
         ends.into_iter().filter(|&t| t > now).min()
     }
 }
-
-/// The pure step: `(state, observation, now) -> (state', decisions)`.
-pub fn step(
-    config: &RestartGuardConfig,
-    mut state: RestartGuardState,
-    event: &GuardEvent,
-    now: UnixSeconds,
-) -> (RestartGuardState, Vec<GuardDecision>) {
-    let decisions = state.handle(config, event, now);
-    (state, decisions)
-}

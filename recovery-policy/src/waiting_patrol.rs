@@ -356,14 +356,3 @@ impl Policy for WaitingPatrolState {
             .min()
     }
 }
-
-/// The pure step: `(state, observation, now) -> (state', decisions)`.
-pub fn step(
-    config: &WaitingPatrolConfig,
-    mut state: WaitingPatrolState,
-    event: &PatrolEvent,
-    now: UnixSeconds,
-) -> (WaitingPatrolState, Vec<PatrolDecision>) {
-    let decisions = state.handle(config, event, now);
-    (state, decisions)
-}

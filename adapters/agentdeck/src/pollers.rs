@@ -5,6 +5,7 @@
 //! `[conductors.<name>.claude] env_file` (the name is the title without `conductor-`), or an
 //! `env_file` field of the session JSON. The file holds `[export ]TELEGRAM_STATE_DIR=…`.
 
+use agentwatch_systemd::env_value;
 use std::path::{Path, PathBuf};
 
 /// The channel prefix of the Telegram plugin.
@@ -74,28 +75,11 @@ pub fn owning(pollers: &[Poller], state_dir: &str) -> usize {
         .count()
 }
 
-/// `TELEGRAM_STATE_DIR` from an env file's text: the first `[export ]TELEGRAM_STATE_DIR=VALUE`
-/// line, quotes stripped; `~/` expanded with `home`.
+/// `TELEGRAM_STATE_DIR` from an env file's text (agentwatch-systemd's [`env_value`]: `export`,
+/// quotes and comments as in an `EnvironmentFile=`), `~/` expanded with `home`.
 pub fn state_dir_from_env_file(text: &str, home: Option<&Path>) -> Option<String> {
-    text.lines().find_map(|line| {
-        let line = line.trim();
-        let line = line.strip_prefix("export ").map_or(line, str::trim_start);
-        let (key, value) = line.split_once('=')?;
-        if key.trim() != "TELEGRAM_STATE_DIR" {
-            return None;
-        }
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-            .unwrap_or(value)
-            .trim();
-        if value.is_empty() {
-            return None;
-        }
-        Some(expand_home(value, home).display().to_string())
-    })
+    let value = env_value(text, "TELEGRAM_STATE_DIR")?;
+    Some(expand_home(&value, home).display().to_string())
 }
 
 /// `~/x` under `home`; anything else as it is.

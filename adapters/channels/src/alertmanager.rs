@@ -19,7 +19,7 @@ use std::time::Duration;
 /// of its dedup key. Routes and inhibition rules in `alertmanager.yml` match on these names.
 pub const ALERT_KINDS: &[AlertKind] = &[
     AlertKind {
-        prefix: "opencode-loop:",
+        prefix: alert_state::DEDUP_KEY_PREFIX,
         alertname: "AgentwatchSessionLoop",
         job: "opencode",
     },

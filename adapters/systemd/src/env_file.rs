@@ -66,40 +66,61 @@ pub fn read_env_file(path: &Path) -> Result<Option<EnvFile>, EnvFileError> {
 
 /// Parses `KEY=value` lines: blank lines and `#` comments skipped, an optional leading `export `,
 /// the value trimmed and one pair of surrounding `"` or `'` removed. Nothing is expanded or
-/// unescaped. A bad line gives its number (from 1) and why, never its content.
+/// unescaped. A bad line gives its number (from 1) and why, never its content. A name given twice
+/// keeps its last value, as systemd's `EnvironmentFile=` does.
 pub fn parse_env_text(text: &str) -> Result<EnvFile, (usize, &'static str)> {
     let mut vars = EnvFile::new();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
+        if let Some((key, value)) = parse_line(raw).map_err(|why| (i + 1, why))? {
+            vars.insert(key.to_owned(), value.to_owned());
         }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((key, value)) = line.split_once('=') else {
-            return Err((i + 1, "expected KEY=value"));
-        };
-        let key = key.trim();
-        let valid_key = key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid_key {
-            return Err((i + 1, "the name must be letters, digits and '_'"));
-        }
-        let value = value.trim();
-        let value = ['"', '\'']
-            .iter()
-            .find_map(|q| {
-                value
-                    .strip_prefix(*q)
-                    .and_then(|v| v.strip_suffix(*q))
-                    .filter(|_| value.len() >= 2)
-            })
-            .unwrap_or(value);
-        vars.insert(key.to_owned(), value.to_owned());
     }
     Ok(vars)
+}
+
+/// The value of `key` in an env file's text, read leniently (agent-deck's `.env` files, which
+/// agentwatch reads but does not own): the same line syntax as [`parse_env_text`], lines it cannot
+/// parse skipped, the last assignment kept, the value trimmed; `None` when absent or empty.
+#[must_use]
+pub fn env_value(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .filter_map(|line| parse_line(line).ok().flatten())
+        .find(|(k, _)| *k == key)
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+/// One line: `None` for a blank line or a comment, else the name and the unquoted value.
+fn parse_line(raw: &str) -> Result<Option<(&str, &str)>, &'static str> {
+    let line = raw.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let line = line.strip_prefix("export ").unwrap_or(line);
+    let Some((key, value)) = line.split_once('=') else {
+        return Err("expected KEY=value");
+    };
+    let key = key.trim();
+    let valid_key = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid_key {
+        return Err("the name must be letters, digits and '_'");
+    }
+    let value = value.trim();
+    let value = ['"', '\'']
+        .iter()
+        .find_map(|q| {
+            value
+                .strip_prefix(*q)
+                .and_then(|v| v.strip_suffix(*q))
+                .filter(|_| value.len() >= 2)
+        })
+        .unwrap_or(value);
+    Ok(Some((key, value)))
 }
 
 #[cfg(test)]
@@ -128,6 +149,28 @@ mod tests {
             Err((2, "expected KEY=value"))
         );
         assert!(parse_env_text("1A=x").is_err());
+    }
+
+    #[test]
+    fn one_value_is_looked_up_leniently() {
+        for (text, want) in [
+            ("TELEGRAM_STATE_DIR=/s/a\n", Some("/s/a")),
+            ("# x\nexport TELEGRAM_STATE_DIR=\"/s/b\"\n", Some("/s/b")),
+            ("not a line\nTELEGRAM_STATE_DIR='~/s/c'", Some("~/s/c")),
+            (
+                "TELEGRAM_STATE_DIR=/old\nTELEGRAM_STATE_DIR=/new\n",
+                Some("/new"),
+            ),
+            ("OTHER=1\nTELEGRAM_STATE_DIR=\n", None),
+            ("TELEGRAM_STATE_DIR=\" \"\n", None),
+            ("", None),
+        ] {
+            assert_eq!(
+                env_value(text, "TELEGRAM_STATE_DIR").as_deref(),
+                want,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod notify;
 mod systemctl;
 
 pub use atomic::{AtomicWriteError, NOTICE_MODE, create_atomic, write_atomic};
-pub use env_file::{ENV_FILE_MAX_MODE, EnvFile, EnvFileError, parse_env_text, read_env_file};
+pub use env_file::{
+    ENV_FILE_MAX_MODE, EnvFile, EnvFileError, env_value, parse_env_text, read_env_file,
+};
 pub use notify::{Notifier, NotifyError};
 pub use systemctl::{Restarted, Systemctl, SystemctlError, check_unit_name};

@@ -1195,13 +1195,9 @@ fn unread(listed: &SessionInfo) -> SessionInfo {
     }
 }
 
-/// `TELEGRAM_BOT_TOKEN=` from agent-deck's Telegram `.env`, quotes stripped.
+/// `TELEGRAM_BOT_TOKEN=` from agent-deck's Telegram `.env`.
 fn token_from_env_file(text: &str) -> Option<String> {
-    text.lines().find_map(|line| {
-        let value = line.trim().strip_prefix("TELEGRAM_BOT_TOKEN=")?.trim();
-        let value = value.trim_matches(|c| c == '"' || c == '\'').trim();
-        (!value.is_empty()).then(|| value.to_owned())
-    })
+    agentwatch_systemd::env_value(text, "TELEGRAM_BOT_TOKEN")
 }
 
 /// What changes when agent-deck writes a hook status file: the directory's mtime (a rename into
