@@ -4,6 +4,7 @@
 //! (nothing new: the incremental path), and the same idle tick forced to re-read every history
 //! (`--full-read`), so the ratio of the two shows what the stored cursors save.
 
+use agentwatch_benches::rss_kib;
 use agentwatch_runtime::jobs::opencode;
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
@@ -46,18 +47,6 @@ fn tick(home: &Path, config: &Path, full_read: bool) {
     })
     .expect("tick runs");
     assert!(report.is_some(), "the watchdog is enabled");
-}
-
-/// This process's resident memory now and its peak (KiB), from `/proc/self/status`.
-fn rss_kib() -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// Memory over many ticks on the same store: it must stay flat (figures, not assertions).

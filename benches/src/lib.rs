@@ -116,3 +116,16 @@ pub fn message_list_json(n: usize, output_bytes: usize) -> String {
         .collect();
     serde_json::Value::Array(messages).to_string()
 }
+
+/// This process's resident memory now and its peak (KiB), from `/proc/self/status`.
+#[must_use]
+pub fn rss_kib() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}

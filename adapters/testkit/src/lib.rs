@@ -79,6 +79,10 @@ pub enum Reply {
     /// A 200 `text/event-stream` answer without a length: `body`, then the connection is closed,
     /// or with `hold` kept open and silent until the server is dropped (a stalled stream).
     Stream { body: Vec<u8>, hold: bool },
+    /// A 200 `text/event-stream` answer written as the frames arrive on the channel, closed when
+    /// its sender is dropped or the server stops (a live stream, e.g. opencode's
+    /// `/global/event`). One connection reads the channel at a time.
+    Feed(Arc<Mutex<std::sync::mpsc::Receiver<Vec<u8>>>>),
 }
 
 impl Reply {
@@ -196,6 +200,9 @@ impl Drop for HttpServer {
     }
 }
 
+/// The head of an event-stream answer (no length: it ends when the connection closes).
+const EVENT_STREAM_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+
 fn serve(
     stream: TcpStream,
     handler: &Handler,
@@ -226,12 +233,34 @@ fn serve(
             let _ = stream.write_all(&bytes);
         }
         Reply::Stream { body, hold } => {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
-            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(EVENT_STREAM_HEAD.as_bytes());
             let _ = stream.write_all(&body);
             let _ = stream.flush();
             while hold && !stop.load(Ordering::SeqCst) {
                 std::thread::park_timeout(std::time::Duration::from_millis(50));
+            }
+        }
+        Reply::Feed(frames) => {
+            if stream.write_all(EVENT_STREAM_HEAD.as_bytes()).is_err() {
+                return;
+            }
+            let Ok(frames) = frames.lock() else {
+                return;
+            };
+            while !stop.load(Ordering::SeqCst) {
+                match frames.recv_timeout(std::time::Duration::from_millis(50)) {
+                    Ok(bytes) => {
+                        if stream
+                            .write_all(&bytes)
+                            .and_then(|()| stream.flush())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                }
             }
         }
         Reply::Endless { status, declared } => {

@@ -351,36 +351,48 @@ impl ExportBuilder {
 /// A loopback server answering opencode 1.18.33's listing and message routes from memory
 /// (`/experimental/session`, `/session/:id/message` with `limit` / `before` paging and
 /// `X-Next-Cursor`), for benchmarks and tests that need more sessions than `opencode import`
-/// can load in reasonable time. End-to-end tests use the real server.
+/// can load in reasonable time. End-to-end tests use the real server. It has no event stream
+/// (`/global/event` is 404, as on a server without the route).
 pub fn serve_exports(exports: Vec<serde_json::Value>) -> crate::HttpServer {
+    serve_live(std::sync::Arc::new(std::sync::Mutex::new(exports)), None)
+}
+
+/// Frames for a live `/global/event` (one SSE frame per message, e.g. `data: {…}\n\n`).
+pub type Frames = std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<Vec<u8>>>>;
+
+/// [`serve_exports`] over exports the caller may change while it serves (each request reads
+/// them as they are then), with `/global/event` fed from `events` when given.
+pub fn serve_live(
+    exports: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    events: Option<Frames>,
+) -> crate::HttpServer {
     use crate::{Reply, Request};
-    use std::collections::HashMap;
-    use std::sync::Arc;
-    let infos: Vec<serde_json::Value> = exports.iter().map(|e| e["info"].clone()).collect();
-    let listing = Arc::new(serde_json::Value::Array(infos));
-    let by_id: Arc<HashMap<String, Vec<serde_json::Value>>> = Arc::new(
-        exports
-            .into_iter()
-            .map(|e| {
-                let id = e["info"]["id"].as_str().unwrap_or_default().to_owned();
-                let messages = e["messages"].as_array().cloned().unwrap_or_default();
-                (id, messages)
-            })
-            .collect(),
-    );
+    let not_found = || Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
     crate::HttpServer::start(move |request: &Request| {
-        if request.path() == "/experimental/session" {
-            return Reply::json(200, &listing);
+        let Ok(exports) = exports.lock() else {
+            return Reply::json(500, &serde_json::json!({"name": "UnknownError"}));
+        };
+        match (request.path(), &events) {
+            ("/global/event", Some(frames)) => return Reply::Feed(std::sync::Arc::clone(frames)),
+            ("/experimental/session", _) => {
+                let infos: Vec<&serde_json::Value> = exports.iter().map(|e| &e["info"]).collect();
+                return Reply::json(200, &serde_json::json!(infos));
+            }
+            _ => {}
         }
         let Some(id) = request
             .path()
             .strip_prefix("/session/")
             .and_then(|p| p.strip_suffix("/message"))
         else {
-            return Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
+            return not_found();
         };
-        let Some(all) = by_id.get(id) else {
-            return Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
+        let Some(all) = exports
+            .iter()
+            .find(|e| e["info"]["id"] == id)
+            .and_then(|e| e["messages"].as_array())
+        else {
+            return not_found();
         };
         let limit: usize = request
             .query("limit")

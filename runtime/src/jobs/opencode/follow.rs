@@ -154,6 +154,8 @@ pub struct FollowTick<'a> {
     pub took: Duration,
     /// `start`, `resync`, `poll`, `wakeup` or `events`.
     pub reason: &'static str,
+    /// Events taken from the streams so far (all of them: heartbeats too).
+    pub events: u64,
     /// The tick's report (`None`: the watchdog is disabled), or why it failed (the store, the
     /// lock held by another run).
     pub result: Result<Option<&'a TickReport>, &'a Error>,
@@ -270,6 +272,7 @@ pub fn follow(
                 started: now,
                 took: started.elapsed(),
                 reason,
+                events: pending.events,
                 result: result.as_ref().map(Option::as_ref),
             });
             continue;
