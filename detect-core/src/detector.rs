@@ -28,9 +28,77 @@ pub const REPEAT_MAX_PERIOD: usize = 3;
 pub const REPEAT_MIN_REPEATS: usize = 3;
 /// `repeat` also looks at the session's last this-many calls, landings included.
 pub const STALE_WINDOW: usize = 8;
-/// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls repeat a call with
-/// the same result seen earlier in the session, whatever landed in between.
+/// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls echo one of the
+/// [`ECHO_HISTORY`] calls before them ([`Staleness`]).
 pub const STALE_MIN: u32 = 7;
+/// How far back a call looks for the call it echoes.
+pub const ECHO_HISTORY: usize = 16;
+
+/// One call as [`Staleness`] remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Echo {
+    /// The call and its result ([`seen_key`]); `None` for a poll, which echoes nothing.
+    key: Option<String>,
+    /// The lines of one file it showed, until the session lands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    view: Option<(String, u64, u64)>,
+}
+
+/// Which of a session's last calls made no progress, for `repeat`'s figure `stale`, fed the same
+/// way by both forms so they cannot drift apart. A call *echoes* when it repeats one of the
+/// [`ECHO_HISTORY`] calls before it with the same result (landings or not: the same result says
+/// nothing it sees changed), or shows lines of a file that one of them showed since the session
+/// last landed (nothing can have changed them). A loop echoes its own recent calls; healthy work
+/// that comes back to something does so from further away, or sees a new result.
+#[derive(Debug, Clone, Default)]
+struct Staleness {
+    history: VecDeque<Echo>,
+    /// Whether each of the last [`STALE_WINDOW`] calls echoed.
+    recent: VecDeque<bool>,
+}
+
+impl Staleness {
+    /// Account for the next counted call (`facts.landed` as the detector finally judged it).
+    fn push(&mut self, facts: &CallFacts) {
+        let key = (!facts.wait).then(|| seen_key(facts));
+        let view = if facts.wait {
+            None
+        } else {
+            facts
+                .view
+                .as_ref()
+                .map(|v| (v.path.clone(), v.first, v.last))
+        };
+        let echoed = key.as_ref().is_some_and(|key| {
+            self.history.iter().any(|e| e.key.as_ref() == Some(key))
+                || view.as_ref().is_some_and(|(path, a, b)| {
+                    self.history.iter().any(|e| {
+                        e.view
+                            .as_ref()
+                            .is_some_and(|(p, x, y)| p == path && x <= b && a <= y)
+                    })
+                })
+        });
+        if facts.landed {
+            // A landing may have changed any file: what was shown before it is no evidence.
+            for e in &mut self.history {
+                e.view = None;
+            }
+        }
+        if self.history.len() == ECHO_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(Echo { key, view });
+        if self.recent.len() == STALE_WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(echoed);
+    }
+
+    fn count(&self) -> u32 {
+        count_true(self.recent.iter())
+    }
+}
 
 /// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
 /// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
@@ -269,17 +337,15 @@ pub fn judge_facts(
         None
     };
     let stale = if config.applies(Rule::Repeat) {
-        let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
-        let again: Vec<bool> = facts
-            .iter()
-            .map(|f| !f.wait && !seen.insert((f.identity.as_str(), f.result.as_str())))
-            .collect();
-        let recent = &again[again.len().saturating_sub(STALE_WINDOW)..];
+        let mut staleness = Staleness::default();
+        for f in facts {
+            staleness.push(f);
+        }
         if facts.last().is_some_and(|f| f.landed) {
             // A landing at the end always unflags, until the calls after it repeat again.
             0
         } else {
-            count_true(recent.iter())
+            staleness.count()
         }
     } else {
         0
@@ -404,10 +470,8 @@ pub struct SessionDetector {
     /// `repeat`: the same for calls and results, periods 1..=3.
     repeat_runs: [u32; REPEAT_MAX_PERIOD],
     repeat: u32,
-    /// `repeat`: every call and result of the session (a poll excepted), and whether each of the
-    /// last [`STALE_WINDOW`] calls repeated one seen before it.
-    seen: BTreeSet<String>,
-    recent: VecDeque<bool>,
+    /// `repeat`: which of the session's calls made no progress.
+    staleness: Staleness,
     /// Whether the last call pushed landed (a landing at the end always unflags).
     last_landed: bool,
     /// Identities of the bash writes that landed (`precise`: a repeat is no landing).
@@ -433,10 +497,10 @@ pub struct DetectorSnapshot {
     /// The bash writes that landed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     written: Vec<String>,
-    /// Every call and result of the session (`precise`, rule `repeat`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    seen: Vec<String>,
-    /// Whether each of the session's last calls repeated one seen before (`precise`).
+    /// The session's last calls and results (`precise`, rule `repeat`).
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    history: VecDeque<Echo>,
+    /// Whether each of the session's last calls echoed an earlier one (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     recent: Vec<bool>,
     /// Whether the last call landed.
@@ -469,8 +533,7 @@ impl SessionDetector {
             cycle: 0,
             repeat_runs: [0; REPEAT_MAX_PERIOD],
             repeat: 0,
-            seen: BTreeSet::new(),
-            recent: VecDeque::new(),
+            staleness: Staleness::default(),
             last_landed: false,
             written: BTreeSet::new(),
         }
@@ -526,8 +589,8 @@ impl SessionDetector {
             latest_own_landing: self.latest_own_landing,
             profile: self.config.profile,
             written: self.written.iter().cloned().collect(),
-            seen: self.seen.iter().cloned().collect(),
-            recent: self.recent.iter().copied().collect(),
+            history: self.staleness.history.clone(),
+            recent: self.staleness.recent.iter().copied().collect(),
             last_landed: self.last_landed,
         }
     }
@@ -581,8 +644,10 @@ impl SessionDetector {
             cycle: 0,
             repeat_runs: [0; REPEAT_MAX_PERIOD],
             repeat: 0,
-            seen: snapshot.seen.into_iter().collect(),
-            recent: snapshot.recent.into_iter().collect(),
+            staleness: Staleness {
+                history: snapshot.history,
+                recent: snapshot.recent.into_iter().collect(),
+            },
             last_landed: snapshot.last_landed,
             written: snapshot.written.into_iter().collect(),
         };
@@ -618,18 +683,14 @@ impl SessionDetector {
         let Some(mut facts) = CallFacts::of(call, ctx, &self.config) else {
             return;
         };
-        if self.config.applies(Rule::Repeat) {
-            let again = !facts.wait && !self.seen.insert(seen_key(&facts));
-            if self.recent.len() == STALE_WINDOW {
-                self.recent.pop_front();
-            }
-            self.recent.push_back(again);
-        }
         if facts.write
             && self.config.applies(Rule::RepeatedWrites)
             && !self.written.insert(facts.identity.clone())
         {
             facts.landed = false;
+        }
+        if self.config.applies(Rule::Repeat) {
+            self.staleness.push(&facts);
         }
         self.last_landed = facts.landed;
         let before_descendant_landing = matches!(
@@ -794,7 +855,7 @@ impl SessionDetector {
             stale: if self.last_landed {
                 0
             } else {
-                count_true(self.recent.iter())
+                self.staleness.count()
             },
         };
         verdict_from_figures(&self.id, reason, &self.config)

@@ -24,6 +24,10 @@ pub struct Session {
     pub directory: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<Label>,
+    /// Labels for one profile (by its name), in place of `label` under that profile: a session
+    /// that pins one profile's gate may be a loop another profile must catch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, Label>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Line counts of files, keyed by full path.
@@ -50,6 +54,21 @@ impl Label {
             Label::MustFlag => "must_flag",
             Label::MustNotFlag => "must_not_flag",
         }
+    }
+
+    fn parse(text: &str) -> Option<Label> {
+        match text {
+            "must_flag" => Some(Label::MustFlag),
+            "must_not_flag" => Some(Label::MustNotFlag),
+            _ => None,
+        }
+    }
+}
+
+impl Session {
+    /// The session's label under `profile`: its `labels` entry for the profile, else `label`.
+    pub fn label_for(&self, profile: crate::Profile) -> Option<Label> {
+        self.labels.get(profile.as_str()).copied().or(self.label)
     }
 }
 
@@ -312,14 +331,37 @@ fn parse_session(index: usize, value: Value) -> Result<Session, ParseError> {
     };
     let label = match opt_string(obj, "label").map_err(named)?.as_deref() {
         None => None,
-        Some("must_flag") => Some(Label::MustFlag),
-        Some("must_not_flag") => Some(Label::MustNotFlag),
+        Some(text) => Some(Label::parse(text).ok_or_else(|| {
+            named(format!(
+                "`label` must be must_flag or must_not_flag, found {text:?}"
+            ))
+        })?),
+    };
+    let mut labels = BTreeMap::new();
+    match obj.get("labels") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (profile, value) in map {
+                if profile.parse::<crate::Profile>().is_err() {
+                    return Err(named(format!(
+                        "`labels` keys must be profile names, found {profile:?}"
+                    )));
+                }
+                let label = value.as_str().and_then(Label::parse).ok_or_else(|| {
+                    named(format!(
+                        "labels[{profile:?}] must be must_flag or must_not_flag"
+                    ))
+                })?;
+                labels.insert(profile.clone(), label);
+            }
+        }
         Some(other) => {
             return Err(named(format!(
-                "`label` must be must_flag or must_not_flag, found {other:?}"
+                "`labels` must be an object, found {}",
+                kind(other)
             )));
         }
-    };
+    }
     let mut line_counts = BTreeMap::new();
     match obj.get("line_counts") {
         None | Some(Value::Null) => {}
@@ -373,6 +415,7 @@ fn parse_session(index: usize, value: Value) -> Result<Session, ParseError> {
         directory: opt_string(obj, "directory").map_err(named)?,
         note: opt_string(obj, "note").map_err(named)?,
         label,
+        labels,
         line_counts,
         loop_start,
         calls,
@@ -691,6 +734,32 @@ mod tests {
                                    "output_hash": 7}]}]});
         let e = SessionFile::from_value(&bad_hash).unwrap_err().to_string();
         assert!(e.contains("call 0") && e.contains("output_hash"), "{e}");
+    }
+
+    #[test]
+    fn labels_per_profile_replace_the_label_under_their_profile() {
+        let file = json!({"format": SESSION_FILE_FORMAT, "sessions": [
+            {"id": "a", "label": "must_not_flag", "labels": {"precise": "must_flag"}, "calls": []},
+            {"id": "b", "label": "must_flag", "calls": []}]});
+        let parsed = SessionFile::from_value(&file).unwrap();
+        let (a, b) = (&parsed.sessions[0], &parsed.sessions[1]);
+        use crate::Profile::{Design, Precise};
+        assert_eq!(a.label_for(Design), Some(Label::MustNotFlag));
+        assert_eq!(a.label_for(Precise), Some(Label::MustFlag));
+        assert_eq!(b.label_for(Precise), Some(Label::MustFlag));
+        let again = SessionFile::from_json(&parsed.to_json_pretty()).unwrap();
+        assert_eq!(again, parsed);
+        assert!(!parsed.to_json_pretty().contains("\"labels\": {}"));
+        for (labels, named) in [
+            (json!({"fast": "must_flag"}), "profile names"),
+            (json!({"precise": "maybe"}), "labels[\"precise\"]"),
+            (json!(["precise"]), "`labels` must be an object"),
+        ] {
+            let bad = json!({"format": SESSION_FILE_FORMAT, "sessions": [
+                {"id": "a", "labels": labels, "calls": []}]});
+            let e = SessionFile::from_value(&bad).unwrap_err().to_string();
+            assert!(e.contains("(a)") && e.contains(named), "{e}");
+        }
     }
 
     /// The streamed reader says what parsing the whole tree says: the same sessions, or the same

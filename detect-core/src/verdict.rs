@@ -99,8 +99,9 @@ pub struct Reason {
     /// 3 times in a row (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeat: u32,
-    /// How many of the session's last 8 calls repeat a call with the same result seen earlier in
-    /// the session, landings or not (`precise` only; 0 otherwise).
+    /// How many of the session's last 8 calls echo one of the 16 calls before them (the same
+    /// call with the same result, landings or not, or a view of lines shown since the last
+    /// landing; `precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale: u32,
 }

@@ -335,7 +335,7 @@ fn a_snapshot_is_not_restored_under_another_profile() {
     assert!(SessionDetector::restore(snapshot, &precise).is_none());
 }
 
-/// A `precise` snapshot taken before the `repeat` rule (no `seen`, `recent`, `last_landed`, nor a
+/// A `precise` snapshot taken before the `repeat` rule (no `history`, `recent`, `last_landed`, nor a
 /// `result` per span call) still loads, and the detector goes on judging.
 #[test]
 fn a_snapshot_from_before_repeat_loads() {
@@ -349,7 +349,7 @@ fn a_snapshot_from_before_repeat_loads() {
     }
     let mut old = serde_json::to_value(detector.snapshot()).unwrap();
     let obj = old.as_object_mut().unwrap();
-    assert!(obj.remove("seen").is_some() && obj.remove("recent").is_some());
+    assert!(obj.remove("history").is_some() && obj.remove("recent").is_some());
     obj.remove("last_landed");
     for span_call in obj["span"].as_array_mut().unwrap() {
         assert!(

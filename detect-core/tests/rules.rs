@@ -741,8 +741,9 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
 }
 
 /// `repeat` (precise): the same call with the same result, alone or as a block of 2-3, fires
-/// before `min_calls`; so do 7 of the last 8 calls repeating calls and results seen earlier in
-/// the session, across a landing that changed nothing they see. A landing at the end unflags.
+/// before `min_calls`; so do 7 of the last 8 calls echoing one of the 16 calls before them (the
+/// same call and result), across a landing that changed nothing they see. A landing at the end
+/// unflags.
 #[test]
 fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     let pytest = |exit| bash_exit("pytest tests/t.py -x", exit);
@@ -824,6 +825,75 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     // Ablated, `repeat` is not computed.
     let v = judge_with(&precise_without_repeat(), calls);
     assert_eq!((v.reason.repeat, v.reason.stale), (0, 0));
+}
+
+/// `stale` (precise, rule `repeat`): what echoes and what does not. Each row: 3 unique calls, then
+/// the calls of the row; the figure is how many of the last 8 echo one of the 16 calls before
+/// them, and 7 fire before `min_calls`.
+#[test]
+fn precise_stale_counts_echoes_of_recent_calls() {
+    let test = |out: &str| bash_exit("pytest tests/t.py -x", 1).with_output(out);
+    let view = |a: u64, b: u64| bash_exit(&format!("sed -n '{a},{b}p' src/a.py"), 0);
+    let land = |i: u32| bash_exit(&format!("sed -i 's/x{i}/y/' src/a.py"), 0);
+    let poll = |out: &str| bash_exit("sleep 30 && tail -n 5 /tmp/job.log", 0).with_output(out);
+    let rows: Vec<(&str, Vec<Call>, u32)> = vec![
+        (
+            "one file reread in overlapping ranges, a failing test between",
+            vec![
+                view(10, 60),
+                test("1 failed"),
+                view(20, 80),
+                view(5, 50),
+                test("1 failed"),
+                view(30, 90),
+                view(12, 70),
+                test("1 failed"),
+                view(40, 60),
+            ],
+            7,
+        ),
+        (
+            "paging with new offsets shows new lines",
+            (0..8).map(|p| view(p * 40 + 1, p * 40 + 40)).collect(),
+            0,
+        ),
+        (
+            "the same test after each real edit sees a new result",
+            (0..4)
+                .flat_map(|i| vec![land(i), test(&format!("{i} failed"))])
+                .collect(),
+            0,
+        ),
+        (
+            "a poll echoes nothing",
+            (0..8).map(|_| poll("12% done")).collect(),
+            0,
+        ),
+        (
+            "a landing between two views: the second shows what changed",
+            vec![
+                view(10, 60).with_output("before"),
+                test("1 failed"),
+                land(0),
+                view(10, 60).with_output("after"),
+                test("2 failed"),
+            ],
+            0,
+        ),
+    ];
+    for (name, tail, stale) in rows {
+        let mut calls: Vec<Call> = (0..3).map(unique).collect();
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(v.reason.stale, stale, "{name}: {}", v.summary());
+        assert_eq!(
+            v.signals.contains(&Signal::Repeat),
+            stale >= 7,
+            "{name}: {}",
+            v.summary()
+        );
+        assert!(v.reason.calls_since_landed < 40, "{name}");
+    }
 }
 
 /// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls

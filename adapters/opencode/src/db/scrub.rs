@@ -96,6 +96,7 @@ pub fn scrub_session(session: &Session, config: &DetectConfig) -> Session {
         agent: session.agent.clone(),
         directory: session.directory.clone(),
         label: session.label,
+        labels: session.labels.clone(),
         note: session.note.clone(),
         line_counts: session.line_counts.clone(),
         loop_start: session.loop_start,

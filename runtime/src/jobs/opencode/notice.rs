@@ -162,6 +162,7 @@ mod tests {
             agent: Some(agent.to_owned()),
             directory: Some("/home/me/shop".to_owned()),
             label: None,
+            labels: BTreeMap::new(),
             note: None,
             line_counts: BTreeMap::new(),
             loop_start: None,

@@ -643,6 +643,7 @@ mod tests {
                     agent: None,
                     directory: None,
                     label: None,
+                    labels: Default::default(),
                     note: None,
                     line_counts: Default::default(),
                     loop_start: None,
