@@ -109,6 +109,52 @@ fn sessions_read_from_the_db_match_the_exports() {
     assert!(all.contains(&SHELL.to_owned()));
 }
 
+/// Each call keeps the hash of what its tool printed (`state.output`, else `metadata.output` as a
+/// user-run shell part has it), never the text, read the same from the database opencode wrote as
+/// from its export.
+#[test]
+fn output_hashes_come_from_the_tool_output_and_survive_the_database() {
+    let (path, how) = sample_db();
+    let db = open(&path);
+    for name in SAMPLES {
+        let raw = export_json(name);
+        let expected = session_from_export(&raw).unwrap();
+        let row = db
+            .sessions()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.id == expected.id)
+            .unwrap();
+        assert_eq!(
+            db.load(&row).unwrap().session.calls,
+            expected.calls,
+            "{how}: {name}"
+        );
+        let outputs: Vec<Option<&str>> = raw["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["parts"].as_array().unwrap())
+            .filter(|p| p["type"] == "tool" && p["state"]["status"] != "pending")
+            .map(|p| {
+                let state = &p["state"];
+                state["output"]
+                    .as_str()
+                    .or_else(|| state["metadata"]["output"].as_str())
+            })
+            .collect();
+        assert_eq!(outputs.len(), expected.calls.len(), "{name}");
+        for (call, output) in expected.calls.iter().zip(outputs) {
+            assert_eq!(
+                call.output_hash,
+                output.map(detect_core::output_hash),
+                "{name}: {}",
+                call.tool
+            );
+        }
+    }
+}
+
 #[test]
 fn export_follows_children_scrubs_and_keeps_verdicts() {
     let (path, how) = sample_db();
