@@ -5,9 +5,10 @@
 
 use crate::bash::normalize_bash;
 use crate::config::{DetectConfig, Rule};
-use crate::model::{Call, CallStatus};
+use crate::model::{Call, CallStatus, MapOnly};
 use crate::shell;
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -315,6 +316,71 @@ impl CallFacts {
             start_ms: call.start_ms(),
             end_ms: call.end_ms(),
         })
+    }
+}
+
+/// A call's metadata as the matcher reads it, and nothing more: `exit`, `total_lines`,
+/// `lines_read`, `diff`, and the `additions` and `deletions` of `filediff` and of each of `files`
+/// (not the files' contents). Read for `detect`, it answers every question [`CallFacts::of`]
+/// asks of the metadata as the whole metadata does; a metadata it cannot read (not an object,
+/// a repeated key) is read whole instead.
+#[derive(Deserialize)]
+pub(crate) struct ReadMetadata {
+    /// Kept when `null`: [`call_result`] writes it.
+    #[serde(default, deserialize_with = "present")]
+    exit: Option<Value>,
+    total_lines: Option<Value>,
+    lines_read: Option<Value>,
+    diff: Option<Value>,
+    filediff: Option<MapOnly<Changed>>,
+    files: Option<Vec<MapOnly<Changed>>>,
+}
+
+/// What [`is_landed`] reads of a changed file.
+#[derive(Deserialize)]
+struct Changed {
+    additions: Option<Value>,
+    deletions: Option<Value>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Changed {
+    fn into_value(self) -> Value {
+        let mut map = Map::new();
+        for (key, value) in [("additions", self.additions), ("deletions", self.deletions)] {
+            if let Some(value) = value {
+                map.insert(key.to_owned(), value);
+            }
+        }
+        Value::Object(map)
+    }
+}
+
+impl ReadMetadata {
+    pub(crate) fn into_value(self) -> Value {
+        let mut map = Map::new();
+        let scalars = [
+            ("exit", self.exit),
+            ("total_lines", self.total_lines),
+            ("lines_read", self.lines_read),
+            ("diff", self.diff),
+        ];
+        for (key, value) in scalars {
+            if let Some(value) = value {
+                map.insert(key.to_owned(), value);
+            }
+        }
+        if let Some(MapOnly(filediff)) = self.filediff {
+            map.insert("filediff".to_owned(), filediff.into_value());
+        }
+        if let Some(files) = self.files {
+            let files = files.into_iter().map(|f| f.0.into_value()).collect();
+            map.insert("files".to_owned(), Value::Array(files));
+        }
+        Value::Object(map)
     }
 }
 

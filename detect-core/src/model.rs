@@ -1,10 +1,16 @@
 //! The session and call model, and the session file (`agentwatch-sessions/1`) that holds it.
 //!
-//! Parsing walks the JSON by hand rather than through derived `Deserialize`, so that every error
-//! names the session and the call index it is about, as the fixture format requires.
+//! A session is read typed and borrowed from its text ([`parse_session_text`]); a session that
+//! does not read that way is walked by hand as a JSON tree, so that every error names the session
+//! and the call index it is about, as the fixture format requires.
 
+use crate::config::DetectConfig;
+use crate::detector::SessionDetector;
+use crate::matcher::ReadMetadata;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 /// The `format` tag of a session file.
@@ -214,22 +220,17 @@ impl SessionFile {
     /// Parse a session file. Unknown keys are ignored; a missing or mistyped required key is an
     /// error naming the session and the call index.
     ///
-    /// The document is read one session at a time ([`stream_sessions`]): no JSON tree of the
+    /// The document is read one session at a time ([`stream_session_texts`]): no JSON tree of the
     /// whole file is built.
     pub fn from_json(text: &str) -> Result<Self, ParseError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let mut sessions = Vec::new();
-        let streamed = stream_sessions(&mut de, &[], &mut |serial, session| {
-            sessions.push((serial, session));
+        let mut parsed = Vec::new();
+        let streamed = stream_session_texts(&mut de, &[], &mut |t| {
+            parsed.push((t.serial, parse_session_text(t.index, t.text.get())));
         })?;
-        streamed.outcome?;
-        Ok(Self::new(
-            sessions
-                .into_iter()
-                .filter(|(serial, _)| *serial >= streamed.first_serial)
-                .map(|(_, session)| session)
-                .collect(),
-        ))
+        Ok(Self::new(counted_sessions(&streamed, parsed, |s| {
+            s.id.as_str()
+        })?))
     }
 
     pub fn from_value(value: &Value) -> Result<Self, ParseError> {
@@ -458,9 +459,7 @@ fn parse_call(value: Value) -> Result<Call, String> {
             let ms = |key: &str| -> Result<Option<i64>, String> {
                 match t.get(key) {
                     None | Some(Value::Null) => Ok(None),
-                    Some(v) => v
-                        .as_i64()
-                        .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+                    Some(v) => unix_ms(v)
                         .map(Some)
                         .ok_or_else(|| format!("`time.{key}` must be a number (unix ms)")),
                 }
@@ -482,7 +481,215 @@ fn parse_call(value: Value) -> Result<Call, String> {
     })
 }
 
-/// What [`stream_sessions`] found besides the sessions it handed over.
+/// A number of unix milliseconds: an integer, or a finite number cut to one.
+fn unix_ms(value: &Value) -> Option<i64> {
+    value
+        .as_i64()
+        .or_else(|| value.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
+}
+
+/// `T` read only from a JSON object: a derived struct also reads from a list, which the walk of a
+/// session file refuses.
+pub(crate) struct MapOnly<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Object<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Object(std::marker::PhantomData))
+            .map(MapOnly)
+    }
+}
+
+/// A session as a session file holds it, borrowed from its text where the JSON allows; `M` is
+/// how much of each call's metadata is built.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "M: Deserialize<'de> + Default"))]
+struct SessionDoc<'a, M> {
+    id: String,
+    parent_id: Option<String>,
+    title: Option<String>,
+    agent: Option<String>,
+    directory: Option<String>,
+    label: Option<Label>,
+    labels: Option<BTreeMap<String, Label>>,
+    note: Option<String>,
+    line_counts: Option<BTreeMap<String, u64>>,
+    loop_start: Option<usize>,
+    #[serde(borrow)]
+    calls: Vec<MapOnly<CallDoc<'a, M>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "M: Deserialize<'de> + Default"))]
+struct CallDoc<'a, M> {
+    #[serde(borrow)]
+    tool: Cow<'a, str>,
+    input: Value,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(default)]
+    metadata: M,
+    time: Option<MapOnly<TimeDoc>>,
+    output_hash: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TimeDoc {
+    start: Option<Value>,
+    end: Option<Value>,
+}
+
+/// A call's metadata as it is built: whole ([`Value`]), or only what the matcher reads.
+trait Metadata {
+    fn into_value(self) -> Value;
+}
+
+impl Metadata for Value {
+    fn into_value(self) -> Value {
+        self
+    }
+}
+
+impl Metadata for Option<ReadMetadata> {
+    fn into_value(self) -> Value {
+        self.map_or(Value::Null, ReadMetadata::into_value)
+    }
+}
+
+impl<M: Metadata> CallDoc<'_, M> {
+    /// The call, if it is one [`parse_call`] accepts (else `None`: that walk names the error).
+    fn into_call(self) -> Option<Call> {
+        if self.tool.is_empty() || !self.input.is_object() {
+            return None;
+        }
+        if self.tool == "bash" && self.input.get("command").is_some_and(|c| !c.is_string()) {
+            return None;
+        }
+        let ms = |v: Option<Value>| match v {
+            None => Some(None),
+            Some(v) => unix_ms(&v).map(Some),
+        };
+        let time = match self.time {
+            None => None,
+            Some(MapOnly(t)) => Some(CallTime {
+                start: ms(t.start)?,
+                end: ms(t.end)?,
+            }),
+        };
+        Some(Call {
+            tool: self.tool.into_owned(),
+            input: self.input,
+            status: CallStatus::from_text(&self.status),
+            metadata: self.metadata.into_value(),
+            time,
+            output_hash: self.output_hash,
+        })
+    }
+}
+
+impl<M> SessionDoc<'_, M> {
+    /// The session without its calls, if its keys are ones [`parse_session`] accepts.
+    fn stub(&mut self) -> Option<Session> {
+        let labels = self.labels.take().unwrap_or_default();
+        if self.id.is_empty() || labels.keys().any(|k| k.parse::<crate::Profile>().is_err()) {
+            return None;
+        }
+        Some(Session {
+            id: std::mem::take(&mut self.id),
+            parent_id: self.parent_id.take(),
+            title: self.title.take(),
+            agent: self.agent.take(),
+            directory: self.directory.take(),
+            label: self.label,
+            labels,
+            note: self.note.take(),
+            line_counts: self.line_counts.take().unwrap_or_default(),
+            loop_start: self.loop_start,
+            calls: Vec::new(),
+        })
+    }
+}
+
+/// The typed read of a session's text: its stub and its calls, or `None` when the text is not
+/// a session [`parse_session`] accepts (or is one the typed read refuses, a repeated key).
+fn read_typed<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
+    text: &'a str,
+) -> Option<(Session, impl Iterator<Item = Option<Call>> + 'a)> {
+    let MapOnly(mut doc): MapOnly<SessionDoc<'a, M>> = serde_json::from_str(text).ok()?;
+    let stub = doc.stub()?;
+    Some((stub, doc.calls.into_iter().map(|call| call.0.into_call())))
+}
+
+/// The session walked as a JSON tree: the exact error for a text the typed read refuses.
+fn parse_session_tree(index: usize, text: &str) -> Result<Session, ParseError> {
+    let value = serde_json::from_str(text).map_err(|e| ParseError::Json {
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    parse_session(index, value)
+}
+
+/// Parse one session of a session file from its JSON text; `index` is its place in the list,
+/// which names it in errors. The same session, or the same error, as [`SessionFile::from_value`].
+pub fn parse_session_text(index: usize, text: &str) -> Result<Session, ParseError> {
+    if let Some((mut session, calls)) = read_typed::<Value>(text)
+        && let Some(calls) = calls.collect::<Option<Vec<Call>>>()
+    {
+        session.calls = calls;
+        return Ok(session);
+    }
+    parse_session_tree(index, text)
+}
+
+/// Parse one session of a session file from its JSON text and push its calls into a new
+/// detector as they are read, dropping them: the session comes back without calls. Of each
+/// call's metadata only what the matcher reads is built. The same errors as
+/// [`parse_session_text`]; the detector is the one that would have been fed its calls.
+pub fn detect_session_text(
+    index: usize,
+    text: &str,
+    config: &DetectConfig,
+) -> Result<(Session, SessionDetector), ParseError> {
+    if let Some((session, calls)) = read_typed::<Option<ReadMetadata>>(text) {
+        let mut detector = SessionDetector::new(&session, config);
+        if calls
+            .map(|call| call.map(|call| detector.push(&call)))
+            .all(|pushed| pushed.is_some())
+        {
+            return Ok((session, detector));
+        }
+    }
+    let mut session = parse_session_tree(index, text)?;
+    let mut detector = SessionDetector::new(&session, config);
+    for call in &session.calls {
+        detector.push(call);
+    }
+    session.calls = Vec::new();
+    Ok((session, detector))
+}
+
+/// One element of a session file's `sessions` list, as it was read.
+#[derive(Debug)]
+pub struct SessionText {
+    /// Its place among every element read from the document (a repeated `sessions` key goes on).
+    pub serial: usize,
+    /// Its place in its list, which names it in errors.
+    pub index: usize,
+    /// Its JSON text (syntax checked, nothing built).
+    pub text: Box<RawValue>,
+}
+
+/// What [`stream_session_texts`] found besides the sessions it handed over.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Streamed {
     /// The top-level keys asked for in `keep`, when present (the last of a repeated key).
@@ -490,21 +697,23 @@ pub struct Streamed {
     /// The sessions that count are those whose serial is at least this: a repeated `sessions`
     /// key replaces the earlier list, as in any JSON object.
     pub first_serial: usize,
-    /// Whether the document is a valid session file (format, list, every session, unique ids),
-    /// with the first error in the order [`SessionFile::from_value`] reports it.
+    /// Whether the document has the shape of a session file (an object, the format, a list of
+    /// sessions), with the first error in the order [`SessionFile::from_value`] reports it. The
+    /// sessions themselves are checked by [`counted_sessions`].
     pub outcome: Result<(), ParseError>,
 }
 
-/// Read a session file from `de` one session at a time, handing each valid session to
-/// `on_session` with a serial number as soon as it is read; only one session's JSON is held at
-/// a time. The whole document is read (a syntax error anywhere is [`ParseError::Json`], as with
-/// [`SessionFile::from_json`]); other errors are reported in [`Streamed::outcome`], and sessions
-/// handed over before an error are the caller's to drop. Top-level keys named in `keep` are kept
-/// as JSON (e.g. to recognise another format); other keys are skipped without being built.
-pub fn stream_sessions<'de, R: serde_json::de::Read<'de>>(
+/// Read a session file from `de` one session at a time, handing each element of the `sessions`
+/// list to `on_text` as JSON text as soon as it is read, so that a caller may parse it anywhere
+/// ([`parse_session_text`], [`detect_session_text`]); only one session's text is held at a time.
+/// The whole document is read (a syntax error anywhere is [`ParseError::Json`], as with
+/// [`SessionFile::from_json`]); the document's shape is reported in [`Streamed::outcome`]. Top-level
+/// keys named in `keep` are kept as JSON (e.g. to recognise another format); other keys are
+/// skipped without being built.
+pub fn stream_session_texts<'de, R: serde_json::de::Read<'de>>(
     de: &mut serde_json::Deserializer<R>,
     keep: &[&str],
-    on_session: &mut dyn FnMut(usize, Session),
+    on_text: &mut dyn FnMut(SessionText),
 ) -> Result<Streamed, ParseError> {
     let json = |e: serde_json::Error| ParseError::Json {
         line: e.line(),
@@ -513,7 +722,7 @@ pub fn stream_sessions<'de, R: serde_json::de::Read<'de>>(
     };
     let mut state = StreamState {
         keep,
-        on_session,
+        on_text,
         serial: 0,
         kept: Map::new(),
         format: None,
@@ -523,14 +732,14 @@ pub fn stream_sessions<'de, R: serde_json::de::Read<'de>>(
     serde::de::DeserializeSeed::deserialize(RootSeed(&mut state), &mut *de).map_err(json)?;
     de.end().map_err(json)?;
     let first_serial = match &state.list {
-        Some(ListState::List { first_serial, .. }) => *first_serial,
+        Some(ListState::List { first_serial }) => *first_serial,
         _ => state.serial,
     };
     let outcome = if !state.object {
         Err(ParseError::NotAnObject)
     } else {
         check_format(state.format.as_ref()).and_then(|()| match state.list.take() {
-            Some(ListState::List { first_error, .. }) => first_error.map_or(Ok(()), Err),
+            Some(ListState::List { .. }) => Ok(()),
             Some(ListState::NotAList) | None => Err(ParseError::NoSessions),
         })
     };
@@ -541,9 +750,33 @@ pub fn stream_sessions<'de, R: serde_json::de::Read<'de>>(
     })
 }
 
+/// The sessions that count, in order, from what was parsed of each element of a streamed
+/// document (`(serial, result)`, in any order): the first error as [`SessionFile::from_value`]
+/// reports it (the document's shape, then a session that does not parse or an id seen twice,
+/// in list order), or every session of the last `sessions` list.
+pub fn counted_sessions<T>(
+    streamed: &Streamed,
+    mut parsed: Vec<(usize, Result<T, ParseError>)>,
+    id: impl Fn(&T) -> &str,
+) -> Result<Vec<T>, ParseError> {
+    streamed.outcome.clone()?;
+    parsed.retain(|(serial, _)| *serial >= streamed.first_serial);
+    parsed.sort_unstable_by_key(|(serial, _)| *serial);
+    let mut seen = HashSet::new();
+    let mut sessions = Vec::with_capacity(parsed.len());
+    for (_, result) in parsed {
+        let session = result?;
+        if !seen.insert(id(&session).to_owned()) {
+            return Err(ParseError::DuplicateSession(id(&session).to_owned()));
+        }
+        sessions.push(session);
+    }
+    Ok(sessions)
+}
+
 struct StreamState<'k, 'f> {
     keep: &'k [&'k str],
-    on_session: &'f mut dyn FnMut(usize, Session),
+    on_text: &'f mut dyn FnMut(SessionText),
     serial: usize,
     kept: Map<String, Value>,
     format: Option<Value>,
@@ -552,10 +785,7 @@ struct StreamState<'k, 'f> {
 }
 
 enum ListState {
-    List {
-        first_serial: usize,
-        first_error: Option<ParseError>,
-    },
+    List { first_serial: usize },
     NotAList,
 }
 
@@ -657,36 +887,17 @@ impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<ListState, A::Error> {
         let (state, first_serial) = (self.0, self.1);
-        let mut first_error = None;
-        let mut seen: HashSet<String> = HashSet::new();
         let mut index = 0;
-        loop {
-            if first_error.is_some() {
-                // Read the rest through for syntax errors, building nothing.
-                if seq.next_element::<serde::de::IgnoredAny>()?.is_none() {
-                    break;
-                }
-                continue;
-            }
-            let Some(value) = seq.next_element::<Value>()? else {
-                break;
-            };
-            match parse_session(index, value) {
-                Ok(session) if !seen.insert(session.id.clone()) => {
-                    first_error = Some(ParseError::DuplicateSession(session.id));
-                }
-                Ok(session) => {
-                    (state.on_session)(state.serial, session);
-                    state.serial += 1;
-                }
-                Err(e) => first_error = Some(e),
-            }
+        while let Some(text) = seq.next_element::<Box<RawValue>>()? {
+            (state.on_text)(SessionText {
+                serial: state.serial,
+                index,
+                text,
+            });
+            state.serial += 1;
             index += 1;
         }
-        Ok(ListState::List {
-            first_serial,
-            first_error,
-        })
+        Ok(ListState::List { first_serial })
     }
 }
 
@@ -759,6 +970,118 @@ mod tests {
                 {"id": "a", "labels": labels, "calls": []}]});
             let e = SessionFile::from_value(&bad).unwrap_err().to_string();
             assert!(e.contains("(a)") && e.contains(named), "{e}");
+        }
+    }
+
+    /// The typed read gives what the walk of the JSON tree gives, session and error alike, on
+    /// the shapes where they could part: lists where objects belong, `null`s, repeated keys,
+    /// escaped keys, numbers of every kind, and metadata in every form the matcher reads. And
+    /// `detect`'s read (only the metadata the matcher reads) feeds the detector the same.
+    #[test]
+    fn typed_read_equals_the_tree_walk() {
+        let call = |body: &str| format!(r#"{{"id":"s","directory":"/p","calls":[{body}]}}"#);
+        let bash = |meta: &str| {
+            call(&format!(
+                r#"{{"tool":"bash","input":{{"command":"git commit -m x"}},"status":"completed","metadata":{meta}}}"#
+            ))
+        };
+        let edit = |meta: &str| {
+            call(&format!(
+                r#"{{"tool":"edit","input":{{"filePath":"a.rs"}},"status":"completed","metadata":{meta}}}"#
+            ))
+        };
+        let mut texts = vec![
+            r#"{"id":"s","calls":[]}"#.to_owned(),
+            r#"["s",null,null,null,null,null,null,null,null,[]]"#.to_owned(),
+            r#"{"id":"","calls":[]}"#.to_owned(),
+            r#"{"id":7,"calls":[]}"#.to_owned(),
+            r#"{"id":"s","id":"t","calls":[]}"#.to_owned(),
+            r#"{"id":"s","calls":[],"label":"must_flag","loop_start":0,"line_counts":{"/p/a.rs":9}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"label":"maybe"}"#.to_owned(),
+            r#"{"id":"s","calls":[],"labels":{"precise":"must_flag","design":"must_not_flag"}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"labels":{"fast":"must_flag"}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"labels":{"precise":null}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"labels":["precise"]}"#.to_owned(),
+            r#"{"id":"s","calls":[],"labels":null}"#.to_owned(),
+            r#"{"id":"s","calls":[],"label":null,"line_counts":null,"loop_start":null,"title":null}"#.to_owned(),
+            r#"{"id":"s","calls":[],"line_counts":{"a":1.5}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"line_counts":{"a":1,"a":2}}"#.to_owned(),
+            r#"{"id":"s","calls":[],"loop_start":-1}"#.to_owned(),
+            r#"{"id":"s","calls":null}"#.to_owned(),
+            r#"{"id":"s"}"#.to_owned(),
+            call(r#"["bash",{"command":"ls"},"completed"]"#),
+            call(r#"{"tool":"","input":{},"status":"completed"}"#),
+            call(r#"{"tool":"bash","input":null,"status":"completed"}"#),
+            call(r#"{"tool":"bash","input":{"command":7},"status":"completed"}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":3}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"odd"}"#),
+            call(r#"{"tool":"bash","tool":"read","input":{"command":"ls"},"status":"completed"}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed"}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","output_hash":7}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"error","output_hash":null}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":[1,2]}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":1.5,"end":1e3}}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":"1"}}"#),
+            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":null}"#),
+            call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":2.0,"limit":10},"status":"completed","metadata":{"total_lines":null,"lines_read":5}}"#),
+            call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":40},"status":"completed","metadata":{"total_lines":50,"preview":"x"}}"#),
+            call(r#"{"tool":"write","input":{"filePath":"a.rs"},"status":"completed","metadata":[1]}"#),
+        ];
+        for meta in [
+            "null",
+            r#""x""#,
+            "[0]",
+            "{}",
+            r#"{"exit":0}"#,
+            r#"{"exit":null}"#,
+            r#"{"exit":{"code":0}}"#,
+            r#"{"exit":1,"exit":0}"#,
+            r#"{"exit":0,"output":"long"}"#,
+        ] {
+            texts.push(bash(meta));
+        }
+        for meta in [
+            r#"{"diff":"  
+"}"#,
+            r#"{"diff":"-a
++b"}"#,
+            r#"{"diff":5}"#,
+            r#"{"filediff":[1,2]}"#,
+            r#"{"filediff":null}"#,
+            r#"{"filediff":{"additions":0,"deletions":0,"before":"x","after":"y"}}"#,
+            r#"{"filediff":{"additions":3}}"#,
+            r#"{"filediff":{"additions":-3,"deletions":null}}"#,
+            r#"{"files":[{"additions":0},7,null,{"deletions":2}]}"#,
+            r#"{"files":[{"additions":0}]}"#,
+            r#"{"files":"x"}"#,
+            r#"{"files":null,"diff":null}"#,
+        ] {
+            texts.push(edit(meta));
+        }
+        for text in &texts {
+            let tree = parse_session_tree(3, text);
+            assert_eq!(parse_session_text(3, text), tree, "{text}");
+            for profile in [crate::Profile::Design, crate::Profile::Precise] {
+                let config = DetectConfig::with_profile(profile);
+                let detected = detect_session_text(3, text, &config);
+                match tree.clone() {
+                    Ok(mut session) => {
+                        let mut fed = SessionDetector::new(&session, &config);
+                        session.calls.iter().for_each(|c| fed.push(c));
+                        session.calls.clear();
+                        let (stub, detector) = detected.unwrap();
+                        assert_eq!(stub, session, "{text}");
+                        assert_eq!(detector.snapshot(), fed.snapshot(), "{text}");
+                        assert_eq!(detector.verdict(), fed.verdict(), "{text}");
+                        assert_eq!(
+                            detector.latest_own_landing(),
+                            fed.latest_own_landing(),
+                            "{text}"
+                        );
+                    }
+                    Err(e) => assert_eq!(detected.unwrap_err(), e, "{text}"),
+                }
+            }
         }
     }
 

@@ -1,12 +1,15 @@
 //! Reading sessions from disk: session files (`agentwatch-sessions/1`) and `opencode export` JSON.
 //!
-//! Files are read through a buffer one session at a time ([`detect_core::stream_sessions`]): no
-//! JSON tree of a whole file is built, and [`judge_files`] drops each session's calls once they
-//! are in its detector, judging sessions on every core (issue 19).
+//! Files are read through a buffer one session at a time ([`detect_core::stream_session_texts`]):
+//! no JSON tree of a whole file is built. One thread reads each session's text; the others parse
+//! it, typed and borrowed, where it is used (in parallel, on every core), and [`judge_files`]
+//! pushes each call into its session's detector as it is parsed and drops it (issue 19).
 
 use crate::error::Error;
 use detect_core::{
-    DetectConfig, Judgement, ParseError, Session, SessionDetector, judge_detectors, stream_sessions,
+    DetectConfig, Judgement, ParseError, Session, SessionDetector, SessionText, Streamed,
+    counted_sessions, detect_session_text, judge_detectors, parse_session_text,
+    stream_session_texts,
 };
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use serde_json::Value;
@@ -37,21 +40,21 @@ fn open(path: &str) -> Result<(String, Box<dyn Read + Send>), Error> {
 
 /// What one document turned out to be, once read through.
 enum Document {
-    /// A session file: the sessions handed over with a serial at least this one count.
-    SessionFile { first_serial: usize },
+    /// A session file: which of the sessions handed over count, and whether its shape is right.
+    SessionFile(Streamed),
     /// An `opencode export` of one session (the sessions handed over, if any, do not count).
     Export(Box<Session>),
 }
 
-/// Read one document from `de`, handing each session of a session file to `on_session` as it
-/// is read, and telling at the end which of them count.
+/// Read one document from `de`, handing each session of a session file to `on_text` as it is
+/// read, and telling at the end what the document was.
 fn stream_document<'de, R: serde_json::de::Read<'de>>(
     origin: &str,
     de: &mut serde_json::Deserializer<R>,
-    on_session: &mut dyn FnMut(usize, Session),
+    on_text: &mut dyn FnMut(SessionText),
 ) -> Result<Document, Error> {
     let data_err = |msg: String| Error::data(format!("{origin}: {msg}"));
-    let streamed = match stream_sessions(de, &["info", "messages"], on_session) {
+    let streamed = match stream_session_texts(de, &["info", "messages"], on_text) {
         Ok(streamed) => streamed,
         Err(ParseError::Json { message, .. }) => {
             return Err(data_err(format!("not JSON: {message}")));
@@ -63,10 +66,7 @@ fn stream_document<'de, R: serde_json::de::Read<'de>>(
             .map_err(|e| data_err(format!("opencode export: {e}")))?;
         return Ok(Document::Export(Box::new(session)));
     }
-    streamed.outcome.map_err(|e| data_err(e.to_string()))?;
-    Ok(Document::SessionFile {
-        first_serial: streamed.first_serial,
-    })
+    Ok(Document::SessionFile(streamed))
 }
 
 /// [`stream_document`] on a reader, through a large buffer; a failing read is an I/O error
@@ -74,7 +74,7 @@ fn stream_document<'de, R: serde_json::de::Read<'de>>(
 fn stream_reader(
     origin: &str,
     reader: impl Read,
-    on_session: &mut dyn FnMut(usize, Session),
+    on_text: &mut dyn FnMut(SessionText),
 ) -> Result<Document, Error> {
     let error = Rc::new(RefCell::new(None));
     let watched = Watched {
@@ -84,7 +84,7 @@ fn stream_reader(
     // The parser reads byte by byte: a `BufReader` it owns serves those from its buffer.
     let buffered = BufReader::with_capacity(1 << 20, watched);
     let mut de = serde_json::Deserializer::from_reader(buffered);
-    let document = stream_document(origin, &mut de, on_session);
+    let document = stream_document(origin, &mut de, on_text);
     match (document, error.take()) {
         (Err(_), Some(io)) => Err(Error::read(origin, io)),
         (document, _) => document,
@@ -108,24 +108,59 @@ impl<R: Read> Read for Watched<R> {
     }
 }
 
-/// The sessions of one document: a session file, or an `opencode export` of one session.
-pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    collect_sessions(|on| stream_document(origin, &mut de, on))
+/// How [`read_document`] turns each session into what its caller keeps.
+struct Reading<'a, T> {
+    /// A session's text (and its place in its list) into a `T`, on any core.
+    parse: &'a (dyn Fn(usize, &str) -> Result<T, ParseError> + Sync),
+    /// The session of an `opencode export` into a `T`.
+    export: &'a dyn Fn(Session) -> T,
+    /// The id of the session a `T` holds.
+    id: fn(&T) -> &str,
 }
 
-fn collect_sessions(
-    read: impl FnOnce(&mut dyn FnMut(usize, Session)) -> Result<Document, Error>,
-) -> Result<Vec<Session>, Error> {
-    let mut sessions = Vec::new();
-    match read(&mut |serial, session| sessions.push((serial, session)))? {
-        Document::Export(session) => Ok(vec![*session]),
-        Document::SessionFile { first_serial } => Ok(sessions
+/// Read one document: one thread reads each session's text, the others `parse` it as it comes
+/// (in parallel, on every core; a small queue keeps the reader a few sessions ahead, never a
+/// file). The sessions that count, in order, or the first error, as when read one by one.
+fn read_document<T: Send>(
+    origin: &str,
+    reader: impl Read + Send,
+    how: &Reading<'_, T>,
+) -> Result<Vec<T>, Error> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<SessionText>(32);
+        let reader = scope.spawn(move || {
+            stream_reader(origin, reader, &mut |text| {
+                // The receiver lives until the reader is joined; a send cannot fail before.
+                let _ = tx.send(text);
+            })
+        });
+        let parse = how.parse;
+        let parsed: Vec<(usize, Result<T, ParseError>)> = rx
             .into_iter()
-            .filter(|(serial, _)| *serial >= first_serial)
-            .map(|(_, session)| session)
-            .collect()),
-    }
+            .par_bridge()
+            .map(|text| (text.serial, parse(text.index, text.text.get())))
+            .collect();
+        let document = reader
+            .join()
+            .map_err(|_| Error::software(format!("{origin}: the reader panicked")))??;
+        match document {
+            Document::Export(session) => Ok(vec![(how.export)(*session)]),
+            Document::SessionFile(streamed) => counted_sessions(&streamed, parsed, how.id)
+                .map_err(|e| Error::data(format!("{origin}: {e}"))),
+        }
+    })
+}
+
+/// Sessions read whole, with their calls.
+const WHOLE: Reading<'static, Session> = Reading {
+    parse: &parse_session_text,
+    export: &std::convert::identity,
+    id: |session| session.id.as_str(),
+};
+
+/// The sessions of one document: a session file, or an `opencode export` of one session.
+pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
+    read_document(origin, text.as_bytes(), &WHOLE)
 }
 
 /// Read the sessions of several files, in order; an id seen twice is an error naming both files.
@@ -134,8 +169,7 @@ pub fn read_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
     let mut origin_of = HashMap::new();
     for path in paths {
         let (origin, reader) = open(path)?;
-        let file = collect_sessions(|on| stream_reader(&origin, reader, on))?;
-        for session in file {
+        for session in read_document(&origin, reader, &WHOLE)? {
             check_unique(&mut origin_of, &session.id, path)?;
             sessions.push(session);
         }
@@ -156,21 +190,9 @@ fn check_unique(
     Ok(())
 }
 
-/// One session's calls pushed into its detector; the session keeps its id, parent and context
-/// but no calls.
-fn detected(mut session: Session, config: &DetectConfig) -> (Session, SessionDetector) {
-    let mut detector = SessionDetector::new(&session, config);
-    for call in &session.calls {
-        detector.push(call);
-    }
-    session.calls = Vec::new();
-    (session, detector)
-}
-
 /// Judge the sessions of several files (as [`read_sessions`] reads them) without holding their
-/// calls: one thread reads, the others push each session's calls into its detector as it comes
-/// (in parallel, on every core); the verdicts are [`detect_core::judge_sessions`]'s, in the
-/// same order.
+/// calls: each session's calls are pushed into its detector as they are parsed, on every core,
+/// and dropped; the verdicts are [`detect_core::judge_sessions`]'s, in the same order.
 pub fn judge_files(paths: &[String], config: &DetectConfig) -> Result<Judgement, Error> {
     let mut stubs: Vec<Session> = Vec::new();
     let mut detectors: Vec<SessionDetector> = Vec::new();
@@ -200,33 +222,19 @@ fn detect_document(
     reader: impl Read + Send,
     config: &DetectConfig,
 ) -> Result<Vec<(Session, SessionDetector)>, Error> {
-    std::thread::scope(|scope| {
-        // A small queue: the reader stays a few sessions ahead of the detectors, never a file.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Session)>(32);
-        let reader = scope.spawn(move || {
-            stream_reader(origin, reader, &mut |serial, session| {
-                // The receiver lives until the reader is joined; a send cannot fail before.
-                let _ = tx.send((serial, session));
-            })
-        });
-        let mut judged: Vec<(usize, (Session, SessionDetector))> = rx
-            .into_iter()
-            .par_bridge()
-            .map(|(serial, session)| (serial, detected(session, config)))
-            .collect();
-        let document = reader
-            .join()
-            .map_err(|_| Error::software(format!("{origin}: the reader panicked")))??;
-        judged.sort_unstable_by_key(|(serial, _)| *serial);
-        Ok(match document {
-            Document::Export(session) => vec![detected(*session, config)],
-            Document::SessionFile { first_serial } => judged
-                .into_iter()
-                .filter(|(serial, _)| *serial >= first_serial)
-                .map(|(_, judged)| judged)
-                .collect(),
-        })
-    })
+    let how = Reading {
+        parse: &|index, text| detect_session_text(index, text, config),
+        export: &|mut session: Session| {
+            let mut detector = SessionDetector::new(&session, config);
+            for call in &session.calls {
+                detector.push(call);
+            }
+            session.calls = Vec::new();
+            (session, detector)
+        },
+        id: |(session, _)| session.id.as_str(),
+    };
+    read_document(origin, reader, &how)
 }
 
 #[cfg(test)]
@@ -249,7 +257,10 @@ mod tests {
         ] {
             let path = root.join(name);
             let text = std::fs::read_to_string(&path).unwrap();
-            let sessions = SessionFile::from_json(&text).unwrap().sessions;
+            // The reference walks the whole JSON tree, as before any streaming or typed read.
+            let tree: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let sessions = SessionFile::from_value(&tree).unwrap().sessions;
+            assert_eq!(sessions_from_text(name, &text).unwrap(), sessions, "{name}");
             for profile in [Profile::Design, Profile::Precise] {
                 let config = DetectConfig::with_profile(profile);
                 let batch = judge_sessions(&sessions, &config);
