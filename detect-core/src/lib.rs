@@ -57,8 +57,8 @@ pub use matcher::{
 };
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
-    SessionText, Streamed, counted_sessions, detect_session_text, output_hash, parse_session_text,
-    stream_session_texts,
+    SessionText, Streamed, counted_sessions, detect_session_text, output_hash,
+    parse_judged_session_text, parse_session_text, stream_session_texts,
 };
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
 pub use verdict::{DEDUP_KEY_PREFIX, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

@@ -642,7 +642,21 @@ fn parse_session_tree(index: usize, text: &str) -> Result<Session, ParseError> {
 /// Parse one session of a session file from its JSON text; `index` is its place in the list,
 /// which names it in errors. The same session, or the same error, as [`SessionFile::from_value`].
 pub fn parse_session_text(index: usize, text: &str) -> Result<Session, ParseError> {
-    if let Some((mut session, calls)) = read_typed::<Value>(text)
+    parse_session_as::<Value>(index, text)
+}
+
+/// [`parse_session_text`] keeping of each call's metadata only what the matcher reads (as
+/// [`detect_session_text`] does): a session the detector judges as the whole one, in less
+/// memory, for a caller that replays its calls (the backtest).
+pub fn parse_judged_session_text(index: usize, text: &str) -> Result<Session, ParseError> {
+    parse_session_as::<Option<ReadMetadata>>(index, text)
+}
+
+fn parse_session_as<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
+    index: usize,
+    text: &'a str,
+) -> Result<Session, ParseError> {
+    if let Some((mut session, calls)) = read_typed::<M>(text)
         && let Some(calls) = calls.collect::<Option<Vec<Call>>>()
     {
         session.calls = calls;
@@ -1069,6 +1083,10 @@ mod tests {
                         let mut fed = SessionDetector::new(&session, &config);
                         session.calls.iter().for_each(|c| fed.push(c));
                         session.calls.clear();
+                        let judged = parse_judged_session_text(3, text).unwrap();
+                        let mut replayed = SessionDetector::new(&judged, &config);
+                        judged.calls.iter().for_each(|c| replayed.push(c));
+                        assert_eq!(replayed.snapshot(), fed.snapshot(), "{text}");
                         let (stub, detector) = detected.unwrap();
                         assert_eq!(stub, session, "{text}");
                         assert_eq!(detector.snapshot(), fed.snapshot(), "{text}");

@@ -8,8 +8,8 @@
 use crate::error::Error;
 use detect_core::{
     DetectConfig, Judgement, ParseError, Session, SessionDetector, SessionText, Streamed,
-    counted_sessions, detect_session_text, judge_detectors, parse_session_text,
-    stream_session_texts,
+    counted_sessions, detect_session_text, judge_detectors, parse_judged_session_text,
+    parse_session_text, stream_session_texts,
 };
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use serde_json::Value;
@@ -163,13 +163,29 @@ pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Erro
     read_document(origin, text.as_bytes(), &WHOLE)
 }
 
+/// Sessions whose calls keep only the metadata the matcher reads.
+const JUDGED: Reading<'static, Session> = Reading {
+    parse: &parse_judged_session_text,
+    ..WHOLE
+};
+
 /// Read the sessions of several files, in order; an id seen twice is an error naming both files.
 pub fn read_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
+    read_all(paths, &WHOLE)
+}
+
+/// [`read_sessions`] for a caller that only judges the sessions (the backtest): of each call's
+/// metadata only what the matcher reads is kept ([`detect_core::parse_judged_session_text`]).
+pub fn read_judged_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
+    read_all(paths, &JUDGED)
+}
+
+fn read_all(paths: &[String], how: &Reading<'_, Session>) -> Result<Vec<Session>, Error> {
     let mut sessions: Vec<Session> = Vec::new();
     let mut origin_of = HashMap::new();
     for path in paths {
         let (origin, reader) = open(path)?;
-        for session in read_document(&origin, reader, &WHOLE)? {
+        for session in read_document(&origin, reader, how)? {
             check_unique(&mut origin_of, &session.id, path)?;
             sessions.push(session);
         }

@@ -6,6 +6,7 @@
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
+use agentwatch_runtime::input::read_judged_sessions;
 use clap::{Parser, Subcommand};
 use detect_core::SessionFile;
 use detect_eval::backtest::{self, Options};
@@ -188,8 +189,9 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     let config =
         detector_from_flags(args.profile.as_deref(), &args.set).map_err(|e| e.to_string())?;
     let path = args.fixture.unwrap_or_else(default_corpus_path);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file = SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Streamed, parsed on every core, keeping of each call only what the detector reads.
+    let sessions =
+        read_judged_sessions(&[path.to_string_lossy().into_owned()]).map_err(|e| e.to_string())?;
     let options = Options {
         config,
         step: args.step,
@@ -201,7 +203,7 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     };
     if let Some(spec) = &args.sweep {
         let (key, values) = backtest::parse_sweep(spec)?;
-        let rows = backtest::sweep(&file.sessions, &options, &key, &values)
+        let rows = backtest::sweep(&sessions, &options, &key, &values)
             .map_err(|e| format!("--sweep {spec}: {e}"))?;
         let text = if args.json {
             format!("{:#}\n", backtest::sweep_to_json(&key, &rows))
@@ -211,7 +213,7 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
         write(out, &text)?;
         return Ok(EXIT_OK);
     }
-    let report = backtest::run(&file.sessions, &options);
+    let report = backtest::run(&sessions, &options);
     let text = if args.json {
         backtest::to_json_text(&report)
     } else {
