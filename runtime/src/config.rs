@@ -1159,7 +1159,8 @@ pub struct DeckSection {
     pub interval_s: u64,
     /// Daemon: least seconds between two ticks when hook files keep changing.
     pub min_tick_gap_s: u64,
-    /// Daemon: how often the hook status files' mtimes are polled (seconds).
+    /// Daemon: how often the hook status files' mtimes are polled (seconds) when the hook
+    /// directory cannot be watched.
     pub hook_poll_s: u64,
     /// The hook status directory; default `$XDG_DATA_HOME/agent-deck/hooks`, else `ROOT/hooks`.
     #[serde(skip_serializing_if = "Option::is_none")]

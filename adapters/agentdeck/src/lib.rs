@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`cli`] | runs the agent-deck CLI: `list --all --json`, `[-p P] session show ID --json`, `session restart ID --json`, `session send ID MSG --no-wait`; reads `null`, plain-text and `NOT_FOUND` answers |
 //! | [`tmux`] | `tmux [-S PATH \| -L NAME] capture-pane -p -t =SESSION:` and the SHA-256 of the pane |
+//! | [`hooks`] | a watch (inotify, through `notify`) on the hook status directory: wakes the deck daemon when a hook writes a status file |
 //! | [`pollers`] | Telegram pollers (`bun … telegram …`) and the state dir each owns, from `/proc`; a conductor's expected state dir from its env file |
 //!
 //! Every program runs as an argv, never through a shell, with a timeout; stdin is `/dev/null`.
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod hooks;
 pub mod pollers;
 mod process;
 pub mod tmux;

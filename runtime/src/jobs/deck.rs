@@ -16,7 +16,8 @@
 //! actions. Every decision is one `key=value` line on standard error. `--dry-run` performs no side
 //! effect at all: no agent-deck restart or send, no message, no log file, no store write (the
 //! store is read if it exists, never created). Without `--once` it runs as a daemon: a tick every
-//! `deck.interval_s`, earlier when a hook status file changes.
+//! `deck.interval_s`, earlier when a hook status file changes (told by an inotify watch on the
+//! hook directory, or seen by an mtime poll every `deck.hook_poll_s` where no watch can be set up).
 
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, DeckSection, Env};
@@ -30,6 +31,7 @@ use crate::stored::{
 };
 use crate::text::{escape_control, quote};
 use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
+use agentwatch_agentdeck::hooks::{HookWatch, Woken};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
 use agentwatch_channels::{ChannelKind, TelegramChannel};
@@ -1410,11 +1412,19 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         .field("root", rt.root.display())
         .field("dry_run", dry_run)
         .emit();
+    let mut watch: Option<HookWatch> = None;
     loop {
         let hooks = rt.hooks_dir();
+        let now = now_or_clock(None);
+        watch = watch_hooks(watch, hooks.as_deref(), now);
+        // This tick reads every change so far.
+        if let Some(w) = &watch
+            && w.drain() == Woken::Lost
+        {
+            watch = None;
+        }
         let before = hooks.as_deref().and_then(hooks_fingerprint);
         let started = Instant::now();
-        let now = now_or_clock(None);
         let report = rt.tick(&mut states, now);
         if let Err(e) = save(&mut store, &states, &report, started) {
             Line::err("deck", now).field("problem", e).emit();
@@ -1429,6 +1439,7 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
             report.next_wakeup,
             hooks.as_deref(),
             before,
+            &mut watch,
         );
         if args.verbose {
             Line::info("deck", now_or_clock(None))
@@ -1438,9 +1449,37 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
     }
 }
 
+/// The watch on the hook directory for this tick: `current` while it still watches `hooks`,
+/// else a new one. Where none can be set up (no directory, the system's watch limit) the
+/// daemon polls the files' mtimes every `deck.hook_poll_s`, with a warning once per directory.
+fn watch_hooks(current: Option<HookWatch>, hooks: Option<&Path>, now: i64) -> Option<HookWatch> {
+    let dir = hooks?;
+    if let Some(watch) = current.filter(|w| w.dir() == dir) {
+        return Some(watch);
+    }
+    match HookWatch::new(dir) {
+        Ok(watch) => {
+            Line::info("deck", now)
+                .field("hooks", dir.display())
+                .field("wake", "watch")
+                .emit();
+            Some(watch)
+        }
+        Err(e) => {
+            Line::warning("deck", now)
+                .field("hooks", dir.display())
+                .field("wake", "poll")
+                .field("problem", e)
+                .emit();
+            None
+        }
+    }
+}
+
 /// Sleeps until the next tick: `interval_s` after the last one started, or at the tick's
 /// wakeup if sooner, or sooner still (but not before `min_tick_gap_s`) when the hook status
-/// files changed.
+/// files changed: told by `watch` at once, else seen by polling their mtimes every
+/// `hook_poll_s`. A watch that stops working is dropped (the caller sets up a new one).
 fn wait_for_next(
     deck: &DeckSection,
     started: Instant,
@@ -1448,6 +1487,7 @@ fn wait_for_next(
     wakeup: Option<i64>,
     hooks: Option<&Path>,
     before: Option<(SystemTime, SystemTime, usize)>,
+    watch: &mut Option<HookWatch>,
 ) -> &'static str {
     let until_wakeup =
         wakeup.map(|at| Duration::from_secs(u64::try_from(at.saturating_sub(now)).unwrap_or(0)));
@@ -1458,6 +1498,24 @@ fn wait_for_next(
         let elapsed = started.elapsed();
         if elapsed >= interval {
             return "interval";
+        }
+        if let Some(w) = watch.as_ref() {
+            match w.wait(interval - elapsed) {
+                Woken::Changed => {
+                    // Not sooner than the gap after the last tick started.
+                    std::thread::sleep(gap.min(interval).saturating_sub(started.elapsed()));
+                    return "hook-change";
+                }
+                Woken::Timeout => continue,
+                Woken::Lost => {
+                    Line::warning("deck", now_or_clock(None))
+                        .field("wake", "poll")
+                        .field("problem", "the hook directory watch stopped")
+                        .emit();
+                    *watch = None;
+                    continue;
+                }
+            }
         }
         std::thread::sleep(poll.min(interval - elapsed));
         if let Some(dir) = hooks
@@ -1567,6 +1625,66 @@ mod tests {
         assert_ne!(second, first, "a rewritten status file wakes the daemon");
         assert_eq!(second.1, at(2_000));
         assert_eq!(hooks_fingerprint(&dir.join("missing")), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh real directory under the system's temp dir, for one test.
+    fn hooks_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("aw-deck-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The daemon's wait after a tick that started now, with a long interval (the test's bound:
+    /// a wake that never comes fails it as `interval`) and no gap.
+    fn wait_after_tick(dir: &Path, watch: &mut Option<HookWatch>) -> &'static str {
+        let deck = DeckSection {
+            interval_s: 30,
+            min_tick_gap_s: 0,
+            ..DeckSection::default()
+        };
+        let before = hooks_fingerprint(dir);
+        // A hook writes a status file as agent-deck does: a dot temp file renamed into place.
+        let hook = dir.to_path_buf();
+        let writer = std::thread::spawn(move || {
+            let temp = hook.join(".3f9a1c2e-1713770000.json.tmp-1");
+            std::fs::write(&temp, "{\"status\":\"waiting\"}").unwrap();
+            std::fs::rename(&temp, hook.join("3f9a1c2e-1713770000.json")).unwrap();
+            Instant::now()
+        });
+        let woke = wait_for_next(&deck, Instant::now(), 0, None, Some(dir), before, watch);
+        let written = writer.join().unwrap();
+        eprintln!("woke ({woke}) {:?} after the write", written.elapsed());
+        woke
+    }
+
+    #[test]
+    fn a_hook_write_wakes_the_daemon_through_the_watch() {
+        let dir = hooks_dir("watch");
+        let mut watch = watch_hooks(None, Some(&dir), 0);
+        assert!(watch.is_some(), "inotify watches a real directory");
+        assert_eq!(wait_after_tick(&dir, &mut watch), "hook-change");
+        assert!(watch.is_some(), "the watch goes on");
+        // The same watch serves the next tick; another directory gets its own.
+        let same = watch_hooks(watch, Some(&dir), 0).unwrap();
+        assert_eq!(same.dir(), dir);
+        let other = hooks_dir("watch-other");
+        assert_eq!(
+            watch_hooks(Some(same), Some(&other), 0).unwrap().dir(),
+            other
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+
+    #[test]
+    fn without_a_watch_the_daemon_polls_the_mtimes() {
+        let dir = hooks_dir("poll");
+        // A directory that cannot be watched: no watch, the poll takes over.
+        assert!(watch_hooks(None, Some(&dir.join("missing")), 0).is_none());
+        assert!(watch_hooks(None, None, 0).is_none());
+        assert_eq!(wait_after_tick(&dir, &mut None), "hook-change");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
