@@ -2,7 +2,8 @@
 //! (`agentwatch_runtime::jobs::opencode::run`, what the binary and `agentwatch run` call), over
 //! 200 sessions served from 127.0.0.1: the first tick (empty store), an idle tick after it
 //! (nothing new: the incremental path), and the same idle tick forced to re-read every history
-//! (`--full-read`), so the ratio of the two shows what the stored cursors save.
+//! (`--full-read`), so the ratio of the two shows what the stored cursors save. Then an idle
+//! tick over 2 000 known sessions (issue 19: it should stay under 100 ms).
 
 use agentwatch_benches::rss_kib;
 use agentwatch_runtime::jobs::opencode;
@@ -13,10 +14,12 @@ use serde_json::json;
 use std::path::Path;
 
 const SESSIONS: usize = 200;
+/// The known sessions of the tick at scale.
+const MANY_SESSIONS: usize = 2000;
 const CALLS: usize = 100;
 
-fn exports() -> Vec<serde_json::Value> {
-    (0..SESSIONS)
+fn exports(sessions: usize) -> Vec<serde_json::Value> {
+    (0..sessions)
         .map(|s| {
             let calls: Vec<(&str, serde_json::Value, serde_json::Value, &str)> = (0..CALLS)
                 .map(|i| {
@@ -70,18 +73,21 @@ fn report_memory(config: &Path) {
     );
 }
 
-fn ticks(c: &mut Criterion) {
-    let server = serve_exports(exports());
-    let tmp = TempDir::new("aw-bench-tick");
-    let config = tmp.path.join("config.toml");
+/// A config reading one loopback server, written into `dir`.
+fn config_for(dir: &Path, url: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
     std::fs::write(
         &config,
-        format!(
-            "[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{}\"]\n",
-            server.url()
-        ),
+        format!("[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{url}\"]\n"),
     )
     .unwrap();
+    config
+}
+
+fn ticks(c: &mut Criterion) {
+    let server = serve_exports(exports(SESSIONS));
+    let tmp = TempDir::new("aw-bench-tick");
+    let config = config_for(&tmp.path, &server.url());
     report_memory(&config);
     let mut g = c.benchmark_group("tick_200_sessions");
     g.sample_size(10);
@@ -103,5 +109,19 @@ fn ticks(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, ticks);
+/// An idle tick over 2 000 known sessions: the first tick (not measured) stores every cursor.
+fn ticks_at_scale(c: &mut Criterion) {
+    let server = serve_exports(exports(MANY_SESSIONS));
+    let tmp = TempDir::new("aw-bench-scale");
+    let config = config_for(&tmp.path, &server.url());
+    tick(&tmp.path, &config, false);
+    let mut g = c.benchmark_group("tick_2000_sessions");
+    g.sample_size(10);
+    g.bench_function("idle_tick_incremental", |b| {
+        b.iter(|| tick(&tmp.path, &config, false))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, ticks, ticks_at_scale);
 criterion_main!(benches);
