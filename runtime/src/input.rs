@@ -35,7 +35,9 @@ fn open(path: &str) -> Result<(String, Box<dyn Read + Send>), Error> {
         return Ok(("standard input".to_owned(), Box::new(std::io::stdin())));
     }
     let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-    Ok((path.to_owned(), Box::new(file)))
+    let size = file.metadata().map_or(0, |m| m.len());
+    let reading = crate::progress::Reading::new(file, path, size);
+    Ok((path.to_owned(), Box::new(reading)))
 }
 
 /// What one document turned out to be, once read through.

@@ -18,6 +18,7 @@
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
 //!   configuration (also started in the background by a long-running process).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
+//! - [`progress`]: the progress bar of long reads and runs (standard error, on a terminal only).
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
 #![forbid(unsafe_code)]
@@ -33,6 +34,7 @@ pub mod jobs;
 pub mod journal;
 pub mod notify;
 pub mod operator;
+pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod serve;
