@@ -15,7 +15,8 @@
 //! ```text
 //! load AlertState (serde; AlertState::default() when there is none)
 //! detector verdicts ─► plan_llm_opinions(state, config, flagged roots) ─► OpinionPlan
-//!                     ask the LLM only about plan.roots_to_ask(); parse_llm_opinion(reply)
+//!                     plan.ask(|planned roots| ask the LLM; parse_llm_opinion(reply)) ─► Opinions
+//!                     opinions.attach(&mut roots)
 //! Tick { now, roots: [RootObservation], gone, stale } ─► process_tick(state, config, tick)
 //!                     ─► TickOutcome { state, opinion_plan, decisions: [Decision] }
 //! journal every Decision's reason; store outcome.state with the events to send (an outbox)
@@ -88,17 +89,18 @@
 //! };
 //! let state = AlertState::default();
 //!
+//! let mut roots = vec![RootObservation::flagged("ses_a", "build", "top: read lib.rs x14")];
 //! let plan = plan_llm_opinions(&state, &config, ["ses_a"]);
-//! assert!(plan.should_ask("ses_a"));
-//! let opinion = parse_llm_opinion(" Yes\n"); // the model's raw reply
-//! assert_eq!(opinion, Some(LlmOpinion::Yes));
+//! // Only the plan can ask, and only its answers reach the tick.
+//! let opinions = plan.ask(|planned| {
+//!     assert_eq!(planned, ["ses_a"]);
+//!     let opinion = parse_llm_opinion(" Yes\n"); // the model's raw reply
+//!     planned.iter().map(|root| (root.to_string(), opinion)).collect()
+//! });
+//! assert_eq!(opinions.get("ses_a"), Some(LlmOpinion::Yes));
+//! opinions.attach(&mut roots);
 //!
-//! let tick = Tick {
-//!     now: 1_796_000_000,
-//!     roots: vec![RootObservation::flagged("ses_a", "build", "top: read lib.rs x14").with_opinion(opinion)],
-//!     gone: vec![],
-//!     stale: vec![],
-//! };
+//! let tick = Tick { now: 1_796_000_000, roots, gone: vec![], stale: vec![] };
 //! let outcome = process_tick(&state, &config, &tick).expect("valid tick");
 //! let decision = &outcome.decisions[0];
 //! assert_eq!(decision.kind, DecisionKind::Trigger);
@@ -132,7 +134,7 @@ pub use lifecycle::{
     TickOutcome, process_tick,
 };
 pub use opinion::{
-    LlmOpinion, OpinionDecision, OpinionPlan, OpinionSkip, OpinionVerdict, parse_llm_opinion,
-    plan_llm_opinions,
+    LlmOpinion, OpinionDecision, OpinionPlan, OpinionSkip, OpinionVerdict, Opinions,
+    parse_llm_opinion, plan_llm_opinions,
 };
 pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression};

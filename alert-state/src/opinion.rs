@@ -4,7 +4,7 @@ use crate::config::AlertConfig;
 use crate::event::{Severity, dedup_key_for_root};
 use crate::lifecycle::AlertState;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// What the local LLM said about a flagged root. "No answer" is `Option::None`.
@@ -114,6 +114,62 @@ impl OpinionPlan {
     pub fn should_ask(&self, root: &str) -> bool {
         self.decision_for(root)
             .is_some_and(|d| d.verdict == OpinionVerdict::Ask)
+    }
+
+    /// Ask the model, the only way to get [`Opinions`]: `ask` gets the planned roots in priority
+    /// order (and may ask them in parallel) and returns what it heard, `None` for no opinion. It
+    /// is not called when the plan asks nobody; answers about roots outside the plan are
+    /// dropped. So a caller plans, then asks, then hands the answers to the tick, in that order.
+    pub fn ask<F>(self, ask: F) -> Opinions
+    where
+        F: FnOnce(&[&str]) -> BTreeMap<String, Option<LlmOpinion>>,
+    {
+        let roots: Vec<&str> = self.roots_to_ask().collect();
+        let heard = if roots.is_empty() {
+            BTreeMap::new()
+        } else {
+            ask(&roots)
+        };
+        let answers = heard
+            .into_iter()
+            .filter(|(root, _)| self.should_ask(root))
+            .filter_map(|(root, opinion)| opinion.map(|o| (root, o)))
+            .collect();
+        Opinions {
+            plan: self,
+            answers,
+        }
+    }
+}
+
+/// The LLM's answers to one tick's [`OpinionPlan`], made only by [`OpinionPlan::ask`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Opinions {
+    plan: OpinionPlan,
+    answers: BTreeMap<String, LlmOpinion>,
+}
+
+impl Opinions {
+    /// The opinion heard about `root`, if it was asked and answered.
+    #[must_use]
+    pub fn get(&self, root: &str) -> Option<LlmOpinion> {
+        self.answers.get(root).copied()
+    }
+
+    /// The plan the answers follow.
+    #[must_use]
+    pub fn plan(&self) -> &OpinionPlan {
+        &self.plan
+    }
+
+    /// Put each answer on its root's observation, for [`process_tick`](crate::process_tick)
+    /// (which checks them against the same plan, recomputed from the state).
+    pub fn attach(&self, roots: &mut [crate::RootObservation]) {
+        for root in roots {
+            if let Some(opinion) = self.get(&root.root) {
+                root.opinion = Some(opinion);
+            }
+        }
     }
 }
 

@@ -608,6 +608,65 @@ fn with_the_local_llm_disabled_nobody_is_asked() {
 }
 
 #[test]
+fn only_the_plan_asks_and_only_its_answers_reach_the_tick() {
+    let config = AlertConfig {
+        max_llm_opinions_per_tick: 1,
+        ..config()
+    };
+    let state = AlertState::default();
+    // Two new roots, a cap of one: ses_a (first by id) is asked, ses_b is not.
+    let plan = plan_llm_opinions(&state, &config, ["ses_b", "ses_a"]);
+    let mut asked_for = Vec::new();
+    let opinions = plan.ask(|planned| {
+        asked_for = planned.iter().map(|r| (*r).to_owned()).collect();
+        // A careless asker answers for everyone: the answer about ses_b is dropped.
+        [("ses_a", YES), ("ses_b", YES), ("ses_zz", YES)]
+            .into_iter()
+            .map(|(root, opinion)| (root.to_owned(), opinion))
+            .collect()
+    });
+    assert_eq!(asked_for, ["ses_a"]);
+    assert_eq!(opinions.get("ses_a"), Some(LlmOpinion::Yes));
+    assert_eq!(
+        (opinions.get("ses_b"), opinions.get("ses_zz")),
+        (None, None)
+    );
+    let mut roots = vec![flagged("ses_a", None), flagged("ses_b", None)];
+    opinions.attach(&mut roots);
+    assert_eq!((roots[0].opinion, roots[1].opinion), (YES, None));
+    let outcome = process_tick(
+        &state,
+        &config,
+        &Tick {
+            now: T0,
+            roots,
+            gone: vec![],
+            stale: vec![],
+        },
+    )
+    .expect("valid tick");
+    let severity = |root: &str| outcome.state.open_alert_for_root(root).map(|a| a.severity);
+    assert_eq!(
+        severity("ses_a"),
+        Some(Severity::Critical),
+        "the yes was used"
+    );
+    assert_eq!(
+        severity("ses_b"),
+        Some(Severity::Warning),
+        "no opinion, a warning"
+    );
+
+    // Nothing to ask: the model is not called at all.
+    let quiet = AlertConfig {
+        local_llm_enabled: false,
+        ..config
+    };
+    let opinions = plan_llm_opinions(&state, &quiet, ["ses_a"]).ask(|_| panic!("not asked"));
+    assert_eq!(opinions.get("ses_a"), None);
+}
+
+#[test]
 fn an_opinion_on_a_root_that_is_not_flagged_is_reported_and_unused() {
     let mut watchdog = Watchdog::new(config());
     let outcome = watchdog.tick(vec![healthy("ses_a").with_opinion(YES)], &[]);

@@ -34,7 +34,7 @@ pub struct DeckArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct RecoverArgs {
-    /// Run one check and exit (the systemd timer repeats it). Required: there is no daemon mode.
+    /// Run one check and exit (a timer repeats it); without it, keep running.
     #[arg(long)]
     pub once: bool,
     /// Decide everything, do nothing: no notice, no restart, no state written.
@@ -60,7 +60,7 @@ pub struct RecoverArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct OpencodeArgs {
-    /// Run one tick and exit (the systemd timer repeats it). This is the only mode.
+    /// Run one tick and exit (a timer repeats it); without it (or `--follow`), keep running.
     #[arg(long)]
     pub once: bool,
     /// Decide everything, send nothing, write nothing.
@@ -336,7 +336,17 @@ impl From<OpencodeArgs> for jobs::opencode::Options {
 }
 same_fields!(RecoverArgs => jobs::recover::Options { once, dry_run, config, now, json, db, set });
 same_fields!(DeckArgs => jobs::deck::Options { once, dry_run, verbose, json, config, db, set, now });
-same_fields!(RunArgs => agentwatch_runtime::run::Options { dry_run, config, db, set });
+impl From<RunArgs> for agentwatch_runtime::run::Options {
+    fn from(a: RunArgs) -> Self {
+        Self {
+            dry_run: a.dry_run,
+            config: a.config,
+            db: a.db,
+            set: a.set,
+            only: None,
+        }
+    }
+}
 same_fields!(Common => operator::Common { config, db, json });
 same_fields!(ServeArgs => serve::Options { listen, db, config });
 same_fields!(ConfigArgs => operator::ConfigArgs { config, set, json });

@@ -144,11 +144,15 @@ fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(),
 }
 
 fn opencode(args: OpencodeArgs) -> CliResult {
-    let (json, verbose) = (args.json, args.verbose);
-    if args.follow {
+    let (json, verbose, follow) = (args.json, args.verbose, args.follow);
+    let args: jobs::opencode::Options = args.into();
+    if let Some(daemon) = args.daemon()? {
+        return agentwatch_runtime::run::run(&daemon).map(ExitCode::from);
+    }
+    if follow {
         // Each tick that fired an event is printed as it happens.
         let mut failed = None;
-        jobs::opencode::follow::follow_until_signal(&args.into(), |report| {
+        jobs::opencode::follow::follow_until_signal(&args, |report| {
             if report.fired() == 0 || failed.is_some() {
                 return;
             }
@@ -161,7 +165,7 @@ fn opencode(args: OpencodeArgs) -> CliResult {
         })?;
         return failed.map_or(Ok(ExitCode::SUCCESS), Err);
     }
-    if let Some(report) = jobs::opencode::run(&args.into())? {
+    if let Some(report) = jobs::opencode::run(&args)? {
         if json {
             print_json("opencode", &report.to_json(), false)?;
         } else {
@@ -207,8 +211,11 @@ fn man() -> CliResult {
 }
 
 fn recover(args: RecoverArgs) -> CliResult {
-    let json = args.json;
-    let outcome = jobs::recover::run(&args.into())?;
+    let (json, args) = (args.json, args.into());
+    if let Some(daemon) = jobs::recover::Options::daemon(&args)? {
+        return agentwatch_runtime::run::run(&daemon).map(ExitCode::from);
+    }
+    let outcome = jobs::recover::run(&args)?;
     if json {
         print_json("recover", &outcome.json, false)?;
     }

@@ -938,7 +938,7 @@ fn a_corrupt_state_is_set_aside_and_the_run_starts_clean() {
 }
 
 #[test]
-fn a_missing_report_a_held_lock_and_a_missing_once() {
+fn a_missing_report_a_held_lock_and_a_one_tick_flag_without_once() {
     let rig = Rig::new("edges", 0, "");
     let ran = rig.run(T0, &[]);
     assert_eq!(ran.code, 0);
@@ -951,13 +951,14 @@ fn a_missing_report_a_held_lock_and_a_missing_once() {
     assert!(ran.stderr.contains("another agentwatch recover run holds"));
     drop(lock);
 
+    // Without --once recover keeps running; a flag of one check is then a usage error.
     let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(["recover", "--config"])
+        .args(["recover", "--now", "1800000000", "--config"])
         .arg(&rig.config)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--once"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--now needs --once"));
 }
 
 /// Polls `what` every 50 ms for at most 20 s.

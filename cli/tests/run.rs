@@ -94,7 +94,11 @@ impl World {
     }
 
     fn start(&self, env: &[(&str, &str)]) -> Daemon {
-        let mut cmd = self.command(&["run"]);
+        self.start_command(&["run"], env)
+    }
+
+    fn start_command(&self, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = self.command(args);
         cmd.envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -371,5 +375,64 @@ fn a_bad_cadence_is_a_config_error_before_anything_starts() {
         assert_eq!(out.status.code(), Some(78), "{set}: {stderr}");
         assert!(stderr.contains(named), "{set}: {stderr}");
     }
+    assert!(!world.db().exists(), "nothing was started");
+}
+
+#[test]
+fn a_job_command_without_once_keeps_running_that_job_alone() {
+    let opencode = HttpServer::start(opencode_like);
+    for job in ["opencode", "recover"] {
+        let world = World::new(
+            job,
+            &format!(
+                "[opencode]\nservers = [{:?}]\n\n[run]\nopencode_interval_s = 3600\nrecover_interval_s = 3600\n",
+                opencode.url()
+            ),
+        );
+        let mut daemon = world.start_command(&[job], &[]);
+        until(&daemon, &format!("{job}'s tick"), || {
+            world.tick_of(job).is_some()
+        });
+        until(&daemon, "the run= line of the tick", || {
+            daemon.stderr().contains(&format!("job={job} result="))
+        });
+        daemon.signal("TERM");
+        let status = daemon.wait();
+        assert_eq!(status.code(), Some(0), "{}", daemon.stderr());
+        let journal = daemon.stderr();
+        assert!(journal.contains(&format!("jobs={job}:3600s")), "{journal}");
+        let jobs: Vec<String> = world.ticks().into_iter().map(|t| t.job).collect();
+        assert_eq!(jobs, [job], "only {job} ticked:\n{journal}");
+    }
+}
+
+#[test]
+fn a_one_tick_flag_without_once_is_a_usage_error_naming_it() {
+    let world = World::new("flags", "");
+    for (args, flag) in [
+        (&["opencode", "--demo"][..], "--demo"),
+        (&["opencode", "--now", "1700000000"], "--now"),
+        (&["opencode", "--server", "http://127.0.0.1:9"], "--server"),
+        (&["recover", "--json"], "--json"),
+    ] {
+        let out = world.command(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} needs --once")),
+            "{args:?}: {stderr}"
+        );
+    }
+    // recover without a unit has nothing to keep running: the config error of `recover --once`.
+    let out = world
+        .command(&["recover", "--set", "recover.unit=\"\""])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(78),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!world.db().exists(), "nothing was started");
 }

@@ -67,6 +67,39 @@ pub struct Options {
     pub set: Vec<String>,
     /// Every job decides and performs nothing, and nothing is stored.
     pub dry_run: bool,
+    /// One job alone, whatever `run.jobs` says, and no web server: what `agentwatch opencode`
+    /// and `agentwatch recover` are without `--once`.
+    pub only: Option<JobName>,
+}
+
+impl Options {
+    /// A job command without `--once` (`agentwatch opencode`, `agentwatch recover`): the same
+    /// daemon as `agentwatch run`, with that job alone. `one_tick_flags` are the command's flags
+    /// that describe a single tick, with whether each was given: any of them is a usage error
+    /// here, naming the flag, rather than silently ignored.
+    pub fn job_alone(
+        job: JobName,
+        one_tick_flags: &[(&str, bool)],
+        config: Option<PathBuf>,
+        db: Option<PathBuf>,
+        set: Vec<String>,
+        dry_run: bool,
+    ) -> Result<Self, Error> {
+        if let Some((flag, _)) = one_tick_flags.iter().find(|(_, given)| *given) {
+            return Err(Error::usage(format!(
+                "{flag} needs --once: without it, `agentwatch {job}` keeps running (as \
+                 `agentwatch run` does, with this job alone)",
+                job = job.as_str()
+            )));
+        }
+        Ok(Self {
+            config,
+            db,
+            set,
+            dry_run,
+            only: Some(job),
+        })
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -585,9 +618,22 @@ pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
 /// `agentwatch run`: runs until SIGTERM or SIGINT, then exits 0.
 pub fn run(options: &Options) -> Result<u8, Error> {
     let env: Env<'_> = &config::process_env;
-    let loaded = config::load(options.config.as_deref(), &options.set, env)?;
+    let mut loaded = config::load(options.config.as_deref(), &options.set, env)?;
     let db = store_path(&loaded.config, options.db.as_deref(), env)?;
+    if let Some(job) = options.only {
+        loaded.config.run.jobs = vec![job];
+        loaded.config.serve.enabled = false;
+    }
     let mut cadences = cadences(&loaded.config);
+    if let (Some(job), true) = (options.only, cadences.is_empty()) {
+        return Err(Error::config(match job {
+            JobName::Recover => {
+                "recover.unit: not set; nothing to restart (see `agentwatch config`)"
+            }
+            JobName::Opencode => "watchdog.enabled is false: the opencode job has nothing to do",
+            JobName::Deck => "the deck job is not enabled",
+        }));
+    }
     // The follower does opencode's ticks: it leaves the schedule.
     let follow =
         loaded.config.follow.enabled && cadences.iter().any(|(j, _)| *j == JobName::Opencode);

@@ -1,5 +1,5 @@
 //! `agentwatch recover --once`: the confirmed-loop restart of a service, one check per run (a
-//! systemd timer repeats it). The spec is `loop-recovery.md`; the rules live in
+//! systemd timer repeats it; without `--once` the command keeps running, see [`Options::daemon`]). The spec is `loop-recovery.md`; the rules live in
 //! [`recovery_policy::loop_recovery`], this module only performs what the policy decides:
 //!
 //! ```text
@@ -32,7 +32,7 @@
 //!   `recover=ISO warning=...` lines when the state was set aside or a notice could not be written.
 //!   `--json` prints the run as one JSON object on standard output.
 //!
-//! Exit codes: 0 whatever was decided, 69 the restart failed, 64 without `--once`, 74 the store or
+//! Exit codes: 0 whatever was decided, 69 the restart failed, 74 the store or
 //! the state could not be written, 75 another run holds the lock, 78 bad configuration (including
 //! an env file wider than 0640).
 
@@ -73,7 +73,8 @@ const MAX_REPORT_BYTES: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Run one check and exit (the systemd timer repeats it). Required: there is no daemon mode.
+    /// Run one check and exit (the systemd timer repeats it); without it, keep running
+    /// ([`Options::daemon`]).
     pub once: bool,
     /// Decide everything, do nothing: no notice, no restart, no state written.
     pub dry_run: bool,
@@ -88,6 +89,26 @@ pub struct Options {
     pub db: Option<PathBuf>,
     /// Override a configuration key (`--set recover.unit=my-agent.service`; repeatable).
     pub set: Vec<String>,
+}
+
+impl Options {
+    /// Without `--once`, `agentwatch recover` keeps running: the recover job of `agentwatch run`
+    /// alone, one check every `run.recover_interval_s` (`None` with `--once`).
+    pub fn daemon(&self) -> Result<Option<crate::run::Options>, Error> {
+        if self.once {
+            return Ok(None);
+        }
+        let one_tick = [("--now", self.now.is_some()), ("--json", self.json)];
+        crate::run::Options::job_alone(
+            config::JobName::Recover,
+            &one_tick,
+            self.config.clone(),
+            self.db.clone(),
+            self.set.clone(),
+            self.dry_run,
+        )
+        .map(Some)
+    }
 }
 
 /// The run's clock: the system clock, or `--now` fixed, where waiting only moves the time.
@@ -305,7 +326,7 @@ pub struct Outcome {
 pub fn run(args: &Options) -> Result<Outcome, Error> {
     if !args.once {
         return Err(Error::usage(
-            "recover: pass --once (one check per run; the systemd timer repeats it)",
+            "recover: one check is --once; without it, run the daemon (Options::daemon)",
         ));
     }
     let env: Env<'_> = &config::process_env;

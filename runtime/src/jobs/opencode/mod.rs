@@ -46,7 +46,8 @@ pub const ALERT_STATE_KEY: &str = "alerts";
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Run one tick and exit (the systemd timer repeats it). This is the only mode.
+    /// Run one tick and exit (a timer repeats it); without it (or `--follow`), keep running
+    /// ([`Options::daemon`]).
     pub once: bool,
     /// Decide everything, send nothing, write nothing.
     pub dry_run: bool,
@@ -81,6 +82,32 @@ pub struct Options {
 }
 
 impl Options {
+    /// Without `--once` or `--follow`, `agentwatch opencode` keeps running: the opencode job of
+    /// `agentwatch run` alone, on the configured sources (`None` for one tick or the follower).
+    pub fn daemon(&self) -> Result<Option<crate::run::Options>, Error> {
+        if self.once || self.follow {
+            return Ok(None);
+        }
+        let one_tick = [
+            ("--now", self.now.is_some()),
+            ("--demo", self.demo),
+            ("--sessions", !self.session_files.is_empty()),
+            ("--full-read", self.full_read),
+            ("--server", !self.servers.is_empty()),
+            ("--json", self.json),
+            ("--verbose", self.verbose),
+        ];
+        crate::run::Options::job_alone(
+            config::JobName::Opencode,
+            &one_tick,
+            self.config.clone(),
+            self.db.clone(),
+            self.overrides(),
+            self.dry_run,
+        )
+        .map(Some)
+    }
+
     /// The `--set` overrides, `--opencode-db PATH` last as `opencode.db=PATH` (a JSON string is a
     /// TOML basic string).
     pub fn overrides(&self) -> Vec<String> {
@@ -982,24 +1009,18 @@ fn tick(
         &alert_config,
         roots.iter().filter(|r| r.flagged).map(|r| r.root.as_str()),
     );
-    let opinions: BTreeMap<String, Option<LlmOpinion>> = plan
-        .roots_to_ask()
-        .map(|root| (root.to_owned(), None))
-        .collect();
     let mut health = blind::load(store.as_deref_mut(), now, args.dry_run)?;
-    let opinions = ask_opinions(
-        config,
-        &roots,
-        opinions,
-        now,
-        env,
-        &mut health.llm_down_since,
-    );
-    for root in &mut roots {
-        if let Some(opinion) = opinions.get(&root.root) {
-            root.opinion = *opinion;
-        }
-    }
+    let opinions = plan.ask(|planned| {
+        ask_opinions(
+            config,
+            &roots,
+            planned,
+            now,
+            env,
+            &mut health.llm_down_since,
+        )
+    });
+    opinions.attach(&mut roots);
     let mut outcome = process_tick(
         &state,
         &alert_config,
@@ -1136,11 +1157,7 @@ fn tick(
                     coverage_file: v.reason.coverage_file.clone(),
                     calls_since_landed: i64::try_from(v.reason.calls_since_landed)
                         .unwrap_or(i64::MAX),
-                    llm_opinion: opinions
-                        .get(root)
-                        .copied()
-                        .flatten()
-                        .map(|o| o.as_str().to_owned()),
+                    llm_opinion: opinions.get(root).map(|o| o.as_str().to_owned()),
                     model_id: spend.and_then(|s| s.model_id.clone()),
                     provider: spend.and_then(|s| s.provider.clone()),
                     cost_since_landed_usd: spend.and_then(|s| s.cost_since_landed_usd),
@@ -1438,14 +1455,12 @@ fn stale_trees(
 fn ask_opinions(
     config: &Config,
     roots: &[RootObservation],
-    mut opinions: BTreeMap<String, Option<LlmOpinion>>,
+    planned: &[&str],
     now: i64,
     env: Env<'_>,
     llm_down_since: &mut Option<i64>,
 ) -> BTreeMap<String, Option<LlmOpinion>> {
-    if opinions.is_empty() {
-        return opinions;
-    }
+    let mut opinions = BTreeMap::new();
     let llm = &config.watchdog.llm;
     let endpoint = agentwatch_llm::ChatEndpoint {
         base_url: llm.url.clone(),
@@ -1460,9 +1475,9 @@ fn ask_opinions(
     };
     let asked: Vec<(String, Result<Option<LlmOpinion>, agentwatch_llm::LlmError>)> =
         std::thread::scope(|scope| {
-            let handles: Vec<_> = opinions
-                .keys()
-                .filter_map(|root| roots.iter().find(|r| &r.root == root))
+            let handles: Vec<_> = planned
+                .iter()
+                .filter_map(|root| roots.iter().find(|r| r.root == *root))
                 .map(|obs| {
                     let endpoint = &endpoint;
                     let handle = scope.spawn(move || {
