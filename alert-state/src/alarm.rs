@@ -7,6 +7,7 @@
 //! | none | raised | [`Trigger`](DecisionKind::Trigger) at the alarm's severity | `trigger` |
 //! | warning | raised critical | [`Escalate`](DecisionKind::Escalate) | `escalate` |
 //! | open | raised, not more severe | [`StillFlagged`](DecisionKind::StillFlagged) (`flagged_ticks += 1`) | none |
+//! | open | raised, not more severe, `repeat_interval_s` after its last event | [`Repeat`](DecisionKind::Repeat) | `trigger` (a reminder) |
 //! | open | cleared (the subject recovered, or is gone) | [`ResolveFixed`](DecisionKind::ResolveFixed), `resolved_because: recovered` | `resolve` |
 //! | none | cleared | nothing | none |
 
@@ -170,11 +171,30 @@ fn raise(
     };
     alert.flagged_ticks = alert.flagged_ticks.saturating_add(1);
     if severity <= alert.severity {
+        let every = config.repeat_interval_s;
+        let since = now.saturating_sub(alert.last_fired_at);
+        if every <= 0 || since < every {
+            let reason = format!(
+                "{} raised again while {key} is open as {}; no new event",
+                alarm.kind, alert.severity
+            );
+            return (decision(DecisionKind::StillFlagged, alert, reason), None);
+        }
+        // Still raised a repeat interval after its last event: reminded, as a loop alert is.
+        alert.last_fired_at = now;
+        let mut details = details(alert);
+        details["repeat_interval_s"] = serde_json::json!(every);
+        let summary = format!(
+            "{} (still raised: {} ticks since it opened)",
+            alarm.summary, alert.flagged_ticks
+        );
+        let event = event_for(alert, EventState::Trigger, summary, details, config);
         let reason = format!(
-            "{} raised again while {key} is open as {}; no new event",
+            "{} raised again while {key} is open as {}; its last event was {since} s ago, at \
+             least repeat_interval_s {every}: reminded",
             alarm.kind, alert.severity
         );
-        return (decision(DecisionKind::StillFlagged, alert, reason), None);
+        return (decision(DecisionKind::Repeat, alert, reason), Some(event));
     }
     let was = alert.severity;
     alert.severity = severity;
@@ -283,6 +303,52 @@ mod tests {
         assert!(state.open_alerts.is_empty());
         // Nothing open: clearing again does nothing.
         assert!(run(&mut state, &tick(T + 180, vec![], &["deck:c1"])).is_empty());
+    }
+
+    #[test]
+    fn an_alarm_still_raised_is_repeated_every_repeat_interval() {
+        let config = AlertConfig {
+            repeat_interval_s: 3600,
+            ..config()
+        };
+        let mut state = AlertState::default();
+        let raised = |now| tick(now, vec![alarm("c1", "auth-hold", Severity::Critical)], &[]);
+        for (now, want) in [
+            (T, DecisionKind::Trigger),
+            (T + 1800, DecisionKind::StillFlagged),
+            (T + 3599, DecisionKind::StillFlagged),
+            (T + 3600, DecisionKind::Repeat),
+            (T + 3660, DecisionKind::StillFlagged),
+            (T + 7200, DecisionKind::Repeat),
+        ] {
+            let outcome = process_alarms(&state, &config, &raised(now)).unwrap();
+            state = outcome.state_if_all_sent();
+            let decided = &outcome.decisions[0];
+            assert_eq!(decided.kind, want, "at +{}: {}", now - T, decided.reason);
+            let event = decided.dispatch.as_ref().map(|d| &d.event);
+            assert_eq!(
+                event.is_some(),
+                want != DecisionKind::StillFlagged,
+                "+{}",
+                now - T
+            );
+            if want == DecisionKind::Repeat {
+                let event = event.unwrap();
+                assert_eq!(
+                    (event.state, event.severity),
+                    (EventState::Trigger, Severity::Critical)
+                );
+                assert!(event.summary.contains("still raised"), "{}", event.summary);
+                assert!(decided.reason.contains("reminded"), "{}", decided.reason);
+            }
+        }
+        // 0 turns reminders off.
+        let quiet = AlertConfig {
+            repeat_interval_s: 0,
+            ..config
+        };
+        let outcome = process_alarms(&state, &quiet, &raised(T + 90_000)).unwrap();
+        assert_eq!(outcome.decisions[0].kind, DecisionKind::StillFlagged);
     }
 
     #[test]

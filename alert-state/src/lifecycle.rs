@@ -87,8 +87,9 @@ impl AlertState {
     /// enabled channel inside its rate-limit window is free again, so an event the limit held
     /// back (in the caller's outbox) can go out ([`crate::RouterState::is_free`] turns true).
     /// Strictly after `now`; `None` when no channel is
-    /// rate limited. Every other transition (trigger, escalate, resolve) needs a tick's
-    /// observation, and a silence holds nothing back (its events are not sent later).
+    /// rate limited. Every other transition (trigger, escalate, resolve, and a `repeat_interval_s`
+    /// reminder, which needs the alert still flagged) needs a tick's observation, so the job's
+    /// own cadence brings it; a silence holds nothing back (its events are not sent later).
     #[must_use]
     pub fn next_wakeup(&self, config: &AlertConfig, now: i64) -> Option<i64> {
         config
