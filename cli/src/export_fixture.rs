@@ -56,16 +56,17 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
     let db = OpencodeDb::open(&args.db, Duration::from_millis(args.busy_timeout_ms))
         .map_err(Error::from)?;
     let mut source = LineSource::new(args.commit.clone(), args.repo.clone());
+    let mut bar = agentwatch_runtime::progress::Progress::items("export-fixture");
+    let mut lines = |f: &FileRef| source.lines(f);
+    let config = DetectConfig::default();
+    let export = export_fixture(&db, &labels, &mut lines, &config, &mut |d, t| {
+        bar.update(d, t)
+    });
     let Export {
         file,
         unknown_lengths,
-    } = export_fixture(
-        &db,
-        &labels,
-        &mut |f| source.lines(f),
-        &DetectConfig::default(),
-    )
-    .map_err(Error::from)?;
+    } = export.map_err(Error::from)?;
+    bar.finish();
     let mut text = file.to_json_pretty();
     text.push('\n');
     write_atomic(&args.out, &text)?;

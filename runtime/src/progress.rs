@@ -1,5 +1,5 @@
-//! A progress bar on standard error for the commands that read big files or judge many sessions
-//! (`detect`, `import-export`, `cargo xtask backtest`), drawn only when standard error is a
+//! A progress bar on standard error for the commands that read big files or work through many
+//! sessions (`detect`, `import-export`, `export-fixture`, `cargo xtask backtest`), drawn only when standard error is a
 //! terminal: a pipe, a file or the journal get nothing, so output that scripts read is unchanged.
 //!
 //! The bar appears only once the work has taken [`DELAY`] (a quick command never flickers),
@@ -57,6 +57,24 @@ impl Progress {
             started: Instant::now(),
             drawn_at: None,
         }
+    }
+
+    /// A bar whose total is known only once the work starts ([`Progress::update`]).
+    #[must_use]
+    pub fn items(label: impl Into<String>) -> Self {
+        let mut progress = Self::new(label, Unit::Items, 0);
+        progress.visible = false;
+        progress
+    }
+
+    /// `done` of `total` (a total learnt late, as [`Progress::items`] starts without one).
+    pub fn update(&mut self, done: usize, total: usize) {
+        let (done, total) = (done as u64, total as u64);
+        if total != self.total {
+            self.visible = total > 0 && std::io::stderr().is_terminal();
+            self.total = total;
+        }
+        self.add(done.saturating_sub(self.done));
     }
 
     /// `n` more units done.
@@ -188,6 +206,14 @@ mod tests {
         ] {
             assert_eq!(line("backtest", unit, done, total), want, "{done}/{total}");
         }
+    }
+
+    #[test]
+    fn a_total_learnt_late_counts_from_zero() {
+        let mut progress = Progress::items("export-fixture");
+        progress.update(1, 3);
+        progress.update(3, 3);
+        assert_eq!((progress.done, progress.total), (3, 3));
     }
 
     #[test]

@@ -71,13 +71,17 @@ fn an_exported_fixture_backtests() {
         r#"{{"{PARENT}": "must_flag", "{CHILD}": {{"label": "must_flag", "note": "four identical reads"}}}}"#
     ))
     .unwrap();
+    let mut told = Vec::new();
     let export = export_fixture(
         &db,
         &labels,
         &mut |f| (f.relative.as_deref() == Some("src/lib.rs")).then_some(3),
         &DetectConfig::default(),
+        &mut |done, total| told.push((done, total)),
     )
     .unwrap();
+    // The progress bar is told each session as it is done.
+    assert_eq!(told, [(1, 2), (2, 2)]);
     let path = tmp.path.join("fixture.json");
     std::fs::write(&path, export.file.to_json_pretty()).unwrap();
     let path = path.to_str().unwrap();

@@ -552,12 +552,14 @@ pub struct Export {
 /// - Strings are scrubbed by [`scrub::scrub_session`]; the scrubbed sessions are judged against
 ///   the raw ones with `config` and must get the same verdicts.
 ///
-/// Everything is read in one snapshot; nothing is written.
+/// Everything is read in one snapshot; nothing is written. `progress` is told `(done, total)`
+/// sessions as each one's file lengths are filled in (the slow part, for a progress bar).
 pub fn export_fixture(
     db: &OpencodeDb,
     labels: &Labels,
     lines: &mut dyn FnMut(&FileRef) -> Option<u64>,
     config: &DetectConfig,
+    progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Export, DbError> {
     let loaded = db.snapshot(|db| {
         let mut unknown = Vec::new();
@@ -593,7 +595,8 @@ pub fn export_fixture(
         Ok(loaded)
     })?;
 
-    let mut sessions = Vec::with_capacity(loaded.len());
+    let total = loaded.len();
+    let mut sessions = Vec::with_capacity(total);
     let mut unknown_lengths = BTreeSet::new();
     for LoadedSession {
         mut session, roots, ..
@@ -608,6 +611,7 @@ pub fn export_fixture(
         }
         fill_line_counts(&mut session, &roots, config, lines, &mut unknown_lengths);
         sessions.push(session);
+        progress(sessions.len(), total);
     }
 
     let scrubbed: Vec<Session> = sessions

@@ -169,7 +169,7 @@ fn export_follows_children_scrubs_and_keeps_verdicts() {
         (f.relative.as_deref() == Some("src/lib.rs")).then_some(3)
     };
     let config = DetectConfig::default();
-    let export = export_fixture(&db, &labels, &mut lines, &config).unwrap();
+    let export = export_fixture(&db, &labels, &mut lines, &config, &mut |_, _| {}).unwrap();
     let sessions = &export.file.sessions;
     let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, [PARENT, CHILD], "{how}");
@@ -248,7 +248,14 @@ fn parents_come_before_children_whatever_the_label_order() {
         r#"{{"{CHILD}": "must_flag", "{PARENT}": "must_not_flag"}}"#
     ))
     .unwrap();
-    let export = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap();
+    let export = export_fixture(
+        &db,
+        &labels,
+        &mut no_lines,
+        &DetectConfig::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
     let ids: Vec<&str> = export.file.sessions.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, [PARENT, CHILD], "{how}");
     assert_eq!(export.file.sessions[1].label, Some(Label::MustFlag));
@@ -260,7 +267,14 @@ fn unknown_labelled_sessions_are_all_named() {
     let db = open(&path);
     let labels =
         parse_labels(r#"{"ses_nope1": "must_flag", "ses_nope2": "must_not_flag"}"#).unwrap();
-    let err = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap_err();
+    let err = export_fixture(
+        &db,
+        &labels,
+        &mut no_lines,
+        &DetectConfig::default(),
+        &mut |_, _| {},
+    )
+    .unwrap_err();
     assert!(matches!(err, DbError::UnknownSessions { .. }));
     let text = err.to_string();
     assert!(
@@ -336,7 +350,14 @@ fn a_locked_database_is_reported_not_waited_on_forever() {
     let err = OpencodeDb::open(&path, Duration::from_millis(20))
         .and_then(|db| {
             let labels = parse_labels(&format!(r#"{{"{PARENT}": "must_flag"}}"#)).unwrap();
-            export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).map(|_| ())
+            export_fixture(
+                &db,
+                &labels,
+                &mut no_lines,
+                &DetectConfig::default(),
+                &mut |_, _| {},
+            )
+            .map(|_| ())
         })
         .unwrap_err();
     assert!(matches!(err, DbError::Locked { .. }), "{err}");
@@ -370,7 +391,14 @@ fn a_labelled_session_without_calls_is_an_error() {
     insert_export(&path, &export, "/p").unwrap();
     let db = open(&path);
     let labels = parse_labels(r#"{"ses_quiet": "must_not_flag"}"#).unwrap();
-    let err = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap_err();
+    let err = export_fixture(
+        &db,
+        &labels,
+        &mut no_lines,
+        &DetectConfig::default(),
+        &mut |_, _| {},
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "session ses_quiet has no tool calls, so there is nothing to judge: remove it from the labels"
@@ -382,7 +410,14 @@ fn unknown_file_lengths_are_reported() {
     let (path, _) = sample_db();
     let db = open(&path);
     let labels = parse_labels(&format!(r#"{{"{CHILD}": "must_not_flag"}}"#)).unwrap();
-    let export = export_fixture(&db, &labels, &mut no_lines, &DetectConfig::default()).unwrap();
+    let export = export_fixture(
+        &db,
+        &labels,
+        &mut no_lines,
+        &DetectConfig::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert_eq!(export.unknown_lengths, ["/home/user/proj/src/lib.rs"]);
     assert!(export.file.sessions[0].line_counts.is_empty());
 }
