@@ -25,8 +25,9 @@ pub struct Progress {
     unit: Unit,
     total: u64,
     done: u64,
-    /// Whether the bar may be drawn: standard error is a terminal and there is something to count.
-    visible: bool,
+    /// Standard error is a terminal (and `TERM` is not `dumb`): the bar is drawn once there is
+    /// something to count.
+    terminal: bool,
     started: Instant,
     /// When the bar was last drawn.
     drawn_at: Option<Instant>,
@@ -53,7 +54,7 @@ impl Progress {
             unit,
             total,
             done: 0,
-            visible: terminal && total > 0,
+            terminal,
             started: Instant::now(),
             drawn_at: None,
         }
@@ -62,25 +63,20 @@ impl Progress {
     /// A bar whose total is known only once the work starts ([`Progress::update`]).
     #[must_use]
     pub fn items(label: impl Into<String>) -> Self {
-        let mut progress = Self::new(label, Unit::Items, 0);
-        progress.visible = false;
-        progress
+        Self::new(label, Unit::Items, 0)
     }
 
     /// `done` of `total` (a total learnt late, as [`Progress::items`] starts without one).
     pub fn update(&mut self, done: usize, total: usize) {
         let (done, total) = (done as u64, total as u64);
-        if total != self.total {
-            self.visible = total > 0 && std::io::stderr().is_terminal();
-            self.total = total;
-        }
+        self.total = total;
         self.add(done.saturating_sub(self.done));
     }
 
     /// `n` more units done.
     pub fn add(&mut self, n: u64) {
         self.done = self.done.saturating_add(n).min(self.total);
-        if !self.visible {
+        if !self.terminal || self.total == 0 {
             return;
         }
         let now = Instant::now();

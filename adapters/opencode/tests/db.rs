@@ -10,7 +10,7 @@ use agentwatch_opencode::db::testing::{
     create_db, create_db_with_schema, insert_export, lock_exclusively,
 };
 use agentwatch_opencode::db::{
-    DbError, FileRef, OpencodeDb, export_fixture, parse_labels, scrub::hash12,
+    DbError, Export, FileRef, Labels, OpencodeDb, export_fixture, parse_labels, scrub::hash12,
 };
 use agentwatch_opencode::session_from_export;
 use agentwatch_testkit::TempDir;
@@ -77,6 +77,17 @@ fn sample_db() -> (PathBuf, &'static str) {
 
 fn open(path: &Path) -> OpencodeDb {
     OpencodeDb::open(path, Duration::from_secs(5)).unwrap()
+}
+
+/// `export_fixture` with no file lengths, the default config and no progress bar.
+fn export_plain(db: &OpencodeDb, labels: &Labels) -> Result<Export, DbError> {
+    export_fixture(
+        db,
+        labels,
+        &mut no_lines,
+        &DetectConfig::default(),
+        &mut |_, _| {},
+    )
 }
 
 fn no_lines(_: &FileRef) -> Option<u64> {
@@ -248,14 +259,7 @@ fn parents_come_before_children_whatever_the_label_order() {
         r#"{{"{CHILD}": "must_flag", "{PARENT}": "must_not_flag"}}"#
     ))
     .unwrap();
-    let export = export_fixture(
-        &db,
-        &labels,
-        &mut no_lines,
-        &DetectConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let export = export_plain(&db, &labels).unwrap();
     let ids: Vec<&str> = export.file.sessions.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, [PARENT, CHILD], "{how}");
     assert_eq!(export.file.sessions[1].label, Some(Label::MustFlag));
@@ -267,14 +271,7 @@ fn unknown_labelled_sessions_are_all_named() {
     let db = open(&path);
     let labels =
         parse_labels(r#"{"ses_nope1": "must_flag", "ses_nope2": "must_not_flag"}"#).unwrap();
-    let err = export_fixture(
-        &db,
-        &labels,
-        &mut no_lines,
-        &DetectConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let err = export_plain(&db, &labels).unwrap_err();
     assert!(matches!(err, DbError::UnknownSessions { .. }));
     let text = err.to_string();
     assert!(
@@ -350,14 +347,7 @@ fn a_locked_database_is_reported_not_waited_on_forever() {
     let err = OpencodeDb::open(&path, Duration::from_millis(20))
         .and_then(|db| {
             let labels = parse_labels(&format!(r#"{{"{PARENT}": "must_flag"}}"#)).unwrap();
-            export_fixture(
-                &db,
-                &labels,
-                &mut no_lines,
-                &DetectConfig::default(),
-                &mut |_, _| {},
-            )
-            .map(|_| ())
+            export_plain(&db, &labels).map(|_| ())
         })
         .unwrap_err();
     assert!(matches!(err, DbError::Locked { .. }), "{err}");
@@ -391,14 +381,7 @@ fn a_labelled_session_without_calls_is_an_error() {
     insert_export(&path, &export, "/p").unwrap();
     let db = open(&path);
     let labels = parse_labels(r#"{"ses_quiet": "must_not_flag"}"#).unwrap();
-    let err = export_fixture(
-        &db,
-        &labels,
-        &mut no_lines,
-        &DetectConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let err = export_plain(&db, &labels).unwrap_err();
     assert_eq!(
         err.to_string(),
         "session ses_quiet has no tool calls, so there is nothing to judge: remove it from the labels"
@@ -410,14 +393,7 @@ fn unknown_file_lengths_are_reported() {
     let (path, _) = sample_db();
     let db = open(&path);
     let labels = parse_labels(&format!(r#"{{"{CHILD}": "must_not_flag"}}"#)).unwrap();
-    let export = export_fixture(
-        &db,
-        &labels,
-        &mut no_lines,
-        &DetectConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let export = export_plain(&db, &labels).unwrap();
     assert_eq!(export.unknown_lengths, ["/home/user/proj/src/lib.rs"]);
     assert!(export.file.sessions[0].line_counts.is_empty());
 }
