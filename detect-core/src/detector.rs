@@ -31,6 +31,11 @@ pub const STALE_WINDOW: usize = 8;
 /// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls echo one of the
 /// [`ECHO_HISTORY`] calls before them ([`Staleness`]).
 pub const STALE_MIN: u32 = 7;
+/// `repeat` also fires when at least [`STALE_LONG_MIN`] of the session's last this-many calls
+/// echo: a loop diluted by new calls (a noisy loop) still echoes most of the time.
+pub const STALE_LONG_WINDOW: usize = 14;
+/// See [`STALE_LONG_WINDOW`].
+pub const STALE_LONG_MIN: u32 = 10;
 /// How far back a call looks for the call it echoes.
 pub const ECHO_HISTORY: usize = 16;
 
@@ -44,16 +49,18 @@ struct Echo {
     view: Option<(String, u64, u64)>,
 }
 
-/// Which of a session's last calls made no progress, for `repeat`'s figure `stale`, fed the same
-/// way by both forms so they cannot drift apart. A call *echoes* when it repeats one of the
-/// [`ECHO_HISTORY`] calls before it with the same result (landings or not: the same result says
-/// nothing it sees changed), or shows lines of a file that one of them showed since the session
-/// last landed (nothing can have changed them). A loop echoes its own recent calls; healthy work
-/// that comes back to something does so from further away, or sees a new result.
+/// Which of a session's last calls made no progress, for `repeat`'s figures `stale` and
+/// `stale_long`, fed the same way by both forms so they cannot drift apart. A call *echoes* when
+/// it makes one of the [`ECHO_HISTORY`] calls before it again (landings or not: an agent that
+/// goes back to what it just did, right after a change as well, is not moving on), or shows lines
+/// of a file that one of them showed since the session last landed (nothing can have changed
+/// them). A poll echoes nothing (waiting is no loop; `slow` counts it). A loop echoes its own
+/// recent calls; healthy work that comes back to something does so from further away, or
+/// between new calls.
 #[derive(Debug, Clone, Default)]
 struct Staleness {
     history: VecDeque<Echo>,
-    /// Whether each of the last [`STALE_WINDOW`] calls echoed.
+    /// Whether each of the last [`STALE_LONG_WINDOW`] calls echoed.
     recent: VecDeque<bool>,
 }
 
@@ -69,16 +76,20 @@ impl Staleness {
                 .as_ref()
                 .map(|v| (v.path.clone(), v.first, v.last))
         };
-        let echoed = key.as_ref().is_some_and(|key| {
-            self.history.iter().any(|e| e.key.as_ref() == Some(key))
-                || view.as_ref().is_some_and(|(path, a, b)| {
-                    self.history.iter().any(|e| {
-                        e.view
-                            .as_ref()
-                            .is_some_and(|(p, x, y)| p == path && x <= b && a <= y)
-                    })
+        let again = key.is_some()
+            && self.history.iter().any(|e| {
+                e.key
+                    .as_deref()
+                    .is_some_and(|k| call_of_key(k) == facts.identity)
+            });
+        let echoed = again
+            || view.as_ref().is_some_and(|(path, a, b)| {
+                self.history.iter().any(|e| {
+                    e.view
+                        .as_ref()
+                        .is_some_and(|(p, x, y)| p == path && x <= b && a <= y)
                 })
-        });
+            });
         if facts.landed {
             // A landing may have changed any file: what was shown before it is no evidence.
             for e in &mut self.history {
@@ -89,14 +100,15 @@ impl Staleness {
             self.history.pop_front();
         }
         self.history.push_back(Echo { key, view });
-        if self.recent.len() == STALE_WINDOW {
+        if self.recent.len() == STALE_LONG_WINDOW {
             self.recent.pop_front();
         }
         self.recent.push_back(echoed);
     }
 
-    fn count(&self) -> u32 {
-        count_true(self.recent.iter())
+    /// How many of the last `window` calls echoed.
+    fn count(&self, window: usize) -> u32 {
+        count_true(self.recent.iter().rev().take(window))
     }
 }
 
@@ -137,7 +149,9 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
     let mut signals = Vec::new();
     // Strong evidence: the same calls seeing the same results speak before `min_calls`.
     let repeat = config.applies(Rule::Repeat)
-        && (reason.repeat >= config.repeat_min || reason.stale >= STALE_MIN);
+        && (reason.repeat >= config.repeat_min
+            || reason.stale >= STALE_MIN
+            || reason.stale_long >= STALE_LONG_MIN);
     if reason.calls_since_landed >= config.min_calls {
         let top_min = if reason.read_only {
             config.top_min_ro
@@ -336,19 +350,22 @@ pub fn judge_facts(
     } else {
         None
     };
-    let stale = if config.applies(Rule::Repeat) {
+    let (stale, stale_long) = if config.applies(Rule::Repeat) {
         let mut staleness = Staleness::default();
         for f in facts {
             staleness.push(f);
         }
         if facts.last().is_some_and(|f| f.landed) {
             // A landing at the end always unflags, until the calls after it repeat again.
-            0
+            (0, 0)
         } else {
-            staleness.count()
+            (
+                staleness.count(STALE_WINDOW),
+                staleness.count(STALE_LONG_WINDOW),
+            )
         }
     } else {
-        0
+        (0, 0)
     };
     let reason = Reason {
         dup: share(dup_count, window.len()),
@@ -366,6 +383,7 @@ pub fn judge_facts(
         reread_file: reread.map(|(path, _)| path.to_owned()),
         repeat,
         stale,
+        stale_long,
     };
     verdict_from_figures(&session.id, reason, config)
 }
@@ -855,7 +873,12 @@ impl SessionDetector {
             stale: if self.last_landed {
                 0
             } else {
-                self.staleness.count()
+                self.staleness.count(STALE_WINDOW)
+            },
+            stale_long: if self.last_landed {
+                0
+            } else {
+                self.staleness.count(STALE_LONG_WINDOW)
             },
         };
         verdict_from_figures(&self.id, reason, &self.config)
@@ -893,6 +916,11 @@ fn extend_runs(
 
 fn count_true<'a>(flags: impl Iterator<Item = &'a bool>) -> u32 {
     u32::try_from(flags.filter(|f| **f).count()).unwrap_or(u32::MAX)
+}
+
+/// The call of a [`seen_key`] (its result, which never holds the separator, cut off).
+fn call_of_key(key: &str) -> &str {
+    key.rsplit_once('\u{1f}').map_or(key, |(call, _)| call)
 }
 
 /// A call and its result, as the incremental detector remembers them for `repeat`.

@@ -20,8 +20,9 @@ pub enum Signal {
     /// The lines of one file were shown `reread_min` times over in the window (`precise` only).
     Reread,
     /// The same call with the same result (alone, or a block of 2-3) ran `repeat_min` calls in
-    /// a row since the last landing, or 7 of the session's last 8 calls repeat calls with the
-    /// same results seen before; fires before `min_calls` (`precise` only).
+    /// a row since the last landing, or 7 of the session's last 8 calls (or 10 of its last 14)
+    /// echo recent calls (the same call again, a poll with the same result, or lines already
+    /// shown since the last landing); fires before `min_calls` (`precise` only).
     Repeat,
 }
 
@@ -100,10 +101,13 @@ pub struct Reason {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeat: u32,
     /// How many of the session's last 8 calls echo one of the 16 calls before them (the same
-    /// call with the same result, landings or not, or a view of lines shown since the last
-    /// landing; `precise` only; 0 otherwise).
+    /// call again, landings or not; for a poll, the same poll with the same result; or a view of
+    /// lines shown since the last landing; `precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale: u32,
+    /// The same over the session's last 14 calls (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_long: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -156,6 +160,9 @@ impl SessionVerdict {
         }
         if r.stale > 0 {
             line.push_str(&format!(" stale={}", r.stale));
+        }
+        if r.stale_long > 0 {
+            line.push_str(&format!(" stale_long={}", r.stale_long));
         }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));

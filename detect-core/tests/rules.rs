@@ -741,9 +741,8 @@ fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
 }
 
 /// `repeat` (precise): the same call with the same result, alone or as a block of 2-3, fires
-/// before `min_calls`; so do 7 of the last 8 calls echoing one of the 16 calls before them (the
-/// same call and result), across a landing that changed nothing they see. A landing at the end
-/// unflags.
+/// before `min_calls`; so do 7 of the last 8 calls (or 10 of the last 14) echoing one of the 16
+/// calls before them (the same call again), across a landing. A landing at the end unflags.
 #[test]
 fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     let pytest = |exit| bash_exit("pytest tests/t.py -x", exit);
@@ -827,16 +826,18 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     assert_eq!((v.reason.repeat, v.reason.stale), (0, 0));
 }
 
-/// `stale` (precise, rule `repeat`): what echoes and what does not. Each row: 3 unique calls, then
-/// the calls of the row; the figure is how many of the last 8 echo one of the 16 calls before
-/// them, and 7 fire before `min_calls`.
+/// `stale` and `stale_long` (precise, rule `repeat`): what echoes and what does not. Each row: 3
+/// unique calls, then the calls of the row; the figures are how many of the last 8 and of the
+/// last 14 calls echo one of the 16 calls before them, and 7 of 8 or 10 of 14 fire before
+/// `min_calls`.
 #[test]
 fn precise_stale_counts_echoes_of_recent_calls() {
     let test = |out: &str| bash_exit("pytest tests/t.py -x", 1).with_output(out);
     let view = |a: u64, b: u64| bash_exit(&format!("sed -n '{a},{b}p' src/a.py"), 0);
     let land = |i: u32| bash_exit(&format!("sed -i 's/x{i}/y/' src/a.py"), 0);
     let poll = |out: &str| bash_exit("sleep 30 && tail -n 5 /tmp/job.log", 0).with_output(out);
-    let rows: Vec<(&str, Vec<Call>, u32)> = vec![
+    let grep = || bash_exit("grep -n 'def total' src/a.py", 0);
+    let rows: Vec<(&str, Vec<Call>, u32, u32)> = vec![
         (
             "one file reread in overlapping ranges, a failing test between",
             vec![
@@ -851,26 +852,30 @@ fn precise_stale_counts_echoes_of_recent_calls() {
                 view(40, 60),
             ],
             7,
+            7,
         ),
         (
             "paging with new offsets shows new lines",
             (0..8).map(|p| view(p * 40 + 1, p * 40 + 40)).collect(),
             0,
+            0,
         ),
         (
-            "the same test after each real edit sees a new result",
+            "the same test after each real edit: it comes back between new changes",
             (0..4)
                 .flat_map(|i| vec![land(i), test(&format!("{i} failed"))])
                 .collect(),
-            0,
+            3,
+            3,
         ),
         (
             "a poll echoes nothing",
             (0..8).map(|_| poll("12% done")).collect(),
             0,
+            0,
         ),
         (
-            "a landing between two views: the second shows what changed",
+            "a landing between two views: the view and the test come back, nothing more",
             vec![
                 view(10, 60).with_output("before"),
                 test("1 failed"),
@@ -878,21 +883,76 @@ fn precise_stale_counts_echoes_of_recent_calls() {
                 view(10, 60).with_output("after"),
                 test("2 failed"),
             ],
-            0,
+            2,
+            2,
+        ),
+        (
+            "right after a landing, the calls made before it again, whatever they show now",
+            vec![
+                view(10, 60).with_output("before"),
+                test("1 failed"),
+                grep(),
+                land(0),
+                test("2 failed"),
+                view(10, 60).with_output("after"),
+                grep(),
+                test("2 failed"),
+                grep(),
+                view(10, 60).with_output("after"),
+                test("2 failed"),
+            ],
+            7,
+            7,
+        ),
+        (
+            "a noisy loop: three calls again and again, one new call in every three or four",
+            vec![
+                view(10, 60),
+                test("1 failed"),
+                grep(),
+                unique(10),
+                test("1 failed"),
+                view(10, 60),
+                unique(11),
+                grep(),
+                view(10, 60),
+                test("1 failed"),
+                unique(12),
+                grep(),
+                test("1 failed"),
+                view(10, 60),
+                unique(13),
+                grep(),
+                test("1 failed"),
+                view(10, 60),
+            ],
+            6,
+            11,
         ),
     ];
-    for (name, tail, stale) in rows {
+    for (name, tail, stale, stale_long) in rows {
         let mut calls: Vec<Call> = (0..3).map(unique).collect();
         calls.extend(tail);
         let v = judge_with(&precise(), calls.clone());
-        assert_eq!(v.reason.stale, stale, "{name}: {}", v.summary());
+        assert_eq!(
+            (v.reason.stale, v.reason.stale_long),
+            (stale, stale_long),
+            "{name}: {}",
+            v.summary()
+        );
         assert_eq!(
             v.signals.contains(&Signal::Repeat),
-            stale >= 7,
+            stale >= 7 || stale_long >= 10,
             "{name}: {}",
             v.summary()
         );
         assert!(v.reason.calls_since_landed < 40, "{name}");
+        if stale_long > 0 {
+            assert!(
+                v.summary().contains(&format!("stale_long={stale_long}")),
+                "{name}"
+            );
+        }
     }
 }
 
