@@ -196,6 +196,7 @@ mod tests {
             reread_file: Some("/home/me/shop/money.py".to_owned()),
             repeat: 0,
             stale: 0,
+            stale_long: 0,
         }
     }
 
