@@ -13,7 +13,7 @@
 //! The follower's pace (`follow.min_interval_s`) runs on a clock that jumps ahead at each look,
 //! so the figures are the work, not the pause between two judgements.
 
-use agentwatch_benches::rss_kib;
+use agentwatch_benches::{cpu_seconds, rss_kib};
 use agentwatch_runtime::jobs::opencode::{self, follow};
 use agentwatch_runtime::run::{Clock, Wake};
 use agentwatch_testkit::opencode::{ExportBuilder, serve_live};
@@ -87,12 +87,8 @@ fn many_frames(session: &str, n: usize) -> Vec<u8> {
 /// This process's CPU time (user + system, seconds) and resident memory now and at its peak
 /// (KiB), from `/proc/self`.
 fn usage() -> Option<(f64, u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
     let (rss, peak) = rss_kib()?;
-    // USER_HZ is 100 on Linux.
-    Some((ticks / 100.0, rss, peak))
+    Some((cpu_seconds()?, rss, peak))
 }
 
 /// Waits for the follower's tick (reason, events taken so far) that `done` accepts; its events.

@@ -129,3 +129,14 @@ pub fn rss_kib() -> Option<(u64, u64)> {
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
+
+/// This process's CPU time so far (user + system, seconds; every thread), from
+/// `/proc/self/stat` (USER_HZ is 100 on Linux, so 10 ms steps).
+#[must_use]
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // utime and stime are the 12th and 13th fields after the command name.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}

@@ -244,7 +244,8 @@ program = "{notify}"
     assert_eq!(events_of(&t2), vec![]);
     // Nothing changed on the server: the second tick reads no session, the store has them all.
     assert!(
-        t2.stderr().contains("sessions=3 read=0 from_store=3"),
+        t2.stderr()
+            .contains("sessions=3 read=0 from_store=3 judged=0"),
         "{}",
         t2.stderr()
     );
@@ -761,8 +762,25 @@ fn opencode_db_is_read_incrementally() {
         assert_eq!(run.code(), Some(0), "{}", run.stderr());
         assert!(run.stderr().contains(expect), "{expect}: {}", run.stderr());
     };
-    tick(T0, "sessions=2 read=2 from_store=0");
-    tick(T0 + 60, "sessions=2 read=0 from_store=2");
+    // When each session's cache row was last written.
+    let written_at = || {
+        let store = agentwatch_store::Store::open_read_only(&db).unwrap();
+        let mut rows: Vec<(String, i64)> = store
+            .session_cache(&oc.display().to_string())
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.session_id, r.seen_at))
+            .collect();
+        rows.sort();
+        rows
+    };
+    tick(T0, "sessions=2 read=2 from_store=0 judged=2");
+    // Idle: nothing judged anew, no cache row rewritten.
+    tick(T0 + 60, "sessions=2 read=0 from_store=2 judged=0");
+    assert_eq!(
+        written_at(),
+        vec![("ses_db_a".to_owned(), T0), ("ses_db_b".to_owned(), T0)]
+    );
     assert_eq!((calls_of("ses_db_a"), calls_of("ses_db_b")), (1, 1));
 
     // A new step in a, its session row's time_updated left as it was.
@@ -771,8 +789,16 @@ fn opencode_db_is_read_incrementally() {
         .build();
     a_after["info"]["time"]["updated"] = a_before["info"]["time"]["updated"].clone();
     insert_export(&oc, &a_after, "/tmp/proj").unwrap();
-    tick(T0 + 120, "sessions=2 read=1 from_store=1");
+    tick(T0 + 120, "sessions=2 read=1 from_store=1 judged=1");
     assert_eq!((calls_of("ses_db_a"), calls_of("ses_db_b")), (2, 1));
+    // Only the session read again has its row written again.
+    assert_eq!(
+        written_at(),
+        vec![
+            ("ses_db_a".to_owned(), T0 + 120),
+            ("ses_db_b".to_owned(), T0)
+        ]
+    );
     tick(T0 + 180, "sessions=2 read=0 from_store=2");
     assert_eq!(calls_of("ses_db_a"), 2);
 }

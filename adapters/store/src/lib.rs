@@ -372,7 +372,18 @@ pub struct SessionCacheRow {
     pub detector: String,
     /// The last verdict (JSON).
     pub verdict: String,
+    /// When the row was written: the tick that last read the session (an unchanged session's
+    /// row is not rewritten, see [`Store::update_session_cache`]).
     pub seen_at: i64,
+}
+
+/// What [`Store::update_session_cache`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUpdate {
+    /// Rows inserted or replaced (sessions read this tick).
+    pub written: usize,
+    /// Rows dropped (sessions no longer listed or left out as stale).
+    pub dropped: usize,
 }
 
 /// The agentwatch database.
@@ -947,25 +958,44 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Replace the cache of one source with `rows` (sessions no longer listed are dropped).
-    pub fn replace_session_cache(
+    /// Bring the cache of one source in line with a tick: the `written` rows (sessions read
+    /// this tick) are inserted or replaced, the rows of sessions in neither `written` nor `kept`
+    /// (no longer listed, left out as stale) are dropped, and every other row stays as it is:
+    /// an unchanged session costs no write, so an idle tick writes nothing here. One
+    /// transaction. Returns how many rows were written and dropped.
+    pub fn update_session_cache(
         &mut self,
         source: &str,
-        rows: &[SessionCacheRow],
-    ) -> Result<(), StoreError> {
+        written: &[SessionCacheRow],
+        kept: &std::collections::HashSet<&str>,
+    ) -> Result<CacheUpdate, StoreError> {
         let tx = self.conn.transaction()?;
-        tx.execute(
-            "DELETE FROM opencode_session_cache WHERE source = ?1",
-            [source],
-        )?;
+        let mut update = CacheUpdate::default();
         {
+            let fresh: std::collections::HashSet<&str> =
+                written.iter().map(|r| r.session_id.as_str()).collect();
+            let stored: Vec<String> = {
+                let mut stmt =
+                    tx.prepare("SELECT session_id FROM opencode_session_cache WHERE source = ?1")?;
+                stmt.query_map([source], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            let mut drop = tx.prepare(
+                "DELETE FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2",
+            )?;
+            for id in stored
+                .iter()
+                .filter(|id| !kept.contains(id.as_str()) && !fresh.contains(id.as_str()))
+            {
+                update.dropped += drop.execute(params![source, id])?;
+            }
             let mut stmt = tx.prepare(
-                "INSERT INTO opencode_session_cache (source, session_id, fingerprint, updated_ms,
-                   cursor, info, detector, verdict, seen_at)
+                "INSERT OR REPLACE INTO opencode_session_cache (source, session_id, fingerprint,
+                   updated_ms, cursor, info, detector, verdict, seen_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
-            for r in rows {
-                stmt.execute(params![
+            for r in written {
+                update.written += stmt.execute(params![
                     source,
                     r.session_id,
                     r.fingerprint,
@@ -979,7 +1009,7 @@ impl Store {
             }
         }
         tx.commit()?;
-        Ok(())
+        Ok(update)
     }
 
     /// Keep a state value that could not be read under `KEY.corrupt.NOW`, so nothing is lost

@@ -368,6 +368,9 @@ pub fn serve_live(
 ) -> crate::HttpServer {
     use crate::{Reply, Request};
     let not_found = || Reply::json(404, &serde_json::json!({"name": "NotFoundError"}));
+    // Where each session is in `exports` (checked on use, rebuilt when the exports changed), so
+    // a request costs what a real server's indexed lookup does, not a scan of every session.
+    let index: std::sync::Mutex<std::collections::HashMap<String, usize>> = Default::default();
     crate::HttpServer::start(move |request: &Request| {
         let Ok(exports) = exports.lock() else {
             return Reply::json(500, &serde_json::json!({"name": "UnknownError"}));
@@ -387,9 +390,20 @@ pub fn serve_live(
         else {
             return not_found();
         };
-        let Some(all) = exports
-            .iter()
-            .find(|e| e["info"]["id"] == id)
+        let found = index.lock().ok().and_then(|mut index| {
+            let at = |i: &usize| exports.get(*i).is_some_and(|e| e["info"]["id"] == id);
+            if let Some(i) = index.get(id).filter(|i| at(i)) {
+                return Some(*i);
+            }
+            *index = exports
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| Some((e["info"]["id"].as_str()?.to_owned(), i)))
+                .collect();
+            index.get(id).copied()
+        });
+        let Some(all) = found
+            .and_then(|i| exports.get(i))
             .and_then(|e| e["messages"].as_array())
         else {
             return not_found();

@@ -911,10 +911,14 @@ fn tick(
     let (judgement, cache_rows) = tracked::judge(&mut collected.sessions, &detector, now);
     let read_now = collected.sessions.iter().filter(|s| s.was_read()).count();
     if args.verbose {
+        // `judged`: sessions judged anew (read, or re-judged for a descendant's landing), whose
+        // cache rows this tick writes; the others keep their stored verdict and row.
+        let judged: usize = cache_rows.values().map(|r| r.written.len()).sum();
         Line::info("watchdog", now)
             .field("sessions", collected.sessions.len())
             .field("read", read_now)
             .field("from_store", collected.sessions.len() - read_now)
+            .field("judged", judged)
             .emit();
     }
     let by_id: BTreeMap<&str, &Session> = collected
@@ -1189,12 +1193,17 @@ fn tick(
             })
             .map_err(Error::from)?;
         for source in &collected.cached_sources {
-            let rows = cache_rows
+            let (written, kept) = cache_rows
                 .get(source)
-                .map(Vec::as_slice)
+                .map(|r| {
+                    (
+                        r.written.as_slice(),
+                        r.kept.iter().map(String::as_str).collect(),
+                    )
+                })
                 .unwrap_or_default();
             store
-                .replace_session_cache(source, rows)
+                .update_session_cache(source, written, &kept)
                 .map_err(Error::from)?;
         }
         let mut state = outcome.state.clone();

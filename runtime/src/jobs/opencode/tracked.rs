@@ -278,6 +278,20 @@ pub fn read_server(
             kept
         }
     };
+    // The sessions whose listing says unchanged are confirmed by their newest message, asked
+    // for all at once (a few requests in flight) rather than one round trip after another.
+    let unchanged_by_listing: Vec<&str> = infos
+        .iter()
+        .filter_map(|info| {
+            let id = info.get("id")?.as_str()?;
+            let updated = info.pointer("/time/updated").and_then(Value::as_i64)?;
+            let row = cache.get(id)?;
+            let focused_away =
+                focus.is_some_and(|f| f.reset.contains(id) || !f.changed.contains(id));
+            (row.updated_ms == Some(updated) && !focused_away).then_some(id)
+        })
+        .collect();
+    let mut newest = newest_message_ids(server, &unchanged_by_listing);
     for info in &infos {
         let Some(base) = agentwatch_opencode::session_from_messages(info, &[]).ok() else {
             continue;
@@ -303,7 +317,10 @@ pub fn read_server(
         // `time.updated` alone does not say "nothing new" (opencode does not bump it for calls
         // through `POST /session/:id/shell`): the newest message must be the stored cursor too.
         let unchanged = match unchanged {
-            Some(found) => match server.newest_message_id(&base.id) {
+            Some(found) => match newest
+                .remove(&base.id)
+                .unwrap_or_else(|| server.newest_message_id(&base.id))
+            {
                 Ok(newest) if row.as_ref().is_some_and(|r| r.cursor == newest) => Some(found),
                 Ok(_) => None,
                 Err(e) => {
@@ -403,6 +420,38 @@ pub fn read_server(
     Ok(read)
 }
 
+/// How many requests for newest messages [`newest_message_ids`] keeps in flight.
+const CONFIRMING_REQUESTS: usize = 8;
+
+/// Each session's newest message id ([`OpencodeServer::newest_message_id`]), asked on
+/// [`CONFIRMING_REQUESTS`] threads sharing the server's connections. A session missing from
+/// the answer (its thread died) is asked again by the caller.
+fn newest_message_ids(
+    server: &OpencodeServer,
+    ids: &[&str],
+) -> HashMap<String, Result<Option<String>, SourceError>> {
+    if ids.is_empty() {
+        return HashMap::new();
+    }
+    let per_thread = ids.len().div_ceil(CONFIRMING_REQUESTS);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .chunks(per_thread)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|id| ((*id).to_owned(), server.newest_message_id(id)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
+}
+
 /// What reading an `opencode.db` found.
 #[derive(Debug, Default)]
 pub struct DbRead {
@@ -477,20 +526,29 @@ pub fn read_db(
     })
 }
 
+/// What a tick stores of one source's session cache: the rows of sessions judged anew (read
+/// this tick, or re-judged for a descendant's landing) and the ids of sessions whose stored row
+/// still stands (not rewritten: an idle tick writes no row).
+#[derive(Debug, Default)]
+pub struct CacheRows {
+    pub written: Vec<SessionCacheRow>,
+    pub kept: Vec<String>,
+}
+
 /// Judge tracked sessions as trees. Returns the judgement and, per source, the cache rows to
-/// store (every tracked session of a cached source, read this tick or not).
+/// store ([`CacheRows`]: every tracked session of a cached source is written or kept).
 pub fn judge(
     tracked: &mut [Tracked],
     config: &DetectConfig,
     now: i64,
-) -> (Judgement, HashMap<String, Vec<SessionCacheRow>>) {
+) -> (Judgement, HashMap<String, CacheRows>) {
     let infos: Vec<Session> = tracked.iter().map(|t| t.info.clone()).collect();
     let forest = Forest::build(&infos);
     let own: Vec<Option<i64>> = tracked.iter().map(Tracked::own_landing).collect();
     let below = forest.latest_descendant_landings(&own);
     let fp = fingerprint(config);
     let mut verdicts = Vec::with_capacity(tracked.len());
-    let mut rows: HashMap<String, Vec<SessionCacheRow>> = HashMap::new();
+    let mut rows: HashMap<String, CacheRows> = HashMap::new();
     for (t, landing) in tracked.iter_mut().zip(&below) {
         // A stored session whose descendants landed since must be judged again.
         if let State::Stored { row, meta } = &t.state
@@ -505,7 +563,8 @@ pub fn judge(
                 updated_ms: row.updated_ms,
             };
         }
-        let row = match &mut t.state {
+        let entry = rows.entry(t.source.clone()).or_default();
+        match &mut t.state {
             State::Live {
                 detector,
                 cursor,
@@ -523,7 +582,7 @@ pub fn judge(
                     newest_call_ms: t.newest_call_ms,
                 };
                 verdicts.push(verdict);
-                SessionCacheRow {
+                entry.written.push(SessionCacheRow {
                     source: t.source.clone(),
                     session_id: t.info.id.clone(),
                     fingerprint: fp.clone(),
@@ -533,17 +592,13 @@ pub fn judge(
                     detector: serde_json::to_string(&detector.snapshot()).unwrap_or_default(),
                     verdict: serde_json::to_string(&meta).unwrap_or_default(),
                     seen_at: now,
-                }
+                });
             }
-            State::Stored { row, meta } => {
+            State::Stored { meta, .. } => {
                 verdicts.push(meta.verdict.clone());
-                SessionCacheRow {
-                    seen_at: now,
-                    ..(**row).clone()
-                }
+                entry.kept.push(t.info.id.clone());
             }
-        };
-        rows.entry(t.source.clone()).or_default().push(row);
+        }
     }
     let trees = forest.tree_verdicts(&infos, &verdicts);
     (
@@ -673,23 +728,22 @@ mod tests {
                     .map(|(s, seen)| {
                         let unchanged = *seen == Some(s.calls.len());
                         *seen = Some(s.calls.len());
-                        match rows.remove(&s.id).filter(|_| unchanged) {
+                        match rows.get(&s.id).cloned().filter(|_| unchanged) {
                             Some(row) => Tracked::stored("test", row).expect("a stored row loads"),
                             None => Tracked::whole("test", s, &config),
                         }
                     })
                     .collect();
-                let (judged, new_rows) = judge(&mut tracked, &config, now);
+                let (judged, mut new_rows) = judge(&mut tracked, &config, now);
                 let batch = judge_sessions(&prefix, &config);
                 // Compared as the store keeps them: serde_json (without `float_roundtrip`)
                 // may read a stored ratio back one ulp off (0.4545454545454546 for
                 // 0.45454545454545453), so a verdict kept from its row is equal as stored.
                 prop_assert_eq!(as_stored(&judged), as_stored(&batch), "tick {}", tick);
-                rows = new_rows
-                    .into_values()
-                    .flatten()
-                    .map(|row| (row.session_id.clone(), row))
-                    .collect();
+                // As the store applies them: written rows replace, kept rows stay untouched.
+                let update = new_rows.remove("test").unwrap_or_default();
+                rows.retain(|id, _| update.kept.contains(id));
+                rows.extend(update.written.into_iter().map(|row| (row.session_id.clone(), row)));
             }
         }
     }
