@@ -79,6 +79,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    agentwatch_runtime::journal::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -979,8 +979,8 @@ mod tests {
         let line = tick_line(&r, 5);
         assert_eq!(line.priority(), crate::journal::Priority::Err);
         assert_eq!(
-            line.text(),
-            "run=1970-01-01T00:00:00+00:00 job=deck result=error exit=74 took_ms=5 next=1970-01-01T00:00:15+00:00 error=\"bad\\nrun=forged\""
+            crate::journal::capture(false, || line.emit()),
+            "run=1970-01-01T00:00:00+00:00 job=deck result=error exit=74 took_ms=5 next=1970-01-01T00:00:15+00:00 error=\"bad\\nrun=forged\"\n"
         );
     }
 }

@@ -2,6 +2,12 @@
 //! (a newline that would forge a `tick done` line, an escape sequence that would drive the
 //! terminal, C1 controls, DEL) and the Unicode line separators and bidirectional overrides are
 //! written as escapes, so one value stays one visible field.
+//!
+//! One escaping, two forms: [`escape_control`] for display (a table cell, a verdict line: the
+//! text as it reads, nothing added), and [`quote`], the same escapes inside double quotes with
+//! `"` and `\` escaped too, so the value's end is unambiguous: the journal's quoted logfmt value
+//! ([`logfmt_value`]) and a name quoted inside a sentence. Where the two overlap (text with no
+//! quote or backslash) `quote` is `escape_control` between quotes; a test checks it.
 
 use std::borrow::Cow;
 
@@ -13,6 +19,15 @@ fn needs_escape(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// Pushes `c`, escaped (`\n`, `\u{1b}`) when [`needs_escape`] names it: the one escaping.
+fn push_escaped(out: &mut String, c: char) {
+    if needs_escape(c) {
+        out.extend(c.escape_default());
+    } else {
+        out.push(c);
+    }
+}
+
 /// `text` with every character [`needs_escape`] names escaped (`\n`, `\u{1b}`, `\u{9b}`);
 /// unchanged (and not copied) when it holds none.
 pub fn escape_control(text: &str) -> Cow<'_, str> {
@@ -21,28 +36,22 @@ pub fn escape_control(text: &str) -> Cow<'_, str> {
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if needs_escape(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        push_escaped(&mut out, c);
     }
     Cow::Owned(out)
 }
 
-/// A journal value in logfmt's double quotes: quotes, backslashes and everything
-/// [`escape_control`] escapes are escaped, so one event stays one line and one field. The one
-/// quoting function of the journal ([`crate::journal`]).
+/// `text` in double quotes, escaped as [`escape_control`] escapes it and with every quote and
+/// backslash escaped (`\"`, `\\`), so one value stays one line and one field: the journal's
+/// quoted value ([`logfmt_value`]) and a name quoted in a human message.
 pub fn quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if needs_escape(c) => out.extend(c.escape_default()),
-            c => out.push(c),
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
         }
+        push_escaped(&mut out, c);
     }
     out.push('"');
     out
@@ -51,15 +60,19 @@ pub fn quote(text: &str) -> String {
 /// A logfmt value: bare when it is one plain token (no space, quote, `=`, backslash or anything
 /// [`escape_control`] escapes, not empty), else [`quote`]d.
 pub fn logfmt_value(text: &str) -> Cow<'_, str> {
-    let plain = !text.is_empty()
-        && !text
-            .chars()
-            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | '\\') || needs_escape(c));
-    if plain {
+    if is_plain(text) {
         Cow::Borrowed(text)
     } else {
         Cow::Owned(quote(text))
     }
+}
+
+/// Whether `text` is one plain logfmt token (see [`logfmt_value`]).
+fn is_plain(text: &str) -> bool {
+    !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | '\\') || needs_escape(c))
 }
 
 #[cfg(test)]
@@ -110,6 +123,48 @@ mod tests {
         ];
         for (input, want) in rows {
             assert_eq!(logfmt_value(input), want, "{input:?}");
+        }
+    }
+
+    /// Text mixing plain letters with everything either function treats specially.
+    fn tricky() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let chars = vec![
+            'a', 'Z', '0', '-', ':', ' ', '=', '\'', '"', '\\', '\n', '\r', '\t', '\u{1b}',
+            '\u{7f}', '\u{85}', '\u{9b}', '\u{2028}', '\u{202e}', '\u{2067}', 'ü', '\u{a0}',
+        ];
+        prop::collection::vec(prop::sample::select(chars), 0..24)
+            .prop_map(|c| c.into_iter().collect())
+    }
+
+    proptest::proptest! {
+        /// The quoting functions agree where they overlap: `quote` is `escape_control` in quotes
+        /// for text with no quote or backslash, `logfmt_value` is the text itself or its `quote`,
+        /// and nothing they write holds a character that needs escaping or a raw line break.
+        #[test]
+        fn the_quoting_functions_agree_where_they_overlap(text in tricky()) {
+            let quoted = quote(&text);
+            if !text.contains(['"', '\\']) {
+                proptest::prop_assert_eq!(&quoted, &format!("\"{}\"", escape_control(&text)));
+            }
+            let value = logfmt_value(&text);
+            if is_plain(&text) {
+                proptest::prop_assert_eq!(&*value, text.as_str());
+                proptest::prop_assert_eq!(escape_control(&text), text.as_str());
+            } else {
+                proptest::prop_assert_eq!(&*value, quoted.as_str());
+            }
+            for written in [quoted.as_str(), &value, &escape_control(&text)] {
+                proptest::prop_assert!(!written.chars().any(needs_escape), "{:?}", written);
+            }
+            // Inside the quotes, every quote is escaped: the value ends at the last one.
+            let inner = &quoted[1..quoted.len() - 1];
+            let mut escaped = false;
+            for c in inner.chars() {
+                proptest::prop_assert!(escaped || c != '"', "{:?}", quoted);
+                escaped = !escaped && c == '\\';
+            }
+            proptest::prop_assert!(!escaped, "{:?}", quoted);
         }
     }
 }

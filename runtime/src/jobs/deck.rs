@@ -640,7 +640,7 @@ impl<'a> Runtime<'a> {
         };
         let Ok(driven) = drive(policy, config, event, now, &mut caller);
         if let Some(line) = driven.warning("deck", now) {
-            self.problem(report, line.fields().to_owned());
+            self.problem(report, line.fields());
         }
     }
 

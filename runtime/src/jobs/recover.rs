@@ -274,7 +274,7 @@ struct Run {
 impl Run {
     /// A warning on the journal, also kept for `--json`.
     fn warn(&mut self, line: Line) {
-        self.warnings.push(line.fields().to_owned());
+        self.warnings.push(line.fields());
         line.emit();
     }
 
