@@ -1,7 +1,8 @@
 //! Detector thresholds and tool lists, with the design's defaults and validation that names the key.
 //!
 //! Two profiles: `design` (the default: decisions.md section 1, exactly) and `precise` (the design
-//! plus the rules of [`Rule`], measured on the development set; `docs/detection.md`).
+//! plus the rules of [`Rule`], measured on the development set; `docs/detection.md`); and `auto`,
+//! which judges each session with one of them ([`Profile::judging`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -15,23 +16,41 @@ pub enum Profile {
     /// The design plus every [`Rule`]: fewer false alarms on bash-driven sessions, and the
     /// `cycle` and `reread` signals.
     Precise,
+    /// Each session judged by the profile that fits how it works ([`Profile::judging`]):
+    /// `precise` while it works through bash alone, `design` once it uses an edit or write tool
+    /// (or when it makes no bash call).
+    Auto,
 }
 
 impl Profile {
+    /// The profiles that judge a session themselves (`auto` picks one of them per session).
     pub const ALL: [Profile; 2] = [Profile::Design, Profile::Precise];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Design => "design",
             Profile::Precise => "precise",
+            Profile::Auto => "auto",
         }
     }
 
-    /// The rules this profile applies.
+    /// The rules this profile applies (`auto`: every rule may apply, as the session's profile
+    /// decides; no detector judges under `auto` itself).
     pub fn rules(self) -> Rules {
         match self {
             Profile::Design => Rules::NONE,
-            Profile::Precise => Rules::ALL,
+            Profile::Precise | Profile::Auto => Rules::ALL,
+        }
+    }
+
+    /// The profile that judges a session whose counted calls so far used bash (`bash`) and an
+    /// edit or write tool (`edits`): under `auto`, `precise` for a session that works through bash
+    /// alone, `design` otherwise; any other profile judges every session itself.
+    pub fn judging(self, bash: bool, edits: bool) -> Profile {
+        match self {
+            Profile::Auto if bash && !edits => Profile::Precise,
+            Profile::Auto => Profile::Design,
+            other => other,
         }
     }
 }
@@ -49,8 +68,9 @@ impl std::str::FromStr for Profile {
         match s.trim() {
             "design" => Ok(Profile::Design),
             "precise" => Ok(Profile::Precise),
+            "auto" => Ok(Profile::Auto),
             other => Err(format!(
-                "unknown profile `{other}` (known: design, precise)"
+                "unknown profile `{other}` (known: design, precise, auto)"
             )),
         }
     }
@@ -141,7 +161,7 @@ impl Rules {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectConfig {
-    /// `design` (the default) or `precise`.
+    /// `design` (the default), `precise` or `auto`.
     pub profile: Profile,
     /// `dup` fires when the most repeated call is more than this fraction of the window (strict).
     pub dup_min: f64,
@@ -284,6 +304,14 @@ impl DetectConfig {
         }
     }
 
+    /// This configuration under `profile` (the thresholds and lists unchanged).
+    pub fn under(&self, profile: Profile) -> Self {
+        Self {
+            profile,
+            ..self.clone()
+        }
+    }
+
     /// The rules in force: the profile's, minus [`DetectConfig::ablate`].
     #[inline]
     pub fn rules(&self) -> Rules {
@@ -361,7 +389,9 @@ impl DetectConfig {
         let list = || split_names(value);
         match short {
             "profile" => {
-                self.profile = value.parse().map_err(|_| parse_err("design or precise"))?;
+                self.profile = value
+                    .parse()
+                    .map_err(|_| parse_err("design, precise or auto"))?;
             }
             "dup_min" => self.dup_min = float()?,
             "top_min" => self.top_min = count()?,
@@ -430,6 +460,14 @@ mod tests {
         assert!(!c.applies(Rule::Cycle) && c.applies(Rule::Waits));
         c.set("watchdog.detector.profile", "design").unwrap();
         assert!(Rule::ALL.iter().all(|r| !c.applies(*r)));
+        c.set("profile", "auto").unwrap();
+        assert_eq!(c.profile, Profile::Auto);
+        // Each session is judged by one of the two; auto itself judges none.
+        assert_eq!(Profile::Auto.judging(true, false), Profile::Precise);
+        assert_eq!(Profile::Auto.judging(true, true), Profile::Design);
+        assert_eq!(Profile::Auto.judging(false, false), Profile::Design);
+        assert_eq!(Profile::Precise.judging(true, true), Profile::Precise);
+        assert_eq!(Profile::Design.judging(true, false), Profile::Design);
         let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "precise"}"#).unwrap();
         assert_eq!(parsed, DetectConfig::with_profile(Profile::Precise));
         assert!(serde_json::from_str::<DetectConfig>(r#"{"profile": "fast"}"#).is_err());

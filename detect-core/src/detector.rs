@@ -206,9 +206,53 @@ fn max_by_ratio<'a>(ratios: impl Iterator<Item = (&'a str, f64)>) -> Option<(&'a
     })
 }
 
+/// What `auto` decides from ([`Profile::judging`]): whether a counted call so far used bash,
+/// and whether one used an edit or write tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Tools {
+    bash: bool,
+    edits: bool,
+}
+
+impl Tools {
+    fn push(&mut self, call: &Call, config: &DetectConfig) {
+        if call.status.is_counted() {
+            self.bash |= call.tool == "bash";
+            self.edits |= config.is_edit(&call.tool) || config.is_write(&call.tool);
+        }
+    }
+
+    fn of(calls: &[Call], config: &DetectConfig) -> Self {
+        let mut tools = Self::default();
+        for call in calls {
+            tools.push(call, config);
+        }
+        tools
+    }
+
+    fn judging(self, profile: Profile) -> Profile {
+        profile.judging(self.bash, self.edits)
+    }
+}
+
+/// The profile that judges `session` under `config`: `config.profile`, except under `auto`,
+/// where it is `precise` for a session that works through bash alone and `design` otherwise.
+pub fn judging_profile(session: &Session, config: &DetectConfig) -> Profile {
+    Tools::of(&session.calls, config).judging(config.profile)
+}
+
+/// `config` as it judges `session` (see [`judging_profile`]).
+fn judging_config(session: &Session, config: &DetectConfig) -> Option<DetectConfig> {
+    (config.profile == Profile::Auto).then(|| config.under(judging_profile(session, config)))
+}
+
 /// The facts of a session's counted calls, in order. Under `precise`, a bash write identical to
-/// an earlier landed bash write of the session is no landing.
+/// an earlier landed bash write of the session is no landing. Under `auto`, the facts of the
+/// profile that judges the session.
 pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts> {
+    if let Some(config) = judging_config(session, config) {
+        return session_facts(session, &config);
+    }
     let ctx = CallContext {
         directory: session.directory.as_deref(),
         line_counts: &session.line_counts,
@@ -277,13 +321,18 @@ pub fn judge_session(
     )
 }
 
-/// [`judge_session`] on facts computed already.
+/// [`judge_session`] on facts computed already (by [`session_facts`] under the same `config`).
 pub fn judge_facts(
     session: &Session,
     facts: &[CallFacts],
     latest_descendant_landing: Option<i64>,
     config: &DetectConfig,
 ) -> SessionVerdict {
+    if let Some(judging) = judging_config(session, config) {
+        let mut verdict = judge_facts(session, facts, latest_descendant_landing, &judging);
+        verdict.reason.auto = Some(judging.profile);
+        return verdict;
+    }
     let own_cut = facts.iter().rposition(|f| f.landed).map_or(0, |i| i + 1);
     let descendant_cut = latest_descendant_landing.map_or(0, |t| {
         facts
@@ -384,6 +433,7 @@ pub fn judge_facts(
         repeat,
         stale,
         stale_long,
+        auto: None,
     };
     verdict_from_figures(&session.id, reason, config)
 }
@@ -494,6 +544,22 @@ pub struct SessionDetector {
     last_landed: bool,
     /// Identities of the bash writes that landed (`precise`: a repeat is no landing).
     written: BTreeSet<String>,
+    /// `auto`: the session judged under `precise` too (this detector runs under `design`).
+    auto: Option<Box<Auto>>,
+}
+
+/// `auto`: the session's detector under `precise`, and what decides which of the two speaks.
+#[derive(Debug, Clone)]
+struct Auto {
+    precise: SessionDetector,
+    tools: Tools,
+}
+
+/// What an `auto` detector remembers besides its `design` detector's snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct AutoSnapshot {
+    precise: DetectorSnapshot,
+    tools: Tools,
 }
 
 /// What a [`SessionDetector`] must remember between runs: its context and the span, with only
@@ -518,6 +584,10 @@ pub struct DetectorSnapshot {
     /// The session's last calls and results (`precise`, rule `repeat`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     history: VecDeque<Echo>,
+    /// `auto`: the session's detector under `precise` and what decides (the fields above are
+    /// its detector under `design`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auto: Option<Box<AutoSnapshot>>,
     /// Whether each of the session's last calls echoed an earlier one (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     recent: Vec<bool>,
@@ -529,6 +599,14 @@ pub struct DetectorSnapshot {
 impl SessionDetector {
     /// A detector for `session`'s identity and context (its calls are not pushed).
     pub fn new(session: &Session, config: &DetectConfig) -> Self {
+        if config.profile == Profile::Auto {
+            let mut detector = Self::new(session, &config.under(Profile::Design));
+            detector.auto = Some(Box::new(Auto {
+                precise: Self::new(session, &config.under(Profile::Precise)),
+                tools: Tools::default(),
+            }));
+            return detector;
+        }
         Self {
             id: session.id.clone(),
             config: config.clone(),
@@ -554,6 +632,19 @@ impl SessionDetector {
             staleness: Staleness::default(),
             last_landed: false,
             written: BTreeSet::new(),
+            auto: None,
+        }
+    }
+
+    /// The detector whose verdict is the session's: under `auto`, the one of the profile that
+    /// judges the session so far; otherwise this one.
+    fn judging(&self) -> (&Self, Option<Profile>) {
+        match &self.auto {
+            Some(auto) => match auto.tools.judging(Profile::Auto) {
+                Profile::Precise => (&auto.precise, Some(Profile::Precise)),
+                profile => (self, Some(profile)),
+            },
+            None => (self, None),
         }
     }
 
@@ -564,16 +655,28 @@ impl SessionDetector {
 
     /// The time of the latest landed call pushed (its end, else its start), if any.
     pub fn latest_own_landing(&self) -> Option<i64> {
-        self.latest_own_landing
+        self.judging().0.latest_own_landing
     }
 
     /// The latest descendant landing pushed, if any.
     pub fn latest_descendant_landing(&self) -> Option<i64> {
-        self.latest_descendant_landing
+        self.judging().0.latest_descendant_landing
     }
 
     /// A compact copy of what this detector must remember (see [`DetectorSnapshot`]).
     pub fn snapshot(&self) -> DetectorSnapshot {
+        let mut snapshot = self.own_snapshot();
+        if let Some(auto) = &self.auto {
+            snapshot.profile = Profile::Auto;
+            snapshot.auto = Some(Box::new(AutoSnapshot {
+                precise: auto.precise.snapshot(),
+                tools: auto.tools,
+            }));
+        }
+        snapshot
+    }
+
+    fn own_snapshot(&self) -> DetectorSnapshot {
         let mut names = Vec::new();
         let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
         let mut map = |old: u32, names: &mut Vec<String>| {
@@ -610,15 +713,26 @@ impl SessionDetector {
             history: self.staleness.history.clone(),
             recent: self.staleness.recent.iter().copied().collect(),
             last_landed: self.last_landed,
+            auto: None,
         }
     }
 
     /// Rebuild a detector from a snapshot taken under the same `config`. A snapshot whose span
     /// names something it does not hold, or taken under another profile, is refused (`None`):
     /// the caller starts over.
-    pub fn restore(snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
+    pub fn restore(mut snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
         if snapshot.profile != config.profile {
             return None;
+        }
+        if config.profile == Profile::Auto {
+            let auto = snapshot.auto.take()?;
+            snapshot.profile = Profile::Design;
+            let mut detector = Self::restore(snapshot, &config.under(Profile::Design))?;
+            detector.auto = Some(Box::new(Auto {
+                precise: Self::restore(auto.precise, &config.under(Profile::Precise))?,
+                tools: auto.tools,
+            }));
+            return Some(detector);
         }
         let known = snapshot.names.len();
         let valid = |i: u32| (i as usize) < known;
@@ -668,6 +782,7 @@ impl SessionDetector {
             },
             last_landed: snapshot.last_landed,
             written: snapshot.written.into_iter().collect(),
+            auto: None,
         };
         for call in snapshot.span {
             detector.span.push(call);
@@ -678,7 +793,11 @@ impl SessionDetector {
 
     /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
     pub fn set_line_count(&mut self, path: impl Into<String>, lines: u64) {
-        self.line_counts.insert(path.into(), lines);
+        let path = path.into();
+        if let Some(auto) = &mut self.auto {
+            auto.precise.set_line_count(path.clone(), lines);
+        }
+        self.line_counts.insert(path, lines);
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -694,6 +813,10 @@ impl SessionDetector {
 
     /// Push the next call of the session. Calls that do not count are ignored.
     pub fn push(&mut self, call: &Call) {
+        if let Some(auto) = &mut self.auto {
+            auto.tools.push(call, &self.config);
+            auto.precise.push(call);
+        }
         let ctx = CallContext {
             directory: self.directory.as_deref(),
             line_counts: &self.line_counts,
@@ -751,6 +874,9 @@ impl SessionDetector {
     /// A transitive descendant landed at `at_ms`: own calls that started at or before it leave
     /// the span, whenever the news arrives.
     pub fn push_descendant_landing(&mut self, at_ms: i64) {
+        if let Some(auto) = &mut self.auto {
+            auto.precise.push_descendant_landing(at_ms);
+        }
         self.landed = true;
         if self.latest_descendant_landing.is_some_and(|t| t >= at_ms) {
             return;
@@ -833,8 +959,20 @@ impl SessionDetector {
         }
     }
 
-    /// The verdict on the calls pushed so far.
+    /// The verdict on the calls pushed so far (under `auto`, the verdict of the profile that
+    /// judges the session, which its reason names).
     pub fn verdict(&self) -> SessionVerdict {
+        match self.judging() {
+            (_, None) => self.own_verdict(),
+            (detector, Some(profile)) => {
+                let mut verdict = detector.own_verdict();
+                verdict.reason.auto = Some(profile);
+                verdict
+            }
+        }
+    }
+
+    fn own_verdict(&self) -> SessionVerdict {
         let name = |id: u32| &*self.names[id as usize];
         let reread = if self.config.applies(Rule::Rereads) {
             most_reread(
@@ -880,6 +1018,7 @@ impl SessionDetector {
             } else {
                 self.staleness.count(STALE_LONG_WINDOW)
             },
+            auto: None,
         };
         verdict_from_figures(&self.id, reason, &self.config)
     }

@@ -1,5 +1,6 @@
 //! Verdicts: what the detector says about a session and a tree, with every figure of the reason.
 
+use crate::config::Profile;
 use serde::{Deserialize, Serialize};
 
 /// A loop signal.
@@ -108,6 +109,10 @@ pub struct Reason {
     /// The same over the session's last 14 calls (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale_long: u32,
+    /// Under the `auto` profile, the profile that judged the session: `precise` when its calls
+    /// used bash and no edit or write tool, `design` otherwise (`None` under another profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<Profile>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -166,6 +171,15 @@ impl SessionVerdict {
         }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));
+        }
+        match r.auto {
+            Some(Profile::Precise) => {
+                line.push_str(" profile=precise (auto: bash calls, no edit or write tool)");
+            }
+            Some(profile) => line.push_str(&format!(
+                " profile={profile} (auto: an edit or write tool, or no bash call)"
+            )),
+            None => {}
         }
         line
     }

@@ -986,3 +986,50 @@ fn figures_at_the_end_of_u64_saturate() {
         assert!(!verdict.flagged, "{profile}: a landing at the end unflags");
     }
 }
+
+/// `auto`: each session is judged by the profile that fits how it works, and its reason says
+/// which. Each row: the calls, the profile that judges them, and whether they are flagged.
+#[test]
+fn auto_judges_bash_sessions_as_precise_and_edit_tool_sessions_as_design() {
+    let auto = DetectConfig::with_profile(detect_core::Profile::Auto);
+    let pytest = || bash_exit("pytest tests/t.py -x", 1).with_output("1 failed");
+    let rows: Vec<(&str, Vec<Call>, detect_core::Profile, bool)> = vec![
+        (
+            "bash alone, the same failing test 5 times: precise's repeat speaks",
+            (0..5).map(|_| pytest()).collect(),
+            detect_core::Profile::Precise,
+            true,
+        ),
+        (
+            "the same calls after an edit through the edit tool: the design waits for min_calls",
+            std::iter::once(edit("-a\n+b"))
+                .chain((0..5).map(|_| pytest()))
+                .collect(),
+            detect_core::Profile::Design,
+            false,
+        ),
+        (
+            "reads and greps, no bash call: the design",
+            (0..5)
+                .map(|_| read(&format!("{DIR}/a.py"), 1, 50))
+                .collect(),
+            detect_core::Profile::Design,
+            false,
+        ),
+    ];
+    for (name, calls, judged_by, flagged) in rows {
+        let v = judge_with(&auto, calls.clone());
+        assert_eq!(v.reason.auto, Some(judged_by), "{name}: {}", v.summary());
+        assert_eq!(v.flagged, flagged, "{name}: {}", v.summary());
+        assert!(
+            v.summary()
+                .contains(&format!("profile={judged_by} (auto: ")),
+            "{name}: {}",
+            v.summary()
+        );
+        // Everything else is the verdict of the profile that judged.
+        let mut alone = judge_with(&DetectConfig::with_profile(judged_by), calls);
+        alone.reason.auto = Some(judged_by);
+        assert_eq!(alone, v, "{name}");
+    }
+}

@@ -107,8 +107,8 @@ struct BacktestArgs {
     /// when flagged within K calls of it (use with --step 1 for exact latencies).
     #[arg(long, value_name = "K", default_value_t = backtest::DEFAULT_WITHIN)]
     within: usize,
-    /// Detection profile: `design` (the default) or `precise` (docs/detection.md); `--set`
-    /// applies on top of it.
+    /// Detection profile: `design` (the default), `precise` or `auto` (docs/detection.md);
+    /// `--set` applies on top of it.
     #[arg(long, value_name = "PROFILE")]
     profile: Option<String>,
     /// Override a detector key, e.g. `--set top_min=10` (repeatable).

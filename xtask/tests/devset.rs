@@ -153,3 +153,65 @@ fn the_detection_doc_is_up_to_date() {
     let (code, out, err) = xtask(&["detection-report", "--check", doc.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// `auto` gives the design's verdict on every session of the fixtures that works through edit
+/// tools, at every prefix from its first edit or write call on (before it, a session that only ran
+/// bash is judged by `precise`), and `precise`'s on every session that works through bash alone.
+#[test]
+fn auto_is_the_design_on_edit_tool_sessions_and_precise_on_bash_sessions() {
+    use detect_core::{Call, DetectConfig, SessionDetector, SessionVerdict};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let auto = DetectConfig::with_profile(Profile::Auto);
+    let design = DetectConfig::with_profile(Profile::Design);
+    let precise = DetectConfig::with_profile(Profile::Precise);
+    let edits = |c: &Call| {
+        c.status.is_counted()
+            && design
+                .edit_tools
+                .iter()
+                .chain(&design.write_tools)
+                .any(|t| *t == c.tool)
+    };
+    let plain = |mut v: SessionVerdict| {
+        v.reason.auto = None;
+        v
+    };
+    let (mut edit_sessions, mut bash_sessions) = (0, 0);
+    for file in [
+        "fixtures/corpus.json",
+        "fixtures/dev/sessions.json",
+        "fixtures/dev/latency.json",
+    ] {
+        for session in load(root.join(file)) {
+            let first_edit = session.calls.iter().position(edits);
+            let judged = detect_core::judging_profile(&session, &auto);
+            let mut a = SessionDetector::new(&session, &auto);
+            let mut d = SessionDetector::new(&session, &design);
+            let mut p = SessionDetector::new(&session, &precise);
+            let mut bash = false;
+            for (i, call) in session.calls.iter().enumerate() {
+                a.push(call);
+                d.push(call);
+                p.push(call);
+                bash |= call.status.is_counted() && call.tool == "bash";
+                let v = a.verdict();
+                let (expected, by) = if bash && first_edit.is_none_or(|at| i < at) {
+                    (p.verdict(), Profile::Precise)
+                } else {
+                    (d.verdict(), Profile::Design)
+                };
+                assert_eq!(v.reason.auto, Some(by), "{file} {} call {i}", session.id);
+                assert_eq!(plain(v), expected, "{file} {} call {i}", session.id);
+            }
+            match first_edit {
+                Some(_) => edit_sessions += 1,
+                None if judged == Profile::Precise => bash_sessions += 1,
+                None => {}
+            }
+        }
+    }
+    assert!(
+        edit_sessions >= 40 && bash_sessions >= 300,
+        "{edit_sessions} {bash_sessions}"
+    );
+}

@@ -197,6 +197,7 @@ mod tests {
             repeat: 0,
             stale: 0,
             stale_long: 0,
+            auto: None,
         }
     }
 
