@@ -462,6 +462,16 @@ fn import_export_makes_one_session_file() {
     assert_eq!(file.sessions.len(), 2);
     assert_eq!(file.sessions[1].parent_id.as_deref(), Some(PARENT));
     assert_eq!(file.sessions[0].calls.len(), 10);
+    // Written session by session, byte for byte the whole document pretty-printed at once.
+    assert_eq!(text(&out.stdout), format!("{}\n", file.to_json_pretty()));
+    let empty = tmp.path.join("empty.json");
+    std::fs::write(&empty, SessionFile::new(Vec::new()).to_json_pretty()).unwrap();
+    let out_empty = agentwatch(&["import-export", s(&empty)]);
+    assert!(out_empty.status.success(), "{}", text(&out_empty.stderr));
+    assert_eq!(
+        text(&out_empty.stdout),
+        format!("{}\n", SessionFile::new(Vec::new()).to_json_pretty())
+    );
 
     // --out: written atomically; detect reads it like the exports themselves.
     let out_path = tmp.path.join("sessions.json");
@@ -474,6 +484,10 @@ fn import_export_makes_one_session_file() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(&out_path).unwrap(),
+        format!("{}\n", file.to_json_pretty())
+    );
     let a = verdicts(&[&["detect", s(&out_path), "--json"][..], &SENSITIVE].concat());
     let b = verdicts(&[&["detect", s(&parent), s(&child), "--json"][..], &SENSITIVE].concat());
     assert_eq!(a, b);

@@ -184,15 +184,38 @@ pub fn read_judged_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
 
 fn read_all(paths: &[String], how: &Reading<'_, Session>) -> Result<Vec<Session>, Error> {
     let mut sessions: Vec<Session> = Vec::new();
+    read_each(paths, how, |mut read| {
+        sessions.append(&mut read);
+        Ok(())
+    })?;
+    Ok(sessions)
+}
+
+/// [`read_sessions`] one file at a time: `each` gets a file's sessions (ids unique across the
+/// files so far) as soon as that file is read, so a caller can write them out and drop them
+/// before the next file is read (`agentwatch import-export`).
+pub fn read_sessions_each(
+    paths: &[String],
+    each: impl FnMut(Vec<Session>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    read_each(paths, &WHOLE, each)
+}
+
+fn read_each(
+    paths: &[String],
+    how: &Reading<'_, Session>,
+    mut each: impl FnMut(Vec<Session>) -> Result<(), Error>,
+) -> Result<(), Error> {
     let mut origin_of = HashMap::new();
     for path in paths {
         let (origin, reader) = open(path)?;
-        for session in read_document(&origin, reader, how)? {
+        let sessions = read_document(&origin, reader, how)?;
+        for session in &sessions {
             check_unique(&mut origin_of, &session.id, path)?;
-            sessions.push(session);
         }
+        each(sessions)?;
     }
-    Ok(sessions)
+    Ok(())
 }
 
 fn check_unique(
