@@ -76,6 +76,7 @@ const NAMES: &[&str] = &[
     "interval_s",
     "job",
     "jobs",
+    "judged",
     "kept_as",
     "link",
     "listening",
