@@ -26,8 +26,7 @@ fn detect_file(c: &mut Criterion) {
     });
     g.bench_function("whole_file_then_judge", |b| {
         b.iter(|| {
-            let value: serde_json::Value = serde_json::from_str(black_box(&text)).unwrap();
-            let file = SessionFile::from_value(&value).unwrap();
+            let file = SessionFile::from_json(black_box(&text)).unwrap();
             judge_sessions(&file.sessions, &config)
         })
     });

@@ -130,9 +130,9 @@ fn bad_input_is_a_clear_error_never_a_panic() {
     let rows: Vec<(&str, String, i32, &str)> = vec![
         ("not JSON", "{oops".into(), 65, "not JSON"),
         ("wrong format", r#"{"format":"x/2","sessions":[]}"#.into(), 65, "x/2"),
-        ("call without a tool", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"input":{},"status":"completed"}]}]}"#.into(), 65, "session s, call 0: missing required key `tool`"),
+        ("call without a tool", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"input":{},"status":"completed"}]}]}"#.into(), 65, "session #0 (s) at calls[0]: missing field `tool`"),
         ("non-string command", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"tool":"bash","input":{"command":42},"status":"completed"}]}]}"#.into(), 65, "command"),
-        ("non-object input", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"tool":"read","input":"x","status":"completed"}]}]}"#.into(), 65, "`input` must be an object"),
+        ("non-object input", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[{"tool":"read","input":"x","status":"completed"}]}]}"#.into(), 65, r#"session #0 (s) at calls[0].input: invalid type: string "x", expected an object"#),
         ("session without calls key", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s"}]}"#.into(), 65, "calls"),
         ("duplicate ids", r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"s","calls":[]},{"id":"s","calls":[]}]}"#.into(), 65, "twice"),
         ("huge command", huge_command, 0, ""),

@@ -1,8 +1,8 @@
 //! The session and call model, and the session file (`agentwatch-sessions/1`) that holds it.
 //!
-//! A session is read typed and borrowed from its text ([`parse_session_text`]); a session that
-//! does not read that way is walked by hand as a JSON tree, so that every error names the session
-//! and the call index it is about, as the fixture format requires.
+//! A session is read typed and borrowed from its text ([`parse_session_text`]), through one set of
+//! derived types; a session that does not read is read again through `serde_path_to_error`, so
+//! that every error names the session and the place in it (`calls[3].input`).
 
 use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashSet};
 pub const SESSION_FILE_FORMAT: &str = "agentwatch-sessions/1";
 
 /// One agent session: its calls in message order, then part order.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Session {
     pub id: String,
     #[serde(default)]
@@ -47,7 +47,7 @@ pub struct Session {
 }
 
 /// What a labelled session must do under the detector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Label {
     MustFlag,
@@ -71,6 +71,23 @@ impl Label {
     }
 }
 
+impl<'de> Deserialize<'de> for Label {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Label;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("must_flag or must_not_flag")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Label, E> {
+                Label::parse(text)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
 impl Session {
     /// The session's label under `profile`: its `labels` entry for the profile, else `label`.
     pub fn label_for(&self, profile: crate::Profile) -> Option<Label> {
@@ -79,7 +96,7 @@ impl Session {
 }
 
 /// One tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Call {
     pub tool: String,
     /// The tool's input object as the model sent it.
@@ -203,7 +220,7 @@ impl Session {
 }
 
 /// A session file: `{"format": "agentwatch-sessions/1", "sessions": [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SessionFile {
     pub format: String,
     pub sessions: Vec<Session>,
@@ -217,8 +234,8 @@ impl SessionFile {
         }
     }
 
-    /// Parse a session file. Unknown keys are ignored; a missing or mistyped required key is an
-    /// error naming the session and the call index.
+    /// Parse a session file. Unknown keys are ignored; a missing or mistyped key is an error
+    /// naming the session and the place in it (`calls[3].input`).
     ///
     /// The document is read one session at a time ([`stream_session_texts`]): no JSON tree of the
     /// whole file is built.
@@ -231,25 +248,6 @@ impl SessionFile {
         Ok(Self::new(counted_sessions(&streamed, parsed, |s| {
             s.id.as_str()
         })?))
-    }
-
-    pub fn from_value(value: &Value) -> Result<Self, ParseError> {
-        let root = value.as_object().ok_or(ParseError::NotAnObject)?;
-        check_format(root.get("format"))?;
-        let list = match root.get("sessions") {
-            Some(Value::Array(list)) => list,
-            _ => return Err(ParseError::NoSessions),
-        };
-        let mut sessions = Vec::with_capacity(list.len());
-        let mut seen = HashSet::new();
-        for (index, item) in list.iter().enumerate() {
-            let session = parse_session(index, item.clone())?;
-            if !seen.insert(session.id.clone()) {
-                return Err(ParseError::DuplicateSession(session.id));
-            }
-            sessions.push(session);
-        }
-        Ok(Self::new(sessions))
     }
 
     /// Pretty JSON in the on-disk form.
@@ -274,35 +272,29 @@ pub enum ParseError {
     Format(String),
     #[error("`sessions` must be a list")]
     NoSessions,
-    #[error("session #{index}: {message}")]
-    Session { index: usize, message: String },
-    #[error("session {session}, call {call}: {message}")]
-    Call {
-        session: String,
-        call: usize,
+    /// A session that does not read: `index` is its place in the list, `id` its id when it
+    /// has a readable one, `at` the place in it (`calls[3].input`, empty for the session itself).
+    #[error("session #{index}{}: {message}", session_place(id.as_deref(), at))]
+    Session {
+        index: usize,
+        id: Option<String>,
+        at: String,
         message: String,
     },
     #[error("session id {0} appears twice")]
     DuplicateSession(String),
 }
 
-fn opt_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("`{key}` must be a string, found {}", kind(other))),
+/// ` (ID) at PLACE`, for what is known of either.
+fn session_place(id: Option<&str>, at: &str) -> String {
+    let mut place = String::new();
+    if let Some(id) = id {
+        place.push_str(&format!(" ({id})"));
     }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+    if !at.is_empty() {
+        place.push_str(&format!(" at {at}"));
     }
+    place
 }
 
 fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
@@ -312,180 +304,6 @@ fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
         Some(other) => Err(ParseError::Format(other.to_string())),
         None => Err(ParseError::Format("(missing)".to_owned())),
     }
-}
-
-fn parse_session(index: usize, value: Value) -> Result<Session, ParseError> {
-    let err = |message: String| ParseError::Session { index, message };
-    let Value::Object(mut obj) = value else {
-        return Err(err("must be an object".to_owned()));
-    };
-    let obj = &mut obj;
-    let id = match obj.get("id") {
-        Some(Value::String(id)) if !id.is_empty() => id.clone(),
-        Some(Value::String(_)) => return Err(err("`id` is empty".to_owned())),
-        Some(other) => return Err(err(format!("`id` must be a string, found {}", kind(other)))),
-        None => return Err(err("missing required key `id`".to_owned())),
-    };
-    let named = |message: String| ParseError::Session {
-        index,
-        message: format!("({id}) {message}"),
-    };
-    let label = match opt_string(obj, "label").map_err(named)?.as_deref() {
-        None => None,
-        Some(text) => Some(Label::parse(text).ok_or_else(|| {
-            named(format!(
-                "`label` must be must_flag or must_not_flag, found {text:?}"
-            ))
-        })?),
-    };
-    let mut labels = BTreeMap::new();
-    match obj.get("labels") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (profile, value) in map {
-                if profile.parse::<crate::Profile>().is_err() {
-                    return Err(named(format!(
-                        "`labels` keys must be profile names, found {profile:?}"
-                    )));
-                }
-                let label = value.as_str().and_then(Label::parse).ok_or_else(|| {
-                    named(format!(
-                        "labels[{profile:?}] must be must_flag or must_not_flag"
-                    ))
-                })?;
-                labels.insert(profile.clone(), label);
-            }
-        }
-        Some(other) => {
-            return Err(named(format!(
-                "`labels` must be an object, found {}",
-                kind(other)
-            )));
-        }
-    }
-    let mut line_counts = BTreeMap::new();
-    match obj.get("line_counts") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (path, lines) in map {
-                let n = lines.as_u64().ok_or_else(|| {
-                    named(format!("line_counts[{path:?}] must be a whole number"))
-                })?;
-                line_counts.insert(path.clone(), n);
-            }
-        }
-        Some(other) => {
-            return Err(named(format!(
-                "`line_counts` must be an object, found {}",
-                kind(other)
-            )));
-        }
-    }
-    let loop_start = match obj.get("loop_start") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| {
-                    named("`loop_start` must be a whole number (a call index)".to_owned())
-                })?,
-        ),
-    };
-    let raw_calls = match obj.get_mut("calls") {
-        Some(Value::Array(calls)) => std::mem::take(calls),
-        Some(other) => {
-            return Err(named(format!(
-                "`calls` must be a list, found {}",
-                kind(other)
-            )));
-        }
-        None => return Err(named("missing required key `calls`".to_owned())),
-    };
-    let mut calls = Vec::with_capacity(raw_calls.len());
-    for (call_index, raw) in raw_calls.into_iter().enumerate() {
-        calls.push(parse_call(raw).map_err(|message| ParseError::Call {
-            session: id.clone(),
-            call: call_index,
-            message,
-        })?);
-    }
-    Ok(Session {
-        parent_id: opt_string(obj, "parent_id").map_err(named)?,
-        title: opt_string(obj, "title").map_err(named)?,
-        agent: opt_string(obj, "agent").map_err(named)?,
-        directory: opt_string(obj, "directory").map_err(named)?,
-        note: opt_string(obj, "note").map_err(named)?,
-        label,
-        labels,
-        line_counts,
-        loop_start,
-        calls,
-        id,
-    })
-}
-
-fn parse_call(value: Value) -> Result<Call, String> {
-    let Value::Object(mut obj) = value else {
-        return Err("a call must be an object".to_owned());
-    };
-    let tool = match obj.get("tool") {
-        Some(Value::String(t)) if !t.is_empty() => t.clone(),
-        Some(Value::String(_)) => return Err("`tool` is empty".to_owned()),
-        Some(other) => return Err(format!("`tool` must be a string, found {}", kind(other))),
-        None => return Err("missing required key `tool`".to_owned()),
-    };
-    let input = match obj.get_mut("input") {
-        Some(v @ Value::Object(_)) => v.take(),
-        Some(other) => return Err(format!("`input` must be an object, found {}", kind(other))),
-        None => return Err("missing required key `input`".to_owned()),
-    };
-    if tool == "bash"
-        && let Some(command) = input.get("command")
-        && !command.is_string()
-    {
-        return Err(format!(
-            "bash `input.command` must be a string, found {}",
-            kind(command)
-        ));
-    }
-    let status = match obj.get("status") {
-        Some(Value::String(s)) => CallStatus::from_text(s),
-        Some(other) => return Err(format!("`status` must be a string, found {}", kind(other))),
-        None => return Err("missing required key `status`".to_owned()),
-    };
-    let time = match obj.get("time") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(t)) => {
-            let ms = |key: &str| -> Result<Option<i64>, String> {
-                match t.get(key) {
-                    None | Some(Value::Null) => Ok(None),
-                    Some(v) => unix_ms(v)
-                        .map(Some)
-                        .ok_or_else(|| format!("`time.{key}` must be a number (unix ms)")),
-                }
-            };
-            Some(CallTime {
-                start: ms("start")?,
-                end: ms("end")?,
-            })
-        }
-        Some(other) => return Err(format!("`time` must be an object, found {}", kind(other))),
-    };
-    Ok(Call {
-        tool,
-        input,
-        status,
-        output_hash: opt_string(&obj, "output_hash")?,
-        metadata: obj.remove("metadata").unwrap_or(Value::Null),
-        time,
-    })
-}
-
-/// A number of unix milliseconds: an integer, or a finite number cut to one.
-fn unix_ms(value: &Value) -> Option<i64> {
-    value
-        .as_i64()
-        .or_else(|| value.as_f64().filter(|f| f.is_finite()).map(|f| f as i64))
 }
 
 /// `T` read only from a JSON object: a derived struct also reads from a list, which the walk of a
@@ -510,7 +328,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
 }
 
 /// A session as a session file holds it, borrowed from its text where the JSON allows; `M` is
-/// how much of each call's metadata is built.
+/// how much of each call's metadata is built. The one reader of the format: what its types
+/// cannot say (an empty id, a profile name, a bash command that is not text) is checked by
+/// [`SessionDoc::into_stub`] and [`CallDoc::into_call`], which name the place.
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "M: Deserialize<'de> + Default"))]
 struct SessionDoc<'a, M> {
@@ -533,7 +353,7 @@ struct SessionDoc<'a, M> {
 struct CallDoc<'a, M> {
     #[serde(borrow)]
     tool: Cow<'a, str>,
-    input: Value,
+    input: Map<String, Value>,
     #[serde(borrow)]
     status: Cow<'a, str>,
     #[serde(default)]
@@ -544,50 +364,97 @@ struct CallDoc<'a, M> {
 
 #[derive(Deserialize)]
 struct TimeDoc {
-    start: Option<Value>,
-    end: Option<Value>,
+    start: Option<UnixMs>,
+    end: Option<UnixMs>,
+}
+
+/// A number of unix milliseconds: an integer, or a finite number cut to one.
+struct UnixMs(i64);
+
+impl<'de> Deserialize<'de> for UnixMs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Ms;
+        impl serde::de::Visitor<'_> for Ms {
+            type Value = UnixMs;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a number (unix ms)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<UnixMs, E> {
+                Ok(UnixMs(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<UnixMs, E> {
+                i64::try_from(v)
+                    .map(UnixMs)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<UnixMs, E> {
+                if v.is_finite() {
+                    // Saturating: a float beyond i64 is cut to its bound.
+                    Ok(UnixMs(v as i64))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Ms)
+    }
 }
 
 /// A call's metadata as it is built: whole ([`Value`]), or only what the matcher reads.
 trait Metadata {
+    /// Whether this is only part of the metadata, read in a shape the whole may not have.
+    const PARTIAL: bool;
     fn into_value(self) -> Value;
 }
 
 impl Metadata for Value {
+    const PARTIAL: bool = false;
     fn into_value(self) -> Value {
         self
     }
 }
 
 impl Metadata for Option<ReadMetadata> {
+    const PARTIAL: bool = true;
     fn into_value(self) -> Value {
         self.map_or(Value::Null, ReadMetadata::into_value)
     }
 }
 
+/// What the types of [`SessionDoc`] let through but the format refuses: the place in the
+/// session and why.
+#[derive(Debug)]
+struct Refused {
+    at: String,
+    message: String,
+}
+
 impl<M: Metadata> CallDoc<'_, M> {
-    /// The call, if it is one [`parse_call`] accepts (else `None`: that walk names the error).
-    fn into_call(self) -> Option<Call> {
-        if self.tool.is_empty() || !self.input.is_object() {
-            return None;
-        }
-        if self.tool == "bash" && self.input.get("command").is_some_and(|c| !c.is_string()) {
-            return None;
-        }
-        let ms = |v: Option<Value>| match v {
-            None => Some(None),
-            Some(v) => unix_ms(&v).map(Some),
+    /// The call, or why the format refuses it; `index` is its place in `calls`.
+    fn into_call(self, index: usize) -> Result<Call, Refused> {
+        let refused = |field: &str, message: String| Refused {
+            at: format!("calls[{index}].{field}"),
+            message,
         };
-        let time = match self.time {
-            None => None,
-            Some(MapOnly(t)) => Some(CallTime {
-                start: ms(t.start)?,
-                end: ms(t.end)?,
-            }),
-        };
-        Some(Call {
+        if self.tool.is_empty() {
+            return Err(refused("tool", "must not be empty".to_owned()));
+        }
+        if self.tool == "bash"
+            && let Some(command) = self.input.get("command")
+            && !command.is_string()
+        {
+            return Err(refused(
+                "input.command",
+                format!("a bash command must be a string, found {}", kind(command)),
+            ));
+        }
+        let time = self.time.map(|MapOnly(t)| CallTime {
+            start: t.start.map(|ms| ms.0),
+            end: t.end.map(|ms| ms.0),
+        });
+        Ok(Call {
             tool: self.tool.into_owned(),
-            input: self.input,
+            input: Value::Object(self.input),
             status: CallStatus::from_text(&self.status),
             metadata: self.metadata.into_value(),
             time,
@@ -596,14 +463,58 @@ impl<M: Metadata> CallDoc<'_, M> {
     }
 }
 
-impl<M> SessionDoc<'_, M> {
-    /// The session without its calls, if its keys are ones [`parse_session`] accepts.
-    fn stub(&mut self) -> Option<Session> {
-        let labels = self.labels.take().unwrap_or_default();
-        if self.id.is_empty() || labels.keys().any(|k| k.parse::<crate::Profile>().is_err()) {
-            return None;
+impl<M: Metadata> SessionDoc<'_, M> {
+    /// The session without its calls, each call handed to `on_call` as it is built; or why the
+    /// format refuses it, with the session's id when it has one.
+    fn read(
+        mut self,
+        mut on_call: impl FnMut(&Session, Call),
+    ) -> Result<Session, (Option<String>, Refused)> {
+        let session = self
+            .stub()
+            .map_err(|r| (Some(self.id.clone()).filter(|id| !id.is_empty()), r))?;
+        for (index, call) in self.calls.into_iter().enumerate() {
+            let call = call
+                .0
+                .into_call(index)
+                .map_err(|r| (Some(session.id.clone()), r))?;
+            on_call(&session, call);
         }
-        Some(Session {
+        Ok(session)
+    }
+}
+
+/// A session read from any serde format (the store keeps them as JSON) through the one reader,
+/// [`SessionDoc`].
+impl<'de> Deserialize<'de> for Session {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let MapOnly(doc) = MapOnly::<SessionDoc<'de, Value>>::deserialize(d)?;
+        let mut calls = Vec::new();
+        let mut session = doc
+            .read(|_, call| calls.push(call))
+            .map_err(|(_, r)| serde::de::Error::custom(format!("at {}: {}", r.at, r.message)))?;
+        session.calls = calls;
+        Ok(session)
+    }
+}
+
+impl<M> SessionDoc<'_, M> {
+    /// The session without its calls, or why the format refuses it.
+    fn stub(&mut self) -> Result<Session, Refused> {
+        if self.id.is_empty() {
+            return Err(Refused {
+                at: "id".to_owned(),
+                message: "must not be empty".to_owned(),
+            });
+        }
+        let labels = self.labels.take().unwrap_or_default();
+        if let Some(name) = labels.keys().find(|k| k.parse::<crate::Profile>().is_err()) {
+            return Err(Refused {
+                at: "labels".to_owned(),
+                message: format!("{name:?} is not a profile name (design, precise)"),
+            });
+        }
+        Ok(Session {
             id: std::mem::take(&mut self.id),
             parent_id: self.parent_id.take(),
             title: self.title.take(),
@@ -619,28 +530,95 @@ impl<M> SessionDoc<'_, M> {
     }
 }
 
-/// The typed read of a session's text: its stub and its calls, or `None` when the text is not
-/// a session [`parse_session`] accepts (or is one the typed read refuses, a repeated key).
-fn read_typed<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
-    text: &'a str,
-) -> Option<(Session, impl Iterator<Item = Option<Call>> + 'a)> {
-    let MapOnly(mut doc): MapOnly<SessionDoc<'a, M>> = serde_json::from_str(text).ok()?;
-    let stub = doc.stub()?;
-    Some((stub, doc.calls.into_iter().map(|call| call.0.into_call())))
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
-/// The session walked as a JSON tree: the exact error for a text the typed read refuses.
-fn parse_session_tree(index: usize, text: &str) -> Result<Session, ParseError> {
-    let value = serde_json::from_str(text).map_err(|e| ParseError::Json {
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
-    parse_session(index, value)
+/// Read one session's text through [`SessionDoc`], handing each call to `on_call` as it is
+/// built; the stub comes back. Every error names the session and the place in it.
+fn read_session<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
+    index: usize,
+    text: &'a str,
+    on_call: impl FnMut(&Session, Call),
+) -> Result<Session, ParseError> {
+    let doc = match serde_json::from_str::<MapOnly<SessionDoc<'a, M>>>(text) {
+        Ok(MapOnly(doc)) => doc,
+        // Building only what the matcher reads is a shortcut: metadata of a shape it does not
+        // know is read whole, as any reader of the format would.
+        Err(_) if M::PARTIAL => return read_session::<Value>(index, text, on_call),
+        Err(_) => return Err(placed_error(index, text)),
+    };
+    doc.read(on_call).map_err(|(id, r)| ParseError::Session {
+        index,
+        id,
+        at: r.at,
+        message: r.message,
+    })
+}
+
+/// Why `text` does not read as a [`SessionDoc`]: read again, rarely, through
+/// `serde_path_to_error` to learn the place, so that the common path pays nothing for it.
+fn placed_error(index: usize, text: &str) -> ParseError {
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return ParseError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        };
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let Err(error) = serde_path_to_error::deserialize::<_, MapOnly<SessionDoc<'_, Value>>>(&mut de)
+    else {
+        // The two reads cannot disagree; say so rather than panic if they ever do.
+        return ParseError::Session {
+            index,
+            id: session_id(text),
+            at: String::new(),
+            message: "does not read as a session".to_owned(),
+        };
+    };
+    let inner = error.inner();
+    // serde_json's message ends with the position in this session's text, which means nothing
+    // to a reader of the whole file: the place says where.
+    let mut message = inner.to_string();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    if let Some(stripped) = message.strip_suffix(&position) {
+        message.truncate(stripped.len());
+    }
+    let at = error.path().to_string();
+    ParseError::Session {
+        index,
+        id: session_id(text),
+        at: if at == "." { String::new() } else { at },
+        message: message
+            .replace("invalid type: map,", "invalid type: an object,")
+            .replace("invalid type: sequence,", "invalid type: a list,")
+            .replace("expected a map", "expected an object")
+            .replace("expected a sequence", "expected a list"),
+    }
+}
+
+/// The session's id when it has a readable one (for an error message).
+fn session_id(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct IdOnly {
+        id: String,
+    }
+    serde_json::from_str::<MapOnly<IdOnly>>(text)
+        .ok()
+        .map(|MapOnly(doc)| doc.id)
+        .filter(|id| !id.is_empty())
 }
 
 /// Parse one session of a session file from its JSON text; `index` is its place in the list,
-/// which names it in errors. The same session, or the same error, as [`SessionFile::from_value`].
+/// which names it in errors.
 pub fn parse_session_text(index: usize, text: &str) -> Result<Session, ParseError> {
     parse_session_as::<Value>(index, text)
 }
@@ -656,13 +634,10 @@ fn parse_session_as<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
     index: usize,
     text: &'a str,
 ) -> Result<Session, ParseError> {
-    if let Some((mut session, calls)) = read_typed::<M>(text)
-        && let Some(calls) = calls.collect::<Option<Vec<Call>>>()
-    {
-        session.calls = calls;
-        return Ok(session);
-    }
-    parse_session_tree(index, text)
+    let mut calls = Vec::new();
+    let mut session = read_session::<M>(index, text, |_, call| calls.push(call))?;
+    session.calls = calls;
+    Ok(session)
 }
 
 /// Parse one session of a session file from its JSON text and push its calls into a new
@@ -674,21 +649,13 @@ pub fn detect_session_text(
     text: &str,
     config: &DetectConfig,
 ) -> Result<(Session, SessionDetector), ParseError> {
-    if let Some((session, calls)) = read_typed::<Option<ReadMetadata>>(text) {
-        let mut detector = SessionDetector::new(&session, config);
-        if calls
-            .map(|call| call.map(|call| detector.push(&call)))
-            .all(|pushed| pushed.is_some())
-        {
-            return Ok((session, detector));
-        }
-    }
-    let mut session = parse_session_tree(index, text)?;
-    let mut detector = SessionDetector::new(&session, config);
-    for call in &session.calls {
-        detector.push(call);
-    }
-    session.calls = Vec::new();
+    let mut detector = None;
+    let session = read_session::<Option<ReadMetadata>>(index, text, |stub, call| {
+        detector
+            .get_or_insert_with(|| SessionDetector::new(stub, config))
+            .push(&call);
+    })?;
+    let detector = detector.unwrap_or_else(|| SessionDetector::new(&session, config));
     Ok((session, detector))
 }
 
@@ -712,7 +679,7 @@ pub struct Streamed {
     /// key replaces the earlier list, as in any JSON object.
     pub first_serial: usize,
     /// Whether the document has the shape of a session file (an object, the format, a list of
-    /// sessions), with the first error in the order [`SessionFile::from_value`] reports it. The
+    /// sessions), with the first error a reader of the whole document meets. The
     /// sessions themselves are checked by [`counted_sessions`].
     pub outcome: Result<(), ParseError>,
 }
@@ -765,8 +732,8 @@ pub fn stream_session_texts<'de, R: serde_json::de::Read<'de>>(
 }
 
 /// The sessions that count, in order, from what was parsed of each element of a streamed
-/// document (`(serial, result)`, in any order): the first error as [`SessionFile::from_value`]
-/// reports it (the document's shape, then a session that does not parse or an id seen twice,
+/// document (`(serial, result)`, in any order): the first error a reader of the whole
+/// document meets (the document's shape, then a session that does not parse or an id seen twice,
 /// in list order), or every session of the last `sessions` list.
 pub fn counted_sessions<T>(
     streamed: &Streamed,
@@ -935,7 +902,7 @@ mod tests {
                  "output_hash": "00000000000000ff"},
                 {"tool": "bash", "input": {"command": "ls"}, "status": "completed"}]},
             {"id": "b", "calls": []}]});
-        let parsed = SessionFile::from_value(&file).unwrap();
+        let parsed = SessionFile::from_json(&file.to_string()).unwrap();
         assert_eq!(parsed.sessions[0].loop_start, Some(1));
         assert_eq!(
             parsed.sessions[0].calls[0].output_hash.as_deref(),
@@ -948,17 +915,38 @@ mod tests {
         assert!(!parsed.to_json_pretty().contains("\"loop_start\": null"));
     }
 
+    /// A session read through serde (as the store reads its cache) goes through the same reader
+    /// and its checks.
+    #[test]
+    fn a_session_deserialises_through_the_one_reader() {
+        let session = Session {
+            calls: vec![Call::completed("bash", json!({"command": "ls"})).with_output("x")],
+            ..Session::new("a")
+        };
+        let text = serde_json::to_string(&session).unwrap();
+        assert_eq!(serde_json::from_str::<Session>(&text).unwrap(), session);
+        let empty_tool = r#"{"id":"a","calls":[{"tool":"","input":{},"status":"completed"}]}"#;
+        let e = serde_json::from_str::<Session>(empty_tool)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("at calls[0].tool: must not be empty"), "{e}");
+    }
+
     #[test]
     fn bad_loop_start_or_output_hash_is_named() {
         let bad_start = json!({"format": SESSION_FILE_FORMAT, "sessions": [
             {"id": "a", "loop_start": -1, "calls": []}]});
-        let e = SessionFile::from_value(&bad_start).unwrap_err().to_string();
+        let e = SessionFile::from_json(&bad_start.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("(a)") && e.contains("loop_start"), "{e}");
         let bad_hash = json!({"format": SESSION_FILE_FORMAT, "sessions": [
             {"id": "a", "calls": [{"tool": "ls", "input": {}, "status": "completed",
                                    "output_hash": 7}]}]});
-        let e = SessionFile::from_value(&bad_hash).unwrap_err().to_string();
-        assert!(e.contains("call 0") && e.contains("output_hash"), "{e}");
+        let e = SessionFile::from_json(&bad_hash.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(a) at calls[0].output_hash"), "{e}");
     }
 
     #[test]
@@ -966,7 +954,7 @@ mod tests {
         let file = json!({"format": SESSION_FILE_FORMAT, "sessions": [
             {"id": "a", "label": "must_not_flag", "labels": {"precise": "must_flag"}, "calls": []},
             {"id": "b", "label": "must_flag", "calls": []}]});
-        let parsed = SessionFile::from_value(&file).unwrap();
+        let parsed = SessionFile::from_json(&file.to_string()).unwrap();
         let (a, b) = (&parsed.sessions[0], &parsed.sessions[1]);
         use crate::Profile::{Design, Precise};
         assert_eq!(a.label_for(Design), Some(Label::MustNotFlag));
@@ -976,23 +964,34 @@ mod tests {
         assert_eq!(again, parsed);
         assert!(!parsed.to_json_pretty().contains("\"labels\": {}"));
         for (labels, named) in [
-            (json!({"fast": "must_flag"}), "profile names"),
-            (json!({"precise": "maybe"}), "labels[\"precise\"]"),
-            (json!(["precise"]), "`labels` must be an object"),
+            (
+                json!({"fast": "must_flag"}),
+                "at labels: \"fast\" is not a profile name",
+            ),
+            (
+                json!({"precise": "maybe"}),
+                "at labels.precise: invalid value: string \"maybe\"",
+            ),
+            (
+                json!(["precise"]),
+                "at labels: invalid type: a list, expected an object",
+            ),
         ] {
             let bad = json!({"format": SESSION_FILE_FORMAT, "sessions": [
                 {"id": "a", "labels": labels, "calls": []}]});
-            let e = SessionFile::from_value(&bad).unwrap_err().to_string();
+            let e = SessionFile::from_json(&bad.to_string())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("(a)") && e.contains(named), "{e}");
         }
     }
 
-    /// The typed read gives what the walk of the JSON tree gives, session and error alike, on
-    /// the shapes where they could part: lists where objects belong, `null`s, repeated keys,
-    /// escaped keys, numbers of every kind, and metadata in every form the matcher reads. And
-    /// `detect`'s read (only the metadata the matcher reads) feeds the detector the same.
+    /// Every shape a session can take reads, or fails naming the session and the place in it:
+    /// lists where objects belong, `null`s, repeated keys, escaped keys, numbers of every kind,
+    /// and metadata in every form the matcher reads. And `detect`'s read (only the metadata the
+    /// matcher reads) feeds the detector the same, and fails the same.
     #[test]
-    fn typed_read_equals_the_tree_walk() {
+    fn every_shape_reads_or_names_its_place() {
         let call = |body: &str| format!(r#"{{"id":"s","directory":"/p","calls":[{body}]}}"#);
         let bash = |meta: &str| {
             call(&format!(
@@ -1004,42 +1003,43 @@ mod tests {
                 r#"{{"tool":"edit","input":{{"filePath":"a.rs"}},"status":"completed","metadata":{meta}}}"#
             ))
         };
-        let mut texts = vec![
-            r#"{"id":"s","calls":[]}"#.to_owned(),
-            r#"["s",null,null,null,null,null,null,null,null,[]]"#.to_owned(),
-            r#"{"id":"","calls":[]}"#.to_owned(),
-            r#"{"id":7,"calls":[]}"#.to_owned(),
-            r#"{"id":"s","id":"t","calls":[]}"#.to_owned(),
-            r#"{"id":"s","calls":[],"label":"must_flag","loop_start":0,"line_counts":{"/p/a.rs":9}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"label":"maybe"}"#.to_owned(),
-            r#"{"id":"s","calls":[],"labels":{"precise":"must_flag","design":"must_not_flag"}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"labels":{"fast":"must_flag"}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"labels":{"precise":null}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"labels":["precise"]}"#.to_owned(),
-            r#"{"id":"s","calls":[],"labels":null}"#.to_owned(),
-            r#"{"id":"s","calls":[],"label":null,"line_counts":null,"loop_start":null,"title":null}"#.to_owned(),
-            r#"{"id":"s","calls":[],"line_counts":{"a":1.5}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"line_counts":{"a":1,"a":2}}"#.to_owned(),
-            r#"{"id":"s","calls":[],"loop_start":-1}"#.to_owned(),
-            r#"{"id":"s","calls":null}"#.to_owned(),
-            r#"{"id":"s"}"#.to_owned(),
-            call(r#"["bash",{"command":"ls"},"completed"]"#),
-            call(r#"{"tool":"","input":{},"status":"completed"}"#),
-            call(r#"{"tool":"bash","input":null,"status":"completed"}"#),
-            call(r#"{"tool":"bash","input":{"command":7},"status":"completed"}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":3}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"odd"}"#),
-            call(r#"{"tool":"bash","tool":"read","input":{"command":"ls"},"status":"completed"}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed"}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","output_hash":7}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"error","output_hash":null}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":[1,2]}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":1.5,"end":1e3}}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":"1"}}"#),
-            call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":null}"#),
-            call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":2.0,"limit":10},"status":"completed","metadata":{"total_lines":null,"lines_read":5}}"#),
-            call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":40},"status":"completed","metadata":{"total_lines":50,"preview":"x"}}"#),
-            call(r#"{"tool":"write","input":{"filePath":"a.rs"},"status":"completed","metadata":[1]}"#),
+        // Each shape, and the error it gives (`None`: it reads).
+        let mut cases: Vec<(String, Option<&str>)> = vec![
+            (r#"{"id":"s","calls":[]}"#.to_owned(), None),
+            (r#"["s",null,null,null,null,null,null,null,null,[]]"#.to_owned(), Some("session #3: invalid type: a list, expected an object")),
+            (r#"{"id":"","calls":[]}"#.to_owned(), Some("session #3 at id: must not be empty")),
+            (r#"{"id":7,"calls":[]}"#.to_owned(), Some("session #3 at id: invalid type: integer `7`, expected a string")),
+            (r#"{"id":"s","id":"t","calls":[]}"#.to_owned(), Some("session #3: duplicate field `id`")),
+            (r#"{"id":"s","calls":[],"label":"must_flag","loop_start":0,"line_counts":{"/p/a.rs":9}}"#.to_owned(), None),
+            (r#"{"id":"s","calls":[],"label":"maybe"}"#.to_owned(), Some("session #3 (s) at label: invalid value: string \"maybe\", expected must_flag or must_not_flag")),
+            (r#"{"id":"s","calls":[],"labels":{"precise":"must_flag","design":"must_not_flag"}}"#.to_owned(), None),
+            (r#"{"id":"s","calls":[],"labels":{"fast":"must_flag"}}"#.to_owned(), Some("session #3 (s) at labels: \"fast\" is not a profile name (design, precise)")),
+            (r#"{"id":"s","calls":[],"labels":{"precise":null}}"#.to_owned(), Some("session #3 (s) at labels.precise: invalid type: null, expected must_flag or must_not_flag")),
+            (r#"{"id":"s","calls":[],"labels":["precise"]}"#.to_owned(), Some("session #3 (s) at labels: invalid type: a list, expected an object")),
+            (r#"{"id":"s","calls":[],"labels":null}"#.to_owned(), None),
+            (r#"{"id":"s","calls":[],"label":null,"line_counts":null,"loop_start":null,"title":null}"#.to_owned(), None),
+            (r#"{"id":"s","calls":[],"line_counts":{"a":1.5}}"#.to_owned(), Some("session #3 (s) at line_counts.a: invalid type: floating point `1.5`, expected u64")),
+            (r#"{"id":"s","calls":[],"line_counts":{"a":1,"a":2}}"#.to_owned(), None),
+            (r#"{"id":"s","calls":[],"loop_start":-1}"#.to_owned(), Some("session #3 (s) at loop_start: invalid value: integer `-1`, expected usize")),
+            (r#"{"id":"s","calls":null}"#.to_owned(), Some("session #3 (s) at calls: invalid type: null, expected a list")),
+            (r#"{"id":"s"}"#.to_owned(), Some("session #3 (s): missing field `calls`")),
+            (call(r#"["bash",{"command":"ls"},"completed"]"#), Some("session #3 (s) at calls[0]: invalid type: a list, expected an object")),
+            (call(r#"{"tool":"","input":{},"status":"completed"}"#), Some("session #3 (s) at calls[0].tool: must not be empty")),
+            (call(r#"{"tool":"bash","input":null,"status":"completed"}"#), Some("session #3 (s) at calls[0].input: invalid type: null, expected an object")),
+            (call(r#"{"tool":"bash","input":{"command":7},"status":"completed"}"#), Some("session #3 (s) at calls[0].input.command: a bash command must be a string, found a number")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":3}"#), Some("session #3 (s) at calls[0].status: invalid type: integer `3`, expected a string")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"odd"}"#), None),
+            (call(r#"{"tool":"bash","tool":"read","input":{"command":"ls"},"status":"completed"}"#), Some("session #3 (s) at calls[0]: duplicate field `tool`")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed"}"#), None),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","output_hash":7}"#), Some("session #3 (s) at calls[0].output_hash: invalid type: integer `7`, expected a string")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"error","output_hash":null}"#), None),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":[1,2]}"#), Some("session #3 (s) at calls[0].time: invalid type: a list, expected an object")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":1.5,"end":1e3}}"#), None),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":{"start":"1"}}"#), Some("session #3 (s) at calls[0].time.start: invalid type: string \"1\", expected a number (unix ms)")),
+            (call(r#"{"tool":"bash","input":{"command":"ls"},"status":"completed","time":null}"#), None),
+            (call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":2.0,"limit":10},"status":"completed","metadata":{"total_lines":null,"lines_read":5}}"#), None),
+            (call(r#"{"tool":"read","input":{"filePath":"a.rs","offset":40},"status":"completed","metadata":{"total_lines":50,"preview":"x"}}"#), None),
+            (call(r#"{"tool":"write","input":{"filePath":"a.rs"},"status":"completed","metadata":[1]}"#), None),
         ];
         for meta in [
             "null",
@@ -1052,13 +1052,11 @@ mod tests {
             r#"{"exit":1,"exit":0}"#,
             r#"{"exit":0,"output":"long"}"#,
         ] {
-            texts.push(bash(meta));
+            cases.push((bash(meta), None));
         }
         for meta in [
-            r#"{"diff":"  
-"}"#,
-            r#"{"diff":"-a
-+b"}"#,
+            r#"{"diff":"  \n"}"#,
+            r#"{"diff":"-a\n+b"}"#,
             r#"{"diff":5}"#,
             r#"{"filediff":[1,2]}"#,
             r#"{"filediff":null}"#,
@@ -1070,11 +1068,15 @@ mod tests {
             r#"{"files":"x"}"#,
             r#"{"files":null,"diff":null}"#,
         ] {
-            texts.push(edit(meta));
+            cases.push((edit(meta), None));
         }
-        for text in &texts {
-            let tree = parse_session_tree(3, text);
-            assert_eq!(parse_session_text(3, text), tree, "{text}");
+        for (text, error) in &cases {
+            let tree = parse_session_text(3, text);
+            assert_eq!(
+                tree.as_ref().err().map(ToString::to_string).as_deref(),
+                *error,
+                "{text}"
+            );
             for profile in [crate::Profile::Design, crate::Profile::Precise] {
                 let config = DetectConfig::with_profile(profile);
                 let detected = detect_session_text(3, text, &config);
@@ -1103,40 +1105,83 @@ mod tests {
         }
     }
 
-    /// The streamed reader says what parsing the whole tree says: the same sessions, or the same
-    /// first error, whatever the key order (sessions before format, a repeated key).
+    /// The streamed reader says what a reader of the whole document would: the same sessions, or
+    /// the same first error, whatever the key order (sessions before format, a repeated key).
     #[test]
-    fn streamed_parse_equals_the_whole_tree() {
+    fn streamed_parse_reads_as_the_whole_document() {
         let call = r#"{"tool":"bash","input":{"command":"ls"},"status":"completed"}"#;
+        let ok = |ids: &[&str]| Ok(ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>());
+        let err = |message: &str| Err(message.to_owned());
         let docs = [
-            format!(
-                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[{call}]}}]}}"#
+            (
+                format!(
+                    r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[{call}]}}]}}"#
+                ),
+                ok(&["a"]),
             ),
-            format!(
-                r#"{{"sessions":[{{"id":"a","calls":[{call}]}}],"format":"{SESSION_FILE_FORMAT}"}}"#
+            (
+                format!(
+                    r#"{{"sessions":[{{"id":"a","calls":[{call}]}}],"format":"{SESSION_FILE_FORMAT}"}}"#
+                ),
+                ok(&["a"]),
             ),
-            r#"{"sessions":[{"id":"a","calls":[7]}],"format":"x/2"}"#.to_owned(),
-            format!(
-                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}}],"sessions":[{{"id":"b","calls":[]}},{{"id":"c","calls":[]}}]}}"#
+            // The document's shape is reported before its sessions.
+            (
+                r#"{"sessions":[{"id":"a","calls":[7]}],"format":"x/2"}"#.to_owned(),
+                err(r#"unsupported format x/2; expected "agentwatch-sessions/1""#),
             ),
-            format!(
-                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}},{{"id":"a","calls":[]}}]}}"#
+            // A repeated key replaces the earlier list, as in any JSON object.
+            (
+                format!(
+                    r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}}],"sessions":[{{"id":"b","calls":[]}},{{"id":"c","calls":[]}}]}}"#
+                ),
+                ok(&["b", "c"]),
             ),
-            format!(
-                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a"}},{{"id":"a","calls":[]}}]}}"#
+            (
+                format!(
+                    r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[]}},{{"id":"a","calls":[]}}]}}"#
+                ),
+                err("session id a appears twice"),
             ),
-            format!(r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":{{"id":"a"}}}}"#),
-            format!(
-                r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":null,"other":[1,{{"x":[]}}]}}"#
+            // The first error in list order.
+            (
+                format!(
+                    r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a"}},{{"id":"a","calls":[]}}]}}"#
+                ),
+                err("session #0 (a): missing field `calls`"),
             ),
-            r#"{"format":7,"sessions":[]}"#.to_owned(),
-            r#"[{"format":"agentwatch-sessions/1"}]"#.to_owned(),
-            r#""text""#.to_owned(),
-            r#"{"sessions":[]}"#.to_owned(),
+            (
+                format!(r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":{{"id":"a"}}}}"#),
+                err("`sessions` must be a list"),
+            ),
+            (
+                format!(
+                    r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":null,"other":[1,{{"x":[]}}]}}"#
+                ),
+                err("`sessions` must be a list"),
+            ),
+            (
+                r#"{"format":7,"sessions":[]}"#.to_owned(),
+                err(r#"unsupported format 7; expected "agentwatch-sessions/1""#),
+            ),
+            (
+                r#"[{"format":"agentwatch-sessions/1"}]"#.to_owned(),
+                err("a session file is a JSON object with `format` and `sessions`"),
+            ),
+            (
+                r#""text""#.to_owned(),
+                err("a session file is a JSON object with `format` and `sessions`"),
+            ),
+            (
+                r#"{"sessions":[]}"#.to_owned(),
+                err(r#"unsupported format (missing); expected "agentwatch-sessions/1""#),
+            ),
         ];
-        for doc in &docs {
-            let whole = SessionFile::from_value(&serde_json::from_str(doc).unwrap());
-            assert_eq!(SessionFile::from_json(doc), whole, "{doc}");
+        for (doc, read) in &docs {
+            let got = SessionFile::from_json(doc)
+                .map(|f| f.sessions.into_iter().map(|s| s.id).collect::<Vec<_>>())
+                .map_err(|e| e.to_string());
+            assert_eq!(got, read.clone(), "{doc}");
         }
         // Syntax errors anywhere win, as when the whole tree was parsed first.
         for doc in [

@@ -245,11 +245,7 @@ fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String
             EXIT_FAILED
         });
     }
-    let text = corpus::to_json(&file);
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, &text)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    write_atomically(&path, &corpus::to_json(&file))?;
     let _ = writeln!(
         out,
         "wrote {} ({} sessions)",
@@ -266,14 +262,14 @@ fn run_gen_big(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
         ..big::BigShape::default()
     };
     let path = &args.out;
-    let fail = |e: std::io::Error| format!("{}: {e}", path.display());
-    let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).map_err(fail)?;
-    let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
-    let stats = big::write_big(&mut writer, &shape).map_err(fail)?;
-    let file = writer.into_inner().map_err(|e| fail(e.into_error()))?;
-    file.sync_all().map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)?;
+    let mut stats = None;
+    agentwatch_systemd::write_atomic_with(path, 0o644, |file| {
+        let mut writer = std::io::BufWriter::with_capacity(1 << 20, file);
+        stats = Some(big::write_big(&mut writer, &shape)?);
+        writer.flush()
+    })
+    .map_err(|e| e.to_string())?;
+    let stats = stats.ok_or("the generator wrote nothing")?;
     let _ = writeln!(
         out,
         "wrote {} ({} sessions, {} calls, {} bytes)",
@@ -285,15 +281,12 @@ fn run_gen_big(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
     Ok(EXIT_OK)
 }
 
-/// Write `text` to `path` through a temporary file beside it.
+/// Write `text` to `path` through the project's one atomic writer, making its directory.
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| format!("{}: {e}", path.display()))
+    agentwatch_systemd::write_atomic(path, text.as_bytes(), 0o644).map_err(|e| e.to_string())
 }
 
 fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {

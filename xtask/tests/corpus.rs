@@ -201,7 +201,10 @@ fn exit_codes() {
     let (code, _, err) = xtask(&["backtest", "--fixture", tmp.to_str().unwrap()]);
     let _ = std::fs::remove_file(&tmp);
     assert_eq!(code, 2);
-    assert!(err.contains("missing required key `calls`"), "{err}");
+    assert!(
+        err.contains("session #0 (x): missing field `calls`"),
+        "{err}"
+    );
     for args in [
         &["backtest", "--set", "top_min=zero"][..],
         &["backtest", "--set", "nonsense"],

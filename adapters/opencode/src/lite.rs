@@ -62,7 +62,7 @@ pub struct LitePart {
     pub kind: String,
     #[serde(default)]
     pub tool: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_none")]
     pub state: Option<LiteState>,
 }
 
@@ -75,8 +75,51 @@ pub struct LiteState {
     pub metadata: Option<DetectorMetadata>,
     #[serde(default)]
     pub output: Option<OutputNote>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object_or_none")]
     pub time: Option<LiteCallTime>,
+}
+
+/// `Some` only for a JSON object; anything else reads as absent, as the export reader
+/// ([`crate::call_from_part`]) takes it (a derived struct would also read a list).
+fn object_or_none<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    struct ObjectOrNone<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOrNone<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Option<T>, A::Error> {
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Option<T>, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+    }
+    deserializer.deserialize_any(ObjectOrNone(std::marker::PhantomData))
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -1,8 +1,8 @@
-//! Atomic replacement of a file others read.
+//! Atomic replacement of a file others read: the project's one writer of such files (the
+//! recovery notice, the config overlay, fixtures, exports, `doctor`'s config).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The recovery notice's mode: readable by the stream server's account.
 pub const NOTICE_MODE: u32 = 0o644;
@@ -22,17 +22,33 @@ pub struct AtomicWriteError {
 /// renamed over `path`; the directory is synced so the rename survives a crash. On failure the
 /// temporary file is removed and `path` keeps its old content. The directory must exist.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
-    write(path, contents, mode, true)
+    write_atomic_with(path, mode, |file| file.write_all(contents))
+}
+
+/// [`write_atomic`] for contents written as they are produced (a large export): `fill` writes
+/// them to the temporary file (buffer it for many small writes); nothing replaces `path` unless
+/// it succeeds.
+pub fn write_atomic_with(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), AtomicWriteError> {
+    write(path, mode, true, fill)
 }
 
 /// Creates `path` with `contents` in one step, like [`write_atomic`], but never over an existing
-/// file: the temporary file is hard-linked into place, which fails (`AlreadyExists`, step
-/// `link into place`) when `path` exists, leaving it untouched.
+/// file: it fails (`AlreadyExists`, step `link into place`) when `path` exists, leaving it
+/// untouched.
 pub fn create_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
-    write(path, contents, mode, false)
+    write(path, mode, false, |file| file.write_all(contents))
 }
 
-fn write(path: &Path, contents: &[u8], mode: u32, replace: bool) -> Result<(), AtomicWriteError> {
+fn write(
+    path: &Path,
+    mode: u32,
+    replace: bool,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), AtomicWriteError> {
     let fail = |step: &'static str| {
         move |source: std::io::Error| AtomicWriteError {
             path: path.display().to_string(),
@@ -50,46 +66,38 @@ fn write(path: &Path, contents: &[u8], mode: u32, replace: bool) -> Result<(), A
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let temp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(mode);
-        }
-        let mut file = options.open(&temp).map_err(fail("create temporary file"))?;
-        file.write_all(contents)
-            .map_err(fail("write temporary file"))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            // The umask may have narrowed the mode given at creation.
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
-                .map_err(fail("set mode"))?;
-        }
-        #[cfg(not(unix))]
-        let _ = mode;
-        file.sync_all().map_err(fail("fsync temporary file"))?;
-        drop(file);
-        if replace {
-            std::fs::rename(&temp, path).map_err(fail("rename into place"))
-        } else {
-            let linked = std::fs::hard_link(&temp, path).map_err(fail("link into place"));
-            let _ = std::fs::remove_file(&temp);
-            linked
-        }
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-        return result;
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    // The temporary file is removed when `temp` is dropped on any failure below.
+    let mut temp = builder
+        .tempfile_in(&dir)
+        .map_err(fail("create temporary file"))?;
+    fill(temp.as_file_mut()).map_err(fail("write temporary file"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The umask may have narrowed the mode given at creation.
+        temp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(fail("set mode"))?;
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    temp.as_file()
+        .sync_all()
+        .map_err(fail("fsync temporary file"))?;
+    if replace {
+        temp.persist(path)
+            .map_err(|e| fail("rename into place")(e.error))?;
+    } else {
+        temp.persist_noclobber(path)
+            .map_err(|e| fail("link into place")(e.error))?;
     }
     // Make the rename itself durable; a directory that cannot be opened for sync is not an error
     // of the write (the file is in place).

@@ -425,21 +425,20 @@ pub fn stand_in(stand_ins: &StandIns, name: &str, stdout: &str, exit_code: i32) 
 #[derive(Debug)]
 pub struct TempDir {
     pub path: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl TempDir {
+    /// A new empty directory under the system's temporary directory, its name starting with
+    /// `prefix`; removed with everything in it when dropped.
     pub fn new(prefix: &str) -> Self {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("temp dir");
-        Self { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{prefix}-"))
+            .tempdir()
+            .expect("temp dir");
+        Self {
+            path: dir.path().to_path_buf(),
+            _dir: dir,
+        }
     }
 }

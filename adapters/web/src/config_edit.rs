@@ -2,7 +2,6 @@
 //! `config.local.toml` (the machine-local overlay every job reads at its next tick).
 
 use detect_core::DetectConfig;
-use std::io::Write;
 use std::path::Path;
 use toml::{Table, Value};
 
@@ -166,32 +165,13 @@ pub fn apply(
         path: overlay.display().to_string(),
         message: e.to_string(),
     })?;
-    write_atomic(overlay, text.as_bytes()).map_err(|e| ConfigEditError::File {
-        path: overlay.display().to_string(),
-        message: e.to_string(),
+    // 0600: an overlay may hold a channel's token.
+    agentwatch_systemd::write_atomic(overlay, text.as_bytes(), 0o600).map_err(|e| {
+        ConfigEditError::File {
+            path: overlay.display().to_string(),
+            message: format!("{}: {}", e.step, e.source),
+        }
     })
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 #[cfg(test)]
