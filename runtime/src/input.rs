@@ -7,15 +7,16 @@
 
 use crate::error::Error;
 use detect_core::{
-    DetectConfig, Judgement, ParseError, Session, SessionDetector, SessionText, Streamed,
-    counted_sessions, detect_session_text, judge_detectors, parse_judged_session_text,
-    parse_session_text, stream_session_texts,
+    DetectConfig, Judgement, ParseError, SESSION_FILE_FORMAT, Session, SessionDetector,
+    SessionText, Streamed, counted_sessions, detect_session_text, judge_detectors,
+    parse_judged_session_text, parse_session_text, stream_session_texts,
 };
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
 use std::rc::Rc;
 
 /// Read a file, or standard input for `-`.
@@ -276,6 +277,117 @@ fn detect_document(
         id: |(session, _)| session.id.as_str(),
     };
     read_document(origin, reader, &how)
+}
+
+/// `agentwatch import-export`: the files' sessions as one session file, on standard output or
+/// written atomically to `out`, each file's sessions written as soon as that file is read (the
+/// document is never built whole in memory); returns how many sessions were written.
+pub fn import_exports(files: &[String], out: Option<&Path>) -> Result<usize, Error> {
+    match out {
+        Some(path) => {
+            let io = |e: std::io::Error| Error::io(format!("writing {}: {e}", path.display()));
+            write_streamed(path, |out| convert(files, out, &io))
+        }
+        None => {
+            let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+            let failed = |e: std::io::Error| Error::stdout("import-export", &e);
+            convert(files, stdout, &failed)
+        }
+    }
+}
+
+/// Read the files one at a time and write each one's sessions to `out` as one session file as
+/// soon as that file is read; returns how many sessions were written.
+fn convert(
+    files: &[String],
+    out: impl Write,
+    failed: &dyn Fn(std::io::Error) -> Error,
+) -> Result<usize, Error> {
+    let mut writer = SessionFileWriter::new(out).map_err(failed)?;
+    read_sessions_each(files, |sessions| {
+        for s in &sessions {
+            if s.calls.iter().all(|c| !c.status.is_counted()) {
+                eprintln!(
+                    "agentwatch: note: session {} has no tool calls; it is kept but there is nothing to judge",
+                    s.id
+                );
+            }
+            writer.push(s).map_err(failed)?;
+        }
+        Ok(())
+    })?;
+    writer.finish().map_err(failed)
+}
+
+/// A session file (`agentwatch-sessions/1`) written one session at a time: byte for byte what
+/// [`detect_core::SessionFile::to_json_pretty`] writes for the whole list, and a closing newline.
+struct SessionFileWriter<W: Write> {
+    out: W,
+    written: usize,
+}
+
+impl<W: Write> SessionFileWriter<W> {
+    fn new(mut out: W) -> std::io::Result<Self> {
+        let format = serde_json::to_string(SESSION_FILE_FORMAT)?;
+        write!(out, "{{\n  \"format\": {format},\n  \"sessions\": [")?;
+        Ok(Self { out, written: 0 })
+    }
+
+    fn push(&mut self, session: &Session) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(session)?;
+        self.out.write_all(if self.written == 0 {
+            b"\n    "
+        } else {
+            b",\n    "
+        })?;
+        // JSON escapes the newlines inside strings, so each newline of the text is between
+        // tokens: the lines below the first go one list deeper.
+        self.out
+            .write_all(text.replace('\n', "\n    ").as_bytes())?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Close the list and the document; how many sessions it holds.
+    fn finish(mut self) -> std::io::Result<usize> {
+        let end: &[u8] = if self.written == 0 {
+            b"]\n}\n"
+        } else {
+            b"\n  ]\n}\n"
+        };
+        self.out.write_all(end)?;
+        self.out.flush()?;
+        Ok(self.written)
+    }
+}
+
+/// Write `path` with the project's one atomic writer (mode 0644) from what `fill` writes, so a
+/// reader sees the old file or the whole new one; on failure `path` is untouched and the error
+/// is `fill`'s own when it was `fill` that failed.
+fn write_streamed<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let mut filled = None;
+    let written = agentwatch_systemd::write_atomic_with(path, 0o644, |file| {
+        let mut out = std::io::BufWriter::new(file);
+        let result = fill(&mut out);
+        let failed = result.is_err();
+        filled = Some(result);
+        if failed {
+            return Err(std::io::Error::other("the export was not written whole"));
+        }
+        out.flush()
+    });
+    match (filled, written) {
+        (Some(Err(e)), _) => Err(e),
+        (_, Err(e)) => Err(Error::io(format!("writing {e}"))),
+        (Some(Ok(value)), Ok(())) => Ok(value),
+        (None, Ok(())) => Err(Error::io(format!(
+            "writing {}: nothing written",
+            path.display()
+        ))),
+    }
 }
 
 #[cfg(test)]
