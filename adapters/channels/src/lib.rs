@@ -301,32 +301,14 @@ pub fn deliver_at(
     }
 }
 
-/// `2026-01-15T14:30:01+00:00` (RFC 3339, UTC) for a unix time.
+/// `2026-01-15T14:30:01+00:00` (RFC 3339, UTC) for a unix time; `@UNIX` for a time beyond the
+/// years -9999..=9999, which no clock gives but a hostile input may.
 #[must_use]
 pub fn iso8601(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}+00:00",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    match jiff::Timestamp::from_second(unix) {
+        Ok(time) => time.strftime("%Y-%m-%dT%H:%M:%S+00:00").to_string(),
+        Err(_) => format!("@{unix}"),
+    }
 }
 
 #[cfg(test)]
@@ -339,5 +321,7 @@ mod tests {
         assert_eq!(iso8601(1_768_487_401), "2026-01-15T14:30:01+00:00");
         assert_eq!(iso8601(951_782_400), "2000-02-29T00:00:00+00:00");
         assert_eq!(iso8601(-1), "1969-12-31T23:59:59+00:00");
+        assert_eq!(iso8601(i64::MAX), format!("@{}", i64::MAX));
+        assert_eq!(iso8601(i64::MIN), format!("@{}", i64::MIN));
     }
 }
