@@ -12,13 +12,28 @@
 
 /// Normalise a bash command for call identity and target keys.
 pub fn normalize_bash(command: &str) -> String {
-    let joined = join_lines(command);
-    let collapsed = collapse_whitespace(&joined);
-    let mut text = collapsed.as_str();
+    let mut out = String::with_capacity(command.len());
+    normalize_bash_into(command, &mut out);
+    out
+}
+
+/// [`normalize_bash`] written into `out` (cleared first); a one-line command without `#` (the
+/// usual one) allocates nothing.
+pub(crate) fn normalize_bash_into(command: &str, out: &mut String) {
+    out.clear();
+    if command.contains(['\n', '\r', '#']) {
+        collapse_whitespace(&join_lines(command), out);
+    } else {
+        // One line and no comment: the join is the line, trimmed.
+        collapse_whitespace(command, out);
+    }
+    let mut text = out.as_str();
     while let Some(rest) = strip_one_prefix(text) {
         text = rest;
     }
-    text.to_owned()
+    // What is left is a suffix of the collapsed text.
+    let start = out.len() - text.len();
+    out.drain(..start);
 }
 
 /// Quote state while scanning a command left to right.
@@ -122,16 +137,15 @@ fn join_lines(command: &str) -> String {
     joined
 }
 
-/// Every run of whitespace becomes one space; leading and trailing whitespace goes.
-fn collapse_whitespace(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+/// Every run of whitespace becomes one space; leading and trailing whitespace goes. Appended to
+/// `out`, which is empty.
+fn collapse_whitespace(text: &str, out: &mut String) {
     for word in text.split_whitespace() {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(word);
     }
-    out
 }
 
 /// One shell word at the start of `text` (quotes and escapes respected): `(word, rest)`.

@@ -10,7 +10,8 @@
 //!   O(1) amortised per push; reading a verdict costs O(window).
 
 use crate::config::{DetectConfig, Profile, Rule};
-use crate::matcher::{CallContext, CallFacts};
+use crate::json::Json;
+use crate::matcher::{CallContext, CallFacts, CallRef, Facts, Scratch, facts};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use rustc_hash::FxHashMap;
@@ -66,15 +67,12 @@ struct Staleness {
 
 impl Staleness {
     /// Account for the next counted call (`facts.landed` as the detector finally judged it).
-    fn push(&mut self, facts: &CallFacts) {
-        let key = (!facts.wait).then(|| seen_key(facts));
+    fn push(&mut self, facts: &Facts<'_>) {
+        let key = (!facts.wait).then(|| seen_key(facts.identity, facts.result));
         let view = if facts.wait {
             None
         } else {
-            facts
-                .view
-                .as_ref()
-                .map(|v| (v.path.clone(), v.first, v.last))
+            facts.view.map(|(path, a, b)| (path.to_owned(), a, b))
         };
         let again = key.is_some()
             && self.history.iter().any(|e| {
@@ -402,7 +400,7 @@ pub fn judge_facts(
     let (stale, stale_long) = if config.applies(Rule::Repeat) {
         let mut staleness = Staleness::default();
         for f in facts {
-            staleness.push(f);
+            staleness.push(&f.as_facts());
         }
         if facts.last().is_some_and(|f| f.landed) {
             // A landing at the end always unflags, until the calls after it repeat again.
@@ -546,6 +544,8 @@ pub struct SessionDetector {
     written: BTreeSet<String>,
     /// `auto`: the session judged under `precise` too (this detector runs under `design`).
     auto: Option<Box<Auto>>,
+    /// Where each call's facts are written (no allocation per call).
+    scratch: Scratch,
 }
 
 /// `auto`: the session's detector under `precise`, and what decides which of the two speaks.
@@ -633,6 +633,7 @@ impl SessionDetector {
             last_landed: false,
             written: BTreeSet::new(),
             auto: None,
+            scratch: Scratch::default(),
         }
     }
 
@@ -783,6 +784,7 @@ impl SessionDetector {
             last_landed: snapshot.last_landed,
             written: snapshot.written.into_iter().collect(),
             auto: None,
+            scratch: Scratch::default(),
         };
         for call in snapshot.span {
             detector.span.push(call);
@@ -817,21 +819,34 @@ impl SessionDetector {
             auto.tools.push(call, &self.config);
             auto.precise.push(call);
         }
+        let input = Json::of(&call.input);
+        if let Some(call) = CallRef::of(call, &input) {
+            self.push_counted(&call);
+        }
+    }
+
+    /// Push the next counted call, read borrowed.
+    pub(crate) fn push_counted(&mut self, call: &CallRef<'_>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
         let ctx = CallContext {
             directory: self.directory.as_deref(),
             line_counts: &self.line_counts,
         };
-        let Some(mut facts) = CallFacts::of(call, ctx, &self.config) else {
-            return;
-        };
-        if facts.write
-            && self.config.applies(Rule::RepeatedWrites)
-            && !self.written.insert(facts.identity.clone())
-        {
-            facts.landed = false;
+        let mut facts = facts(call, ctx, &self.config, &mut scratch);
+        self.push_facts(&mut facts);
+        self.scratch = scratch;
+    }
+
+    fn push_facts(&mut self, facts: &mut Facts<'_>) {
+        if facts.write && self.config.applies(Rule::RepeatedWrites) {
+            if self.written.contains(facts.identity) {
+                facts.landed = false;
+            } else {
+                self.written.insert(facts.identity.to_owned());
+            }
         }
         if self.config.applies(Rule::Repeat) {
-            self.staleness.push(&facts);
+            self.staleness.push(facts);
         }
         self.last_landed = facts.landed;
         let before_descendant_landing = matches!(
@@ -848,19 +863,17 @@ impl SessionDetector {
         }
         let read = facts
             .read
-            .as_ref()
-            .map(|r| (self.intern(&r.path), r.lines, r.file_lines));
+            .map(|(path, lines, file_lines)| (self.intern(path), lines, file_lines));
         let view = facts
             .view
-            .as_ref()
-            .map(|v| (self.intern(&v.path), v.first, v.last));
+            .map(|(path, first, last)| (self.intern(path), first, last));
         let result = self
             .config
             .applies(Rule::Repeat)
-            .then(|| self.intern(&facts.result));
+            .then(|| self.intern(facts.result));
         let span_call = SpanCall {
-            identity: self.intern(&facts.identity),
-            target: self.intern(&facts.target),
+            identity: self.intern(facts.identity),
+            target: self.intern(facts.target),
             read,
             start_ms: facts.start_ms,
             wait: facts.wait,
@@ -1063,11 +1076,11 @@ fn call_of_key(key: &str) -> &str {
 }
 
 /// A call and its result, as the incremental detector remembers them for `repeat`.
-fn seen_key(facts: &CallFacts) -> String {
-    let mut key = String::with_capacity(facts.identity.len() + facts.result.len() + 1);
-    key.push_str(&facts.identity);
+fn seen_key(identity: &str, result: &str) -> String {
+    let mut key = String::with_capacity(identity.len() + result.len() + 1);
+    key.push_str(identity);
     key.push('\u{1f}');
-    key.push_str(&facts.result);
+    key.push_str(result);
     key
 }
 

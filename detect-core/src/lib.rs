@@ -39,6 +39,7 @@
 mod bash;
 mod config;
 mod detector;
+mod json;
 mod matcher;
 mod model;
 mod shell;

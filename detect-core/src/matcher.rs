@@ -3,12 +3,14 @@
 //! Everything the signals need from one call is computed once, into [`CallFacts`], by
 //! [`CallFacts::of`]. The detector never looks at a call's JSON again.
 
-use crate::bash::normalize_bash;
+use crate::bash::{normalize_bash, normalize_bash_into};
 use crate::config::{DetectConfig, Rule};
+use crate::json::{Json, write_json_string, write_object};
 use crate::model::{Call, CallStatus, MapOnly};
 use crate::shell;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -21,72 +23,8 @@ pub const DEFAULT_READ_LIMIT: u64 = 2000;
 /// (so `1.0` and `1` match). Independent of serde_json's map order features.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
-    write_canonical(value, &mut out);
+    Json::of(value).write_canonical(&mut out);
     out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else {
-                let f = n.as_f64().unwrap_or(0.0);
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    let _ = write!(out, "{}", f as i64);
-                } else {
-                    let _ = write!(out, "{f}");
-                }
-            }
-        }
-        Value::String(s) => write_json_string(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(key, out);
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_json_string(s: &str, out: &mut String) {
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Bash input keys the model writes freely; they do not change what the call does.
@@ -95,41 +33,34 @@ const BASH_NOISE_KEYS: &[&str] = &["description", "timeout"];
 /// Call identity: `tool` + canonical JSON of the input, with the bash command normalised and the
 /// bash noise keys removed.
 pub fn call_identity(tool: &str, input: &Value) -> String {
-    identity_with_command(tool, input, None)
+    let mut out = String::with_capacity(96);
+    write_identity(tool, &Json::of(input), None, &mut out);
+    out
 }
 
-/// [`call_identity`], reusing a bash command normalised already (the matcher needs it twice).
-fn identity_with_command(tool: &str, input: &Value, normalized: Option<&str>) -> String {
-    let mut out = String::with_capacity(96);
+/// Write [`call_identity`] into `out`, reusing a bash command normalised already (the matcher
+/// needs it twice).
+fn write_identity(tool: &str, input: &Json<'_>, normalized: Option<&str>, out: &mut String) {
     out.push_str(tool);
     out.push(' ');
     match (tool, input) {
-        ("bash", Value::Object(map)) => {
-            let mut keys: Vec<&String> = map
-                .keys()
-                .filter(|k| !BASH_NOISE_KEYS.contains(&k.as_str()))
-                .collect();
-            keys.sort_unstable();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_json_string(key, &mut out);
-                out.push(':');
-                match (key.as_str(), &map[key]) {
-                    ("command", Value::String(command)) => match normalized {
-                        Some(n) => write_json_string(n, &mut out),
-                        None => write_json_string(&normalize_bash(command), &mut out),
+        ("bash", Json::Object(entries)) => {
+            let keep = |key: &str| !BASH_NOISE_KEYS.contains(&key);
+            write_object(
+                entries,
+                out,
+                &keep,
+                &mut |key, value, out| match (key, value) {
+                    ("command", Json::Str(command)) => match normalized {
+                        Some(n) => write_json_string(n, out),
+                        None => write_json_string(&normalize_bash(command), out),
                     },
-                    (_, value) => write_canonical(value, &mut out),
-                }
-            }
-            out.push('}');
+                    (_, value) => value.write_canonical(out),
+                },
+            );
         }
-        _ => write_canonical(input, &mut out),
+        _ => input.write_canonical(out),
     }
-    out
 }
 
 /// The last path component (after `/` or `\`).
@@ -141,27 +72,51 @@ pub fn basename(path: &str) -> &str {
 /// Resolve `path` against `directory` lexically (no file system access): relative paths are
 /// joined, `.` and `..` components folded.
 pub fn resolve_path(directory: Option<&str>, path: &str) -> String {
-    let joined = match directory {
-        Some(dir) if !path.starts_with('/') && !dir.is_empty() => format!("{dir}/{path}"),
-        _ => path.to_owned(),
-    };
-    let absolute = joined.starts_with('/');
-    let mut parts: Vec<&str> = Vec::new();
-    for part in joined.split('/') {
+    let mut out = String::with_capacity(path.len() + directory.map_or(0, str::len) + 1);
+    resolve_path_into(directory, path, &mut out);
+    out
+}
+
+/// [`resolve_path`] written into `out` (cleared first), with no allocation of its own.
+pub(crate) fn resolve_path_into(directory: Option<&str>, path: &str, out: &mut String) {
+    out.clear();
+    let directory = directory.filter(|dir| !path.starts_with('/') && !dir.is_empty());
+    let absolute = directory.unwrap_or(path).starts_with('/');
+    let root = usize::from(absolute);
+    if absolute {
+        out.push('/');
+    }
+    // `out` is the root, then the components kept so far joined by `/`.
+    let mut count = 0usize;
+    for part in directory
+        .into_iter()
+        .flat_map(|d| d.split('/'))
+        .chain(path.split('/'))
+    {
         match part {
             "" | "." => {}
             ".." => {
-                if parts.last().is_some_and(|p| *p != "..") {
-                    parts.pop();
+                let last_start = out.rfind('/').map_or(0, |i| i + 1).max(root);
+                if count > 0 && &out[last_start..] != ".." {
+                    out.truncate(if count > 1 { last_start - 1 } else { root });
+                    count -= 1;
                 } else if !absolute {
-                    parts.push("..");
+                    if count > 0 {
+                        out.push('/');
+                    }
+                    out.push_str("..");
+                    count += 1;
                 }
             }
-            other => parts.push(other),
+            other => {
+                if count > 0 {
+                    out.push('/');
+                }
+                out.push_str(other);
+                count += 1;
+            }
         }
     }
-    let body = parts.join("/");
-    if absolute { format!("/{body}") } else { body }
 }
 
 /// What a read call contributes to the coverage signal.
@@ -216,106 +171,264 @@ pub struct CallContext<'a> {
     pub line_counts: &'a BTreeMap<String, u64>,
 }
 
+/// A counted call as the matcher reads it, borrowed: from a [`Call`], or straight from a
+/// session file's text (no `Value` map, no owned strings).
+#[derive(Debug, Clone)]
+pub(crate) struct CallRef<'a> {
+    pub tool: &'a str,
+    pub input: &'a Json<'a>,
+    /// `error` (else `completed`).
+    pub error: bool,
+    pub meta: MetaFacts<'a>,
+    pub output_hash: Option<&'a str>,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+}
+
+impl<'a> CallRef<'a> {
+    /// `call` with its input read as `input` ([`Json::of`] of it), or `None` when the call does
+    /// not count (pending, running, unknown).
+    pub(crate) fn of(call: &'a Call, input: &'a Json<'a>) -> Option<Self> {
+        call.status.is_counted().then(|| CallRef {
+            tool: &call.tool,
+            input,
+            error: call.status == CallStatus::Error,
+            meta: MetaFacts::of(&call.metadata),
+            output_hash: call.output_hash.as_deref(),
+            start_ms: call.start_ms(),
+            end_ms: call.end_ms(),
+        })
+    }
+}
+
+/// What the matcher reads of a call's metadata.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct MetaFacts<'a> {
+    /// `exit` as written ([`call_result`] prints it), when present.
+    pub exit: Option<Cow<'a, Value>>,
+    pub total_lines: Option<u64>,
+    pub lines_read: Option<u64>,
+    /// A non-blank `diff`, or a `filediff` or one of `files` with added or deleted lines.
+    pub changed: bool,
+}
+
+impl<'a> MetaFacts<'a> {
+    pub(crate) fn of(meta: &'a Value) -> Self {
+        let changed = |v: &Value| {
+            let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+            n("additions").saturating_add(n("deletions")) > 0
+        };
+        let has_diff = meta
+            .get("diff")
+            .and_then(Value::as_str)
+            .is_some_and(|d| !d.trim().is_empty());
+        let filediff = meta.get("filediff").is_some_and(changed);
+        let files = meta
+            .get("files")
+            .and_then(Value::as_array)
+            .is_some_and(|files| files.iter().any(changed));
+        Self {
+            exit: meta.get("exit").map(Cow::Borrowed),
+            total_lines: meta.get("total_lines").and_then(Value::as_u64),
+            lines_read: meta.get("lines_read").and_then(Value::as_u64),
+            changed: has_diff || filediff || files,
+        }
+    }
+
+    fn exit_code(&self) -> Option<i64> {
+        self.exit.as_deref().and_then(Value::as_i64)
+    }
+}
+
+/// The buffers the facts of one call are written into, reused from call to call.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    command: String,
+    identity: String,
+    target: String,
+    read_path: String,
+    view_path: String,
+    result: String,
+}
+
+/// [`CallFacts`] borrowed from a [`Scratch`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Facts<'s> {
+    pub identity: &'s str,
+    pub target: &'s str,
+    pub landed: bool,
+    pub write: bool,
+    /// (path, lines, file length): see [`ReadFacts`].
+    pub read: Option<(&'s str, u64, u64)>,
+    pub wait: bool,
+    /// (path, first, last): see [`ViewRange`].
+    pub view: Option<(&'s str, u64, u64)>,
+    pub result: &'s str,
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+}
+
+impl Facts<'_> {
+    fn to_owned(self) -> CallFacts {
+        CallFacts {
+            identity: self.identity.to_owned(),
+            target: self.target.to_owned(),
+            landed: self.landed,
+            write: self.write,
+            read: self.read.map(|(path, lines, file_lines)| ReadFacts {
+                path: path.to_owned(),
+                lines,
+                file_lines,
+            }),
+            wait: self.wait,
+            view: self.view.map(|(path, first, last)| ViewRange {
+                path: path.to_owned(),
+                first,
+                last,
+            }),
+            result: self.result.to_owned(),
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+        }
+    }
+}
+
 /// What a call saw, for `repeat`: its output hash where it has one, otherwise its status and
 /// exit code. Two calls with the same identity and result made no progress between them.
-fn call_result(call: &Call) -> String {
-    if let Some(hash) = &call.output_hash {
-        return format!("#{hash}");
+fn call_result(call: &CallRef<'_>, out: &mut String) {
+    out.clear();
+    if let Some(hash) = call.output_hash {
+        out.push('#');
+        out.push_str(hash);
+        return;
     }
-    let status = if call.status == CallStatus::Error {
-        "error"
-    } else {
-        "completed"
-    };
-    match call.metadata.get("exit") {
-        Some(exit) => format!("{status} {exit}"),
-        None => status.to_owned(),
+    out.push_str(if call.error { "error" } else { "completed" });
+    if let Some(exit) = &call.meta.exit {
+        let _ = write!(out, " {exit}");
     }
 }
 
 impl CallFacts {
+    /// The facts, borrowed.
+    pub(crate) fn as_facts(&self) -> Facts<'_> {
+        Facts {
+            identity: &self.identity,
+            target: &self.target,
+            landed: self.landed,
+            write: self.write,
+            read: self
+                .read
+                .as_ref()
+                .map(|r| (r.path.as_str(), r.lines, r.file_lines)),
+            wait: self.wait,
+            view: self
+                .view
+                .as_ref()
+                .map(|v| (v.path.as_str(), v.first, v.last)),
+            result: &self.result,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+        }
+    }
+
     /// The facts of a call, or `None` when the call does not count (pending, running, unknown).
     pub fn of(call: &Call, ctx: CallContext<'_>, config: &DetectConfig) -> Option<Self> {
-        if !call.status.is_counted() {
-            return None;
-        }
-        let tool = call.tool.as_str();
-        let str_input = |key: &str| call.input.get(key).and_then(Value::as_str);
-        let normalized_command = if tool == "bash" {
-            str_input("command").map(normalize_bash)
+        let input = Json::of(&call.input);
+        let call = CallRef::of(call, &input)?;
+        Some(facts(&call, ctx, config, &mut Scratch::default()).to_owned())
+    }
+}
+
+/// The facts of a counted call ([`CallFacts::of`]), written into `scratch`.
+pub(crate) fn facts<'s>(
+    call: &CallRef<'_>,
+    ctx: CallContext<'_>,
+    config: &DetectConfig,
+    scratch: &'s mut Scratch,
+) -> Facts<'s> {
+    let tool = call.tool;
+    let str_input = |key: &str| call.input.get(key).and_then(Json::as_str);
+    let command = if tool == "bash" {
+        str_input("command")
+    } else {
+        None
+    };
+    let normalized = command.map(|c| {
+        normalize_bash_into(c, &mut scratch.command);
+        scratch.command.as_str()
+    });
+    let identity = &mut scratch.identity;
+    identity.clear();
+    write_identity(tool, call.input, normalized, identity);
+    let mut shape = shell::Shape::default();
+    let target = &mut scratch.target;
+    target.clear();
+    if config.is_reader(tool)
+        && let Some(path) = str_input("filePath")
+    {
+        target.push_str(tool);
+        target.push(' ');
+        target.push_str(basename(path));
+    } else if let Some(command) = normalized {
+        target.push_str("bash ");
+        if config.applies(Rule::PathTargets) {
+            shape = shell::precise_target(command, target, config.applies(Rule::Rereads));
         } else {
-            None
-        };
-        let identity = identity_with_command(tool, &call.input, normalized_command.as_deref());
-        let mut shape = shell::Shape::default();
-        let target = if config.is_reader(tool)
-            && let Some(path) = str_input("filePath")
-        {
-            format!("{tool} {}", basename(path))
-        } else if let Some(command) = &normalized_command {
-            if config.applies(Rule::PathTargets) {
-                let mut target = String::with_capacity(command.len().min(96) + 5);
-                target.push_str("bash ");
-                shape = shell::precise_target(command, &mut target, config.applies(Rule::Rereads));
-                target
-            } else {
-                // The first two words, written straight into the target.
-                let mut target = String::with_capacity(command.len().min(64) + 5);
-                target.push_str("bash ");
-                for (i, word) in command.split_whitespace().take(2).enumerate() {
-                    if i > 0 {
-                        target.push(' ');
-                    }
-                    target.push_str(word);
+            // The first two words, written straight into the target.
+            for (i, word) in command.split_whitespace().take(2).enumerate() {
+                if i > 0 {
+                    target.push(' ');
                 }
-                target
+                target.push_str(word);
             }
-        } else if config.is_search(tool)
-            && let Some(pattern) = str_input("pattern")
-        {
-            let head: String = pattern.chars().take(PATTERN_TARGET_CHARS).collect();
-            format!("{tool} {head}")
-        } else {
-            identity.clone()
-        };
-        let mut landed = is_landed(call, normalized_command.as_deref(), config);
-        let mut write = false;
-        if !landed
-            && tool == "bash"
-            && config.applies(Rule::BashWrites)
-            && call.metadata.get("exit").and_then(Value::as_i64) == Some(0)
-            && let Some(command) = str_input("command")
-            && shell::writes_files(command)
-        {
-            landed = true;
-            write = true;
         }
-        let read = if config.is_reader(tool) {
-            read_facts(call, ctx)
-        } else {
-            None
-        };
-        let view = if config.applies(Rule::Rereads) {
-            view_range(call, tool, shape.view, ctx, config)
-        } else {
-            None
-        };
-        Some(Self {
-            identity,
-            target,
-            landed,
-            write,
-            read,
-            wait: shape.wait && config.applies(Rule::Waits),
-            view,
-            result: if config.applies(Rule::Repeat) {
-                call_result(call)
-            } else {
-                String::new()
-            },
-            start_ms: call.start_ms(),
-            end_ms: call.end_ms(),
-        })
+    } else if config.is_search(tool)
+        && let Some(pattern) = str_input("pattern")
+    {
+        target.push_str(tool);
+        target.push(' ');
+        target.extend(pattern.chars().take(PATTERN_TARGET_CHARS));
+    } else {
+        target.push_str(identity);
+    }
+    let mut landed = is_landed(call, normalized, config);
+    let mut write = false;
+    if !landed
+        && tool == "bash"
+        && config.applies(Rule::BashWrites)
+        && call.meta.exit_code() == Some(0)
+        && let Some(command) = command
+        && shell::writes_files(command)
+    {
+        landed = true;
+        write = true;
+    }
+    let read = if config.is_reader(tool) {
+        read_facts(call, ctx, &mut scratch.read_path)
+    } else {
+        None
+    };
+    let view = if config.applies(Rule::Rereads) {
+        view_range(call, shape.view, ctx, config, &mut scratch.view_path)
+    } else {
+        None
+    };
+    if config.applies(Rule::Repeat) {
+        call_result(call, &mut scratch.result);
+    } else {
+        scratch.result.clear();
+    }
+    Facts {
+        identity: &scratch.identity,
+        target: &scratch.target,
+        landed,
+        write,
+        read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
+        wait: shape.wait && config.applies(Rule::Waits),
+        view: view.map(|(first, last)| (scratch.view_path.as_str(), first, last)),
+        result: &scratch.result,
+        start_ms: call.start_ms,
+        end_ms: call.end_ms,
     }
 }
 
@@ -385,61 +498,45 @@ impl ReadMetadata {
 }
 
 /// Whether a call landed: a real edit, a completed write, or a successful `git commit`.
-fn is_landed(call: &Call, normalized_command: Option<&str>, config: &DetectConfig) -> bool {
-    let tool = call.tool.as_str();
-    let meta = &call.metadata;
+fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &DetectConfig) -> bool {
+    let tool = call.tool;
     if config.is_edit(tool) {
-        let has_diff = meta
-            .get("diff")
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty());
-        let changed = |v: &Value| {
-            let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-            n("additions").saturating_add(n("deletions")) > 0
-        };
-        let filediff = meta.get("filediff").is_some_and(changed);
-        let files = meta
-            .get("files")
-            .and_then(Value::as_array)
-            .is_some_and(|files| files.iter().any(changed));
-        return has_diff || filediff || files;
+        return call.meta.changed;
     }
     if config.is_write(tool) {
-        return call.status == CallStatus::Completed;
+        return !call.error;
     }
     if let Some(command) = normalized_command {
-        return command.contains("git commit")
-            && meta.get("exit").and_then(Value::as_i64) == Some(0);
+        return command.contains("git commit") && call.meta.exit_code() == Some(0);
     }
     false
 }
 
-/// The lines a call showed: a bash viewer's (from its command; a whole-file view when the file's
-/// length is known), or a reader tool's with an `offset` or `limit` (a limit alone from line 1;
-/// no limit: to the end of a file of known length).
+/// The lines a call showed, `(first, last)` of the file written into `path`: a bash viewer's
+/// (from its command; a whole-file view when the file's length is known), or a reader tool's
+/// with an `offset` or `limit` (a limit alone from line 1; no limit: to the end of a file of
+/// known length).
 fn view_range(
-    call: &Call,
-    tool: &str,
+    call: &CallRef<'_>,
     shown: Option<(String, Option<(u64, u64)>)>,
     ctx: CallContext<'_>,
     config: &DetectConfig,
-) -> Option<ViewRange> {
+    path: &mut String,
+) -> Option<(u64, u64)> {
     let known_length = |path: &str| {
-        call.metadata
-            .get("total_lines")
-            .and_then(Value::as_u64)
+        call.meta
+            .total_lines
             .or_else(|| ctx.line_counts.get(path).copied())
     };
-    let (path, first, last) = if let Some((file, lines)) = shown {
-        let path = resolve_path(ctx.directory, &file);
-        let (a, b) = match lines {
+    let (first, last) = if let Some((file, lines)) = shown {
+        resolve_path_into(ctx.directory, &file, path);
+        match lines {
             Some(range) => range,
-            None => (1, known_length(&path)?),
-        };
-        (path, a, b)
-    } else if config.is_reader(tool) {
-        let path = resolve_path(ctx.directory, call.input.get("filePath")?.as_str()?);
-        let number = |key: &str| call.input.get(key).and_then(Value::as_u64);
+            None => (1, known_length(path)?),
+        }
+    } else if config.is_reader(call.tool) {
+        resolve_path_into(ctx.directory, call.input.get("filePath")?.as_str()?, path);
+        let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
         let (offset, limit) = (number("offset"), number("limit"));
         if offset.is_none() && limit.is_none() {
             return None;
@@ -448,14 +545,14 @@ fn view_range(
         let last = match limit {
             // Saturating: offset and limit come from the model and can be any u64.
             Some(l) => first.saturating_add(l.max(1) - 1),
-            None => known_length(&path)?,
+            None => known_length(path)?,
         };
-        let last = known_length(&path).map_or(last, |n| last.min(n.max(first)));
-        (path, first, last)
+        let last = known_length(path).map_or(last, |n| last.min(n.max(first)));
+        (first, last)
     } else {
         return None;
     };
-    (last >= first).then_some(ViewRange { path, first, last })
+    (last >= first).then_some((first, last))
 }
 
 /// Parse opencode's "total N lines" note from a read's output text.
@@ -474,15 +571,17 @@ pub const MAX_FILE_LINES: u64 = 1 << 40;
 
 /// Lines returned by a read: `metadata.lines_read` when known, else
 /// `min(limit or 2000, L - offset + 1)`, always capped at the file length `L`. `L` is the read's
-/// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`.
-fn read_facts(call: &Call, ctx: CallContext<'_>) -> Option<ReadFacts> {
+/// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`. The
+/// resolved path is written into `path`; the answer is `(lines, L)`.
+fn read_facts(call: &CallRef<'_>, ctx: CallContext<'_>, path: &mut String) -> Option<(u64, u64)> {
     let raw_path = call.input.get("filePath")?.as_str()?;
-    let path = resolve_path(ctx.directory, raw_path);
-    let meta_u64 = |key: &str| call.metadata.get(key).and_then(Value::as_u64);
+    resolve_path_into(ctx.directory, raw_path, path);
     // Capped at 2^40 lines (no real file comes near): the window sums lines over its reads
     // and takes them away again as reads leave it, so each term must keep every sum in range.
-    let file_lines = meta_u64("total_lines")
-        .or_else(|| ctx.line_counts.get(&path).copied())?
+    let file_lines = call
+        .meta
+        .total_lines
+        .or_else(|| ctx.line_counts.get(path.as_str()).copied())?
         .min(MAX_FILE_LINES);
     let input_u64 = |key: &str| {
         call.input.get(key).and_then(|v| {
@@ -493,7 +592,7 @@ fn read_facts(call: &Call, ctx: CallContext<'_>) -> Option<ReadFacts> {
             })
         })
     };
-    let lines = match meta_u64("lines_read") {
+    let lines = match call.meta.lines_read {
         Some(n) => n,
         None => {
             let offset = input_u64("offset").unwrap_or(1).max(1);
@@ -501,11 +600,7 @@ fn read_facts(call: &Call, ctx: CallContext<'_>) -> Option<ReadFacts> {
             limit.min(file_lines.saturating_add(1).saturating_sub(offset))
         }
     };
-    Some(ReadFacts {
-        path,
-        lines: lines.min(file_lines),
-        file_lines,
-    })
+    Some((lines.min(file_lines), file_lines))
 }
 
 #[cfg(test)]

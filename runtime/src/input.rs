@@ -183,8 +183,25 @@ pub fn read_judged_sessions(paths: &[String]) -> Result<Vec<Session>, Error> {
     read_all(paths, &JUDGED)
 }
 
-fn read_all(paths: &[String], how: &Reading<'_, Session>) -> Result<Vec<Session>, Error> {
-    let mut sessions: Vec<Session> = Vec::new();
+/// [`read_judged_sessions`] turning each session into a `T` (`map`) on the core that parsed it
+/// and dropping it, for a caller that keeps something smaller than the sessions (the streamed
+/// backtest keeps no calls): only a few sessions are held at a time. The `T`s in order; `id`
+/// gives the id of each one's session, and an id seen twice is an error, as for the sessions.
+pub fn map_judged_sessions<T: Send>(
+    paths: &[String],
+    map: &(dyn Fn(Session) -> T + Sync),
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>, Error> {
+    let how = Reading {
+        parse: &|index, text| parse_judged_session_text(index, text).map(map),
+        export: map,
+        id,
+    };
+    read_all(paths, &how)
+}
+
+fn read_all<T: Send>(paths: &[String], how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
+    let mut sessions: Vec<T> = Vec::new();
     read_each(paths, how, |mut read| {
         sessions.append(&mut read);
         Ok(())
@@ -202,17 +219,17 @@ pub fn read_sessions_each(
     read_each(paths, &WHOLE, each)
 }
 
-fn read_each(
+fn read_each<T: Send>(
     paths: &[String],
-    how: &Reading<'_, Session>,
-    mut each: impl FnMut(Vec<Session>) -> Result<(), Error>,
+    how: &Reading<'_, T>,
+    mut each: impl FnMut(Vec<T>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let mut origin_of = HashMap::new();
     for path in paths {
         let (origin, reader) = open(path)?;
         let sessions = read_document(&origin, reader, how)?;
         for session in &sessions {
-            check_unique(&mut origin_of, &session.id, path)?;
+            check_unique(&mut origin_of, (how.id)(session), path)?;
         }
         each(sessions)?;
     }

@@ -6,9 +6,9 @@
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
-use agentwatch_runtime::input::read_judged_sessions;
+use agentwatch_runtime::input::{map_judged_sessions, read_judged_sessions};
 use clap::{Parser, Subcommand};
-use detect_core::SessionFile;
+use detect_core::{Session, SessionFile};
 use detect_eval::backtest::{self, Options};
 use detect_eval::report;
 use std::io::Write;
@@ -188,10 +188,11 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     // The one `--set` dialect of every agentwatch command (agentwatch_runtime::config).
     let config =
         detector_from_flags(args.profile.as_deref(), &args.set).map_err(|e| e.to_string())?;
-    let path = args.fixture.unwrap_or_else(default_corpus_path);
-    // Streamed, parsed on every core, keeping of each call only what the detector reads.
-    let sessions =
-        read_judged_sessions(&[path.to_string_lossy().into_owned()]).map_err(|e| e.to_string())?;
+    let paths = [args
+        .fixture
+        .unwrap_or_else(default_corpus_path)
+        .to_string_lossy()
+        .into_owned()];
     let options = Options {
         config,
         step: args.step,
@@ -203,6 +204,9 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     };
     if let Some(spec) = &args.sweep {
         let (key, values) = backtest::parse_sweep(spec)?;
+        // Several configurations over the same sessions: read once, kept (of each call only
+        // what the detector reads), parsed on every core.
+        let sessions = read_judged_sessions(&paths).map_err(|e| e.to_string())?;
         let rows = backtest::sweep(&sessions, &options, &key, &values)
             .map_err(|e| format!("--sweep {spec}: {e}"))?;
         let text = if args.json {
@@ -213,7 +217,7 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
         write(out, &text)?;
         return Ok(EXIT_OK);
     }
-    let report = backtest::run(&sessions, &options);
+    let report = streamed_backtest(&paths, &options).map_err(|e| e.to_string())?;
     let text = if args.json {
         backtest::to_json_text(&report)
     } else {
@@ -225,6 +229,33 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     } else {
         EXIT_FAILED
     })
+}
+
+/// [`backtest::run`] on the sessions of `paths` without holding them: a first streamed pass keeps
+/// each session's id, parent and own landings, a second judges each session's prefixes on the
+/// core that parsed it and keeps only its result (issue 19: memory does not grow with the file).
+fn streamed_backtest(
+    paths: &[String],
+    options: &Options,
+) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
+    let config = &options.config;
+    let known = map_judged_sessions(
+        paths,
+        &|session| {
+            let landings = backtest::own_landings(&session, config);
+            let mut stub = Session::new(session.id);
+            stub.parent_id = session.parent_id;
+            (stub, landings)
+        },
+        |(stub, _)| stub.id.as_str(),
+    )?;
+    let (stubs, landings): (Vec<Session>, Vec<Vec<i64>>) = known.into_iter().unzip();
+    let plan = backtest::Plan::new(&stubs, landings);
+    drop(stubs);
+    let results = map_judged_sessions(paths, &|session| plan.judge(&session, options), |result| {
+        result.id.as_str()
+    })?;
+    Ok(backtest::report(results, options))
 }
 
 fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String> {
