@@ -932,6 +932,19 @@ mod tests {
         assert!(e.starts_with("at calls[0].tool: must not be empty"), "{e}");
     }
 
+    /// A number beyond u64 in a call's input is read as the float nearest to it, so writing
+    /// the file back and reading it again gives the same session (a fuzzer found serde_json's
+    /// default, faster parser one ulp off: the workspace enables `float_roundtrip`).
+    #[test]
+    fn a_huge_number_survives_a_round_trip() {
+        let text = format!(
+            r#"{{"format":"{SESSION_FILE_FORMAT}","sessions":[{{"id":"a","calls":[{{"tool":"read","input":{{"filePath":"/a","offset":118446744073709551616}},"status":"completed"}}]}}]}}"#
+        );
+        let once = SessionFile::from_json(&text).unwrap();
+        let twice = SessionFile::from_json(&once.to_json_pretty()).unwrap();
+        assert_eq!(twice, once);
+    }
+
     #[test]
     fn bad_loop_start_or_output_hash_is_named() {
         let bad_start = json!({"format": SESSION_FILE_FORMAT, "sessions": [
