@@ -199,7 +199,7 @@ pub struct DetectConfig {
     /// repeats, are at least this many times the distinct lines shown.
     pub reread_min: f64,
     /// `repeat` (precise): fires, whatever `min_calls`, when the same call and result (or one
-    /// block of 2-3 of them, repeated at least 3 times) runs this many calls in a row.
+    /// block of 2-3 of them, repeated at least twice) runs this many calls in a row.
     pub repeat_min: u32,
     /// Rules of the profile switched off, to measure each one (`cargo xtask detection-report`).
     /// Not a configuration key.

@@ -25,18 +25,20 @@ pub const CYCLE_MAX_PERIOD: usize = 6;
 pub const CYCLE_MIN_REPEATS: usize = 3;
 /// The longest block of calls and results the `repeat` signal looks for.
 pub const REPEAT_MAX_PERIOD: usize = 3;
-/// How many times in a row a block of 2-3 calls and results must repeat for `repeat`.
-pub const REPEAT_MIN_REPEATS: usize = 3;
+/// How many times in a row a block of 1-3 calls and results must occur for `repeat` to count
+/// it; the stretch must also reach `repeat_min` calls (5: one call 5 times, A B A B A, or
+/// A B C A B C).
+pub const REPEAT_MIN_REPEATS: usize = 2;
 /// `repeat` also looks at the session's last this-many calls, landings included.
 pub const STALE_WINDOW: usize = 8;
 /// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls echo one of the
 /// [`ECHO_HISTORY`] calls before them ([`Staleness`]).
-pub const STALE_MIN: u32 = 7;
+pub const STALE_MIN: u32 = 6;
 /// `repeat` also fires when at least [`STALE_LONG_MIN`] of the session's last this-many calls
 /// echo: a loop diluted by new calls (a noisy loop) still echoes most of the time.
 pub const STALE_LONG_WINDOW: usize = 14;
 /// See [`STALE_LONG_WINDOW`].
-pub const STALE_LONG_MIN: u32 = 10;
+pub const STALE_LONG_MIN: u32 = 9;
 /// How far back a call looks for the call it echoes.
 pub const ECHO_HISTORY: usize = 16;
 
@@ -52,12 +54,16 @@ struct Echo {
 
 /// Which of a session's last calls made no progress, for `repeat`'s figures `stale` and
 /// `stale_long`, fed the same way by both forms so they cannot drift apart. A call *echoes* when
-/// it makes one of the [`ECHO_HISTORY`] calls before it again (landings or not: an agent that
-/// goes back to what it just did, right after a change as well, is not moving on), or shows lines
-/// of a file that one of them showed since the session last landed (nothing can have changed
-/// them). A poll echoes nothing (waiting is no loop; `slow` counts it). A loop echoes its own
-/// recent calls; healthy work that comes back to something does so from further away, or
-/// between new calls.
+/// it is one of the [`ECHO_HISTORY`] calls before it again with the same result (issue 15's "no
+/// progress": the same output hash where there is one, otherwise the same identity with the same
+/// exit status), or when at least half of the lines of a file it shows were shown by one of them
+/// since the session last landed (a reread of the same region: nothing can have changed those
+/// lines). A landing forgives no echo by output hash, since the hash says whether the landing
+/// changed what the call sees; it forgives an echo by exit status alone, which cannot say. A
+/// poll echoes nothing (waiting is no loop; `slow` counts it). A call whose output changed (a
+/// poll of a running job, a test rerun after a real edit, a page at a new offset, `git status`
+/// after a commit) echoes nothing either: the first call of a loop that sees a new output counts
+/// from its second occurrence on.
 #[derive(Debug, Clone, Default)]
 struct Staleness {
     history: VecDeque<Echo>,
@@ -74,24 +80,24 @@ impl Staleness {
         } else {
             facts.view.map(|(path, a, b)| (path.to_owned(), a, b))
         };
-        let again = key.is_some()
-            && self.history.iter().any(|e| {
-                e.key
-                    .as_deref()
-                    .is_some_and(|k| call_of_key(k) == facts.identity)
-            });
-        let echoed = again
+        let echoed = key
+            .as_ref()
+            .is_some_and(|key| self.history.iter().any(|e| e.key.as_ref() == Some(key)))
             || view.as_ref().is_some_and(|(path, a, b)| {
                 self.history.iter().any(|e| {
                     e.view
                         .as_ref()
-                        .is_some_and(|(p, x, y)| p == path && x <= b && a <= y)
+                        .is_some_and(|(p, x, y)| p == path && shows_half_again(*a, *b, *x, *y))
                 })
             });
         if facts.landed {
-            // A landing may have changed any file: what was shown before it is no evidence.
+            // A landing may have changed any file: what was shown before it is no evidence, and
+            // neither is a result without an output hash.
             for e in &mut self.history {
                 e.view = None;
+                if e.key.as_deref().is_some_and(|k| !has_output_hash(k)) {
+                    e.key = None;
+                }
             }
         }
         if self.history.len() == ECHO_HISTORY {
@@ -1070,9 +1076,23 @@ fn count_true<'a>(flags: impl Iterator<Item = &'a bool>) -> u32 {
     u32::try_from(flags.filter(|f| **f).count()).unwrap_or(u32::MAX)
 }
 
-/// The call of a [`seen_key`] (its result, which never holds the separator, cut off).
-fn call_of_key(key: &str) -> &str {
-    key.rsplit_once('\u{1f}').map_or(key, |(call, _)| call)
+/// Whether a [`seen_key`]'s result is an output hash (its result, which never holds the
+/// separator, is `#` and the hash).
+fn has_output_hash(key: &str) -> bool {
+    key.rsplit_once('\u{1f}')
+        .is_some_and(|(_, result)| result.starts_with('#'))
+}
+
+/// Whether the lines `a..=b` of a view were at least half shown by an earlier view of `x..=y`.
+fn shows_half_again(a: u64, b: u64, x: u64, y: u64) -> bool {
+    let (from, to) = (a.max(x), b.min(y));
+    if from > to {
+        return false;
+    }
+    // Saturating: ranges come from the model's offsets and can reach u64::MAX.
+    let shown = (to - from).saturating_add(1);
+    let lines = b.saturating_sub(a).saturating_add(1);
+    shown.saturating_mul(2) >= lines
 }
 
 /// A call and its result, as the incremental detector remembers them for `repeat`.

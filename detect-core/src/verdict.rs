@@ -21,8 +21,8 @@ pub enum Signal {
     /// The lines of one file were shown `reread_min` times over in the window (`precise` only).
     Reread,
     /// The same call with the same result (alone, or a block of 2-3) ran `repeat_min` calls in
-    /// a row since the last landing, or 7 of the session's last 8 calls (or 10 of its last 14)
-    /// echo recent calls (the same call again, a poll with the same result, or lines already
+    /// a row since the last landing, or 6 of the session's last 8 calls (or 9 of its last 14)
+    /// echo recent calls (the same call with the same result, or a view of lines at least half
     /// shown since the last landing); fires before `min_calls` (`precise` only).
     Repeat,
 }
@@ -98,12 +98,13 @@ pub struct Reason {
     pub reread_file: Option<String>,
     /// The longest stretch of the span, in calls, made of the same call with the same result
     /// (output hash, else status and exit), or of one block of 2-3 such calls repeated at least
-    /// 3 times in a row (`precise` only; 0 otherwise).
+    /// twice in a row (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeat: u32,
     /// How many of the session's last 8 calls echo one of the 16 calls before them (the same
-    /// call again, landings or not; for a poll, the same poll with the same result; or a view of
-    /// lines shown since the last landing; `precise` only; 0 otherwise).
+    /// call with the same result, across landings when the result is an output hash; or a view
+    /// of lines at least half shown since the last landing; a poll never; `precise` only; 0
+    /// otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale: u32,
     /// The same over the session's last 14 calls (`precise` only; 0 otherwise).
