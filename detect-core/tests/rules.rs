@@ -908,6 +908,18 @@ fn precise_stale_counts_echoes_of_recent_calls() {
             0,
         ),
         (
+            "pages that overlap the one before by a quarter show mostly new lines",
+            (0..8).map(|p| view(p * 30 + 1, p * 30 + 40)).collect(),
+            0,
+            0,
+        ),
+        (
+            "a view inside an earlier one shows nothing new",
+            vec![view(1, 100), view(20, 60), view(101, 200), view(150, 170)],
+            2,
+            2,
+        ),
+        (
             "the same test after each real edit: it sees a new output each time",
             (0..4)
                 .flat_map(|i| vec![land(i), test(&format!("{i} failed"))])
