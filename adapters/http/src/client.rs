@@ -12,6 +12,11 @@ const BODY_HEAD_CHARS: usize = 200;
 /// error page costs this much, never its size (the connection is dropped after it).
 pub const ERROR_BODY_READ_BYTES: u64 = 16 * 1024;
 
+/// Idle connections a [`Client`] keeps for reuse (HTTP/1.1 keep-alive), per host and in all:
+/// enough for the requests a tick keeps in flight to one server at once (ureq keeps 3 per host
+/// by default, so the others would connect anew for every request).
+pub const IDLE_CONNECTIONS: usize = 16;
+
 /// How a [`Client`] talks to servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
@@ -115,6 +120,8 @@ impl Client {
             .timeout_global(Some(settings.request))
             .http_status_as_error(false)
             .max_redirects(settings.max_redirects)
+            .max_idle_connections(IDLE_CONNECTIONS)
+            .max_idle_connections_per_host(IDLE_CONNECTIONS)
             .build()
             .into();
         Self {
@@ -273,7 +280,9 @@ impl Client {
         Ok(Answer {
             status,
             headers: response.headers().clone(),
-            body: String::from_utf8_lossy(&bytes).into_owned(),
+            // Valid UTF-8 (every JSON answer) is taken as it is, without a copy.
+            body: String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         })
     }
 

@@ -938,10 +938,22 @@ impl Store {
 
     /// The cached sessions of one source.
     pub fn session_cache(&self, source: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT source, session_id, fingerprint, updated_ms, cursor, info, detector, verdict, seen_at
-             FROM opencode_session_cache WHERE source = ?1",
-        )?;
+        self.cache_rows(source, "detector")
+    }
+
+    /// [`Store::session_cache`] without the detector snapshots (each row's `detector` is
+    /// empty): what a tick reads to tell which sessions changed, so an unchanged session costs
+    /// no snapshot read. [`Store::session_detector`] reads one when it is needed.
+    pub fn session_cache_heads(&self, source: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
+        self.cache_rows(source, "''")
+    }
+
+    /// The cache rows of `source`, with `detector` read from the SQL expression given.
+    fn cache_rows(&self, source: &str, detector: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT source, session_id, fingerprint, updated_ms, cursor, info, {detector}, verdict, seen_at
+             FROM opencode_session_cache WHERE source = ?1"
+        ))?;
         let rows = stmt.query_map([source], |r| {
             Ok(SessionCacheRow {
                 source: r.get(0)?,
@@ -956,6 +968,22 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One cached session's detector snapshot (JSON), if the session has a row.
+    pub fn session_detector(
+        &self,
+        source: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT detector FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2",
+                [source, session_id],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// Bring the cache of one source in line with a tick: the `written` rows (sessions read

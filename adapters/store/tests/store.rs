@@ -1,8 +1,8 @@
 //! The store on real SQLite files.
 
 use agentwatch_store::{
-    AlertRow, ChannelSetting, OutboxEvent, RunLock, SCHEMA_VERSION, Store, StoreError, TickWrite,
-    VerdictRow,
+    AlertRow, ChannelSetting, OutboxEvent, RunLock, SCHEMA_VERSION, SessionCacheRow, Store,
+    StoreError, TickWrite, VerdictRow,
 };
 use agentwatch_testkit::TempDir;
 
@@ -428,5 +428,55 @@ fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
     assert!(
         !store.drop_pending(pending[0].id).unwrap(),
         "delivered rows stay"
+    );
+}
+
+/// A tick reads the session cache without the detector snapshots and reads one snapshot only
+/// for a session that needs it; the rows are otherwise those stored.
+#[test]
+fn session_cache_heads_leave_the_snapshots_to_be_read_one_by_one() {
+    let dir = TempDir::new("aw-store-cache");
+    let mut store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+    let row = |id: &str| SessionCacheRow {
+        source: "http://127.0.0.1:4096".into(),
+        session_id: id.into(),
+        fingerprint: "fp".into(),
+        updated_ms: Some(7),
+        cursor: Some(format!("msg_{id}")),
+        info: format!("{{\"id\":\"{id}\"}}"),
+        detector: format!("{{\"snapshot\":\"{}\"}}", "x".repeat(4000)),
+        verdict: "{}".into(),
+        seen_at: 1,
+    };
+    let rows = vec![row("ses_a"), row("ses_b")];
+    let update = store
+        .update_session_cache("http://127.0.0.1:4096", &rows, &Default::default())
+        .unwrap();
+    assert_eq!(update.written, 2);
+    let mut heads = store.session_cache_heads("http://127.0.0.1:4096").unwrap();
+    heads.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+    let expected: Vec<SessionCacheRow> = rows
+        .iter()
+        .map(|r| SessionCacheRow {
+            detector: String::new(),
+            ..r.clone()
+        })
+        .collect();
+    assert_eq!(heads, expected);
+    assert_eq!(
+        store
+            .session_detector("http://127.0.0.1:4096", "ses_b")
+            .unwrap(),
+        Some(rows[1].detector.clone())
+    );
+    assert_eq!(
+        store
+            .session_detector("http://127.0.0.1:4096", "ses_c")
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.session_cache("http://127.0.0.1:4096").unwrap().len(),
+        2
     );
 }

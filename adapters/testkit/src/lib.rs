@@ -1,7 +1,8 @@
 //! # agentwatch-testkit: real parts for tests
 //!
 //! - [`HttpServer`]: an HTTP/1.1 server on 127.0.0.1 that answers with a handler and records every
-//!   request (method, path, headers, body). Replies can also hang, close, or send garbage, to test
+//!   request (method, path, headers, body), keeping connections alive between plain answers as
+//!   opencode's server does. Replies can also hang, close, or send garbage, to test
 //!   clients against servers that misbehave.
 //! - [`stand_in`]: an executable on a private PATH directory that records its exact argv (one JSON
 //!   list per line) and exits like the real program, for what cannot run here (notify-send without
@@ -215,14 +216,62 @@ fn serve(
         Err(_) => return,
     });
     let mut stream = stream;
-    // One request per connection: every reply closes it.
-    let Some(request) = read_request(&mut reader) else {
-        return;
-    };
-    if let Ok(mut l) = log.lock() {
-        l.push(request.clone());
+    let _ = stream.set_nodelay(true);
+    // HTTP/1.1 keep-alive, as opencode's server does: an `Http` reply keeps the connection for
+    // the client's next request (unless it asked `Connection: close`); every other reply closes
+    // it. An idle connection is closed when the server stops.
+    while wait_for_request(&mut reader, stop) {
+        let Some(request) = read_request(&mut reader) else {
+            return;
+        };
+        if let Ok(mut l) = log.lock() {
+            l.push(request.clone());
+        }
+        let close = request
+            .headers
+            .get("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        if !answer(&mut stream, handler(&request), close, stop, sent) {
+            return;
+        }
     }
-    match handler(&request) {
+}
+
+/// Wait until the next request's first bytes arrive (true), or the client closed the
+/// connection or the server stopped (false).
+fn wait_for_request(reader: &mut BufReader<TcpStream>, stop: &AtomicBool) -> bool {
+    let _ = reader
+        .get_ref()
+        .set_read_timeout(Some(std::time::Duration::from_millis(50)));
+    let ready = loop {
+        if stop.load(Ordering::SeqCst) {
+            break false;
+        }
+        match reader.fill_buf() {
+            Ok(buf) => break !buf.is_empty(),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break false,
+        }
+    };
+    let _ = reader.get_ref().set_read_timeout(None);
+    ready
+}
+
+/// Write `reply`; true when the connection stays open for another request.
+fn answer(
+    stream: &mut TcpStream,
+    reply: Reply,
+    close: bool,
+    stop: &AtomicBool,
+    sent: &std::sync::atomic::AtomicU64,
+) -> bool {
+    match reply {
         Reply::Hang => {
             // Hold the connection until the server stops; the client's timeout is under test.
             while !stop.load(Ordering::SeqCst) {
@@ -242,10 +291,10 @@ fn serve(
         }
         Reply::Feed(frames) => {
             if stream.write_all(EVENT_STREAM_HEAD.as_bytes()).is_err() {
-                return;
+                return false;
             }
             let Ok(frames) = frames.lock() else {
-                return;
+                return false;
             };
             while !stop.load(Ordering::SeqCst) {
                 match frames.recv_timeout(std::time::Duration::from_millis(50)) {
@@ -269,7 +318,7 @@ fn serve(
                 reason(status)
             );
             if stream.write_all(head.as_bytes()).is_err() {
-                return;
+                return false;
             }
             let chunk = vec![b'x'; 64 * 1024];
             let mut left = declared;
@@ -292,14 +341,19 @@ fn serve(
                 head.push_str(&format!("{name}: {value}\r\n"));
             }
             head.push_str(&format!(
-                "content-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
+                "content-length: {}\r\nconnection: {}\r\n\r\n",
+                body.len(),
+                if close { "close" } else { "keep-alive" }
             ));
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(&body);
-            let _ = stream.flush();
+            // One write: a head and a body written apart would wait on the client's delayed
+            // acknowledgement (Nagle) on a connection kept alive.
+            let mut bytes = head.into_bytes();
+            bytes.extend_from_slice(&body);
+            let written = stream.write_all(&bytes).and_then(|()| stream.flush());
+            return written.is_ok() && !close;
         }
     }
+    false
 }
 
 fn reason(status: u16) -> &'static str {

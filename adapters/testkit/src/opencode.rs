@@ -379,7 +379,7 @@ pub fn serve_live(
             ("/global/event", Some(frames)) => return Reply::Feed(std::sync::Arc::clone(frames)),
             ("/experimental/session", _) => {
                 let infos: Vec<&serde_json::Value> = exports.iter().map(|e| &e["info"]).collect();
-                return Reply::json(200, &serde_json::json!(infos));
+                return json_reply(serde_json::to_vec(&infos));
             }
             _ => {}
         }
@@ -422,11 +422,25 @@ pub fn serve_live(
         } else {
             end.saturating_sub(limit)
         };
-        let reply = Reply::json(200, &serde_json::Value::Array(all[start..end].to_vec()));
+        // Written from the stored messages, not a copy of them: a request costs the server what
+        // writing its answer costs.
+        let reply = json_reply(serde_json::to_vec(&all[start..end]));
         if start > 0 {
             reply.with_header("X-Next-Cursor", &start.to_string())
         } else {
             reply
         }
     })
+}
+
+/// A 200 JSON answer of `body` (a 500 when it could not be written).
+fn json_reply(body: Result<Vec<u8>, serde_json::Error>) -> crate::Reply {
+    match body {
+        Ok(body) => crate::Reply::Http {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body,
+        },
+        Err(_) => crate::Reply::json(500, &serde_json::json!({"name": "UnknownError"})),
+    }
 }

@@ -908,7 +908,8 @@ fn tick(
     env: Env<'_>,
 ) -> Result<TickReport, Error> {
     let detector = config.detector();
-    let (judgement, cache_rows) = tracked::judge(&mut collected.sessions, &detector, now);
+    let (judgement, cache_rows) =
+        tracked::judge(&mut collected.sessions, &detector, now, store.as_deref());
     let read_now = collected.sessions.iter().filter(|s| s.was_read()).count();
     if args.verbose {
         // `judged`: sessions judged anew (read, or re-judged for a descendant's landing), whose

@@ -225,8 +225,12 @@ pub fn read_server(
     let focus = focus.filter(|f| f.servers.contains(server.shown_url()));
     let infos = server.list_sessions()?;
     let fp = fingerprint(config);
+    // Without the detector snapshots: an unchanged session needs none, a changed one reads its
+    // own ([`stored_detector`]).
     let cached = match store {
-        Some(store) if !full_read => store.session_cache(server.shown_url()).unwrap_or_default(),
+        Some(store) if !full_read => store
+            .session_cache_heads(server.shown_url())
+            .unwrap_or_default(),
         _ => Vec::new(),
     };
     let mut cache: HashMap<String, SessionCacheRow> = cached
@@ -344,7 +348,7 @@ pub fn read_server(
             (_, row) => row,
         };
         let restored = row.as_ref().and_then(|r| {
-            let snapshot: DetectorSnapshot = serde_json::from_str(&r.detector).ok()?;
+            let snapshot = stored_detector(store, r)?;
             let info: Session = serde_json::from_str(&r.info).ok()?;
             let meta = serde_json::from_str::<VerdictMeta>(&r.verdict).ok();
             Some((
@@ -420,6 +424,19 @@ pub fn read_server(
     Ok(read)
 }
 
+/// A cache row's detector snapshot: the row's own, or read from the store when the row was
+/// read without it ([`Store::session_cache_heads`]).
+fn stored_detector(store: Option<&Store>, row: &SessionCacheRow) -> Option<DetectorSnapshot> {
+    if row.detector.is_empty() {
+        let text = store?
+            .session_detector(&row.source, &row.session_id)
+            .ok()??;
+        serde_json::from_str(&text).ok()
+    } else {
+        serde_json::from_str(&row.detector).ok()
+    }
+}
+
 /// How many requests for newest messages [`newest_message_ids`] keeps in flight.
 const CONFIRMING_REQUESTS: usize = 8;
 
@@ -474,7 +491,7 @@ pub fn read_db(
 ) -> Result<DbRead, DbError> {
     let fp = fingerprint(config);
     let mut cache: HashMap<String, SessionCacheRow> = match store {
-        Some(store) if !full_read => store.session_cache(source).unwrap_or_default(),
+        Some(store) if !full_read => store.session_cache_heads(source).unwrap_or_default(),
         _ => Vec::new(),
     }
     .into_iter()
@@ -537,10 +554,14 @@ pub struct CacheRows {
 
 /// Judge tracked sessions as trees. Returns the judgement and, per source, the cache rows to
 /// store ([`CacheRows`]: every tracked session of a cached source is written or kept).
+///
+/// A stored session re-judged for a descendant's landing needs its detector snapshot: from its
+/// row, else from `store` (rows read without snapshots).
 pub fn judge(
     tracked: &mut [Tracked],
     config: &DetectConfig,
     now: i64,
+    store: Option<&Store>,
 ) -> (Judgement, HashMap<String, CacheRows>) {
     let infos: Vec<Session> = tracked.iter().map(|t| t.info.clone()).collect();
     let forest = Forest::build(&infos);
@@ -553,9 +574,8 @@ pub fn judge(
         // A stored session whose descendants landed since must be judged again.
         if let State::Stored { row, meta } = &t.state
             && *landing > meta.descendant_landing
-            && let Some(detector) = serde_json::from_str::<DetectorSnapshot>(&row.detector)
-                .ok()
-                .and_then(|s| SessionDetector::restore(s, config))
+            && let Some(detector) =
+                stored_detector(store, row).and_then(|s| SessionDetector::restore(s, config))
         {
             t.state = State::Live {
                 detector: Box::new(detector),
@@ -734,7 +754,7 @@ mod tests {
                         }
                     })
                     .collect();
-                let (judged, mut new_rows) = judge(&mut tracked, &config, now);
+                let (judged, mut new_rows) = judge(&mut tracked, &config, now, None);
                 let batch = judge_sessions(&prefix, &config);
                 // Compared as the store keeps them: serde_json (without `float_roundtrip`)
                 // may read a stored ratio back one ulp off (0.4545454545454546 for
