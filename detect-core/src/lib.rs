@@ -42,6 +42,7 @@ mod detector;
 mod json;
 mod matcher;
 mod model;
+mod scan;
 mod shell;
 mod tree;
 mod verdict;
@@ -59,7 +60,8 @@ pub use matcher::{
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
     SessionText, Streamed, counted_sessions, detect_session_text, output_hash,
-    parse_judged_session_text, parse_session_text, stream_session_texts,
+    parse_judged_session_text, parse_session_text, scanned_cleanly, stream_session_texts,
 };
+pub use scan::{Scanned, scan_session_texts};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
 pub use verdict::{DEDUP_KEY_PREFIX, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

@@ -7,6 +7,7 @@
 use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
 use crate::matcher::ReadMetadata;
+use crate::scan::scan_session_texts;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -237,14 +238,24 @@ impl SessionFile {
     /// Parse a session file. Unknown keys are ignored; a missing or mistyped key is an error
     /// naming the session and the place in it (`calls[3].input`).
     ///
-    /// The document is read one session at a time ([`stream_session_texts`]): no JSON tree of the
-    /// whole file is built.
+    /// The document is read one session at a time ([`scan_session_texts`], else
+    /// [`stream_session_texts`]): no JSON tree of the whole file is built.
     pub fn from_json(text: &str) -> Result<Self, ParseError> {
-        let mut de = serde_json::Deserializer::from_str(text);
         let mut parsed = Vec::new();
-        let streamed = stream_session_texts(&mut de, &[], &mut |t| {
-            parsed.push((t.serial, parse_session_text(t.index, t.text.get())));
-        })?;
+        let scanned = scan_session_texts(text.as_bytes(), &[], &mut |t| {
+            parsed.push((t.serial, parse_session_text(t.index, &t.text)));
+        });
+        let streamed = match scanned {
+            Ok(crate::scan::Scanned::Read(streamed)) if scanned_cleanly(&parsed) => streamed,
+            // Reading a slice cannot fail; the unusual document is read again by serde.
+            _ => {
+                parsed.clear();
+                let mut de = serde_json::Deserializer::from_str(text);
+                stream_session_texts(&mut de, &[], &mut |t| {
+                    parsed.push((t.serial, parse_session_text(t.index, &t.text)));
+                })?
+            }
+        };
         Ok(Self::new(counted_sessions(&streamed, parsed, |s| {
             s.id.as_str()
         })?))
@@ -297,7 +308,7 @@ fn session_place(id: Option<&str>, at: &str) -> String {
     place
 }
 
-fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
+pub(crate) fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
     match format {
         Some(Value::String(f)) if f == SESSION_FILE_FORMAT => Ok(()),
         Some(Value::String(f)) => Err(ParseError::Format(f.clone())),
@@ -666,8 +677,9 @@ pub struct SessionText {
     pub serial: usize,
     /// Its place in its list, which names it in errors.
     pub index: usize,
-    /// Its JSON text (syntax checked, nothing built).
-    pub text: Box<RawValue>,
+    /// Its JSON text (nothing built; checked by serde's reader, not by the scan, see
+    /// [`scan_session_texts`]).
+    pub text: Box<str>,
 }
 
 /// What [`stream_session_texts`] found besides the sessions it handed over.
@@ -731,6 +743,15 @@ pub fn stream_session_texts<'de, R: serde_json::de::Read<'de>>(
     })
 }
 
+/// Whether what was parsed of the texts [`scan_session_texts`] handed over stands: no text was
+/// found not to be JSON (else the document must be read again through [`stream_session_texts`],
+/// for the error a reader of the whole document gives).
+pub fn scanned_cleanly<T>(parsed: &[(usize, Result<T, ParseError>)]) -> bool {
+    !parsed
+        .iter()
+        .any(|(_, result)| matches!(result, Err(ParseError::Json { .. })))
+}
+
 /// The sessions that count, in order, from what was parsed of each element of a streamed
 /// document (`(serial, result)`, in any order): the first error a reader of the whole
 /// document meets (the document's shape, then a session that does not parse or an id seen twice,
@@ -765,7 +786,7 @@ struct StreamState<'k, 'f> {
     object: bool,
 }
 
-enum ListState {
+pub(crate) enum ListState {
     List { first_serial: usize },
     NotAList,
 }
@@ -873,7 +894,7 @@ impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
             (state.on_text)(SessionText {
                 serial: state.serial,
                 index,
-                text,
+                text: text.into(),
             });
             state.serial += 1;
             index += 1;

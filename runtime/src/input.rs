@@ -1,15 +1,16 @@
 //! Reading sessions from disk: session files (`agentwatch-sessions/1`) and `opencode export` JSON.
 //!
-//! Files are read through a buffer one session at a time ([`detect_core::stream_session_texts`]):
-//! no JSON tree of a whole file is built. One thread reads each session's text; the others parse
-//! it, typed and borrowed, where it is used (in parallel, on every core), and [`judge_files`]
+//! Files are read in large chunks one session at a time ([`detect_core::scan_session_texts`]):
+//! no JSON tree of a whole file is built. One thread cuts out each session's text; the others
+//! parse it, typed and borrowed, where it is used (in parallel, on every core), and [`judge_files`]
 //! pushes each call into its session's detector as it is parsed and drops it (issue 19).
 
 use crate::error::Error;
 use detect_core::{
-    DetectConfig, Judgement, ParseError, SESSION_FILE_FORMAT, Session, SessionDetector,
+    DetectConfig, Judgement, ParseError, SESSION_FILE_FORMAT, Scanned, Session, SessionDetector,
     SessionText, Streamed, counted_sessions, detect_session_text, judge_detectors,
-    parse_judged_session_text, parse_session_text, stream_session_texts,
+    parse_judged_session_text, parse_session_text, scan_session_texts, scanned_cleanly,
+    stream_session_texts,
 };
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use serde_json::Value;
@@ -30,15 +31,44 @@ pub fn read_text(path: &str) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| Error::read(path, e))
 }
 
-/// A file, or standard input for `-`.
-fn open(path: &str) -> Result<(String, Box<dyn Read + Send>), Error> {
-    if path == "-" {
-        return Ok(("standard input".to_owned(), Box::new(std::io::stdin())));
+/// Where a document is read from: a file (opened again when it must be read twice), standard
+/// input (read once), or text in memory.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Path(&'a str),
+    Stdin,
+    Text(&'a str, &'a [u8]),
+}
+
+impl<'a> Source<'a> {
+    fn of(path: &'a str) -> Self {
+        if path == "-" {
+            Source::Stdin
+        } else {
+            Source::Path(path)
+        }
     }
-    let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-    let size = file.metadata().map_or(0, |m| m.len());
-    let reading = crate::progress::Reading::new(file, path, size);
-    Ok((path.to_owned(), Box::new(reading)))
+
+    /// How errors name it.
+    fn origin(&self) -> &'a str {
+        match self {
+            Source::Path(path) => path,
+            Source::Stdin => "standard input",
+            Source::Text(origin, _) => origin,
+        }
+    }
+
+    fn open(&self) -> Result<Box<dyn Read + Send + 'a>, Error> {
+        match *self {
+            Source::Path(path) => {
+                let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+                let size = file.metadata().map_or(0, |m| m.len());
+                Ok(Box::new(crate::progress::Reading::new(file, path, size)))
+            }
+            Source::Stdin => Ok(Box::new(std::io::stdin())),
+            Source::Text(_, bytes) => Ok(Box::new(bytes)),
+        }
+    }
 }
 
 /// What one document turned out to be, once read through.
@@ -49,22 +79,20 @@ enum Document {
     Export(Box<Session>),
 }
 
-/// Read one document from `de`, handing each session of a session file to `on_text` as it is
-/// read, and telling at the end what the document was.
-fn stream_document<'de, R: serde_json::de::Read<'de>>(
-    origin: &str,
-    de: &mut serde_json::Deserializer<R>,
-    on_text: &mut dyn FnMut(SessionText),
-) -> Result<Document, Error> {
+/// The top-level keys an `opencode export` is recognised by.
+const EXPORT_KEYS: [&str; 2] = ["info", "messages"];
+
+/// What a read document is, from what the reader said of it.
+fn document(origin: &str, streamed: Result<Streamed, ParseError>) -> Result<Document, Error> {
     let data_err = |msg: String| Error::data(format!("{origin}: {msg}"));
-    let streamed = match stream_session_texts(de, &["info", "messages"], on_text) {
+    let streamed = match streamed {
         Ok(streamed) => streamed,
         Err(ParseError::Json { message, .. }) => {
             return Err(data_err(format!("not JSON: {message}")));
         }
         Err(other) => return Err(data_err(other.to_string())),
     };
-    if streamed.kept.contains_key("info") && streamed.kept.contains_key("messages") {
+    if EXPORT_KEYS.iter().all(|k| streamed.kept.contains_key(*k)) {
         let session = agentwatch_opencode::session_from_export(&Value::Object(streamed.kept))
             .map_err(|e| data_err(format!("opencode export: {e}")))?;
         return Ok(Document::Export(Box::new(session)));
@@ -72,8 +100,23 @@ fn stream_document<'de, R: serde_json::de::Read<'de>>(
     Ok(Document::SessionFile(streamed))
 }
 
-/// [`stream_document`] on a reader, through a large buffer; a failing read is an I/O error
-/// naming the origin (as when the whole file was read first), not a JSON error.
+/// The fast read of a document ([`scan_session_texts`]): `None` when it must be read again
+/// through serde's reader ([`stream_reader`]).
+fn scan_reader(
+    origin: &str,
+    reader: impl Read,
+    on_text: &mut dyn FnMut(SessionText),
+) -> Result<Option<Document>, Error> {
+    match scan_session_texts(reader, &EXPORT_KEYS, on_text) {
+        Ok(Scanned::Read(streamed)) => document(origin, Ok(streamed)).map(Some),
+        Ok(Scanned::Unusual) => Ok(None),
+        Err(io) => Err(Error::read(origin, io)),
+    }
+}
+
+/// A document read through serde's reader, through a large buffer: what the scan does not read,
+/// and standard input (which cannot be read twice). A failing read is an I/O error naming the
+/// origin (as when the whole file was read first), not a JSON error.
 fn stream_reader(
     origin: &str,
     reader: impl Read,
@@ -87,7 +130,7 @@ fn stream_reader(
     // The parser reads byte by byte: a `BufReader` it owns serves those from its buffer.
     let buffered = BufReader::with_capacity(1 << 20, watched);
     let mut de = serde_json::Deserializer::from_reader(buffered);
-    let document = stream_document(origin, &mut de, on_text);
+    let document = document(origin, stream_session_texts(&mut de, &EXPORT_KEYS, on_text));
     match (document, error.take()) {
         (Err(_), Some(io)) => Err(Error::read(origin, io)),
         (document, _) => document,
@@ -121,37 +164,78 @@ struct Reading<'a, T> {
     id: fn(&T) -> &str,
 }
 
-/// Read one document: one thread reads each session's text, the others `parse` it as it comes
-/// (in parallel, on every core; a small queue keeps the reader a few sessions ahead, never a
-/// file). The sessions that count, in order, or the first error, as when read one by one.
-fn read_document<T: Send>(
+/// Read one document: the scan ([`scan_reader`]) reads it in large chunks and cuts out each
+/// session's text, and the other cores `parse` each as it comes (a small queue keeps the reader a
+/// few sessions ahead, never a file); a document the scan does not read, or one whose sessions
+/// turn out not to be JSON, is read again through serde's reader ([`stream_reader`]) for the
+/// exact error. The sessions that count, in order, or the first error, as when read one by one.
+fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
+    let origin = source.origin();
+    if !matches!(source, Source::Stdin) {
+        let reader = source.open()?;
+        let (document, parsed) =
+            parse_in_parallel(origin, how, |on_text| scan_reader(origin, reader, on_text))?;
+        match (document, scanned_cleanly(&parsed)) {
+            (Ok(Some(document)), true) => return counted(origin, how, document, parsed),
+            // A failing read, or the export's own error in a document that is JSON throughout.
+            (Err(e), clean) if clean || matches!(e, Error::Read { .. }) => return Err(e),
+            _ => {}
+        }
+    }
+    let reader = source.open()?;
+    let (document, parsed) = parse_in_parallel(origin, how, |on_text| {
+        stream_reader(origin, reader, on_text).map(Some)
+    })?;
+    let document = document?.ok_or_else(|| Error::software(format!("{origin}: not read")))?;
+    counted(origin, how, document, parsed)
+}
+
+/// What a reader said of a document (`None`: read it again through serde's reader).
+type ReadDocument = Result<Option<Document>, Error>;
+
+/// Each text's serial and what it parsed into.
+type Parsed<T> = Vec<(usize, Result<T, ParseError>)>;
+
+/// What `read` hands over, parsed on every core while it reads (on its own thread): what it
+/// said of the document, and each text's parse.
+fn parse_in_parallel<T: Send>(
     origin: &str,
-    reader: impl Read + Send,
     how: &Reading<'_, T>,
-) -> Result<Vec<T>, Error> {
+    read: impl FnOnce(&mut dyn FnMut(SessionText)) -> ReadDocument + Send,
+) -> Result<(ReadDocument, Parsed<T>), Error> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<SessionText>(32);
         let reader = scope.spawn(move || {
-            stream_reader(origin, reader, &mut |text| {
+            read(&mut |text| {
                 // The receiver lives until the reader is joined; a send cannot fail before.
                 let _ = tx.send(text);
             })
         });
         let parse = how.parse;
-        let parsed: Vec<(usize, Result<T, ParseError>)> = rx
+        let parsed: Parsed<T> = rx
             .into_iter()
             .par_bridge()
-            .map(|text| (text.serial, parse(text.index, text.text.get())))
+            .map(|text| (text.serial, parse(text.index, &text.text)))
             .collect();
         let document = reader
             .join()
-            .map_err(|_| Error::software(format!("{origin}: the reader panicked")))??;
-        match document {
-            Document::Export(session) => Ok(vec![(how.export)(*session)]),
-            Document::SessionFile(streamed) => counted_sessions(&streamed, parsed, how.id)
-                .map_err(|e| Error::data(format!("{origin}: {e}"))),
-        }
+            .map_err(|_| Error::software(format!("{origin}: the reader panicked")))?;
+        Ok((document, parsed))
     })
+}
+
+/// The sessions of a document read through.
+fn counted<T>(
+    origin: &str,
+    how: &Reading<'_, T>,
+    document: Document,
+    parsed: Parsed<T>,
+) -> Result<Vec<T>, Error> {
+    match document {
+        Document::Export(session) => Ok(vec![(how.export)(*session)]),
+        Document::SessionFile(streamed) => counted_sessions(&streamed, parsed, how.id)
+            .map_err(|e| Error::data(format!("{origin}: {e}"))),
+    }
 }
 
 /// Sessions read whole, with their calls.
@@ -163,7 +247,7 @@ const WHOLE: Reading<'static, Session> = Reading {
 
 /// The sessions of one document: a session file, or an `opencode export` of one session.
 pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
-    read_document(origin, text.as_bytes(), &WHOLE)
+    read_document(Source::Text(origin, text.as_bytes()), &WHOLE)
 }
 
 /// Sessions whose calls keep only the metadata the matcher reads.
@@ -226,8 +310,7 @@ fn read_each<T: Send>(
 ) -> Result<(), Error> {
     let mut origin_of = HashMap::new();
     for path in paths {
-        let (origin, reader) = open(path)?;
-        let sessions = read_document(&origin, reader, how)?;
+        let sessions = read_document(Source::of(path), how)?;
         for session in &sessions {
             check_unique(&mut origin_of, (how.id)(session), path)?;
         }
@@ -257,8 +340,7 @@ pub fn judge_files(paths: &[String], config: &DetectConfig) -> Result<Judgement,
     let mut detectors: Vec<SessionDetector> = Vec::new();
     let mut origin_of = HashMap::new();
     for path in paths {
-        let (origin, reader) = open(path)?;
-        for (session, detector) in detect_document(&origin, reader, config)? {
+        for (session, detector) in detect_document(Source::of(path), config)? {
             check_unique(&mut origin_of, &session.id, path)?;
             stubs.push(session);
             detectors.push(detector);
@@ -270,15 +352,14 @@ pub fn judge_files(paths: &[String], config: &DetectConfig) -> Result<Judgement,
 /// Judge the built-in sample (or any text) the same way.
 pub fn judge_text(origin: &str, text: &str, config: &DetectConfig) -> Result<Judgement, Error> {
     let (stubs, detectors): (Vec<Session>, Vec<SessionDetector>) =
-        detect_document(origin, text.as_bytes(), config)?
+        detect_document(Source::Text(origin, text.as_bytes()), config)?
             .into_iter()
             .unzip();
     Ok(judge_detectors(&stubs, detectors))
 }
 
 fn detect_document(
-    origin: &str,
-    reader: impl Read + Send,
+    source: Source<'_>,
     config: &DetectConfig,
 ) -> Result<Vec<(Session, SessionDetector)>, Error> {
     let how = Reading {
@@ -293,7 +374,7 @@ fn detect_document(
         },
         id: |(session, _)| session.id.as_str(),
     };
-    read_document(origin, reader, &how)
+    read_document(source, &how)
 }
 
 /// `agentwatch import-export`: the files' sessions as one session file, on standard output or

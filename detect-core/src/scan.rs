@@ -1,0 +1,485 @@
+//! The fast read of a session file (issue 19): a small JSON-aware byte scanner over large chunks
+//! of a reader cuts each element of the `sessions` list out as text, for whoever parses it.
+//!
+//! The scanner only knows where values begin and end (strings, escapes, nesting depth) and the
+//! punctuation of the top-level object and of the `sessions` list; every value it cuts out is
+//! checked by serde_json where it is parsed (a session by the worker that parses it, any other
+//! top-level value here). Whatever it does not read as a session file of the usual shape (a
+//! syntax error anywhere, a key written with escapes, a document that is not an object, bytes
+//! that are not UTF-8) it reports as [`Scanned::Unusual`]: the caller then reads the document
+//! again through serde's reader ([`crate::stream_session_texts`]), which says exactly what a
+//! reader of the whole document says. Only one chunk (1 MiB) and the session being cut out are
+//! held at a time.
+
+use crate::model::{ListState, SessionText, Streamed, check_format};
+use serde_json::{Map, Value};
+use std::io::Read;
+
+/// How much is read from the reader at a time.
+const CHUNK: u64 = 1 << 20;
+
+/// What [`scan_session_texts`] made of a document.
+#[derive(Debug)]
+pub enum Scanned {
+    /// A document of the usual shape, read through: the sessions were handed over, and this is
+    /// what [`crate::stream_session_texts`] would have said of it.
+    Read(Streamed),
+    /// Something the scan does not read: the document must be read again through
+    /// [`crate::stream_session_texts`] (whatever was handed over does not count).
+    Unusual,
+}
+
+/// Not read by the scan (see [`Scanned::Unusual`]).
+#[derive(Debug)]
+struct Unusual;
+
+/// Why a scan stopped: the reader failed, or the document is unusual.
+enum Stop {
+    Io(std::io::Error),
+    Unusual,
+}
+
+impl From<std::io::Error> for Stop {
+    fn from(e: std::io::Error) -> Self {
+        Stop::Io(e)
+    }
+}
+
+impl From<Unusual> for Stop {
+    fn from(_: Unusual) -> Self {
+        Stop::Unusual
+    }
+}
+
+/// Read a session file from `reader` in large chunks, handing each element of its `sessions`
+/// list to `on_text` as soon as it is cut out, as [`crate::stream_session_texts`] does (the same
+/// serials and indices, the same [`Streamed`]) but without serde's byte-at-a-time reader.
+///
+/// The elements handed over are not checked here: whoever parses them must, and a caller must
+/// read the document again through [`crate::stream_session_texts`] when the scan says
+/// [`Scanned::Unusual`] *or* when any element turns out not to be JSON
+/// ([`crate::ParseError::Json`], see [`crate::scanned_cleanly`]). A failing read is the reader's
+/// error.
+pub fn scan_session_texts(
+    reader: impl Read,
+    keep: &[&str],
+    on_text: &mut dyn FnMut(SessionText),
+) -> std::io::Result<Scanned> {
+    let mut scanner = Scanner {
+        reader,
+        buf: Vec::with_capacity(2 * CHUNK as usize),
+        pos: 0,
+        eof: false,
+    };
+    match scanner.document(keep, on_text) {
+        Ok(streamed) => Ok(Scanned::Read(streamed)),
+        Err(Stop::Unusual) => Ok(Scanned::Unusual),
+        Err(Stop::Io(e)) => Err(e),
+    }
+}
+
+struct Scanner<R> {
+    reader: R,
+    /// The bytes read and not yet dropped; `pos` is the next to look at.
+    buf: Vec<u8>,
+    pos: usize,
+    eof: bool,
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\t' | b'\r')
+}
+
+impl<R: Read> Scanner<R> {
+    /// Read the next chunk, dropping the bytes before `*start` (which becomes 0); false at the
+    /// end of the input.
+    fn refill(&mut self, start: &mut usize) -> std::io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if *start > 0 {
+            self.buf.drain(..*start);
+            self.pos -= *start;
+            *start = 0;
+        }
+        let read = (&mut self.reader).take(CHUNK).read_to_end(&mut self.buf)?;
+        if read == 0 {
+            self.eof = true;
+        }
+        Ok(read > 0)
+    }
+
+    /// The next byte, without taking it; `None` at the end of the input.
+    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+        if self.pos == self.buf.len() {
+            let mut start = self.pos;
+            if !self.refill(&mut start)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.buf[self.pos]))
+    }
+
+    /// Skip whitespace; the next byte after it, not taken.
+    fn space(&mut self) -> std::io::Result<Option<u8>> {
+        loop {
+            match self.peek()? {
+                Some(b) if is_space(b) => self.pos += 1,
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Take `want` after whitespace.
+    fn expect(&mut self, want: u8) -> Result<(), Stop> {
+        if self.space()? == Some(want) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(Stop::Unusual)
+        }
+    }
+
+    fn document(
+        &mut self,
+        keep: &[&str],
+        on_text: &mut dyn FnMut(SessionText),
+    ) -> Result<Streamed, Stop> {
+        let mut serial = 0;
+        let mut kept = Map::new();
+        let mut format = None;
+        let mut list = None;
+        self.expect(b'{')?;
+        if self.space()? == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                let key = self.key()?;
+                self.expect(b':')?;
+                self.space()?;
+                match key.as_str() {
+                    "sessions" if self.peek()? == Some(b'[') => {
+                        let first_serial = serial;
+                        self.sessions(&mut serial, on_text)?;
+                        list = Some(ListState::List { first_serial });
+                    }
+                    "sessions" => {
+                        self.value_as::<serde::de::IgnoredAny>()?;
+                        list = Some(ListState::NotAList);
+                    }
+                    "format" => format = Some(self.value_as::<Value>()?),
+                    k if keep.contains(&k) => {
+                        let value = self.value_as::<Value>()?;
+                        kept.insert(key, value);
+                    }
+                    _ => {
+                        self.value_as::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                match self.space()? {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Stop::Unusual),
+                }
+            }
+        }
+        if self.space()?.is_some() {
+            return Err(Stop::Unusual);
+        }
+        let first_serial = match &list {
+            Some(ListState::List { first_serial }) => *first_serial,
+            _ => serial,
+        };
+        let outcome = match (check_format(format.as_ref()), list) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(ListState::List { .. })) => Ok(()),
+            (Ok(()), Some(ListState::NotAList) | None) => Err(crate::ParseError::NoSessions),
+        };
+        Ok(Streamed {
+            kept,
+            first_serial,
+            outcome,
+        })
+    }
+
+    /// A key after whitespace: a string without escapes (a key with escapes is unusual).
+    fn key(&mut self) -> Result<String, Stop> {
+        self.expect(b'"')?;
+        let mut start = self.pos;
+        loop {
+            let rest = &self.buf[self.pos..];
+            if let Some(at) = rest.iter().position(|&b| b == b'"' || b == b'\\') {
+                if rest[at] == b'\\' {
+                    return Err(Stop::Unusual);
+                }
+                let key = std::str::from_utf8(&self.buf[start..self.pos + at])
+                    .map_err(|_| Unusual)?
+                    .to_owned();
+                // Control characters are refused by JSON: serde says how.
+                if key.bytes().any(|b| b < 0x20) {
+                    return Err(Stop::Unusual);
+                }
+                self.pos += at + 1;
+                return Ok(key);
+            }
+            self.pos = self.buf.len();
+            if !self.refill(&mut start)? {
+                return Err(Stop::Unusual);
+            }
+        }
+    }
+
+    /// The elements of the `sessions` list (the next byte is its `[`), each handed over.
+    fn sessions(
+        &mut self,
+        serial: &mut usize,
+        on_text: &mut dyn FnMut(SessionText),
+    ) -> Result<(), Stop> {
+        self.pos += 1;
+        if self.space()? == Some(b']') {
+            self.pos += 1;
+            return Ok(());
+        }
+        let mut index = 0;
+        loop {
+            self.space()?;
+            let text = self.value()?;
+            let text = String::from_utf8(text).map_err(|_| Unusual)?;
+            on_text(SessionText {
+                serial: *serial,
+                index,
+                text: text.into_boxed_str(),
+            });
+            *serial += 1;
+            index += 1;
+            match self.space()? {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(Stop::Unusual),
+            }
+        }
+    }
+
+    /// The value that starts here, read as `T` by serde_json (which checks it).
+    fn value_as<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, Stop> {
+        let text = self.value()?;
+        // Not UTF-8: serde's reader says how (its checks differ between readers).
+        std::str::from_utf8(&text).map_err(|_| Unusual)?;
+        serde_json::from_slice(&text).map_err(|_| Stop::Unusual)
+    }
+
+    /// Cut out the value that starts here (an object, a list, a string, or the bytes of a
+    /// scalar up to the next delimiter), unchecked.
+    fn value(&mut self) -> Result<Vec<u8>, Stop> {
+        let mut start = self.pos;
+        let end = match self.peek()? {
+            Some(b'{' | b'[') => self.nested(&mut start)?,
+            Some(b'"') => {
+                self.pos += 1;
+                self.string_end(&mut start)?
+            }
+            Some(b) if b == b'-' || b.is_ascii_alphanumeric() => self.scalar_end(&mut start)?,
+            _ => return Err(Stop::Unusual),
+        };
+        Ok(self.buf[start..end].to_vec())
+    }
+
+    /// The end of the string whose opening quote was taken.
+    fn string_end(&mut self, start: &mut usize) -> Result<usize, Stop> {
+        loop {
+            let rest = &self.buf[self.pos..];
+            match rest.iter().position(|&b| b == b'"' || b == b'\\') {
+                Some(at) if rest[at] == b'"' => {
+                    self.pos += at + 1;
+                    return Ok(self.pos);
+                }
+                Some(at) => {
+                    // An escape: skip the byte after the backslash.
+                    self.pos += at + 1;
+                    if self.pos == self.buf.len() && !self.refill(start)? {
+                        return Err(Stop::Unusual);
+                    }
+                    self.pos += 1;
+                }
+                None => {
+                    self.pos = self.buf.len();
+                    if !self.refill(start)? {
+                        return Err(Stop::Unusual);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of the scalar that starts here: at the next delimiter or the end of the input.
+    fn scalar_end(&mut self, start: &mut usize) -> Result<usize, Stop> {
+        loop {
+            let rest = &self.buf[self.pos..];
+            if let Some(at) = rest
+                .iter()
+                .position(|&b| is_space(b) || matches!(b, b',' | b']' | b'}'))
+            {
+                self.pos += at;
+                return Ok(self.pos);
+            }
+            self.pos = self.buf.len();
+            if !self.refill(start)? {
+                return Ok(self.pos);
+            }
+        }
+    }
+
+    /// The end of the object or list that starts here, by depth, skipping strings.
+    fn nested(&mut self, start: &mut usize) -> Result<usize, Stop> {
+        let mut depth = 0usize;
+        loop {
+            while self.pos < self.buf.len() {
+                let b = self.buf[self.pos];
+                self.pos += 1;
+                match b {
+                    b'"' => {
+                        self.string_end(start)?;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok(self.pos);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !self.refill(start)? {
+                return Err(Stop::Unusual);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the scan makes of `doc` read through a reader that returns `step` bytes at a time:
+    /// the texts handed over, and the outcome (`None`: unusual).
+    fn scan(doc: &str, step: usize) -> (Vec<(usize, usize, String)>, Option<Streamed>) {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut texts = Vec::new();
+        let scanned = scan_session_texts(Trickle(doc.as_bytes(), step), &["info"], &mut |t| {
+            texts.push((t.serial, t.index, t.text.into_string()));
+        })
+        .unwrap();
+        match scanned {
+            Scanned::Read(streamed) => (texts, Some(streamed)),
+            Scanned::Unusual => (texts, None),
+        }
+    }
+
+    /// What serde's reader makes of `doc`: the texts, and the outcome (`None`: a syntax error).
+    fn serde_read(doc: &str) -> (Vec<(usize, usize, String)>, Option<Streamed>) {
+        let mut texts = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(doc);
+        let streamed = crate::stream_session_texts(&mut de, &["info"], &mut |t| {
+            texts.push((t.serial, t.index, t.text.into_string()));
+        });
+        (texts, streamed.ok())
+    }
+
+    #[test]
+    fn the_scan_cuts_each_session_as_serde_does() {
+        let f = r#""format":"agentwatch-sessions/1""#;
+        let docs = [
+            format!(r#"{{{f},"sessions":[]}}"#),
+            format!(r#"{{{f},"sessions":[ ]}}"#),
+            format!(
+                " \n\t{{ {f} ,\r\n \"sessions\" : [ {{\"id\":\"a\"}} , {{\"id\":\"b\"}} ] }}\n "
+            ),
+            // Strings holding quotes, backslashes and brackets.
+            format!(
+                r#"{{{f},"sessions":[{{"id":"a\"]}}[{{","calls":[{{"tool":"x\\","input":{{"c":"\\\"}}"}}}}]}},{{"id":"b"}}]}}"#
+            ),
+            // Nested lists and objects, scalars as elements (they fail where they are parsed).
+            format!(r#"{{{f},"sessions":[[[1,[2]],{{"a":[{{}}]}}],7,-1.5e3,true,null,"s"]}}"#),
+            // Keys around the list, kept, skipped, repeated.
+            format!(
+                r#"{{"x":{{"y":[1,"]"]}},"sessions":[{{"id":"a"}}],"info":{{"k":1}},{f},"sessions":[{{"id":"b"}}]}}"#
+            ),
+            format!(r#"{{{f},"sessions":{{"id":"a"}}}}"#),
+            format!(r#"{{{f},"sessions":null}}"#),
+            r#"{"sessions":[]}"#.to_owned(),
+            r#"{"format":7,"sessions":[]}"#.to_owned(),
+            r#"{}"#.to_owned(),
+            format!(r#"{{{f},"sessions":["é\u00e9 ☃"]}}"#),
+        ];
+        for doc in &docs {
+            let want = serde_read(doc);
+            assert!(want.1.is_some(), "{doc}");
+            for step in [1, 2, 3, 7, 1 << 20] {
+                assert_eq!(scan(doc, step), want, "{doc} by {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_scan_does_not_read_is_unusual() {
+        let f = r#""format":"agentwatch-sessions/1""#;
+        for doc in [
+            // Truncated anywhere.
+            String::new(),
+            "{".to_owned(),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}}"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a\"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}}]"#),
+            format!(r#"{{{f},"sess"#),
+            // Garbage after the list or the document.
+            format!(r#"{{{f},"sessions":[{{"id":"a"}}] x}}"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}}]}} x"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}}]}}}}"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}} {{"id":"b"}}]}}"#),
+            format!(r#"{{{f},"sessions":[{{"id":"a"}},]}}"#),
+            format!(r#"{{{f},"sessions":[,{{"id":"a"}}]}}"#),
+            format!(r#"{{{f},,"sessions":[]}}"#),
+            format!(r#"{{{f},"sessions":[]"x":1}}"#),
+            format!(r#"{{{f} "sessions":[]}}"#),
+            format!(r#"{{{f},"sessions" []}}"#),
+            // A value that is not JSON outside the list.
+            format!(r#"{{{f},"x":tru,"sessions":[]}}"#),
+            format!(r#"{{{f},"x":[1 2],"sessions":[]}}"#),
+            r#"{"format":"agentwatch-sessions/1" 7,"sessions":[]}"#.to_owned(),
+            // Not an object, an escaped key: read by serde's reader.
+            "[]".to_owned(),
+            r#""text""#.to_owned(),
+            format!(r#"{{{f},"sess\u0069ons":[]}}"#),
+        ] {
+            for step in [1, 5, 1 << 20] {
+                assert!(scan(&doc, step).1.is_none(), "{doc} by {step}");
+            }
+        }
+    }
+
+    /// An element that is not JSON is cut out as it is: its parser finds out.
+    #[test]
+    fn an_element_is_cut_unchecked() {
+        let doc = r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"a",,}, tru ,{[}]]}"#;
+        let (texts, outcome) = scan(doc, 4);
+        assert!(outcome.is_some());
+        let texts: Vec<_> = texts.into_iter().map(|t| t.2).collect();
+        assert_eq!(texts, [r#"{"id":"a",,}"#, "tru", "{[}]"]);
+    }
+}
