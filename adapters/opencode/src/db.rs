@@ -239,6 +239,113 @@ impl OpencodeDb {
         .map_err(|e| self.err(e))
     }
 
+    /// The ids of sessions with a message or a part created between `from_ms` and `to_ms`
+    /// (unix ms), found through the ids themselves: opencode's message and part ids are
+    /// ascending ids (`msg_` / `prt_`, then 12 hex digits of `(ms * 0x1000 + n) mod 2^48`, then
+    /// random characters), so the window is one or two ranges of the primary-key indexes of
+    /// `message` and `part`, and the query costs the rows created in it, not the database. The
+    /// creation time wraps every 2^36 ms (about 795 days): a row made a multiple of that before
+    /// the window is found too, which costs a look, never a miss. `None` when the newest message
+    /// id is not of that shape (a database written by something else): read every session then.
+    pub fn sessions_created_between(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Option<HashSet<String>>, DbError> {
+        let newest: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT id FROM message ORDER BY rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(self.err(e)),
+            })?;
+        if newest.is_some_and(|id| id_time_key(&id, "msg").is_none()) {
+            return Ok(None);
+        }
+        let (lo, hi) = (time_key(from_ms), time_key(to_ms));
+        let ranges = if lo <= hi {
+            vec![(lo, hi)]
+        } else {
+            vec![(lo, ID_TIME_MASK), (0, hi)]
+        };
+        let mut found = HashSet::new();
+        for (table, prefix) in [("message", "msg"), ("part", "prt")] {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT DISTINCT session_id FROM {table} WHERE id >= ?1 AND id < ?2"
+                ))
+                .map_err(|e| self.err(e))?;
+            for (from, to) in &ranges {
+                let start = format!("{prefix}_{from:012x}");
+                // Past the last hex digit of the range: `g` sorts after every hex digit.
+                let end = if *to >= ID_TIME_MASK {
+                    format!("{prefix}_g")
+                } else {
+                    format!("{prefix}_{:012x}", to + 1)
+                };
+                let ids = stmt
+                    .query_map([start, end], |r| r.get::<_, String>(0))
+                    .map_err(|e| self.err(e))?;
+                for id in ids {
+                    found.insert(id.map_err(|e| self.err(e))?);
+                }
+            }
+        }
+        Ok(Some(found))
+    }
+
+    /// The ids of sessions whose row's `time_updated` is at or after `ms` (a rename, a revert, a
+    /// step that ends: opencode bumps it for most changes). One pass over the `session` table's
+    /// rows, reading no JSON and probing no other table.
+    pub fn sessions_updated_since(&self, ms: i64) -> Result<HashSet<String>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM session WHERE time_updated >= ?1")
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([ms], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The session rows of `ids` that exist (primary-key look-ups), in the order given.
+    pub fn sessions_by_id<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<SessionRow>, DbError> {
+        let mut rows = Vec::new();
+        for id in ids {
+            rows.extend(self.session(id)?);
+        }
+        Ok(rows)
+    }
+
+    /// One session's latest activity (unix ms, 0 when nothing says), as
+    /// [`OpencodeDb::session_activity`] gives it for every session, through the session's
+    /// primary key and the message index; `None` when there is no such session.
+    pub fn activity_of(&self, id: &str) -> Result<Option<i64>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT MAX(COALESCE(s.time_updated, 0), \
+                 COALESCE((SELECT MAX(m.time_created) FROM message m WHERE m.session_id = s.id), 0)) \
+                 FROM session s WHERE s.id = ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_row([id], |r| r.get(0))
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(self.err(e)),
+            })
+    }
+
     /// What changes whenever anything of a session does: its row's `time_updated`, and its
     /// messages' and parts' counts and latest `time_updated` (a part going from running to
     /// completed, a message added through `POST /session/:id/shell`, a revert that deletes
@@ -438,6 +545,23 @@ impl OpencodeDb {
             infos,
         })
     }
+}
+
+/// The bits of an ascending id's time part (12 hex digits).
+const ID_TIME_MASK: u64 = (1 << 48) - 1;
+
+/// The time part an ascending id made at `ms` starts with (its counter is 0).
+fn time_key(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0).wrapping_mul(0x1000) & ID_TIME_MASK
+}
+
+/// The time part of an ascending id `prefix_` + 12 hex digits + …, if it has that shape.
+fn id_time_key(id: &str, prefix: &str) -> Option<u64> {
+    let hex = id.strip_prefix(prefix)?.strip_prefix('_')?.get(..12)?;
+    hex.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
 }
 
 fn json_object(text: &str) -> Result<Map<String, Value>, String> {

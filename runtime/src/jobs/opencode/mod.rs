@@ -386,9 +386,19 @@ pub fn collect(
         let path = config::expand_home(db, env);
         if path.exists() {
             let source = path.display().to_string();
+            let watched = open_alert_roots(store);
             let read = agentwatch_opencode::db::OpencodeDb::open(&path, Duration::from_secs(5))
                 .and_then(|db| {
-                    tracked::read_db(&db, &source, store, &detector, args.full_read, cutoff)
+                    tracked::read_db(
+                        &db,
+                        &source,
+                        store,
+                        &detector,
+                        args.full_read,
+                        cutoff,
+                        now.saturating_mul(1000),
+                        &watched,
+                    )
                 });
             match read {
                 Ok(read) => {
@@ -434,6 +444,17 @@ pub fn collect(
         }
     }
     collected
+}
+
+/// The roots of the alerts the stored alert state holds open (none when there is no store or
+/// its state does not read): a source that reads only active sessions still looks these up, so
+/// an open alert's root gone quiet resolves as stale, not gone.
+fn open_alert_roots(store: Option<&Store>) -> HashSet<String> {
+    store
+        .and_then(|s| s.load_state(ALERT_STATE_KEY).ok().flatten())
+        .and_then(|text| serde_json::from_str::<AlertState>(&text).ok())
+        .map(|state| state.open_alerts.into_values().map(|a| a.root).collect())
+        .unwrap_or_default()
 }
 
 /// The agent a tree's alert is titled with: the first flagged session's, else the root's.
