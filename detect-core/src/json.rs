@@ -171,19 +171,28 @@ pub(crate) fn write_number(n: &Number, out: &mut String) {
 
 pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Runs of bytes that need no escape are copied whole (every escaped character is one ASCII
+    // byte, so each index below is a character boundary).
+    let mut start = 0;
+    for (i, &b) in s.as_bytes().iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
         }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
 
@@ -253,6 +262,43 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Strings are escaped as they always were (the canonical form is stored in snapshots):
+    /// checked against the character-at-a-time writer it replaced.
+    #[test]
+    fn strings_escape_as_before() {
+        let before = |s: &str| {
+            let mut out = String::from('"');
+            for ch in s.chars() {
+                match ch {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => {
+                        let _ = write!(out, "\\u{:04x}", c as u32);
+                    }
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        };
+        let all: String = (0u8..0x80).map(char::from).collect();
+        for s in [
+            "",
+            "plain",
+            "a\"b\\c\n",
+            "\u{1}\u{8}\u{c}\u{1f}x",
+            "é☃\t",
+            &all,
+        ] {
+            let mut out = String::new();
+            write_json_string(s, &mut out);
+            assert_eq!(out, before(s), "{s:?}");
+        }
+    }
+
     /// The borrowed read answers as the `Value` does, canonical form included, on repeated and
     /// escaped keys, numbers of every kind and nesting.
     #[test]
@@ -265,6 +311,7 @@ mod tests {
             r#"[{"a":1},"s",null,false]"#,
             r#""text""#,
             r#"{}"#,
+            r#"{"k\n":"a\"b\\c\n\r\t\u0001\u001f é ☃ \u007f","":""}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let json: Json<'_> = serde_json::from_str(text).unwrap();
