@@ -5,7 +5,8 @@
 //! (`--full-read`), so the ratio of the two shows what the stored cursors save. Then idle ticks
 //! over 2 000 known sessions (issue 19: they should stay under 100 ms): every session looping
 //! (2 000 open alerts carried through their lifecycle each tick: the worst case, not a usual
-//! day) and every session healthy (its last call landed: no alert). Each scale run first prints
+//! day), every session healthy (its last call landed: no alert), and 20 sessions looping among
+//! 1 980 stale ones (a usual day: what the stale sessions cost). Each scale run first prints
 //! the process's CPU time per idle tick (the loopback server's threads included).
 
 use agentwatch_benches::{cpu_seconds, rss_kib};
@@ -29,6 +30,12 @@ fn exports(sessions: usize) -> Vec<serde_json::Value> {
 
 /// [`exports`], each session ending in a landed edit when `landed` (none is flagged).
 fn exports_ending(sessions: usize, landed: bool) -> Vec<serde_json::Value> {
+    exports_active(sessions, landed, sessions)
+}
+
+/// [`exports_ending`] of which only the last `active` sessions are active within
+/// `watchdog.stale_after_s` of the tick; the others ran a month earlier.
+fn exports_active(sessions: usize, landed: bool, active: usize) -> Vec<serde_json::Value> {
     (0..sessions)
         .map(|s| {
             let mut calls: Vec<(&str, serde_json::Value, serde_json::Value, &str)> = (0..CALLS)
@@ -48,7 +55,8 @@ fn exports_ending(sessions: usize, landed: bool) -> Vec<serde_json::Value> {
                     "Edit applied successfully.",
                 ));
             }
-            ExportBuilder::new(&format!("ses_bench{s:05}AAAAAAAAAAAAAA"), "bench", None, 1_796_000_000_000 + s as i64 * 1000)
+            let month = if s + active < sessions { 30 * 86_400_000 } else { 0 };
+            ExportBuilder::new(&format!("ses_bench{s:05}AAAAAAAAAAAAAA"), "bench", None, 1_796_000_000_000 + s as i64 * 1000 - month)
                 .steps("build", &calls, 1000)
                 .build()
         })
@@ -127,16 +135,18 @@ fn ticks(c: &mut Criterion) {
     g.finish();
 }
 
-/// Idle ticks over 2 000 known sessions, all looping and all healthy: the first tick (not
-/// measured) stores every cursor.
+/// Idle ticks over 2 000 known sessions, all looping, all healthy, and 20 looping with the
+/// other 1 980 stale (a month old: listed, not read): the first tick (not measured) stores
+/// every cursor.
 fn ticks_at_scale(c: &mut Criterion) {
     let mut g = c.benchmark_group("tick_2000_sessions");
     g.sample_size(10);
-    for (name, landed) in [
-        ("idle_tick_incremental", false),
-        ("idle_tick_incremental_healthy", true),
+    for (name, landed, active) in [
+        ("idle_tick_incremental", false, MANY_SESSIONS),
+        ("idle_tick_incremental_healthy", true, MANY_SESSIONS),
+        ("idle_tick_20_active_1980_stale", false, 20),
     ] {
-        let server = serve_exports(exports_ending(MANY_SESSIONS, landed));
+        let server = serve_exports(exports_active(MANY_SESSIONS, landed, active));
         let tmp = TempDir::new("aw-bench-scale");
         let config = config_for(&tmp.path, &server.url());
         tick(&tmp.path, &config, false);
