@@ -248,7 +248,9 @@ fn wait_for_request(reader: &mut BufReader<TcpStream>, stop: &AtomicBool) -> boo
             break false;
         }
         match reader.fill_buf() {
-            Ok(buf) => break !buf.is_empty(),
+            // A request that arrives once the server is stopping is not answered: the
+            // connection closes as a stopped server's would.
+            Ok(buf) => break !buf.is_empty() && !stop.load(Ordering::SeqCst),
             Err(e)
                 if matches!(
                     e.kind(),
