@@ -332,3 +332,61 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     );
     assert_eq!(open_alerts(), 0);
 }
+
+/// opencode does not bump `time.updated` for calls through `POST /session/:id/shell`: a session
+/// quiet for a day by its listing and by its stored newest call that gains such calls is still
+/// asked for its newest message (a bounded few such sessions per tick), read, and judged.
+#[test]
+fn a_quiet_session_gaining_calls_its_listing_does_not_show_is_read() {
+    let tmp = TempDir::new("aw-quiet-shell");
+    write_config(&tmp.path, "");
+    let then = NOW - DAY;
+    let quiet = healthy("ses_quiet", then).build();
+    let exports = std::sync::Arc::new(std::sync::Mutex::new(vec![quiet]));
+    let server = agentwatch_testkit::opencode::serve_live(std::sync::Arc::clone(&exports), None);
+    let store = tmp.path.join("agentwatch.db");
+    let run = |now: i64| {
+        agentwatch(
+            &tmp.path,
+            &[
+                "opencode",
+                "--once",
+                "--json",
+                "--db",
+                store.to_str().unwrap(),
+                "--now",
+                &now.to_string(),
+                "--server",
+                &server.url(),
+            ],
+        )
+    };
+    let (report, stderr) = run(then + 60);
+    assert_eq!(
+        decisions(&report),
+        Vec::<(String, String)>::new(),
+        "{stderr}"
+    );
+    // A day later it is quiet: asked for its newest message, unchanged, not read.
+    let (report, stderr) = run(NOW - 600);
+    assert_eq!(report["sessions"], json!([]), "{report}\n{stderr}");
+
+    // Shell calls arrive; the listing's `time.updated` stays a day old.
+    {
+        let mut exports = exports.lock().unwrap();
+        let calls = looping("ses_quiet", NOW - 300).build();
+        let more = calls["messages"].as_array().unwrap().clone();
+        exports[0]["messages"].as_array_mut().unwrap().extend(more);
+    }
+    let (report, stderr) = run(NOW);
+    assert_eq!(
+        report["sessions"].as_array().map(Vec::len),
+        Some(1),
+        "{report}\n{stderr}"
+    );
+    assert_eq!(
+        decisions(&report),
+        [("trigger".to_owned(), "ses_quiet".to_owned())],
+        "{stderr}"
+    );
+}

@@ -30,13 +30,13 @@ use crate::stored::{
 use crate::text::escape_control;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_opencode::lite::Spend;
-use agentwatch_store::{EventKind, JobEvent, Store, TickWrite, VerdictRow};
+use agentwatch_store::{EventKind, JobEvent, SessionCacheRow, Store, TickWrite, VerdictRow};
 use alert_state::{
     AlertEvent, AlertState, Decision, DecisionKind, LlmOpinion, RootObservation, Tick, process_tick,
 };
 use detect_core::{DetectConfig, Judgement, Session, TreeVerdict};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tracked::Tracked;
@@ -145,6 +145,9 @@ pub struct Collected {
     pub complete: HashSet<String>,
     /// Sessions a live source left out as not active within `watchdog.stale_after_s`.
     pub stale: HashSet<String>,
+    /// Per server, the stale sessions whose cache rows stay: a few are asked for their newest
+    /// message each tick (`tracked::stale_rechecks`), which needs their stored cursor.
+    pub stale_rows: HashMap<String, Vec<String>>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
     pub recorded: HashSet<String>,
     /// The servers that answered, by shown URL (an abort goes to the session's own server).
@@ -356,6 +359,9 @@ pub fn collect(
                 collected
                     .servers
                     .insert(server.shown_url().to_owned(), server.clone());
+                collected
+                    .stale_rows
+                    .insert(server.shown_url().to_owned(), read.stale.clone());
                 collected.stale.extend(read.stale);
                 if read.problems.is_empty() {
                     collected.complete.insert(server.shown_url().to_owned());
@@ -1215,7 +1221,7 @@ fn tick(
             })
             .map_err(Error::from)?;
         for source in &collected.cached_sources {
-            let (written, kept) = cache_rows
+            let (written, mut kept): (&[SessionCacheRow], HashSet<&str>) = cache_rows
                 .get(source)
                 .map(|r| {
                     (
@@ -1224,6 +1230,14 @@ fn tick(
                     )
                 })
                 .unwrap_or_default();
+            kept.extend(
+                collected
+                    .stale_rows
+                    .get(source)
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str),
+            );
             store
                 .update_session_cache(source, written, &kept)
                 .map_err(Error::from)?;

@@ -239,6 +239,8 @@ pub fn read_server(
         .map(|r| (r.session_id.clone(), r))
         .collect();
     let mut read = ServerRead::default();
+    // Newest-message answers already fetched this tick (see [`stale_rechecks`]).
+    let mut rechecked = HashMap::new();
     let infos = match stale_cutoff_ms {
         None => infos,
         Some(cutoff) => {
@@ -248,7 +250,7 @@ pub fn read_server(
                     .and_then(|r| serde_json::from_str::<VerdictMeta>(&r.verdict).ok())
                     .and_then(|m| m.newest_call_ms)
             };
-            let items: Vec<(String, Option<String>, bool)> = infos
+            let mut items: Vec<(String, Option<String>, bool)> = infos
                 .iter()
                 .filter_map(|info| {
                     let id = info.get("id")?.as_str()?.to_owned();
@@ -262,6 +264,23 @@ pub fn read_server(
                     Some((id, parent, active))
                 })
                 .collect();
+            // Neither the listing nor the store says these changed, yet calls through
+            // `POST /session/:id/shell` leave `time.updated` as it was: a few of them are asked
+            // for their newest message each tick, so such a call is found in a few ticks.
+            if focus.is_none() {
+                let quiet: Vec<&str> = items
+                    .iter()
+                    .filter(|(id, _, active)| !active && cache.contains_key(id))
+                    .map(|(id, _, _)| id.as_str())
+                    .collect();
+                let asked = newest_message_ids(server, &stale_rechecks(quiet, cutoff));
+                for (id, _, active) in &mut items {
+                    if let (Some(Ok(newest)), Some(row)) = (asked.get(id.as_str()), cache.get(id)) {
+                        *active |= row.cursor != *newest;
+                    }
+                }
+                rechecked = asked;
+            }
             let keep: HashSet<String> = active_with_ancestors(
                 items
                     .iter()
@@ -292,10 +311,12 @@ pub fn read_server(
             let row = cache.get(id)?;
             let focused_away =
                 focus.is_some_and(|f| f.reset.contains(id) || !f.changed.contains(id));
-            (row.updated_ms == Some(updated) && !focused_away).then_some(id)
+            (row.updated_ms == Some(updated) && !focused_away && !rechecked.contains_key(id))
+                .then_some(id)
         })
         .collect();
     let mut newest = newest_message_ids(server, &unchanged_by_listing);
+    newest.extend(rechecked);
     for info in &infos {
         let Some(base) = agentwatch_opencode::session_from_messages(info, &[]).ok() else {
             continue;
@@ -467,6 +488,28 @@ fn newest_message_ids(
             .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     })
+}
+
+/// How many quiet sessions (stale by their listing and by their stored newest call) are asked
+/// for their newest message each tick: a bound on what finding calls opencode did not announce
+/// costs, 32 requests at most.
+const STALE_RECHECKS_PER_TICK: usize = 32;
+
+/// Which of the `quiet` sessions to ask this tick: [`STALE_RECHECKS_PER_TICK`] of them, ordered
+/// by a hash of the id and the tick's cutoff, so each tick asks a different share and every
+/// session is asked in turn (no stored rotation needed; the cutoff moves with `now`).
+fn stale_rechecks(mut quiet: Vec<&str>, cutoff_ms: i64) -> Vec<&str> {
+    use std::hash::{Hash, Hasher};
+    if quiet.len() > STALE_RECHECKS_PER_TICK {
+        let order = |id: &str| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (id, cutoff_ms).hash(&mut h);
+            h.finish()
+        };
+        quiet.sort_by_cached_key(|id| order(id));
+        quiet.truncate(STALE_RECHECKS_PER_TICK);
+    }
+    quiet
 }
 
 /// What reading an `opencode.db` found.
@@ -771,6 +814,26 @@ mod tests {
     /// active ones (rows examined, not timing), loads them once, and then loads nothing while
     /// they stay unchanged; a month-old session gaining a call through `POST
     /// /session/:id/shell` (a message added, `time_updated` left as it was) is seen.
+    /// A tick asks at most [`STALE_RECHECKS_PER_TICK`] quiet sessions, a different share as
+    /// the cutoff moves, so every one is asked within a few ticks.
+    #[test]
+    fn stale_rechecks_are_bounded_and_reach_every_session() {
+        let ids: Vec<String> = (0..100).map(|i| format!("ses_{i:03}")).collect();
+        let quiet: Vec<&str> = ids.iter().map(String::as_str).collect();
+        assert_eq!(stale_rechecks(quiet[..5].to_vec(), 0), quiet[..5].to_vec());
+        let mut asked = HashSet::new();
+        for tick in 0..30 {
+            let now = stale_rechecks(quiet.clone(), 1_800_000_000_000 + tick * 300_000);
+            assert_eq!(now.len(), STALE_RECHECKS_PER_TICK);
+            asked.extend(now);
+        }
+        assert_eq!(
+            asked.len(),
+            ids.len(),
+            "every quiet session asked in 30 ticks"
+        );
+    }
+
     #[test]
     fn opencode_db_looks_at_active_sessions_only_and_sees_a_shell_call() {
         use agentwatch_opencode::db::testing::{create_db, insert_export};
