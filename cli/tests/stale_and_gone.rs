@@ -66,6 +66,15 @@ fn looping(id: &str, start_s: i64) -> ExportBuilder {
 
 fn tick(home: &Path, store: &Path, oc: &Path, now: i64, sets: &[&str]) -> (Value, String) {
     let oc_set = format!("opencode.db={:?}", oc.display().to_string());
+    let mut args = vec!["--set", oc_set.as_str()];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    tick_reading(home, store, now, &args)
+}
+
+/// One `opencode --once --json` tick on `store` at `now`, reading what `source_args` say.
+fn tick_reading(home: &Path, store: &Path, now: i64, source_args: &[&str]) -> (Value, String) {
     let now = now.to_string();
     let mut args = vec![
         "opencode",
@@ -75,12 +84,8 @@ fn tick(home: &Path, store: &Path, oc: &Path, now: i64, sets: &[&str]) -> (Value
         store.to_str().unwrap(),
         "--now",
         &now,
-        "--set",
-        &oc_set,
     ];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
+    args.extend(source_args);
     agentwatch(home, &args)
 }
 
@@ -345,22 +350,8 @@ fn a_quiet_session_gaining_calls_its_listing_does_not_show_is_read() {
     let exports = std::sync::Arc::new(std::sync::Mutex::new(vec![quiet]));
     let server = agentwatch_testkit::opencode::serve_live(std::sync::Arc::clone(&exports), None);
     let store = tmp.path.join("agentwatch.db");
-    let run = |now: i64| {
-        agentwatch(
-            &tmp.path,
-            &[
-                "opencode",
-                "--once",
-                "--json",
-                "--db",
-                store.to_str().unwrap(),
-                "--now",
-                &now.to_string(),
-                "--server",
-                &server.url(),
-            ],
-        )
-    };
+    let url = server.url();
+    let run = |now: i64| tick_reading(&tmp.path, &store, now, &["--server", &url]);
     let (report, stderr) = run(then + 60);
     assert_eq!(
         decisions(&report),
