@@ -339,15 +339,17 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
 }
 
 /// opencode does not bump `time.updated` for calls through `POST /session/:id/shell`: a session
-/// quiet for a day by its listing and by its stored newest call that gains such calls is still
-/// asked for its newest message (a bounded few such sessions per tick), read, and judged.
+/// quiet for a day by its listing and by its stored newest call, or one never read because it was
+/// already quiet when first listed, that gains such calls is still asked for its newest message
+/// (a bounded few such sessions per tick), read, and judged.
 #[test]
 fn a_quiet_session_gaining_calls_its_listing_does_not_show_is_read() {
     let tmp = TempDir::new("aw-quiet-shell");
     write_config(&tmp.path, "");
     let then = NOW - DAY;
     let quiet = healthy("ses_quiet", then).build();
-    let exports = std::sync::Arc::new(std::sync::Mutex::new(vec![quiet]));
+    let unseen = healthy("ses_unseen", then - DAY).build();
+    let exports = std::sync::Arc::new(std::sync::Mutex::new(vec![quiet, unseen]));
     let server = agentwatch_testkit::opencode::serve_live(std::sync::Arc::clone(&exports), None);
     let store = tmp.path.join("agentwatch.db");
     let url = server.url();
@@ -365,19 +367,26 @@ fn a_quiet_session_gaining_calls_its_listing_does_not_show_is_read() {
     // Shell calls arrive; the listing's `time.updated` stays a day old.
     {
         let mut exports = exports.lock().unwrap();
-        let calls = looping("ses_quiet", NOW - 300).build();
-        let more = calls["messages"].as_array().unwrap().clone();
-        exports[0]["messages"].as_array_mut().unwrap().extend(more);
+        for (at, id) in [(0, "ses_quiet"), (1, "ses_unseen")] {
+            let calls = looping(id, NOW - 300).build();
+            let more = calls["messages"].as_array().unwrap().clone();
+            exports[at]["messages"].as_array_mut().unwrap().extend(more);
+        }
     }
     let (report, stderr) = run(NOW);
     assert_eq!(
         report["sessions"].as_array().map(Vec::len),
-        Some(1),
+        Some(2),
         "{report}\n{stderr}"
     );
+    let mut fired = decisions(&report);
+    fired.sort();
     assert_eq!(
-        decisions(&report),
-        [("trigger".to_owned(), "ses_quiet".to_owned())],
+        fired,
+        [
+            ("trigger".to_owned(), "ses_quiet".to_owned()),
+            ("trigger".to_owned(), "ses_unseen".to_owned())
+        ],
         "{stderr}"
     );
 }

@@ -564,6 +564,15 @@ fn id_time_key(id: &str, prefix: &str) -> Option<u64> {
         .flatten()
 }
 
+/// Whether the ascending id `prefix_…` (opencode's message and part ids, whose first 12 hex
+/// digits are their creation time) was made at or after `since_ms`, and less than half the time
+/// part's range (about 400 days) later: the time part wraps, so "after" is a half circle.
+/// `None` for an id not of that shape.
+pub fn id_made_since(id: &str, prefix: &str, since_ms: i64) -> Option<bool> {
+    let ahead = id_time_key(id, prefix)?.wrapping_sub(time_key(since_ms)) & ID_TIME_MASK;
+    Some(ahead < 1 << 47)
+}
+
 fn json_object(text: &str) -> Result<Map<String, Value>, String> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
@@ -825,6 +834,25 @@ pub fn count_lines(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An id's time part says whether it was made since a moment, across the part's wrap.
+    #[test]
+    fn an_id_says_whether_it_was_made_since() {
+        let id = |ms: i64| format!("msg_{:012x}AbCdEfGhIjKlMn", time_key(ms) + 7);
+        let at = 1_800_000_000_000;
+        assert_eq!(id_made_since(&id(at), "msg", at - 1_000), Some(true));
+        assert_eq!(id_made_since(&id(at), "msg", at), Some(true));
+        assert_eq!(id_made_since(&id(at), "msg", at + 1_000), Some(false));
+        assert_eq!(
+            id_made_since(&id(at - 86_400_000), "msg", at - 3_600_000),
+            Some(false)
+        );
+        // The time part wraps every 2^36 ms: an id made just after the wrap is still "since".
+        let wrap = (1_i64 << 36) * 26;
+        assert_eq!(id_made_since(&id(wrap + 5), "msg", wrap - 5), Some(true));
+        assert_eq!(id_made_since("msg_zzz", "msg", at), None);
+        assert_eq!(id_made_since(&id(at), "prt", at), None);
+    }
 
     #[test]
     fn labels_accept_strings_null_and_objects() {

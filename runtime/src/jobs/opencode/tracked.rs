@@ -266,17 +266,23 @@ pub fn read_server(
                 .collect();
             // Neither the listing nor the store says these changed, yet calls through
             // `POST /session/:id/shell` leave `time.updated` as it was: a few of them are asked
-            // for their newest message each tick, so such a call is found in a few ticks.
+            // for their newest message each tick, so such a call is found in a few ticks. It
+            // is new if it is not the stored cursor, or if its id says it was made since the
+            // cutoff (a session never read has no cursor).
             if focus.is_none() {
                 let quiet: Vec<&str> = items
                     .iter()
-                    .filter(|(id, _, active)| !active && cache.contains_key(id))
+                    .filter(|(_, _, active)| !active)
                     .map(|(id, _, _)| id.as_str())
                     .collect();
                 let asked = newest_message_ids(server, &stale_rechecks(quiet, cutoff));
                 for (id, _, active) in &mut items {
-                    if let (Some(Ok(newest)), Some(row)) = (asked.get(id.as_str()), cache.get(id)) {
-                        *active |= row.cursor != *newest;
+                    if let Some(Ok(newest)) = asked.get(id.as_str()) {
+                        let moved = cache.get(id).is_some_and(|row| row.cursor != *newest);
+                        let recent = newest.as_deref().is_some_and(|m| {
+                            agentwatch_opencode::db::id_made_since(m, "msg", cutoff) == Some(true)
+                        });
+                        *active |= moved || recent;
                     }
                 }
                 rechecked = asked;
