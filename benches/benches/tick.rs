@@ -7,10 +7,14 @@
 //! (2 000 open alerts carried through their lifecycle each tick: the worst case, not a usual
 //! day), every session healthy (its last call landed: no alert), and 20 sessions looping among
 //! 1 980 stale ones (a usual day: what the stale sessions cost). Each scale run first prints
-//! the process's CPU time per idle tick (the loopback server's threads included).
+//! the process's CPU time per idle tick (the loopback server's threads included). Last, the
+//! ticks of `--follow` (and of `run` with `follow.enabled`) over 2 000 active sessions, which
+//! know from the event stream what changed: its poll tick when the stream said nothing, and its
+//! tick after events named one session.
 
 use agentwatch_benches::{cpu_seconds, rss_kib};
 use agentwatch_runtime::jobs::opencode;
+use agentwatch_runtime::jobs::opencode::tracked::Focus;
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -66,16 +70,27 @@ fn exports_active(sessions: usize, landed: bool, active: usize) -> Vec<serde_jso
 /// One `agentwatch opencode --once` tick through the runtime, in this process: config, SQLite
 /// open, lock, HTTP to the loopback server, judging, alert lifecycle, store writes.
 fn tick(home: &Path, config: &Path, full_read: bool) {
+    focused_tick(home, config, full_read, None);
+}
+
+/// [`tick`] as the follower runs it, knowing from the event stream what changed (`focus`).
+fn focused_tick(
+    home: &Path,
+    config: &Path,
+    full_read: bool,
+    focus: Option<Focus>,
+) -> opencode::TickReport {
     let report = opencode::run(&opencode::Options {
         once: true,
         config: Some(config.to_owned()),
         db: Some(home.join("agentwatch.db")),
         now: Some(1_796_001_000),
         full_read,
+        focus,
         ..opencode::Options::default()
     })
     .expect("tick runs");
-    assert!(report.is_some(), "the watchdog is enabled");
+    report.expect("the watchdog is enabled")
 }
 
 /// Memory over many ticks on the same store: it must stay flat (figures, not assertions).
@@ -156,6 +171,40 @@ fn ticks_at_scale(c: &mut Criterion) {
     g.finish();
 }
 
+/// The follower's ticks over 2 000 active, looping sessions whose stream stayed open since
+/// their last complete read: its poll (every `run.opencode_interval_s`, the stream said
+/// nothing: listed, nothing read or judged) and its tick after events named one session (that
+/// session read after its cursor, its tree judged).
+fn followed_ticks_at_scale(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tick_2000_sessions_followed");
+    g.sample_size(10);
+    let server = serve_exports(exports(MANY_SESSIONS));
+    let tmp = TempDir::new("aw-bench-follow");
+    let config = config_for(&tmp.path, &server.url());
+    tick(&tmp.path, &config, false);
+    let focus = |changed: &[&str]| Focus {
+        servers: [server.url()].into_iter().collect(),
+        changed: changed.iter().map(|s| (*s).to_owned()).collect(),
+        reset: Default::default(),
+    };
+    let named = format!("ses_bench{:05}AAAAAAAAAAAAAA", MANY_SESSIONS - 1);
+    for (name, changed) in [
+        ("poll_tick_nothing_changed", vec![]),
+        ("events_tick_one_session_changed", vec![named.as_str()]),
+    ] {
+        let run = || focused_tick(&tmp.path, &config, false, Some(focus(&changed)));
+        println!(
+            "{name}: {} alert decisions (a tree judged for the lifecycle: one)",
+            run().decisions.len()
+        );
+        report_cpu(name, || {
+            run();
+        });
+        g.bench_function(name, |b| b.iter(&run));
+    }
+    g.finish();
+}
+
 /// The process's CPU time per call of `idle`, over 10 calls (figures, not assertions).
 fn report_cpu(name: &str, idle: impl Fn()) {
     const CALLS: u32 = 10;
@@ -172,5 +221,5 @@ fn report_cpu(name: &str, idle: impl Fn()) {
     }
 }
 
-criterion_group!(benches, ticks, ticks_at_scale);
+criterion_group!(benches, ticks, ticks_at_scale, followed_ticks_at_scale);
 criterion_main!(benches);
