@@ -284,6 +284,53 @@ pub fn map_judged_sessions<T: Send>(
     read_all(paths, &how)
 }
 
+/// [`map_judged_sessions`] for a caller that needs the calls of only some sessions (the
+/// backtest's first pass: those of sessions with a parent). Each session's `id` and `parent_id`
+/// are read first, everything else skipped unbuilt; `map` gets a session read whole only when
+/// `whole` says so of that stub, otherwise the stub itself (id and parent, nothing else). The
+/// same `T`s as [`map_judged_sessions`] for a `map` that reads no more of the stubs, and the
+/// same errors: where this read fails, the files are read again whole for the exact error (a
+/// stub is never checked, so a session that does not read may only fail the whole read).
+pub fn map_session_stubs<T: Send>(
+    paths: &[String],
+    whole: &(dyn Fn(&Session) -> bool + Sync),
+    map: &(dyn Fn(Session) -> T + Sync),
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>, Error> {
+    if paths.iter().any(|p| p == "-") {
+        // Standard input cannot be read again for the exact error: read it whole.
+        return map_judged_sessions(paths, map, id);
+    }
+    let how = Reading {
+        parse: &|index, text| match session_stub(text) {
+            Some(stub) if !whole(&stub) => Ok(map(stub)),
+            _ => parse_judged_session_text(index, text).map(map),
+        },
+        export: map,
+        id,
+    };
+    read_all(paths, &how).or_else(|_| map_judged_sessions(paths, map, id))
+}
+
+/// A session's id and parent, its other keys skipped without being built; `None` when they do
+/// not read, the id is empty or the session is not an object: it is then read whole, for its
+/// error.
+fn session_stub(text: &str) -> Option<Session> {
+    #[derive(serde::Deserialize)]
+    struct Stub {
+        id: String,
+        parent_id: Option<String>,
+    }
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let stub: Stub = serde_json::from_str(text).ok()?;
+    (!stub.id.is_empty()).then(|| Session {
+        parent_id: stub.parent_id,
+        ..Session::new(stub.id)
+    })
+}
+
 fn read_all<T: Send>(paths: &[String], how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
     let mut sessions: Vec<T> = Vec::new();
     read_each(paths, how, |mut read| {
@@ -518,6 +565,54 @@ mod tests {
                 assert_eq!(judge_text(name, &text, &config).unwrap(), batch, "{name}");
             }
         }
+    }
+
+    /// The stubs' read gives what the whole read gives to a `map` that reads no more of them,
+    /// and the whole read's errors.
+    #[test]
+    fn session_stubs_read_as_the_whole_sessions() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let head = |s: Session| (s.id.clone(), s.parent_id.clone(), s.calls.len());
+        fn id(t: &(String, Option<String>, usize)) -> &str {
+            &t.0
+        }
+        for name in [
+            "sample.json",
+            "corpus.json",
+            "dev/real.json",
+            "dev/sessions.json",
+        ] {
+            let paths = [root.join(name).to_string_lossy().into_owned()];
+            let whole = map_judged_sessions(&paths, &head, id).unwrap();
+            let stubs = map_session_stubs(&paths, &|s| s.parent_id.is_some(), &head, id).unwrap();
+            assert_eq!(stubs.len(), whole.len(), "{name}");
+            for (stub, whole) in stubs.iter().zip(&whole) {
+                assert_eq!((&stub.0, &stub.1), (&whole.0, &whole.1), "{name}");
+                let calls = if whole.1.is_some() { whole.2 } else { 0 };
+                assert_eq!(stub.2, calls, "{name}");
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("agentwatch-stubs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, text) in [
+            // A bad call before a session with no id: the first error is the bad call's.
+            r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"a","calls":[{"tool":1}]},{"calls":[]}]}"#,
+            r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"a","calls":[]},{"id":"a","calls":[]}]}"#,
+            r#"{"format":"agentwatch-sessions/1","sessions":[["a",null]]}"#,
+            r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"","calls":[]}]}"#,
+            r#"{"format":"agentwatch-sessions/1","sessions":[{"id":"a","calls":[]} oops"#,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            let paths = [path.to_string_lossy().into_owned()];
+            let whole = map_judged_sessions(&paths, &head, id).unwrap_err();
+            let stubs = map_session_stubs(&paths, &|_| false, &head, id).unwrap_err();
+            assert_eq!(stubs.to_string(), whole.to_string(), "{text}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
-use agentwatch_runtime::input::{map_judged_sessions, read_judged_sessions};
+use agentwatch_runtime::input::{map_judged_sessions, map_session_stubs, read_judged_sessions};
 use clap::{Parser, Subcommand};
 use detect_core::{Session, SessionFile};
 use detect_eval::backtest::{self, Options};
@@ -232,15 +232,17 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
 }
 
 /// [`backtest::run`] on the sessions of `paths` without holding them: a first streamed pass keeps
-/// each session's id, parent and own landings, a second judges each session's prefixes on the
+/// each session's id, parent and own landings (reading the calls of sessions with a parent only),
+/// a second judges each session's prefixes on the
 /// core that parsed it and keeps only its result (issue 19: memory does not grow with the file).
 fn streamed_backtest(
     paths: &[String],
     options: &Options,
 ) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
     let config = &options.config;
-    let known = map_judged_sessions(
+    let known = map_session_stubs(
         paths,
+        &backtest::lands_for_others,
         &|session| {
             let landings = backtest::own_landings(&session, config);
             let mut stub = Session::new(session.id);
