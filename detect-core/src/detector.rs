@@ -219,17 +219,16 @@ struct Tools {
 }
 
 impl Tools {
-    fn push(&mut self, call: &Call, config: &DetectConfig) {
-        if call.status.is_counted() {
-            self.bash |= call.tool == "bash";
-            self.edits |= config.is_edit(&call.tool) || config.is_write(&call.tool);
-        }
+    /// Account for a counted call of `tool`.
+    fn push(&mut self, tool: &str, config: &DetectConfig) {
+        self.bash |= tool == "bash";
+        self.edits |= config.is_edit(tool) || config.is_write(tool);
     }
 
     fn of(calls: &[Call], config: &DetectConfig) -> Self {
         let mut tools = Self::default();
-        for call in calls {
-            tools.push(call, config);
+        for call in calls.iter().filter(|c| c.status.is_counted()) {
+            tools.push(&call.tool, config);
         }
         tools
     }
@@ -522,7 +521,8 @@ pub struct SessionDetector {
     config: DetectConfig,
     read_only: bool,
     directory: Option<String>,
-    line_counts: BTreeMap<String, u64>,
+    /// Shared by an `auto` detector's two profiles.
+    line_counts: Arc<BTreeMap<String, u64>>,
     names: Vec<Arc<str>>,
     ids: FxHashMap<Arc<str>, u32>,
     span: Vec<SpanCall>,
@@ -605,10 +605,31 @@ pub struct DetectorSnapshot {
 impl SessionDetector {
     /// A detector for `session`'s identity and context (its calls are not pushed).
     pub fn new(session: &Session, config: &DetectConfig) -> Self {
+        Self::with_line_counts(session, Arc::new(session.line_counts.clone()), config)
+    }
+
+    /// [`SessionDetector::new`] taking `session`'s line counts (leaving them empty) rather than
+    /// copying them: for a caller that keeps the session only for its id and parent (`detect`).
+    pub fn taking_line_counts(session: &mut Session, config: &DetectConfig) -> Self {
+        let line_counts = Arc::new(std::mem::take(&mut session.line_counts));
+        Self::with_line_counts(session, line_counts, config)
+    }
+
+    fn with_line_counts(
+        session: &Session,
+        line_counts: Arc<BTreeMap<String, u64>>,
+        config: &DetectConfig,
+    ) -> Self {
         if config.profile == Profile::Auto {
-            let mut detector = Self::new(session, &config.under(Profile::Design));
+            let precise = Self::with_line_counts(
+                session,
+                Arc::clone(&line_counts),
+                &config.under(Profile::Precise),
+            );
+            let mut detector =
+                Self::with_line_counts(session, line_counts, &config.under(Profile::Design));
             detector.auto = Some(Box::new(Auto {
-                precise: Self::new(session, &config.under(Profile::Precise)),
+                precise,
                 tools: Tools::default(),
             }));
             return detector;
@@ -618,7 +639,7 @@ impl SessionDetector {
             config: config.clone(),
             read_only: is_read_only(session, config),
             directory: session.directory.clone(),
-            line_counts: session.line_counts.clone(),
+            line_counts,
             names: Vec::new(),
             ids: FxHashMap::default(),
             span: Vec::new(),
@@ -709,7 +730,7 @@ impl SessionDetector {
             id: self.id.clone(),
             read_only: self.read_only,
             directory: self.directory.clone(),
-            line_counts: self.line_counts.clone(),
+            line_counts: BTreeMap::clone(&self.line_counts),
             names,
             span,
             landed: self.landed,
@@ -757,7 +778,7 @@ impl SessionDetector {
             config: config.clone(),
             read_only: snapshot.read_only,
             directory: snapshot.directory,
-            line_counts: snapshot.line_counts,
+            line_counts: Arc::new(snapshot.line_counts),
             ids: snapshot
                 .names
                 .iter()
@@ -805,7 +826,8 @@ impl SessionDetector {
         if let Some(auto) = &mut self.auto {
             auto.precise.set_line_count(path.clone(), lines);
         }
-        self.line_counts.insert(path, lines);
+        // Copied first when shared (an `auto` detector's two profiles share them).
+        Arc::make_mut(&mut self.line_counts).insert(path, lines);
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -821,18 +843,23 @@ impl SessionDetector {
 
     /// Push the next call of the session. Calls that do not count are ignored.
     pub fn push(&mut self, call: &Call) {
-        if let Some(auto) = &mut self.auto {
-            auto.tools.push(call, &self.config);
-            auto.precise.push(call);
-        }
         let input = Json::of(&call.input);
         if let Some(call) = CallRef::of(call, &input) {
-            self.push_counted(&call);
+            self.push_ref(&call);
         }
     }
 
     /// Push the next counted call, read borrowed.
-    pub(crate) fn push_counted(&mut self, call: &CallRef<'_>) {
+    pub(crate) fn push_ref(&mut self, call: &CallRef<'_>) {
+        if let Some(auto) = &mut self.auto {
+            auto.tools.push(call.tool, &self.config);
+            auto.precise.push_ref(call);
+        }
+        self.push_counted(call);
+    }
+
+    /// [`SessionDetector::push_ref`] for this detector alone (not its `auto` twin).
+    fn push_counted(&mut self, call: &CallRef<'_>) {
         let mut scratch = std::mem::take(&mut self.scratch);
         let ctx = CallContext {
             directory: self.directory.as_deref(),

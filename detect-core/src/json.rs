@@ -65,6 +65,18 @@ impl<'a> Json<'a> {
         }
     }
 
+    /// What kind of value this is, for a message (`a number`).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "a boolean",
+            Json::Number(_) => "a number",
+            Json::Str(_) => "a string",
+            Json::List(_) => "a list",
+            Json::Object(_) => "an object",
+        }
+    }
+
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Json::Str(s) => Some(s),
@@ -250,10 +262,36 @@ impl<'de> serde::de::Visitor<'de> for JsonVisitor {
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
         let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).clamp(4, 64));
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = map.next_key_seed(CowStr)? {
             entries.push((key, map.next_value()?));
         }
         Ok(Json::Object(entries))
+    }
+}
+
+/// A string borrowed from the text when it has no escapes (serde's `Cow<str>` always copies).
+pub(crate) struct CowStr;
+
+impl<'de> serde::de::DeserializeSeed<'de> for CowStr {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CowStr {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(s))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(s))
     }
 }
 

@@ -6,7 +6,8 @@
 
 use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
-use crate::matcher::ReadMetadata;
+use crate::json::Json;
+use crate::matcher::{CallRef, MetaFacts, ReadMetadata};
 use crate::scan::scan_session_texts;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -133,6 +134,13 @@ pub struct CallTime {
     pub end: Option<i64>,
 }
 
+impl CallTime {
+    /// When the call's effect happened: its end, else its start.
+    pub fn effect_ms(self) -> Option<i64> {
+        self.end.or(self.start)
+    }
+}
+
 /// A call's status. Only `completed` and `error` calls count; the rest are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -207,7 +215,7 @@ impl Call {
 
     /// When the call's effect happened (its end, else its start), if known.
     pub fn end_ms(&self) -> Option<i64> {
-        self.time.and_then(|t| t.end.or(t.start))
+        self.time.and_then(CallTime::effect_ms)
     }
 }
 
@@ -338,13 +346,12 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
     }
 }
 
-/// A session as a session file holds it, borrowed from its text where the JSON allows; `M` is
-/// how much of each call's metadata is built. The one reader of the format: what its types
-/// cannot say (an empty id, a profile name, a bash command that is not text) is checked by
-/// [`SessionDoc::into_stub`] and [`CallDoc::into_call`], which name the place.
+/// A session as a session file holds it, borrowed from its text where the JSON allows; `C` is
+/// how each call is read ([`CallDoc`], or `detect`'s [`CallText`]). The one reader of the
+/// format: what its types cannot say (an empty id, a profile name, a bash command that is not
+/// text) is checked by [`SessionDoc::stub`] and [`check_call`], which name the place.
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "M: Deserialize<'de> + Default"))]
-struct SessionDoc<'a, M> {
+struct SessionDoc<C> {
     id: String,
     parent_id: Option<String>,
     title: Option<String>,
@@ -355,8 +362,7 @@ struct SessionDoc<'a, M> {
     note: Option<String>,
     line_counts: Option<BTreeMap<String, u64>>,
     loop_start: Option<usize>,
-    #[serde(borrow)]
-    calls: Vec<MapOnly<CallDoc<'a, M>>>,
+    calls: Vec<MapOnly<C>>,
 }
 
 #[derive(Deserialize)]
@@ -373,10 +379,37 @@ struct CallDoc<'a, M> {
     output_hash: Option<String>,
 }
 
+/// A call as `detect` reads it (issue 19): borrowed from the text, its input as [`Json`] (no
+/// map, no owned string but where escapes force one), its metadata as the facts the matcher
+/// reads ([`MetaFacts`]: outputs and file contents skipped). It reads only what [`CallDoc`]
+/// reads (an output hash with escapes it does not read at all), and the same way.
+#[derive(Deserialize)]
+struct CallText<'a> {
+    #[serde(borrow)]
+    tool: Cow<'a, str>,
+    #[serde(borrow)]
+    input: Json<'a>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(default)]
+    metadata: MetaFacts<'a>,
+    time: Option<MapOnly<TimeDoc>>,
+    output_hash: Option<&'a str>,
+}
+
 #[derive(Deserialize)]
 struct TimeDoc {
     start: Option<UnixMs>,
     end: Option<UnixMs>,
+}
+
+impl TimeDoc {
+    fn time(self) -> CallTime {
+        CallTime {
+            start: self.start.map(|ms| ms.0),
+            end: self.end.map(|ms| ms.0),
+        }
+    }
 }
 
 /// A number of unix milliseconds: an integer, or a finite number cut to one.
@@ -440,29 +473,34 @@ struct Refused {
     message: String,
 }
 
+/// What the format refuses of a call its types let through, or nothing; `index` is its place in
+/// `calls`, `command` its input's `command`.
+fn check_call(index: usize, tool: &str, command: Option<&Json<'_>>) -> Result<(), Refused> {
+    let refused = |field: &str, message: String| Refused {
+        at: format!("calls[{index}].{field}"),
+        message,
+    };
+    if tool.is_empty() {
+        return Err(refused("tool", "must not be empty".to_owned()));
+    }
+    if tool == "bash"
+        && let Some(command) = command
+        && command.as_str().is_none()
+    {
+        return Err(refused(
+            "input.command",
+            format!("a bash command must be a string, found {}", command.kind()),
+        ));
+    }
+    Ok(())
+}
+
 impl<M: Metadata> CallDoc<'_, M> {
     /// The call, or why the format refuses it; `index` is its place in `calls`.
     fn into_call(self, index: usize) -> Result<Call, Refused> {
-        let refused = |field: &str, message: String| Refused {
-            at: format!("calls[{index}].{field}"),
-            message,
-        };
-        if self.tool.is_empty() {
-            return Err(refused("tool", "must not be empty".to_owned()));
-        }
-        if self.tool == "bash"
-            && let Some(command) = self.input.get("command")
-            && !command.is_string()
-        {
-            return Err(refused(
-                "input.command",
-                format!("a bash command must be a string, found {}", kind(command)),
-            ));
-        }
-        let time = self.time.map(|MapOnly(t)| CallTime {
-            start: t.start.map(|ms| ms.0),
-            end: t.end.map(|ms| ms.0),
-        });
+        let command = self.input.get("command").map(Json::of);
+        check_call(index, &self.tool, command.as_ref())?;
+        let time = self.time.map(|MapOnly(t)| t.time());
         Ok(Call {
             tool: self.tool.into_owned(),
             input: Value::Object(self.input),
@@ -474,7 +512,7 @@ impl<M: Metadata> CallDoc<'_, M> {
     }
 }
 
-impl<M: Metadata> SessionDoc<'_, M> {
+impl<M: Metadata> SessionDoc<CallDoc<'_, M>> {
     /// The session without its calls, each call handed to `on_call` as it is built; or why the
     /// format refuses it, with the session's id when it has one.
     fn read(
@@ -499,7 +537,7 @@ impl<M: Metadata> SessionDoc<'_, M> {
 /// [`SessionDoc`].
 impl<'de> Deserialize<'de> for Session {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let MapOnly(doc) = MapOnly::<SessionDoc<'de, Value>>::deserialize(d)?;
+        let MapOnly(doc) = MapOnly::<SessionDoc<CallDoc<'de, Value>>>::deserialize(d)?;
         let mut calls = Vec::new();
         let mut session = doc
             .read(|_, call| calls.push(call))
@@ -509,7 +547,7 @@ impl<'de> Deserialize<'de> for Session {
     }
 }
 
-impl<M> SessionDoc<'_, M> {
+impl<C> SessionDoc<C> {
     /// The session without its calls, or why the format refuses it.
     fn stub(&mut self) -> Result<Session, Refused> {
         if self.id.is_empty() {
@@ -541,17 +579,6 @@ impl<M> SessionDoc<'_, M> {
     }
 }
 
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Read one session's text through [`SessionDoc`], handing each call to `on_call` as it is
 /// built; the stub comes back. Every error names the session and the place in it.
 fn read_session<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
@@ -559,7 +586,7 @@ fn read_session<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
     text: &'a str,
     on_call: impl FnMut(&Session, Call),
 ) -> Result<Session, ParseError> {
-    let doc = match serde_json::from_str::<MapOnly<SessionDoc<'a, M>>>(text) {
+    let doc = match serde_json::from_str::<MapOnly<SessionDoc<CallDoc<'a, M>>>>(text) {
         Ok(MapOnly(doc)) => doc,
         // Building only what the matcher reads is a shortcut: metadata of a shape it does not
         // know is read whole, as any reader of the format would.
@@ -585,7 +612,8 @@ fn placed_error(index: usize, text: &str) -> ParseError {
         };
     }
     let mut de = serde_json::Deserializer::from_str(text);
-    let Err(error) = serde_path_to_error::deserialize::<_, MapOnly<SessionDoc<'_, Value>>>(&mut de)
+    let Err(error) =
+        serde_path_to_error::deserialize::<_, MapOnly<SessionDoc<CallDoc<'_, Value>>>>(&mut de)
     else {
         // The two reads cannot disagree; say so rather than panic if they ever do.
         return ParseError::Session {
@@ -652,22 +680,69 @@ fn parse_session_as<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
 }
 
 /// Parse one session of a session file from its JSON text and push its calls into a new
-/// detector as they are read, dropping them: the session comes back without calls. Of each
-/// call's metadata only what the matcher reads is built. The same errors as
-/// [`parse_session_text`]; the detector is the one that would have been fed its calls.
+/// detector as they are read, dropping them: the session comes back without calls and without
+/// line counts (the detector holds them). Of each
+/// call only what the matcher reads is built, borrowed from the text ([`CallText`]); a session
+/// that does not read so is read again through [`parse_session_text`]'s reader. The same errors
+/// as [`parse_session_text`]; the detector is the one that would have been fed its calls.
 pub fn detect_session_text(
     index: usize,
     text: &str,
     config: &DetectConfig,
 ) -> Result<(Session, SessionDetector), ParseError> {
+    match detect_borrowed(text, config) {
+        Some(detected) => Ok(detected),
+        None => detect_calls(index, text, config),
+    }
+}
+
+/// [`detect_session_text`] through [`parse_session_text`]'s reader: each call built as a
+/// [`Call`] (with only the metadata the matcher reads) and pushed.
+fn detect_calls(
+    index: usize,
+    text: &str,
+    config: &DetectConfig,
+) -> Result<(Session, SessionDetector), ParseError> {
     let mut detector = None;
-    let session = read_session::<Option<ReadMetadata>>(index, text, |stub, call| {
+    let mut session = read_session::<Option<ReadMetadata>>(index, text, |stub, call| {
         detector
             .get_or_insert_with(|| SessionDetector::new(stub, config))
             .push(&call);
     })?;
     let detector = detector.unwrap_or_else(|| SessionDetector::new(&session, config));
+    session.line_counts = BTreeMap::new();
     Ok((session, detector))
+}
+
+/// `detect`'s read of a session (issue 19): each call typed and borrowed straight into the
+/// matcher's form ([`CallText`] to [`CallRef`]), no [`Call`] and no [`Value`]. `None` for a
+/// session it does not read (whatever the reason): [`detect_session_text`] then reads it the
+/// usual way, for its answer or its exact error.
+fn detect_borrowed(text: &str, config: &DetectConfig) -> Option<(Session, SessionDetector)> {
+    let MapOnly(mut doc) = serde_json::from_str::<MapOnly<SessionDoc<CallText<'_>>>>(text).ok()?;
+    let mut session = doc.stub().ok()?;
+    let mut detector = SessionDetector::taking_line_counts(&mut session, config);
+    for (i, MapOnly(call)) in doc.calls.into_iter().enumerate() {
+        if !matches!(call.input, Json::Object(_)) {
+            return None;
+        }
+        check_call(i, &call.tool, call.input.get("command")).ok()?;
+        let status = CallStatus::from_text(&call.status);
+        let time = call.time.map(|MapOnly(t)| t.time());
+        let meta = call.metadata;
+        let counted = CallRef::new(
+            &call.tool,
+            &call.input,
+            &status,
+            || meta,
+            call.output_hash,
+            time,
+        );
+        if let Some(call) = counted {
+            detector.push_ref(&call);
+        }
+    }
+    Some((session, detector))
 }
 
 /// One element of a session file's `sessions` list, as it was read.
@@ -1119,6 +1194,7 @@ mod tests {
                         let mut fed = SessionDetector::new(&session, &config);
                         session.calls.iter().for_each(|c| fed.push(c));
                         session.calls.clear();
+                        session.line_counts.clear();
                         let judged = parse_judged_session_text(3, text).unwrap();
                         let mut replayed = SessionDetector::new(&judged, &config);
                         judged.calls.iter().for_each(|c| replayed.push(c));
@@ -1135,6 +1211,237 @@ mod tests {
                     }
                     Err(e) => assert_eq!(detected.unwrap_err(), e, "{text}"),
                 }
+            }
+        }
+    }
+
+    /// `detect`'s typed, borrowed read of a session judges as the usual read, whatever the text
+    /// holds (escapes, unicode, numbers written as text, nulls, missing and unknown fields,
+    /// repeated keys, metadata of every shape), and leaves to it what it does not read.
+    #[test]
+    fn the_borrowed_read_judges_as_the_usual_read() {
+        let session = |calls: &str| {
+            format!(
+                r#"{{"id":"s","directory":"/p","line_counts":{{"/p/a.rs":120,"/p/\u00e9.rs":40}},"calls":[{calls}]}}"#
+            )
+        };
+        let times = |call: &str, n: usize| vec![call; n].join(",");
+        let read = r#"{"tool":"read","input":{"filePath":"a.rs","offset":1,"limit":50},"status":"completed","output_hash":"00000000000000aa"}"#;
+        let bash = r#"{"tool":"bash","input":{"command":"cd /p && cargo test","description":"x"},"status":"completed","metadata":{"exit":101}}"#;
+        // Each text, and whether the borrowed read takes it (else the usual read answers).
+        let mut cases: Vec<(String, bool)> = vec![
+            (session(""), true),
+            (session(&times(read, 12)), true),
+            (session(&times(bash, 12)), true),
+            (session(&[times(read, 6), times(bash, 6)].join(",")), true),
+            // Escapes and unicode in keys and values, and `\u` escapes of plain letters.
+            (
+                session(&times(
+                    r#"{"tool":"read","input":{"file\u0050ath":"\u00e9.rs","offset":"1"},"status":"completed"}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":"echo \"a\tb\" \u2603 | grep 'x\\y'","k\n":"\u0000"},"status":"completed","metadata":{"e\u0078it":0}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"t\u006fol":"b\u0061sh","input":{"command":"ls"},"status":"compl\u0065ted"}"#,
+                    9,
+                )),
+                true,
+            ),
+            // Numbers of every kind, and numbers written as text.
+            (
+                session(&times(
+                    r#"{"tool":"read","input":{"filePath":"a.rs","offset":2.0,"limit":1e2},"status":"completed","metadata":{"total_lines":"80","lines_read":5.0}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"read","input":{"filePath":"a.rs","offset":18446744073709551616,"limit":-3},"status":"completed","metadata":{"total_lines":90,"lines_read":"5"}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":"git commit -m x"},"status":"completed","metadata":{"exit":"0"}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":"git commit -m x"},"status":"completed","metadata":{"exit":0.0}}"#,
+                    9,
+                )),
+                true,
+            ),
+            // Nulls, missing and unknown fields, statuses that do not count.
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":"ls","x":null},"status":"completed","metadata":null,"time":null,"output_hash":null,"extra":[1,{"a":2}]}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":null},"status":"completed","metadata":{"exit":null}}"#,
+                    9,
+                )),
+                false,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"glob","input":{},"status":"running"}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"glob","input":{"pattern":"*"},"status":"odd","time":{"start":5}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"grep","input":{"pattern":"a"},"status":"error","time":{"start":1.5,"end":9}}"#,
+                    9,
+                )),
+                true,
+            ),
+            // Repeated keys: the last counts.
+            (
+                session(&times(
+                    r#"{"tool":"bash","input":{"command":"ls","command":"pwd"},"status":"completed","metadata":{"exit":1,"exit":0,"diff":"x","diff":" "}}"#,
+                    9,
+                )),
+                true,
+            ),
+            // Metadata of every shape the matcher reads.
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"diff":"\n \t"}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"diff":"-a\n+b","filediff":{"before":"x\n","after":"y"}}}"#,
+                    3,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"filediff":{"additions":0,"deletions":2,"additions":0}}}"#,
+                    3,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"files":[7,null,{"additions":-1},{"deletions":"2"},[{"additions":3}]]}}"#,
+                    9,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"files":[{"additions":1}],"filediff":[1]}}"#,
+                    3,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"write","input":{"filePath":"a.rs"},"status":"completed","metadata":[{"diff":"x"}]}"#,
+                    3,
+                )),
+                true,
+            ),
+            (
+                session(&times(
+                    r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":"diff"}"#,
+                    9,
+                )),
+                true,
+            ),
+            // What the borrowed read leaves to the usual one: an output hash with escapes, and
+            // what the format refuses.
+            (
+                session(&times(
+                    r#"{"tool":"read","input":{"filePath":"a.rs"},"status":"completed","output_hash":"\u0061"}"#,
+                    9,
+                )),
+                false,
+            ),
+            (
+                session(r#"{"tool":"bash","input":[],"status":"completed"}"#),
+                false,
+            ),
+            (
+                session(r#"{"tool":"bash","input":{"command":7},"status":"completed"}"#),
+                false,
+            ),
+            (
+                session(r#"{"tool":"","input":{},"status":"completed"}"#),
+                false,
+            ),
+            (
+                session(r#"{"tool":"bash","input":{},"status":"completed","time":[1]}"#),
+                false,
+            ),
+            (
+                session(r#"{"tool":"bash","input":{},"status":"completed""#),
+                false,
+            ),
+            (r#"{"id":"","calls":[]}"#.to_owned(), false),
+        ];
+        cases.push((
+            session(&times(bash, 3))
+                .replace(r#""id":"s""#, r#""id":"s","title":"x (@explore subagent)""#),
+            true,
+        ));
+        for (text, borrowed) in &cases {
+            for profile in [
+                crate::Profile::Design,
+                crate::Profile::Precise,
+                crate::Profile::Auto,
+            ] {
+                let config = DetectConfig::with_profile(profile);
+                let usual = detect_calls(3, text, &config);
+                let Some((stub, detector)) = detect_borrowed(text, &config) else {
+                    assert!(!borrowed, "not read borrowed: {text}");
+                    assert_eq!(
+                        detect_session_text(3, text, &config).map(|(s, d)| (s, d.snapshot())),
+                        usual.map(|(s, d)| (s, d.snapshot())),
+                        "{text}"
+                    );
+                    continue;
+                };
+                assert!(borrowed, "read borrowed: {text}");
+                let (usual_stub, usual) = usual.unwrap();
+                assert_eq!(stub, usual_stub, "{text}");
+                assert_eq!(detector.snapshot(), usual.snapshot(), "{profile} {text}");
+                assert_eq!(detector.verdict(), usual.verdict(), "{profile} {text}");
+                assert_eq!(
+                    detector.latest_own_landing(),
+                    usual.latest_own_landing(),
+                    "{text}"
+                );
             }
         }
     }

@@ -412,7 +412,7 @@ fn detect_document(
     let how = Reading {
         parse: &|index, text| detect_session_text(index, text, config),
         export: &|mut session: Session| {
-            let mut detector = SessionDetector::new(&session, config);
+            let mut detector = SessionDetector::taking_line_counts(&mut session, config);
             for call in &session.calls {
                 detector.push(call);
             }
