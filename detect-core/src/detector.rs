@@ -253,21 +253,30 @@ fn judging_config(session: &Session, config: &DetectConfig) -> Option<DetectConf
 /// an earlier landed bash write of the session is no landing. Under `auto`, the facts of the
 /// profile that judges the session.
 pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts> {
+    indexed_session_facts(session, config)
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect()
+}
+
+/// [`session_facts`], each with the index of its call in `session.calls`.
+fn indexed_session_facts(session: &Session, config: &DetectConfig) -> Vec<(usize, CallFacts)> {
     if let Some(config) = judging_config(session, config) {
-        return session_facts(session, &config);
+        return indexed_session_facts(session, &config);
     }
     let ctx = CallContext {
         directory: session.directory.as_deref(),
         line_counts: &session.line_counts,
     };
-    let mut facts: Vec<CallFacts> = session
+    let mut facts: Vec<(usize, CallFacts)> = session
         .calls
         .iter()
-        .filter_map(|call| CallFacts::of(call, ctx, config))
+        .enumerate()
+        .filter_map(|(i, call)| CallFacts::of(call, ctx, config).map(|f| (i, f)))
         .collect();
     if config.applies(Rule::RepeatedWrites) {
         let mut written: BTreeSet<String> = BTreeSet::new();
-        for f in facts.iter_mut().filter(|f| f.write) {
+        for (_, f) in facts.iter_mut().filter(|(_, f)| f.write) {
             if !written.insert(f.identity.clone()) {
                 f.landed = false;
                 f.write = false;
@@ -275,6 +284,20 @@ pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts>
         }
     }
     facts
+}
+
+/// Which calls of `session` make no progress as `repeat` counts them (they *echo*, see
+/// [`Staleness`]): one flag per call of `session.calls`, `false` for a call not counted. For
+/// tools that build or measure sessions (the latency set's loops are as long as the issue asks
+/// in these calls), so they count what the detector counts.
+pub fn no_progress_calls(session: &Session, config: &DetectConfig) -> Vec<bool> {
+    let mut flags = vec![false; session.calls.len()];
+    let mut staleness = Staleness::default();
+    for (i, f) in indexed_session_facts(session, config) {
+        staleness.push(&f.as_facts());
+        flags[i] = staleness.recent.back() == Some(&true);
+    }
+    flags
 }
 
 /// `cycle` (periods 1-6) and `repeat` (periods 1-3): the longest stretch of `ids` made of one

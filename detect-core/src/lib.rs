@@ -51,7 +51,8 @@ pub use bash::normalize_bash;
 pub use config::{ConfigError, DETECT_KEYS, DetectConfig, Profile, Rule, Rules};
 pub use detector::{
     CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS, DetectorSnapshot, SessionDetector, is_read_only,
-    judge_facts, judge_session, judging_profile, latest_own_landing, session_facts, subagent_name,
+    judge_facts, judge_session, judging_profile, latest_own_landing, no_progress_calls,
+    session_facts, subagent_name,
 };
 pub use matcher::{
     CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, ViewRange,

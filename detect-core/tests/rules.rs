@@ -1094,3 +1094,36 @@ fn auto_judges_bash_sessions_as_precise_and_edit_tool_sessions_as_design() {
         assert_eq!(alone, v, "{name}");
     }
 }
+
+#[test]
+fn no_progress_calls_are_the_calls_repeat_counts_as_echoes() {
+    // One flag per call of the session: the same call and output as one just before it, or the
+    // same `sed -i` again (no landing), echoes; a first call, a new output, a landing and a call
+    // that does not count do not.
+    let hashed = |c: &str, out: &str| bash(c).with_output(out);
+    let calls = vec![
+        unique(0),
+        hashed("cat a.py", "a"),
+        hashed("cat a.py", "a"),
+        bash_exit("sed -i 's/a/b/' a.py", 0),
+        hashed("cat a.py", "b"),
+        hashed("cat a.py", "b"),
+        bash_exit("sed -i 's/a/b/' a.py", 0),
+        hashed("pytest -x", "1 failed").with_status(CallStatus::Running),
+        hashed("cat a.py", "b"),
+    ];
+    let flags = detect_core::no_progress_calls(&session("ses_np", calls.clone()), &precise());
+    assert_eq!(
+        flags,
+        [false, false, true, false, false, true, true, false, true]
+    );
+    // What `repeat` counts over the last 8 counted calls is the same.
+    let echoed = flags.iter().filter(|f| **f).count();
+    let v = judge_with(&precise(), calls);
+    assert_eq!(
+        usize::try_from(v.reason.stale).unwrap(),
+        echoed,
+        "{}",
+        v.summary()
+    );
+}

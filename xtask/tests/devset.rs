@@ -25,19 +25,27 @@ fn xtask(args: &[&str]) -> (u8, String, String) {
 }
 
 #[test]
-fn the_committed_dev_set_is_what_the_generator_makes() {
+fn the_committed_dev_and_latency_sets_are_what_the_generator_makes() {
     // From the committed conversion of the public trajectories: needs nothing outside the repo.
     let real = SessionFile::from_json(
         &std::fs::read_to_string(devset::default_real_path()).expect("fixtures/dev/real.json"),
     )
     .unwrap();
-    let made = devset::generate(&devset::real_from_file(&real));
-    let committed =
-        std::fs::read_to_string(devset::default_dev_path()).expect("fixtures/dev/sessions.json");
-    assert!(
-        agentwatch_fixtures_gen::corpus::same_corpus(&committed, &made),
-        "fixtures/dev/sessions.json is stale: run `cargo xtask import-trajectories`"
-    );
+    let converted = devset::real_from_file(&real);
+    for (path, made) in [
+        (devset::default_dev_path(), devset::generate(&converted)),
+        (
+            devset::default_latency_path(),
+            devset::generate_latency(&converted),
+        ),
+    ] {
+        let committed = std::fs::read_to_string(&path).expect("a committed set");
+        assert!(
+            agentwatch_fixtures_gen::corpus::same_corpus(&committed, &made),
+            "{} is stale: run `cargo xtask import-trajectories`",
+            path.display()
+        );
+    }
 }
 
 #[test]
