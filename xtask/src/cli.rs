@@ -74,9 +74,9 @@ struct FuzzArgs {
 
 #[derive(Debug, clap::Args)]
 struct ImportArgs {
-    /// The directory of the public trajectories [default: ../shared/data/trajectories beside
-    /// the workspace]. Without it (and without the default directory), the set is rebuilt from
-    /// the committed fixtures/dev/real.json.
+    /// The directory of the public trajectories [default: fixtures/trajectories, the committed
+    /// copies]. Without it (and without the default directory), the set is rebuilt from the
+    /// committed fixtures/dev/real.json.
     #[arg(long, value_name = "DIR")]
     from: Option<PathBuf>,
     /// Do not write: exit 1 when a committed file differs from what the converter makes.
