@@ -203,7 +203,9 @@ fn max_by_count<'a, K: Ord + ?Sized + 'a>(
 }
 
 /// The largest ratio, ties broken by the smallest key.
-fn max_by_ratio<'a>(ratios: impl Iterator<Item = (&'a str, f64)>) -> Option<(&'a str, f64)> {
+fn max_by_ratio<'a, K: Ord + ?Sized + 'a>(
+    ratios: impl Iterator<Item = (&'a K, f64)>,
+) -> Option<(&'a K, f64)> {
     ratios.fold(None, |best, (key, r)| match best {
         Some((bk, br)) if br > r || (br == r && bk <= key) => Some((bk, br)),
         _ => Some((key, r)),
@@ -466,7 +468,7 @@ pub fn judge_facts(
 
 /// `reread`: for each file viewed in the window, the lines shown (with repeats) over the
 /// distinct lines shown; the largest, ties broken by the smallest path.
-fn most_reread<K: Ord + Copy + AsRef<str>>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)> {
+fn most_reread<K: Ord + Copy>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)> {
     views.sort_unstable();
     let mut best: Option<(K, f64)> = None;
     let mut i = 0;
@@ -486,7 +488,7 @@ fn most_reread<K: Ord + Copy + AsRef<str>>(mut views: Vec<(K, u64, u64)>) -> Opt
         }
         let r = ratio(shown, distinct);
         best = match best {
-            Some((bk, br)) if br > r || (br == r && bk.as_ref() <= path.as_ref()) => Some((bk, br)),
+            Some((bk, br)) if br > r || (br == r && bk <= path) => Some((bk, br)),
             _ => Some((path, r)),
         };
     }
@@ -1041,41 +1043,75 @@ impl SessionDetector {
         }
     }
 
+    /// [`SessionDetector::verdict`] without its names: `id`, `top_what`, `coverage_file` and
+    /// `reread_file` are left empty, every figure and signal is the verdict's. For a caller that
+    /// reads a verdict at many points and shows no names (the backtest judges every prefix):
+    /// nothing is copied and nothing allocated unless a signal fires.
+    pub fn figures(&self) -> SessionVerdict {
+        match self.judging() {
+            (_, None) => self.own_judgement(false),
+            (detector, Some(profile)) => {
+                let mut verdict = detector.own_judgement(false);
+                verdict.reason.auto = Some(profile);
+                verdict
+            }
+        }
+    }
+
     fn own_verdict(&self) -> SessionVerdict {
+        self.own_judgement(true)
+    }
+
+    /// This detector's verdict, with its names when `named` (see [`SessionDetector::figures`]).
+    fn own_judgement(&self, named: bool) -> SessionVerdict {
         let name = |id: u32| &*self.names[id as usize];
-        let reread = if self.config.applies(Rule::Rereads) {
-            most_reread(
-                self.span[self.window_start..]
-                    .iter()
-                    .filter_map(|c| c.view)
-                    .map(|(p, a, b)| (name(p), a, b))
-                    .collect(),
-            )
-        } else {
-            None
+        let views = || self.span[self.window_start..].iter().filter_map(|c| c.view);
+        // Without names, files are told apart by their interned ids: the same figures.
+        let (reread, reread_file) = match (self.config.applies(Rule::Rereads), named) {
+            (false, _) => (None, None),
+            (true, true) => {
+                let best = most_reread(views().map(|(p, a, b)| (name(p), a, b)).collect());
+                (best.map(|(_, r)| r), best.map(|(path, _)| path.to_owned()))
+            }
+            (true, false) => (most_reread(views().collect()).map(|(_, r)| r), None),
         };
         let window_calls = self.span.len() - self.window_start;
         let dup_count = self.identity_in_window.values().copied().max().unwrap_or(0);
-        let top = max_by_count(self.target_in_window.iter().map(|(k, n)| (name(*k), *n)));
-        let coverage = max_by_ratio(
+        let (top, top_what) = if named {
+            let top = max_by_count(self.target_in_window.iter().map(|(k, n)| (name(*k), *n)));
+            (
+                top.map_or(0, |(_, n)| n),
+                top.map_or_else(String::new, |(k, _)| k.to_owned()),
+            )
+        } else {
+            let top = self.target_in_window.values().copied().max();
+            (top.unwrap_or(0), String::new())
+        };
+        let ratios = || {
             self.files_in_window
                 .iter()
-                .map(|(path, f)| (name(*path), ratio(f.lines, f.file_lines))),
-        );
+                .map(|(path, f)| (path, ratio(f.lines, f.file_lines)))
+        };
+        let (coverage, coverage_file) = if named {
+            let best = max_by_ratio(ratios().map(|(path, r)| (name(*path), r)));
+            (best.map(|(_, r)| r), best.map(|(path, _)| path.to_owned()))
+        } else {
+            (max_by_ratio(ratios()).map(|(_, r)| r), None)
+        };
         let reason = Reason {
             dup: share(dup_count, window_calls),
-            top: top.map_or(0, |(_, n)| n),
-            top_what: top.map_or_else(String::new, |(k, _)| k.to_owned()),
+            top,
+            top_what,
             slow: self.slow,
-            coverage: coverage.map_or(0.0, |(_, r)| r),
-            coverage_file: coverage.map(|(path, _)| path.to_owned()),
+            coverage: coverage.unwrap_or(0.0),
+            coverage_file,
             landed: self.landed,
             calls_since_landed: self.span.len(),
             window_calls,
             read_only: self.read_only,
             cycle: self.cycle,
-            reread: reread.map_or(0.0, |(_, r)| r),
-            reread_file: reread.map(|(path, _)| path.to_owned()),
+            reread: reread.unwrap_or(0.0),
+            reread_file,
             repeat: self.repeat,
             stale: if self.last_landed {
                 0
@@ -1089,7 +1125,7 @@ impl SessionDetector {
             },
             auto: None,
         };
-        verdict_from_figures(&self.id, reason, &self.config)
+        verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
     }
 }
 

@@ -59,8 +59,8 @@ pub use matcher::{
     basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
-    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionFile,
-    SessionText, Streamed, counted_sessions, detect_session_text, output_hash,
+    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionCalls,
+    SessionFile, SessionText, Streamed, counted_sessions, detect_session_text, output_hash,
     parse_judged_session_text, parse_session_text, scanned_cleanly, stream_session_texts,
 };
 pub use scan::{Scanned, scan_session_texts};

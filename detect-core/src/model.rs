@@ -679,6 +679,89 @@ fn parse_session_as<'a, M: Deserialize<'a> + Default + Metadata + 'a>(
     Ok(session)
 }
 
+/// A session's calls read typed and borrowed from its text in the matcher's form ([`CallText`]:
+/// no [`Call`], no [`Value`]), kept for a caller that pushes them into detectors itself, some
+/// more than once: the backtest walks every prefix and may start a detector over (issue 19).
+#[derive(Debug)]
+pub struct SessionCalls<'a> {
+    calls: Vec<ReadCall<'a>>,
+}
+
+/// One call of [`SessionCalls`], checked as the format wants it.
+#[derive(Debug)]
+struct ReadCall<'a> {
+    tool: Cow<'a, str>,
+    input: Json<'a>,
+    status: CallStatus,
+    meta: MetaFacts<'a>,
+    output_hash: Option<&'a str>,
+    time: Option<CallTime>,
+}
+
+impl<'a> SessionCalls<'a> {
+    /// The session of `text` without its calls, and its calls; `None` for a session this read does
+    /// not take (any error, an input that is not an object, an output hash with escapes): read it
+    /// the usual way ([`parse_judged_session_text`]) for its answer or its exact error.
+    pub fn read(text: &'a str) -> Option<(Session, Self)> {
+        let MapOnly(mut doc) =
+            serde_json::from_str::<MapOnly<SessionDoc<CallText<'a>>>>(text).ok()?;
+        let session = doc.stub().ok()?;
+        let calls = doc
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, MapOnly(call))| {
+                if !matches!(call.input, Json::Object(_)) {
+                    return None;
+                }
+                check_call(i, &call.tool, call.input.get("command")).ok()?;
+                Some(ReadCall {
+                    status: CallStatus::from_text(&call.status),
+                    time: call.time.map(|MapOnly(t)| t.time()),
+                    tool: call.tool,
+                    input: call.input,
+                    meta: call.metadata,
+                    output_hash: call.output_hash,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some((session, Self { calls }))
+    }
+
+    /// How many calls (counted or not) the session has.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether the session has no calls.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// When call `i`'s effect happened (its end, else its start), as [`Call::end_ms`].
+    pub fn end_ms(&self, i: usize) -> Option<i64> {
+        self.calls[i].time.and_then(CallTime::effect_ms)
+    }
+
+    /// Push the calls of `range` into `detector`, in order, as [`SessionDetector::push`] would
+    /// push them as [`Call`]s (calls that do not count are skipped).
+    pub fn push(&self, range: std::ops::Range<usize>, detector: &mut SessionDetector) {
+        for call in &self.calls[range] {
+            let counted = CallRef::new(
+                &call.tool,
+                &call.input,
+                &call.status,
+                || call.meta.clone(),
+                call.output_hash,
+                call.time,
+            );
+            if let Some(call) = counted {
+                detector.push_ref(&call);
+            }
+        }
+    }
+}
+
 /// Parse one session of a session file from its JSON text and push its calls into a new
 /// detector as they are read, dropping them: the session comes back without calls and without
 /// line counts (the detector holds them). Of each

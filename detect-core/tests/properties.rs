@@ -263,6 +263,25 @@ proptest! {
         }
     }
 
+    /// The backtest's cheap read of a verdict: the verdict's figures and signals, without names.
+    #[test]
+    fn figures_are_the_verdict_without_its_names(steps in history(), config in any_config()) {
+        let session = base_session();
+        let mut detector = SessionDetector::new(&session, &config);
+        for step in steps {
+            match step {
+                Step::Call(call) => detector.push(&call),
+                Step::DescendantLanding(t) => detector.push_descendant_landing(t),
+            }
+            let mut verdict = detector.verdict();
+            verdict.id = String::new();
+            verdict.reason.top_what = String::new();
+            verdict.reason.coverage_file = None;
+            verdict.reason.reread_file = None;
+            prop_assert_eq!(detector.figures(), verdict);
+        }
+    }
+
     #[test]
     fn a_landed_call_at_the_end_always_unflags(
         steps in history(),

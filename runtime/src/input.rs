@@ -284,6 +284,19 @@ pub fn map_judged_sessions<T: Send>(
     read_all(paths, &how)
 }
 
+/// [`map_judged_sessions`] for a caller that reads each session's text itself: `parse` turns a
+/// session's text (and its place in its list) into a `T` on the core that parsed it, with the
+/// errors of [`detect_core::parse_session_text`] (the backtest reads the calls borrowed,
+/// [`detect_core::SessionCalls`]); `export` turns the session of an `opencode export`.
+pub fn map_session_texts<T: Send>(
+    paths: &[String],
+    parse: &(dyn Fn(usize, &str) -> Result<T, ParseError> + Sync),
+    export: &dyn Fn(Session) -> T,
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>, Error> {
+    read_all(paths, &Reading { parse, export, id })
+}
+
 /// [`map_judged_sessions`] for a caller that needs the calls of only some sessions (the
 /// backtest's first pass: those of sessions with a parent). Each session's `id` and `parent_id`
 /// are read first, everything else skipped unbuilt; `map` gets a session read whole only when

@@ -6,9 +6,9 @@
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
-use agentwatch_runtime::input::{map_judged_sessions, map_session_stubs, read_judged_sessions};
+use agentwatch_runtime::input::{map_session_stubs, map_session_texts, read_judged_sessions};
 use clap::{Parser, Subcommand};
-use detect_core::{Session, SessionFile};
+use detect_core::{Session, SessionCalls, SessionFile, parse_judged_session_text};
 use detect_eval::backtest::{self, Options};
 use detect_eval::report;
 use std::io::Write;
@@ -254,9 +254,18 @@ fn streamed_backtest(
     let (stubs, landings): (Vec<Session>, Vec<Vec<i64>>) = known.into_iter().unzip();
     let plan = backtest::Plan::new(&stubs, landings);
     drop(stubs);
-    let results = map_judged_sessions(paths, &|session| plan.judge(&session, options), |result| {
-        result.id.as_str()
-    })?;
+    // Each session's calls read borrowed from its text (no `Call`, no `Value`); a session that
+    // does not read so is read the usual way, for its answer or its exact error.
+    let judge = |session: Session| plan.judge(&session, options);
+    let results = map_session_texts(
+        paths,
+        &|index, text| match SessionCalls::read(text) {
+            Some((session, calls)) => Ok(plan.judge_calls(&session, &calls, options)),
+            None => parse_judged_session_text(index, text).map(judge),
+        },
+        &judge,
+        |result| result.id.as_str(),
+    )?;
     Ok(backtest::report(results, options))
 }
 
