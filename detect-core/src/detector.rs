@@ -41,6 +41,10 @@ pub const STALE_LONG_WINDOW: usize = 14;
 pub const STALE_LONG_MIN: u32 = 9;
 /// How far back a call looks for the call it echoes.
 pub const ECHO_HISTORY: usize = 16;
+/// `repeat` also fires when the session has made at least this many calls since it last landed
+/// and at least half of them echo ([`Staleness`]): a loop that starts right after a change,
+/// however it shuffles its calls among new ones, repeats more than half of what it does.
+pub const STALE_SPAN_MIN_CALLS: u32 = 10;
 
 /// One call as [`Staleness`] remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +73,8 @@ struct Staleness {
     history: VecDeque<Echo>,
     /// Whether each of the last [`STALE_LONG_WINDOW`] calls echoed.
     recent: VecDeque<bool>,
+    /// The calls since the session last landed, and how many of them echoed.
+    since_landed: (u32, u32),
 }
 
 impl Staleness {
@@ -108,6 +114,15 @@ impl Staleness {
             self.recent.pop_front();
         }
         self.recent.push_back(echoed);
+        self.since_landed = if facts.landed {
+            (0, 0)
+        } else {
+            let (calls, echoes) = self.since_landed;
+            (
+                calls.saturating_add(1),
+                echoes.saturating_add(u32::from(echoed)),
+            )
+        };
     }
 
     /// How many of the last `window` calls echoed.
@@ -155,7 +170,9 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
     let repeat = config.applies(Rule::Repeat)
         && (reason.repeat >= config.repeat_min
             || reason.stale >= STALE_MIN
-            || reason.stale_long >= STALE_LONG_MIN);
+            || reason.stale_long >= STALE_LONG_MIN
+            || (reason.stale_span_calls >= STALE_SPAN_MIN_CALLS
+                && u64::from(reason.stale_span) * 2 >= u64::from(reason.stale_span_calls)));
     if reason.calls_since_landed >= config.min_calls {
         let top_min = if reason.read_only {
             config.top_min_ro
@@ -427,22 +444,23 @@ pub fn judge_facts(
     } else {
         None
     };
-    let (stale, stale_long) = if config.applies(Rule::Repeat) {
+    let (stale, stale_long, (stale_span_calls, stale_span)) = if config.applies(Rule::Repeat) {
         let mut staleness = Staleness::default();
         for f in facts {
             staleness.push(&f.as_facts());
         }
         if facts.last().is_some_and(|f| f.landed) {
             // A landing at the end always unflags, until the calls after it repeat again.
-            (0, 0)
+            (0, 0, (0, 0))
         } else {
             (
                 staleness.count(STALE_WINDOW),
                 staleness.count(STALE_LONG_WINDOW),
+                staleness.since_landed,
             )
         }
     } else {
-        (0, 0)
+        (0, 0, (0, 0))
     };
     let reason = Reason {
         dup: share(dup_count, window.len()),
@@ -461,6 +479,8 @@ pub fn judge_facts(
         repeat,
         stale,
         stale_long,
+        stale_span,
+        stale_span_calls,
         auto: None,
     };
     verdict_from_figures(&session.id, reason, config)
@@ -622,6 +642,9 @@ pub struct DetectorSnapshot {
     /// Whether each of the session's last calls echoed an earlier one (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     recent: Vec<bool>,
+    /// The calls since the session last landed and how many of them echoed (`precise`).
+    #[serde(default, skip_serializing_if = "is_zero_pair")]
+    since_landed: (u32, u32),
     /// Whether the last call landed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     last_landed: bool,
@@ -765,6 +788,7 @@ impl SessionDetector {
             written: self.written.iter().cloned().collect(),
             history: self.staleness.history.clone(),
             recent: self.staleness.recent.iter().copied().collect(),
+            since_landed: self.staleness.since_landed,
             last_landed: self.last_landed,
             auto: None,
         }
@@ -832,6 +856,7 @@ impl SessionDetector {
             staleness: Staleness {
                 history: snapshot.history,
                 recent: snapshot.recent.into_iter().collect(),
+                since_landed: snapshot.since_landed,
             },
             last_landed: snapshot.last_landed,
             written: snapshot.written.into_iter().collect(),
@@ -1123,6 +1148,8 @@ impl SessionDetector {
             } else {
                 self.staleness.count(STALE_LONG_WINDOW)
             },
+            stale_span: self.staleness.since_landed.1,
+            stale_span_calls: self.staleness.since_landed.0,
             auto: None,
         };
         verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
@@ -1156,6 +1183,10 @@ fn extend_runs(
         }
     }
     best
+}
+
+fn is_zero_pair(pair: &(u32, u32)) -> bool {
+    *pair == (0, 0)
 }
 
 fn count_true<'a>(flags: impl Iterator<Item = &'a bool>) -> u32 {

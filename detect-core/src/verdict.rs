@@ -110,6 +110,14 @@ pub struct Reason {
     /// The same over the session's last 14 calls (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale_long: u32,
+    /// How many of the session's calls since it last landed echo (as for `stale`; `precise`
+    /// only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_span: u32,
+    /// The session's calls since it last landed, its own landings only (`precise` only; 0
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stale_span_calls: u32,
     /// Under the `auto` profile, the profile that judged the session: `precise` when its calls
     /// used bash and no edit or write tool, `design` otherwise (`None` under another profile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,6 +177,12 @@ impl SessionVerdict {
         }
         if r.stale_long > 0 {
             line.push_str(&format!(" stale_long={}", r.stale_long));
+        }
+        if r.stale_span > 0 {
+            line.push_str(&format!(
+                " stale_span={}/{}",
+                r.stale_span, r.stale_span_calls
+            ));
         }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));

@@ -1001,9 +1001,11 @@ fn precise_stale_counts_echoes_of_recent_calls() {
             "{name}: {}",
             v.summary()
         );
+        let span_stale =
+            v.reason.stale_span_calls >= 10 && v.reason.stale_span * 2 >= v.reason.stale_span_calls;
         assert_eq!(
             v.signals.contains(&Signal::Repeat),
-            stale >= 6 || stale_long >= 9,
+            stale >= 6 || stale_long >= 9 || span_stale,
             "{name}: {}",
             v.summary()
         );
@@ -1014,6 +1016,112 @@ fn precise_stale_counts_echoes_of_recent_calls() {
                 "{name}"
             );
         }
+    }
+}
+
+/// `stale_span` (precise, rule `repeat`): of the session's calls since it last landed, how many
+/// echo; at least 10 such calls of which at least half echo fire before `min_calls`. Each row: 3
+/// unique calls and a landing, then the calls of the row; the figures are the echoes and the
+/// calls since that landing. A loop that shuffles three calls among new ones right after a change
+/// echoes too seldom for 6 of 8 or 9 of 14, and still repeats half of what it does.
+#[test]
+fn precise_stale_span_counts_echoes_since_the_last_landing() {
+    let a = || bash_exit("pytest tests/t.py -x", 1).with_output("1 failed");
+    let b = || bash_exit("head -n 40 src/user.py", 0).with_output("user");
+    let c = || bash_exit("python -c 'import m; print(m.f())'", 1).with_output("Traceback");
+    let land = |i: u32| bash_exit(&format!("sed -i 's/x{i}/y/' src/a.py"), 0);
+    let noisy = || {
+        vec![
+            a(),
+            b(),
+            a(),
+            unique(10),
+            b(),
+            c(),
+            a(),
+            unique(11),
+            c(),
+            b(),
+        ]
+    };
+    let rows: Vec<(&str, Vec<Call>, u32, u32, bool)> = vec![
+        (
+            "three calls shuffled with new ones: 5 of the 10 calls since the landing echo",
+            noisy(),
+            5,
+            10,
+            true,
+        ),
+        (
+            "the same, one call shorter: 9 calls are too few",
+            noisy().into_iter().take(9).collect(),
+            4,
+            9,
+            false,
+        ),
+        (
+            "the same with one more new call: 5 of 11 is less than half",
+            noisy()
+                .into_iter()
+                .take(6)
+                .chain([unique(12)])
+                .chain(noisy().into_iter().skip(6))
+                .collect(),
+            5,
+            11,
+            false,
+        ),
+        (
+            "a landing at the end unflags",
+            noisy().into_iter().chain([land(1)]).collect(),
+            0,
+            0,
+            false,
+        ),
+        (
+            "the same test after each real edit echoes nothing",
+            (0..6)
+                .flat_map(|i| {
+                    vec![
+                        land(i + 1),
+                        bash_exit("pytest tests/t.py -x", 1).with_output(&format!("{i} failed")),
+                    ]
+                })
+                .collect(),
+            0,
+            1,
+            false,
+        ),
+    ];
+    for (name, tail, echoes, calls_since, flagged) in rows {
+        let mut calls: Vec<Call> = (0..3).map(unique).collect();
+        calls.push(land(0));
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(
+            (v.reason.stale_span, v.reason.stale_span_calls),
+            (echoes, calls_since),
+            "{name}: {}",
+            v.summary()
+        );
+        assert!(
+            v.reason.stale < 6 && v.reason.stale_long < 9 && v.reason.repeat < 5,
+            "{name}: {}",
+            v.summary()
+        );
+        assert_eq!(v.flagged, flagged, "{name}: {}", v.summary());
+        if flagged {
+            assert_eq!(v.signals, vec![Signal::Repeat], "{name}");
+            assert!(
+                v.summary()
+                    .contains(&format!("stale_span={echoes}/{calls_since}")),
+                "{name}: {}",
+                v.summary()
+            );
+        }
+        // The design computes none of it.
+        let v = judge_with(&DetectConfig::default(), calls);
+        assert_eq!((v.reason.stale_span, v.reason.stale_span_calls), (0, 0));
     }
 }
 

@@ -197,6 +197,8 @@ mod tests {
             repeat: 0,
             stale: 0,
             stale_long: 0,
+            stale_span: 0,
+            stale_span_calls: 0,
             auto: None,
         }
     }
