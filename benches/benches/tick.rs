@@ -165,7 +165,7 @@ fn ticks_at_scale(c: &mut Criterion) {
         let tmp = TempDir::new("aw-bench-scale");
         let config = config_for(&tmp.path, &server.url());
         tick(&tmp.path, &config, false);
-        report_cpu(name, || tick(&tmp.path, &config, false));
+        report_cpu(name, &tmp.path, || tick(&tmp.path, &config, false));
         g.bench_function(name, |b| b.iter(|| tick(&tmp.path, &config, false)));
     }
     g.finish();
@@ -197,7 +197,7 @@ fn followed_ticks_at_scale(c: &mut Criterion) {
             "{name}: {} alert decisions (a tree judged for the lifecycle: one)",
             run().decisions.len()
         );
-        report_cpu(name, || {
+        report_cpu(name, &tmp.path, || {
             run();
         });
         g.bench_function(name, |b| b.iter(&run));
@@ -205,19 +205,29 @@ fn followed_ticks_at_scale(c: &mut Criterion) {
     g.finish();
 }
 
-/// The process's CPU time per call of `idle`, over 10 calls (figures, not assertions).
-fn report_cpu(name: &str, idle: impl Fn()) {
+/// The process's CPU time per call of `idle`, over 10 calls, and how much the store in `home`
+/// (the database and its write-ahead log) grew meanwhile (figures, not assertions).
+fn report_cpu(name: &str, home: &Path, idle: impl Fn()) {
     const CALLS: u32 = 10;
-    let before = cpu_seconds();
+    let store_bytes = || {
+        ["agentwatch.db", "agentwatch.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(home.join(f)).ok())
+            .map(|m| m.len())
+            .sum::<u64>()
+    };
+    let (before, bytes_before) = (cpu_seconds(), store_bytes());
     for _ in 0..CALLS {
         idle();
     }
+    let grew_kib = store_bytes().saturating_sub(bytes_before) / 1024;
     match (before, cpu_seconds()) {
         (Some(before), Some(after)) => println!(
-            "{name}: {:.0} ms of CPU per tick (2 000 sessions, mean of {CALLS}, server included)",
+            "{name}: {:.0} ms of CPU per tick (2 000 sessions, mean of {CALLS}, server included); \
+             the store grew by {grew_kib} KiB over the {CALLS} ticks",
             (after - before) * 1000.0 / f64::from(CALLS)
         ),
-        _ => println!("{name}: CPU time n/a"),
+        _ => println!("{name}: CPU time n/a; the store grew by {grew_kib} KiB over {CALLS} ticks"),
     }
 }
 

@@ -222,7 +222,7 @@ fn stored_verdict(home: &Path, session: &str) -> Option<(i64, f64, i64)> {
     let db = home.join("state/agentwatch/agentwatch.db");
     let store = agentwatch_store::Store::open_read_only(&db).ok()?;
     let tick = store.last_tick().ok()??;
-    let verdicts = store.verdicts(tick.id).ok()?;
+    let verdicts = store.current_verdicts().ok()?;
     let v = verdicts.iter().find(|v| v.session_id == session)?;
     Some((v.calls_since_landed, v.dup, v.top))
 }

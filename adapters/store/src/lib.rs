@@ -3,7 +3,10 @@
 //! One database file (WAL) holds what a oneshot run must remember for the next one:
 //! - `watchdog_ticks`: one row per tick (`ticked_at`, `sessions_seen`, `outcome` ok / flagged /
 //!   no_opencode, alerts fired);
-//! - `watchdog_verdicts`: every session's verdict at each tick, with the reason's figures;
+//! - `watchdog_verdicts`: each session's verdict with the reason's figures, stored at the tick
+//!   it changed (an unchanged verdict is not written again), and `watchdog_current_verdicts`,
+//!   which points each session of the last tick at its newest row; each tick row keeps its own
+//!   verdict counts;
 //! - `watchdog_alerts`: the alert lifecycle, one row per dedup key;
 //! - `watchdog_channel_settings`: per-channel overrides (enabled, min severity) set at run time;
 //! - `agentwatch_state`: the policies' serialised state, by key;
@@ -20,6 +23,7 @@
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -205,6 +209,32 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE agentwatch_events;
     ALTER TABLE agentwatch_events_5 RENAME TO agentwatch_events;
     CREATE INDEX idx_events_kind_job ON agentwatch_events(kind, job);",
+    // 6: a session's verdict is stored when it changes, not at every tick (an idle tick over
+    // thousands of sessions wrote thousands of identical rows, and the file grew without end):
+    // each tick keeps its own counts, `watchdog_current_verdicts` points each session of the
+    // last tick at its newest verdict row, and a row's `current_until` is the last tick it held
+    // when its session left the ticks' listing (NULL while it holds or until a newer row).
+    "ALTER TABLE watchdog_ticks ADD COLUMN verdicts_total INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE watchdog_ticks ADD COLUMN verdicts_flagged INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE watchdog_ticks ADD COLUMN trees_flagged INTEGER NOT NULL DEFAULT 0;
+    UPDATE watchdog_ticks SET
+        verdicts_total = (SELECT COUNT(*) FROM watchdog_verdicts v
+                          WHERE v.tick_id = watchdog_ticks.id),
+        verdicts_flagged = (SELECT COALESCE(SUM(flagged), 0) FROM watchdog_verdicts v
+                            WHERE v.tick_id = watchdog_ticks.id),
+        trees_flagged = (SELECT COUNT(DISTINCT session_root) FROM watchdog_verdicts v
+                         WHERE v.tick_id = watchdog_ticks.id AND v.flagged);
+    ALTER TABLE watchdog_verdicts ADD COLUMN current_until INTEGER;
+    UPDATE watchdog_verdicts SET current_until = tick_id;
+    CREATE TABLE watchdog_current_verdicts (
+        session_id TEXT PRIMARY KEY,
+        verdict_id INTEGER NOT NULL REFERENCES watchdog_verdicts(id) ON DELETE CASCADE
+    );
+    INSERT OR REPLACE INTO watchdog_current_verdicts (session_id, verdict_id)
+        SELECT session_id, MAX(id) FROM watchdog_verdicts
+        WHERE tick_id = (SELECT MAX(id) FROM watchdog_ticks) GROUP BY session_id;
+    UPDATE watchdog_verdicts SET current_until = NULL
+        WHERE id IN (SELECT verdict_id FROM watchdog_current_verdicts);",
 ];
 
 /// The schema version this build writes.
@@ -527,6 +557,10 @@ impl Store {
 }
 
 /// Writes a tick and its verdicts with `tx`; returns the tick id.
+///
+/// Only a verdict that differs from the session's current one is written as a row; the tick
+/// row keeps the counts of all of them, and `watchdog_current_verdicts` ends up naming exactly
+/// the sessions of `verdicts` (a session listed twice keeps its last verdict).
 fn insert_tick(
     tx: &Connection,
     ticked_at: i64,
@@ -536,52 +570,98 @@ fn insert_tick(
     servers: &[String],
     verdicts: &[VerdictRow],
 ) -> Result<i64, StoreError> {
-    {
-        tx.execute(
-            "INSERT INTO watchdog_ticks (ticked_at, sessions_seen, outcome, alerts_fired, servers)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                ticked_at,
-                sessions_seen,
-                outcome,
-                alerts_fired,
-                serde_json::to_string(servers).unwrap_or_default()
-            ],
-        )?;
-        let tick_id = tx.last_insert_rowid();
-        {
-            let mut insert = tx.prepare(
-                "INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged, signals,
-                   dup, top, top_what, landed, slow, coverage, coverage_file, calls_since_landed,
-                   llm_opinion, model_id, provider, cost_since_landed_usd, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                         ?18)",
-            )?;
-            for v in verdicts {
-                insert.execute(params![
-                    tick_id,
-                    v.session_id,
-                    v.session_root,
-                    v.flagged,
-                    v.signals.join(","),
-                    v.dup,
-                    v.top,
-                    v.top_what,
-                    v.landed,
-                    v.slow,
-                    v.coverage,
-                    v.coverage_file,
-                    v.calls_since_landed,
-                    v.llm_opinion,
-                    v.model_id,
-                    v.provider,
-                    v.cost_since_landed_usd,
-                    ticked_at
-                ])?;
-            }
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let flagged_roots: HashSet<&str> = verdicts
+        .iter()
+        .filter(|v| v.flagged)
+        .map(|v| v.session_root.as_str())
+        .collect();
+    tx.execute(
+        "INSERT INTO watchdog_ticks (ticked_at, sessions_seen, outcome, alerts_fired, servers,
+           verdicts_total, verdicts_flagged, trees_flagged)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            ticked_at,
+            sessions_seen,
+            outcome,
+            alerts_fired,
+            serde_json::to_string(servers).unwrap_or_default(),
+            count(verdicts.len()),
+            count(verdicts.iter().filter(|v| v.flagged).count()),
+            count(flagged_roots.len()),
+        ],
+    )?;
+    let tick_id = tx.last_insert_rowid();
+    let mut current: HashMap<String, VerdictRow> = current_verdicts(tx)?
+        .into_iter()
+        .map(|v| (v.session_id.clone(), v))
+        .collect();
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged, signals,
+           dup, top, top_what, landed, slow, coverage, coverage_file, calls_since_landed,
+           llm_opinion, model_id, provider, cost_since_landed_usd, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18)",
+    )?;
+    let mut point = tx.prepare_cached(
+        "INSERT INTO watchdog_current_verdicts (session_id, verdict_id) VALUES (?1, ?2)
+         ON CONFLICT(session_id) DO UPDATE SET verdict_id = excluded.verdict_id",
+    )?;
+    let mut listed: HashSet<&str> = HashSet::with_capacity(verdicts.len());
+    for v in verdicts {
+        listed.insert(&v.session_id);
+        if current.get(&v.session_id) == Some(v) {
+            continue;
         }
-        Ok(tick_id)
+        insert.execute(params![
+            tick_id,
+            v.session_id,
+            v.session_root,
+            v.flagged,
+            v.signals.join(","),
+            v.dup,
+            v.top,
+            v.top_what,
+            v.landed,
+            v.slow,
+            v.coverage,
+            v.coverage_file,
+            v.calls_since_landed,
+            v.llm_opinion,
+            v.model_id,
+            v.provider,
+            v.cost_since_landed_usd,
+            ticked_at
+        ])?;
+        point.execute(params![v.session_id, tx.last_insert_rowid()])?;
+        current.insert(v.session_id.clone(), v.clone());
     }
+    // A session no longer listed: its verdict held until the tick before this one.
+    let mut held = tx.prepare_cached(
+        "UPDATE watchdog_verdicts SET current_until =
+             (SELECT MAX(id) FROM watchdog_ticks WHERE id < ?2)
+         WHERE id = (SELECT verdict_id FROM watchdog_current_verdicts WHERE session_id = ?1)",
+    )?;
+    let mut unlist =
+        tx.prepare_cached("DELETE FROM watchdog_current_verdicts WHERE session_id = ?1")?;
+    for gone in current.keys().filter(|id| !listed.contains(id.as_str())) {
+        held.execute(params![gone, tick_id])?;
+        unlist.execute([gone])?;
+    }
+    Ok(tick_id)
+}
+
+/// Each session's current verdict (the last tick's), in the order of their roots and ids.
+fn current_verdicts(conn: &Connection) -> Result<Vec<VerdictRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT v.session_id, v.session_root, v.flagged, v.signals, v.dup, v.top, v.top_what,
+                v.landed, v.slow, v.coverage, v.coverage_file, v.calls_since_landed,
+                v.llm_opinion, v.model_id, v.provider, v.cost_since_landed_usd
+         FROM watchdog_current_verdicts c JOIN watchdog_verdicts v ON v.id = c.verdict_id
+         ORDER BY v.session_root, v.session_id",
+    )?;
+    let rows = stmt.query_map([], verdict_from_row)?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 impl Store {
@@ -608,65 +688,142 @@ impl Store {
             .optional()?)
     }
 
-    /// Flagged and total verdicts of one tick.
+    /// Flagged and total verdicts of one tick (kept on the tick's row).
     pub fn verdict_counts(&self, tick_id: i64) -> Result<VerdictCounts, StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COALESCE(SUM(flagged), 0), COUNT(*) FROM watchdog_verdicts WHERE tick_id = ?1",
-            [tick_id],
-            |r| {
-                Ok(VerdictCounts {
-                    flagged: r.get(0)?,
-                    total: r.get(1)?,
-                })
-            },
-        )?)
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT verdicts_flagged, verdicts_total FROM watchdog_ticks WHERE id = ?1",
+                [tick_id],
+                |r| {
+                    Ok(VerdictCounts {
+                        flagged: r.get(0)?,
+                        total: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?
+            .unwrap_or(VerdictCounts {
+                flagged: 0,
+                total: 0,
+            }))
     }
 
-    /// The verdicts of one tick.
-    pub fn verdicts(&self, tick_id: i64) -> Result<Vec<VerdictRow>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT session_id, session_root, flagged, signals, dup, top, top_what, landed, slow,
-                    coverage, coverage_file, calls_since_landed, llm_opinion, model_id, provider,
-                    cost_since_landed_usd
-             FROM watchdog_verdicts WHERE tick_id = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([tick_id], verdict_from_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    /// The verdicts of the last tick: each session's current verdict, in the order of their
+    /// roots and ids. A verdict is stored when it changes, so a row may be older than the tick.
+    pub fn current_verdicts(&self) -> Result<Vec<VerdictRow>, StoreError> {
+        current_verdicts(&self.conn)
     }
 
-    /// One tree's verdicts over its latest `limit` stored rows, oldest first, each with its tick.
+    /// One tree's verdicts tick by tick, oldest first: at each tick from the tree's first
+    /// stored verdict on, every session's verdict as of that tick (a verdict is stored when it
+    /// changes and holds until its session's next one, or until the session left the listing).
+    /// The latest `limit` of these (tick, session) rows.
     pub fn tree_history(&self, root: &str, limit: usize) -> Result<Vec<TreeVerdict>, StoreError> {
+        let last_tick: Option<i64> =
+            self.conn
+                .query_row("SELECT MAX(id) FROM watchdog_ticks", [], |r| r.get(0))?;
+        let Some(last_tick) = last_tick else {
+            return Ok(Vec::new());
+        };
         let mut stmt = self.conn.prepare(
             "SELECT v.session_id, v.session_root, v.flagged, v.signals, v.dup, v.top, v.top_what,
                     v.landed, v.slow, v.coverage, v.coverage_file, v.calls_since_landed,
                     v.llm_opinion, v.model_id, v.provider, v.cost_since_landed_usd, v.tick_id,
-                    t.ticked_at
-             FROM watchdog_verdicts v JOIN watchdog_ticks t ON t.id = v.tick_id
-             WHERE v.session_root = ?1 ORDER BY v.tick_id DESC, v.id DESC LIMIT ?2",
+                    v.current_until, c.verdict_id IS NOT NULL
+             FROM watchdog_verdicts v
+             LEFT JOIN watchdog_current_verdicts c ON c.verdict_id = v.id
+             WHERE v.session_root = ?1 ORDER BY v.tick_id, v.id",
         )?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![root, limit], |r| {
-            Ok(TreeVerdict {
-                verdict: verdict_from_row(r)?,
-                tick_id: r.get(16)?,
-                ticked_at: r.get(17)?,
-            })
+        // Each stored verdict with the ticks it held: from its own to the third field.
+        let mut held: Vec<(VerdictRow, i64, i64)> = Vec::new();
+        let rows = stmt.query_map([root], |r| {
+            let until: Option<i64> = r.get(17)?;
+            let current: bool = r.get(18)?;
+            Ok((verdict_from_row(r)?, r.get::<_, i64>(16)?, until, current))
         })?;
-        let mut out: Vec<TreeVerdict> = rows.collect::<Result<_, _>>()?;
-        out.reverse();
+        for row in rows {
+            let (verdict, from, until, current) = row?;
+            // A newer row of the same session ends the one before it.
+            if let Some(before) = held
+                .iter_mut()
+                .rev()
+                .find(|(v, _, _)| v.session_id == verdict.session_id)
+                .filter(|(_, _, until)| *until >= from)
+            {
+                before.2 = from - 1;
+            }
+            let until = match (current, until) {
+                (true, _) => last_tick,
+                (false, Some(until)) => until,
+                (false, None) => i64::MAX,
+            };
+            held.push((verdict, from, until));
+        }
+        let Some(first) = held.iter().map(|h| h.1).min() else {
+            return Ok(Vec::new());
+        };
+        let end = held
+            .iter()
+            .map(|h| h.2)
+            .max()
+            .unwrap_or(first)
+            .min(last_tick);
+        let mut ticks = self.conn.prepare(
+            "SELECT id, ticked_at FROM watchdog_ticks WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        )?;
+        let ticks: Vec<(i64, i64)> = ticks
+            .query_map([first, end], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        // One sweep over the ticks: `held` is in order of `from`, and a session holds one
+        // verdict at a time, so `active` stays as small as the tree.
+        let mut out: Vec<TreeVerdict> = Vec::new();
+        let (mut next, mut active) = (0, Vec::<usize>::new());
+        for (tick_id, ticked_at) in ticks {
+            while held.get(next).is_some_and(|h| h.1 <= tick_id) {
+                active.push(next);
+                next += 1;
+            }
+            active.retain(|&i| held[i].2 >= tick_id);
+            for &i in &active {
+                out.push(TreeVerdict {
+                    verdict: held[i].0.clone(),
+                    tick_id,
+                    ticked_at,
+                });
+            }
+        }
+        let cut = out.len().saturating_sub(limit);
+        out.drain(..cut);
         Ok(out)
     }
 
-    /// Verdicts by model and provider: how many, how many flagged, how many trees ever flagged,
-    /// the cost recorded since landing, and the last flagged time. Most flagged first.
+    /// Verdicts by model and provider, one per session and tick (a stored verdict counts for
+    /// each tick it held): how many, how many flagged, how many sessions, how many trees ever
+    /// flagged, the cost recorded since landing, and the last flagged time. Most flagged first.
     pub fn model_rollup(&self) -> Result<Vec<ModelRollup>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT model_id, provider, COUNT(*), COALESCE(SUM(flagged), 0),
+            // A stored verdict counts once for each tick it held (see `tree_history`).
+            "WITH spans AS (
+                 SELECT v.*, CASE
+                     WHEN c.verdict_id IS NOT NULL THEN (SELECT MAX(id) FROM watchdog_ticks)
+                     WHEN v.current_until IS NOT NULL THEN v.current_until
+                     ELSE LEAD(v.tick_id) OVER (PARTITION BY v.session_id ORDER BY v.id) - 1
+                 END AS until_tick
+                 FROM watchdog_verdicts v
+                 LEFT JOIN watchdog_current_verdicts c ON c.verdict_id = v.id
+             ), held AS (
+                 SELECT *, MAX(COALESCE(until_tick, tick_id) - tick_id + 1, 1) AS ticks
+                 FROM spans
+             )
+             SELECT model_id, provider, SUM(ticks),
+                    COALESCE(SUM(CASE WHEN flagged THEN ticks END), 0),
                     COUNT(DISTINCT session_id),
                     COUNT(DISTINCT CASE WHEN flagged THEN session_root END),
-                    SUM(cost_since_landed_usd),
-                    MAX(CASE WHEN flagged THEN created_at END)
-             FROM watchdog_verdicts GROUP BY model_id, provider
+                    SUM(cost_since_landed_usd * ticks),
+                    MAX(CASE WHEN flagged THEN (SELECT ticked_at FROM watchdog_ticks
+                                                 WHERE id = COALESCE(until_tick, tick_id)) END)
+             FROM held GROUP BY model_id, provider
              ORDER BY 4 DESC, 3 DESC, model_id, provider",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -693,13 +850,17 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Distinct trees with a flagged verdict at one tick.
+    /// Distinct trees with a flagged verdict at one tick (kept on the tick's row).
     pub fn flagged_trees(&self, tick_id: i64) -> Result<i64, StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT COUNT(DISTINCT session_root) FROM watchdog_verdicts WHERE tick_id = ?1 AND flagged",
-            [tick_id],
-            |r| r.get(0),
-        )?)
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT trees_flagged FROM watchdog_ticks WHERE id = ?1",
+                [tick_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0))
     }
 
     /// Record what jobs did (ticks, deliveries, restarts), in one transaction.
@@ -1112,4 +1273,72 @@ fn save_state(conn: &Connection, key: &str, value: &str, now: i64) -> Result<(),
         params![key, value, now],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migration_6_keeps_each_ticks_counts_and_the_last_ticks_verdicts() {
+        let dir = std::env::temp_dir().join(format!("aw-store-m6-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("v5.db");
+        let _ = std::fs::remove_file(&path);
+        {
+            // A store at version 5 with two ticks of per-tick verdict rows, as before.
+            let conn = Connection::open(&path).unwrap();
+            for step in &MIGRATIONS[..5] {
+                conn.execute_batch(step).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 5).unwrap();
+            conn.execute_batch(
+                "INSERT INTO watchdog_ticks (id, ticked_at, sessions_seen, outcome)
+                     VALUES (1, 100, 2, 'flagged'), (2, 160, 2, 'ok');
+                 INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged,
+                     signals, dup, top, top_what, landed, slow, coverage, calls_since_landed,
+                     created_at)
+                 VALUES (1, 'ses_a', 'ses_a', 1, 'top', 0, 12, 'x', 0, 0, 0, 40, 100),
+                        (1, 'ses_b', 'ses_a', 1, 'top', 0, 12, 'x', 0, 0, 0, 40, 100),
+                        (2, 'ses_a', 'ses_a', 0, '', 0, 1, 'x', 1, 0, 0, 0, 160),
+                        (2, 'ses_c', 'ses_c', 0, '', 0, 1, 'x', 1, 0, 0, 0, 160);",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let counts = |id| {
+            let c = store.verdict_counts(id).unwrap();
+            (c.flagged, c.total, store.flagged_trees(id).unwrap())
+        };
+        assert_eq!(counts(1), (2, 2, 1));
+        assert_eq!(counts(2), (0, 2, 0));
+        let current: Vec<(String, bool)> = store
+            .current_verdicts()
+            .unwrap()
+            .into_iter()
+            .map(|v| (v.session_id, v.flagged))
+            .collect();
+        assert_eq!(
+            current,
+            [("ses_a".to_owned(), false), ("ses_c".to_owned(), false)]
+        );
+        // The old rows, one per session and tick, read back tick by tick as they were.
+        let history: Vec<(i64, String, bool)> = store
+            .tree_history("ses_a", 10)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.tick_id, h.verdict.session_id, h.verdict.flagged))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                (1, "ses_a".to_owned(), true),
+                (1, "ses_b".to_owned(), true),
+                (2, "ses_a".to_owned(), false)
+            ]
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

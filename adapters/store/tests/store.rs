@@ -65,9 +65,103 @@ fn creates_migrates_and_round_trips_ticks_and_verdicts() {
     assert_eq!(tick.servers, ["http://127.0.0.1:4096"]);
     let counts = store.verdict_counts(id).unwrap();
     assert_eq!((counts.flagged, counts.total), (1, 2));
-    assert_eq!(store.verdicts(id).unwrap(), verdicts);
+    assert_eq!(store.current_verdicts().unwrap(), verdicts);
     let mode: String = rusqlite_journal_mode(&path);
     assert_eq!(mode, "wal");
+}
+
+/// Rows in `watchdog_verdicts`, read through the sqlite3 shell.
+fn stored_verdict_rows(path: &std::path::Path) -> i64 {
+    let out = std::process::Command::new("sqlite3")
+        .arg(path)
+        .arg("SELECT COUNT(*) FROM watchdog_verdicts;")
+        .output()
+        .expect("this test needs the sqlite3 shell: apt-get install sqlite3");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[test]
+#[ignore = "needs sqlite3"]
+fn a_verdict_is_stored_when_it_changes_and_each_tick_keeps_its_counts() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("agentwatch.db");
+    let mut store = Store::open(&path).unwrap();
+    let a = verdict("ses_a", "ses_a", true);
+    let b = verdict("ses_b", "ses_a", false);
+    let c = verdict("ses_c", "ses_c", true);
+    let tick = |store: &mut Store, at: i64, verdicts: &[VerdictRow]| {
+        store
+            .record_tick(at, "ok", verdicts.len() as i64, 0, &[], verdicts)
+            .unwrap()
+    };
+    let first = tick(&mut store, 100, &[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(stored_verdict_rows(&path), 3);
+    // Idle: the same verdicts write no row, and the tick still counts them.
+    let idle = tick(&mut store, 160, &[a.clone(), b.clone(), c.clone()]);
+    assert_eq!(stored_verdict_rows(&path), 3);
+    let counts = store.verdict_counts(idle).unwrap();
+    assert_eq!((counts.flagged, counts.total), (2, 3));
+    assert_eq!(store.flagged_trees(idle).unwrap(), 2);
+    assert_eq!(
+        store.current_verdicts().unwrap(),
+        [a.clone(), b.clone(), c.clone()]
+    );
+    // One session moves on, one is gone: one new row, and the current verdicts follow.
+    let mut b2 = b.clone();
+    b2.calls_since_landed += 3;
+    let moved = tick(&mut store, 220, &[b2.clone(), a.clone()]);
+    assert_eq!(stored_verdict_rows(&path), 4);
+    assert_eq!(store.current_verdicts().unwrap(), [a.clone(), b2.clone()]);
+    let counts = store.verdict_counts(moved).unwrap();
+    assert_eq!((counts.flagged, counts.total), (1, 2));
+    assert_eq!(store.flagged_trees(moved).unwrap(), 1);
+    // Earlier ticks keep their own counts.
+    assert_eq!(store.verdict_counts(first).unwrap().total, 3);
+    assert_eq!(store.flagged_trees(first).unwrap(), 2);
+    // The tree's history is tick by tick again: each session's verdict as of each tick.
+    let history = store.tree_history("ses_a", 10).unwrap();
+    let seen: Vec<(i64, &str, i64)> = history
+        .iter()
+        .map(|h| {
+            let v = &h.verdict;
+            (h.tick_id, v.session_id.as_str(), v.calls_since_landed)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (first, "ses_a", 44),
+            (first, "ses_b", 44),
+            (idle, "ses_a", 44),
+            (idle, "ses_b", 44),
+            (moved, "ses_a", 44),
+            (moved, "ses_b", 47),
+        ]
+    );
+    assert_eq!(store.tree_history("ses_a", 3).unwrap().len(), 3);
+    // A session that comes back after a tick without it is stored again.
+    tick(&mut store, 280, &[]);
+    assert!(store.current_verdicts().unwrap().is_empty());
+    let back = tick(&mut store, 340, std::slice::from_ref(&c));
+    assert_eq!(stored_verdict_rows(&path), 5);
+    assert_eq!(store.current_verdicts().unwrap(), [c]);
+    // The tree that left holds nothing after it left; the one that came back has a gap.
+    assert_eq!(store.tree_history("ses_a", 10).unwrap().len(), 6);
+    let c_ticks: Vec<i64> = store
+        .tree_history("ses_c", 10)
+        .unwrap()
+        .iter()
+        .map(|h| h.tick_id)
+        .collect();
+    assert_eq!(c_ticks, [first, idle, back]);
+    // The per-model counts are per session and tick, as when every tick stored every verdict:
+    // 3 + 3 + 2 + 0 + 1 verdicts, ses_a flagged at 3 ticks and ses_c at 3.
+    let rollup = store.model_rollup().unwrap();
+    assert_eq!(rollup.len(), 1);
+    assert_eq!((rollup[0].verdicts, rollup[0].flagged), (9, 6));
+    assert_eq!((rollup[0].sessions, rollup[0].trees_flagged), (3, 2));
+    assert_eq!(rollup[0].last_flagged_at, Some(340));
 }
 
 #[test]
