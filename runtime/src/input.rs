@@ -337,11 +337,84 @@ fn session_stub(text: &str) -> Option<Session> {
     if !text.trim_start().starts_with('{') {
         return None;
     }
-    let stub: Stub = serde_json::from_str(text).ok()?;
-    (!stub.id.is_empty()).then(|| Session {
-        parent_id: stub.parent_id,
-        ..Session::new(stub.id)
+    let (id, parent_id) = match leading_id_and_parent(text) {
+        Some(leading) => leading,
+        None => {
+            let stub: Stub = serde_json::from_str(text).ok()?;
+            (stub.id, stub.parent_id)
+        }
+    };
+    (!id.is_empty()).then(|| Session {
+        parent_id,
+        ..Session::new(id)
     })
+}
+
+/// A session's `id` and `parent_id` when they are its first two keys (in either order; as every
+/// writer of the format puts them), read without walking the rest of its text: the backtest's
+/// first pass then reads nothing else of most sessions (issue 19). `None` when the text does not
+/// begin so simply (another key first, a key with an escape, an id that is not a string): serde
+/// reads the stub then. Nothing after the two keys is checked: a session that is not JSON may read
+/// here, and the backtest's second pass, which reads every session whole, fails on it with the
+/// error of the whole read.
+fn leading_id_and_parent(text: &str) -> Option<(String, Option<String>)> {
+    let bytes = text.as_bytes();
+    let mut pos = 0;
+    let skip_space = |pos: &mut usize| {
+        while bytes.get(*pos).is_some_and(u8::is_ascii_whitespace) {
+            *pos += 1;
+        }
+    };
+    // The end (past the closing quote) of the string that opens at `at`, if it is one.
+    let string_end = |at: usize| {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let mut i = at + 1;
+        loop {
+            match *bytes.get(i)? {
+                b'"' => return Some(i + 1),
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+    };
+    let expect = |pos: &mut usize, want: u8| {
+        skip_space(pos);
+        (bytes.get(*pos) == Some(&want)).then(|| *pos += 1)
+    };
+    expect(&mut pos, b'{')?;
+    let (mut id, mut parent) = (None, None);
+    while id.is_none() || parent.is_none() {
+        if id.is_some() || parent.is_some() {
+            expect(&mut pos, b',')?;
+        }
+        skip_space(&mut pos);
+        let key_end = string_end(pos)?;
+        let key = &text[pos + 1..key_end - 1];
+        pos = key_end;
+        expect(&mut pos, b':')?;
+        skip_space(&mut pos);
+        let value = |end: usize| serde_json::from_str::<Option<String>>(&text[pos..end]).ok();
+        match key {
+            "id" if id.is_none() => {
+                let end = string_end(pos)?;
+                id = Some(value(end)??);
+                pos = end;
+            }
+            "parent_id" if parent.is_none() => {
+                let end = if text[pos..].starts_with("null") {
+                    pos + 4
+                } else {
+                    string_end(pos)?
+                };
+                parent = Some(value(end)?);
+                pos = end;
+            }
+            _ => return None,
+        }
+    }
+    Some((id?, parent?))
 }
 
 fn read_all<T: Send>(paths: &[String], how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
@@ -626,6 +699,81 @@ mod tests {
             assert_eq!(stubs.to_string(), whole.to_string(), "{text}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The stub read from the leading keys is serde's, or none (serde reads it then); on
+    /// sessions of every committed fixture and on texts that begin otherwise.
+    #[test]
+    fn leading_id_and_parent_read_as_serde_reads_them() {
+        #[derive(serde::Deserialize)]
+        struct Stub {
+            id: String,
+            parent_id: Option<String>,
+        }
+        let serde_stub = |text: &str| {
+            serde_json::from_str::<Stub>(text)
+                .ok()
+                .map(|s| (s.id, s.parent_id))
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let mut texts: Vec<String> = Vec::new();
+        for name in [
+            "sample.json",
+            "corpus.json",
+            "dev/real.json",
+            "dev/sessions.json",
+        ] {
+            // Each session's text as the reader cuts it out of the file.
+            let paths = [root.join(name).to_string_lossy().into_owned()];
+            let parse = |_: usize, text: &str| Ok(text.to_owned());
+            texts.extend(
+                map_session_texts(&paths, &parse, &|s: Session| s.id, |t| t.as_str()).unwrap(),
+            );
+        }
+        let leading = texts
+            .iter()
+            .filter(|t| {
+                let quick = leading_id_and_parent(t);
+                assert!(quick.is_none() || quick == serde_stub(t), "{t}");
+                quick.is_some()
+            })
+            .count();
+        assert!(
+            leading > 0,
+            "no fixture session begins with its id and parent"
+        );
+        for (text, quick) in [
+            (
+                r#"{"id":"a","parent_id":null,"calls":[]}"#,
+                Some(("a", None)),
+            ),
+            (
+                r#" { "parent_id" : "p" , "id" : "a\"b" } "#,
+                Some(("a\"b", Some("p"))),
+            ),
+            (
+                r#"{"id":"\u00e9t\u00e9","parent_id":"x","calls":[{"id":"z"}]}"#,
+                Some(("été", Some("x"))),
+            ),
+            // The rest is not read: its errors are the second pass's.
+            (r#"{"id":"a","parent_id":null oops"#, Some(("a", None))),
+            (r#"{"title":"t","id":"a","parent_id":null}"#, None),
+            (r#"{"\u0069d":"a","parent_id":null}"#, None),
+            (r#"{"id":"a","calls":[],"parent_id":null}"#, None),
+            (r#"{"id":"a","id":"b","parent_id":null}"#, None),
+            (r#"{"id":5,"parent_id":null}"#, None),
+            (r#"{"id":null,"parent_id":null}"#, None),
+            (r#"{"id":"a","parent_id":nul}"#, None),
+            (r#"{"id":"a","parent_id":null"#, Some(("a", None))),
+            (r#"{"id":"a"#, None),
+            (r#"{"id""#, None),
+            ("", None),
+        ] {
+            let want = quick.map(|(id, parent): (&str, Option<&str>)| {
+                (id.to_owned(), parent.map(str::to_owned))
+            });
+            assert_eq!(leading_id_and_parent(text), want, "{text}");
+        }
     }
 
     #[test]
