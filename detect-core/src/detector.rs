@@ -870,6 +870,22 @@ impl SessionDetector {
         Some(detector)
     }
 
+    /// The session's calls are all pushed: forget what only the matching of further calls
+    /// reads (the line counts, the scratch buffers, spare room), for a caller that keeps many
+    /// detectors to pass descendants' landings up their trees (`detect`, issue 19). Verdicts
+    /// and landings pushed later are unchanged; a call pushed later is read without file
+    /// lengths, and a snapshot holds no line counts.
+    pub fn calls_done(&mut self) {
+        if let Some(auto) = &mut self.auto {
+            auto.precise.calls_done();
+        }
+        self.line_counts = Arc::default();
+        self.scratch = Scratch::default();
+        self.span.shrink_to_fit();
+        self.names.shrink_to_fit();
+        self.ids.shrink_to_fit();
+    }
+
     /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
     pub fn set_line_count(&mut self, path: impl Into<String>, lines: u64) {
         let path = path.into();
@@ -942,6 +958,10 @@ impl SessionDetector {
                 self.latest_own_landing = self.latest_own_landing.max(facts.end_ms);
             }
             self.clear_span();
+            // Nothing refers to a name once the span is empty: a session holds only the names
+            // of the calls since it last landed (issue 19: `detect` keeps every detector).
+            self.names.clear();
+            self.ids.clear();
             return;
         }
         let read = facts

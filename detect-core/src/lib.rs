@@ -60,8 +60,9 @@ pub use matcher::{
 };
 pub use model::{
     Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionCalls,
-    SessionFile, SessionText, Streamed, counted_sessions, detect_session_text, output_hash,
-    parse_judged_session_text, parse_session_text, scanned_cleanly, stream_session_texts,
+    SessionFile, SessionText, SharedText, Streamed, counted_sessions, detect_session_text,
+    output_hash, parse_judged_session_text, parse_session_text, scanned_cleanly,
+    stream_session_texts,
 };
 pub use scan::{Scanned, scan_session_texts};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 /// The `format` tag of a session file.
 pub const SESSION_FILE_FORMAT: &str = "agentwatch-sessions/1";
@@ -798,34 +799,176 @@ fn detect_calls(
 }
 
 /// `detect`'s read of a session (issue 19): each call typed and borrowed straight into the
-/// matcher's form ([`CallText`] to [`CallRef`]), no [`Call`] and no [`Value`]. `None` for a
-/// session it does not read (whatever the reason): [`detect_session_text`] then reads it the
-/// usual way, for its answer or its exact error.
+/// matcher's form ([`CallText`] to [`CallRef`]), no [`Call`] and no [`Value`], and pushed into
+/// the detector as it is read (no list of calls) when `calls` comes after the keys the session
+/// is made of, as this tool writes it. `None` for a session it does not read (whatever the
+/// reason): [`detect_session_text`] then reads it the usual way, for its answer or its exact
+/// error.
 fn detect_borrowed(text: &str, config: &DetectConfig) -> Option<(Session, SessionDetector)> {
-    let MapOnly(mut doc) = serde_json::from_str::<MapOnly<SessionDoc<CallText<'_>>>>(text).ok()?;
-    let mut session = doc.stub().ok()?;
-    let mut detector = SessionDetector::taking_line_counts(&mut session, config);
-    for (i, MapOnly(call)) in doc.calls.into_iter().enumerate() {
-        if !matches!(call.input, Json::Object(_)) {
-            return None;
-        }
-        check_call(i, &call.tool, call.input.get("command")).ok()?;
-        let status = CallStatus::from_text(&call.status);
-        let time = call.time.map(|MapOnly(t)| t.time());
-        let meta = call.metadata;
-        let counted = CallRef::new(
-            &call.tool,
-            &call.input,
-            &status,
-            || meta,
-            call.output_hash,
-            time,
-        );
-        if let Some(call) = counted {
-            detector.push_ref(&call);
-        }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let detected =
+        serde::de::Deserializer::deserialize_map(&mut de, DetectVisitor { config }).ok()?;
+    de.end().ok()?;
+    Some(detected)
+}
+
+/// [`detect_borrowed`]'s reader: the keys of [`SessionDoc`] (each at most once), the calls
+/// pushed as they come; any key of the session after `calls` fails it (a detector is made from
+/// the session before its first call).
+struct DetectVisitor<'c> {
+    config: &'c DetectConfig,
+}
+
+/// [`DetectVisitor`]'s reader of `calls`, for a detector made already.
+struct CallsSeed<'d> {
+    detector: &'d mut SessionDetector,
+}
+
+/// Why [`detect_borrowed`] does not read a session (never shown: the usual read says why).
+const NOT_READ: &str = "not read by detect's borrowed read";
+
+impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_> {
+    type Value = (Session, SessionDetector);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a session")
     }
-    Some((session, detector))
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        fn once<'de, T: Deserialize<'de>, A: serde::de::MapAccess<'de>>(
+            slot: &mut Option<T>,
+            map: &mut A,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(A::Error::custom(NOT_READ));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let mut doc = SessionDoc::<CallText<'de>> {
+            id: String::new(),
+            parent_id: None,
+            title: None,
+            agent: None,
+            directory: None,
+            label: None,
+            labels: None,
+            note: None,
+            line_counts: None,
+            loop_start: None,
+            calls: Vec::new(),
+        };
+        let mut id = None;
+        // `Option` fields: a key seen, its value (`null` is none).
+        let (mut parent_id, mut title, mut agent, mut directory) = (None, None, None, None);
+        let (mut label, mut labels, mut note, mut line_counts, mut loop_start) =
+            (None, None, None, None, None);
+        let mut detected = None;
+        while let Some(key) = map.next_key_seed(crate::json::CowStr)? {
+            if detected.is_some() && key != "calls" && is_session_key(&key) {
+                return Err(A::Error::custom(NOT_READ));
+            }
+            match &*key {
+                "id" => once(&mut id, &mut map)?,
+                "parent_id" => once(&mut parent_id, &mut map)?,
+                "title" => once(&mut title, &mut map)?,
+                "agent" => once(&mut agent, &mut map)?,
+                "directory" => once(&mut directory, &mut map)?,
+                "label" => once(&mut label, &mut map)?,
+                "labels" => once(&mut labels, &mut map)?,
+                "note" => once(&mut note, &mut map)?,
+                "line_counts" => once(&mut line_counts, &mut map)?,
+                "loop_start" => once(&mut loop_start, &mut map)?,
+                "calls" => {
+                    if detected.is_some() {
+                        return Err(A::Error::custom(NOT_READ));
+                    }
+                    doc.id = id.take().ok_or_else(|| A::Error::custom(NOT_READ))?;
+                    doc.parent_id = parent_id.take().flatten();
+                    doc.title = title.take().flatten();
+                    doc.agent = agent.take().flatten();
+                    doc.directory = directory.take().flatten();
+                    doc.label = label.take().flatten();
+                    doc.labels = labels.take().flatten();
+                    doc.note = note.take().flatten();
+                    doc.line_counts = line_counts.take().flatten();
+                    doc.loop_start = loop_start.take().flatten();
+                    let mut session = doc.stub().map_err(|_| A::Error::custom(NOT_READ))?;
+                    let mut detector =
+                        SessionDetector::taking_line_counts(&mut session, self.config);
+                    map.next_value_seed(CallsSeed {
+                        detector: &mut detector,
+                    })?;
+                    detected = Some((session, detector));
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        detected.ok_or_else(|| A::Error::custom(NOT_READ))
+    }
+}
+
+/// Whether `key` is one of [`SessionDoc`]'s.
+fn is_session_key(key: &str) -> bool {
+    matches!(
+        key,
+        "id" | "parent_id"
+            | "title"
+            | "agent"
+            | "directory"
+            | "label"
+            | "labels"
+            | "note"
+            | "line_counts"
+            | "loop_start"
+            | "calls"
+    )
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CallsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of calls")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        use serde::de::Error as _;
+        let mut i = 0;
+        while let Some(MapOnly(call)) = seq.next_element::<MapOnly<CallText<'de>>>()? {
+            if !matches!(call.input, Json::Object(_))
+                || check_call(i, &call.tool, call.input.get("command")).is_err()
+            {
+                return Err(A::Error::custom(NOT_READ));
+            }
+            i += 1;
+            let status = CallStatus::from_text(&call.status);
+            let time = call.time.map(|MapOnly(t)| t.time());
+            let meta = call.metadata;
+            let counted = CallRef::new(
+                &call.tool,
+                &call.input,
+                &status,
+                || meta,
+                call.output_hash,
+                time,
+            );
+            if let Some(call) = counted {
+                self.detector.push_ref(&call);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One element of a session file's `sessions` list, as it was read.
@@ -837,7 +980,59 @@ pub struct SessionText {
     pub index: usize,
     /// Its JSON text (nothing built; checked by serde's reader, not by the scan, see
     /// [`scan_session_texts`]).
-    pub text: Box<str>,
+    pub text: SharedText,
+}
+
+/// A session's JSON text, a range of a block of the file shared by every session cut from it
+/// ([`scan_session_texts`]: no copy per session), read as a `str`.
+#[derive(Clone)]
+pub struct SharedText {
+    block: Arc<String>,
+    start: usize,
+    end: usize,
+}
+
+impl SharedText {
+    /// The text of `block` at `range`; `None` when that is not a text of it.
+    pub(crate) fn new(block: Arc<String>, range: std::ops::Range<usize>) -> Option<Self> {
+        block.get(range.clone())?;
+        Some(Self {
+            block,
+            start: range.start,
+            end: range.end,
+        })
+    }
+}
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        // Always a text of the block ([`SharedText::new`]).
+        self.block.get(self.start..self.end).unwrap_or_default()
+    }
+}
+
+impl From<Box<str>> for SharedText {
+    fn from(text: Box<str>) -> Self {
+        let end = text.len();
+        Self {
+            block: Arc::new(text.into_string()),
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl PartialEq for SharedText {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
 }
 
 /// What [`stream_session_texts`] found besides the sessions it handed over.
@@ -1052,7 +1247,7 @@ impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
             (state.on_text)(SessionText {
                 serial: state.serial,
                 index,
-                text: text.into(),
+                text: Box::<str>::from(text).into(),
             });
             state.serial += 1;
             index += 1;
@@ -1498,6 +1693,44 @@ mod tests {
                 .replace(r#""id":"s""#, r#""id":"s","title":"x (@explore subagent)""#),
             true,
         ));
+        // The session's own keys: the calls are pushed as they are read when they come after
+        // the keys the detector is made of; anything else is left to the usual read.
+        let calls = times(bash, 12);
+        for (text, borrowed) in [
+            (
+                format!(
+                    r#"{{"x":[{{"calls":1}}],"d\u0069rectory":"/p","id":"s","parent_id":null,"title":null,"labels":{{"precise":"must_flag"}},"label":"must_not_flag","note":"n","loop_start":2,"calls":[{calls}],"y":{{"id":1}}}}"#
+                ),
+                true,
+            ),
+            (format!(r#"{{"calls":[{calls}],"id":"s"}}"#), false),
+            (
+                format!(r#"{{"id":"s","calls":[{calls}],"line_counts":{{"/p/a.rs":1}}}}"#),
+                false,
+            ),
+            (
+                format!(r#"{{"id":"s","calls":[{calls}],"note":null}}"#),
+                false,
+            ),
+            (
+                format!(r#"{{"id":"s","calls":[],"calls":[{calls}]}}"#),
+                false,
+            ),
+            (format!(r#"{{"id":"s","id":"t","calls":[{calls}]}}"#), false),
+            (format!(r#"{{"id":"s","calls":[{calls}]}} x"#), false),
+            (r#"{"id":"s","calls":null}"#.to_owned(), false),
+            (r#"{"id":"s"}"#.to_owned(), false),
+            (
+                r#"{"id":"s","labels":{"x":"must_flag"},"calls":[]}"#.to_owned(),
+                false,
+            ),
+            (
+                r#"["s",null,null,null,null,null,null,null,null,null,[]]"#.to_owned(),
+                false,
+            ),
+        ] {
+            cases.push((text, borrowed));
+        }
         for (text, borrowed) in &cases {
             for profile in [
                 crate::Profile::Design,

@@ -1,5 +1,5 @@
-//! The fast read of a session file (issue 19): a small JSON-aware byte scanner over large chunks
-//! of a reader cuts each element of the `sessions` list out as text, for whoever parses it.
+//! The fast read of a session file (issue 19): a small JSON-aware byte scanner over large blocks
+//! of a reader cuts each element of the `sessions` list out, for whoever parses it.
 //!
 //! The scanner only knows where values begin and end (strings, escapes, nesting depth) and the
 //! punctuation of the top-level object and of the `sessions` list; every value it cuts out is
@@ -8,15 +8,20 @@
 //! syntax error anywhere, a key written with escapes, a document that is not an object, bytes
 //! that are not UTF-8) it reports as [`Scanned::Unusual`]: the caller then reads the document
 //! again through serde's reader ([`crate::stream_session_texts`]), which says exactly what a
-//! reader of the whole document says. Only one chunk (1 MiB) and the session being cut out are
-//! held at a time.
+//! reader of the whole document says.
+//!
+//! The sessions are not copied out of what was read: each block of the file (2 MiB) is checked
+//! as UTF-8 once and shared by the sessions cut from it ([`SharedText`]); only a session cut
+//! across the end of a block is copied, into the next block. Held at a time: the block being
+//! read, and the blocks of sessions not yet parsed.
 
-use crate::model::{ListState, SessionText, Streamed, check_format};
+use crate::model::{ListState, SessionText, SharedText, Streamed, check_format};
 use serde_json::{Map, Value};
 use std::io::Read;
+use std::sync::Arc;
 
 /// How much is read from the reader at a time.
-const CHUNK: u64 = 1 << 20;
+const CHUNK: u64 = 2 << 20;
 
 /// What [`scan_session_texts`] made of a document.
 #[derive(Debug)]
@@ -51,9 +56,10 @@ impl From<Unusual> for Stop {
     }
 }
 
-/// Read a session file from `reader` in large chunks, handing each element of its `sessions`
-/// list to `on_text` as soon as it is cut out, as [`crate::stream_session_texts`] does (the same
-/// serials and indices, the same [`Streamed`]) but without serde's byte-at-a-time reader.
+/// Read a session file from `reader` in large blocks, handing each element of its `sessions`
+/// list to `on_text` as soon as the block it ends in is read, as [`crate::stream_session_texts`]
+/// does (the same serials and indices, the same [`Streamed`]) but without serde's byte-at-a-time
+/// reader.
 ///
 /// The elements handed over are not checked here: whoever parses them must, and a caller must
 /// read the document again through [`crate::stream_session_texts`] when the scan says
@@ -65,52 +71,100 @@ pub fn scan_session_texts(
     keep: &[&str],
     on_text: &mut dyn FnMut(SessionText),
 ) -> std::io::Result<Scanned> {
+    scan_in_chunks(reader, keep, on_text, CHUNK)
+}
+
+/// [`scan_session_texts`] reading `chunk` bytes at a time (small in tests, to cut sessions
+/// across blocks).
+fn scan_in_chunks(
+    reader: impl Read,
+    keep: &[&str],
+    on_text: &mut dyn FnMut(SessionText),
+    chunk: u64,
+) -> std::io::Result<Scanned> {
     let mut scanner = Scanner {
         reader,
-        buf: Vec::with_capacity(2 * CHUNK as usize),
+        chunk,
+        buf: Vec::with_capacity(usize::try_from(chunk).unwrap_or(0)),
         pos: 0,
         eof: false,
+        cut: Vec::new(),
+        on_text,
     };
-    match scanner.document(keep, on_text) {
+    match scanner.document(keep) {
         Ok(streamed) => Ok(Scanned::Read(streamed)),
         Err(Stop::Unusual) => Ok(Scanned::Unusual),
         Err(Stop::Io(e)) => Err(e),
     }
 }
 
-struct Scanner<R> {
+/// A session cut out of the block being read, not handed over yet: serial, index, and where
+/// its text is in the block.
+type Cut = (usize, usize, usize, usize);
+
+struct Scanner<'f, R> {
     reader: R,
-    /// The bytes read and not yet dropped; `pos` is the next to look at.
+    /// How much is read at a time ([`CHUNK`]).
+    chunk: u64,
+    /// The block being read (bytes not yet dropped); `pos` is the next to look at.
     buf: Vec<u8>,
     pos: usize,
     eof: bool,
+    /// The sessions cut out of `buf`, handed over when it is shared ([`Scanner::hand_over`]).
+    cut: Vec<Cut>,
+    on_text: &'f mut dyn FnMut(SessionText),
 }
 
 fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\t' | b'\r')
 }
 
-impl<R: Read> Scanner<R> {
+impl<R: Read> Scanner<'_, R> {
     /// Read the next chunk, dropping the bytes before `*start` (which becomes 0); false at the
-    /// end of the input.
-    fn refill(&mut self, start: &mut usize) -> std::io::Result<bool> {
+    /// end of the input. The sessions cut so far are handed over first, with the block they
+    /// are in; the bytes from `*start` on begin the next block.
+    fn refill(&mut self, start: &mut usize) -> Result<bool, Stop> {
         if self.eof {
             return Ok(false);
         }
-        if *start > 0 {
+        if !self.cut.is_empty() {
+            self.hand_over(*start)?;
+        } else if *start > 0 {
             self.buf.drain(..*start);
-            self.pos -= *start;
-            *start = 0;
         }
-        let read = (&mut self.reader).take(CHUNK).read_to_end(&mut self.buf)?;
+        self.pos -= *start;
+        *start = 0;
+        let chunk = self.chunk;
+        let read = (&mut self.reader).take(chunk).read_to_end(&mut self.buf)?;
         if read == 0 {
             self.eof = true;
         }
         Ok(read > 0)
     }
 
+    /// Hand over the sessions cut so far, sharing the block up to `end` (checked as UTF-8 once
+    /// for all of them); the bytes from `end` on are copied into a new block, and positions
+    /// are not moved (the caller does).
+    fn hand_over(&mut self, end: usize) -> Result<(), Stop> {
+        let room = usize::try_from(self.chunk).unwrap_or(0);
+        let mut next = Vec::with_capacity(self.buf.len() - end + room);
+        next.extend_from_slice(&self.buf[end..]);
+        let mut block = std::mem::replace(&mut self.buf, next);
+        block.truncate(end);
+        let block = Arc::new(String::from_utf8(block).map_err(|_| Unusual)?);
+        for (serial, index, start, end) in self.cut.drain(..) {
+            let text = SharedText::new(Arc::clone(&block), start..end).ok_or(Unusual)?;
+            (self.on_text)(SessionText {
+                serial,
+                index,
+                text,
+            });
+        }
+        Ok(())
+    }
+
     /// The next byte, without taking it; `None` at the end of the input.
-    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+    fn peek(&mut self) -> Result<Option<u8>, Stop> {
         if self.pos == self.buf.len() {
             let mut start = self.pos;
             if !self.refill(&mut start)? {
@@ -121,7 +175,7 @@ impl<R: Read> Scanner<R> {
     }
 
     /// Skip whitespace; the next byte after it, not taken.
-    fn space(&mut self) -> std::io::Result<Option<u8>> {
+    fn space(&mut self) -> Result<Option<u8>, Stop> {
         loop {
             match self.peek()? {
                 Some(b) if is_space(b) => self.pos += 1,
@@ -140,11 +194,7 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    fn document(
-        &mut self,
-        keep: &[&str],
-        on_text: &mut dyn FnMut(SessionText),
-    ) -> Result<Streamed, Stop> {
+    fn document(&mut self, keep: &[&str]) -> Result<Streamed, Stop> {
         let mut serial = 0;
         let mut kept = Map::new();
         let mut format = None;
@@ -160,7 +210,7 @@ impl<R: Read> Scanner<R> {
                 match key.as_str() {
                     "sessions" if self.peek()? == Some(b'[') => {
                         let first_serial = serial;
-                        self.sessions(&mut serial, on_text)?;
+                        self.sessions(&mut serial)?;
                         list = Some(ListState::List { first_serial });
                     }
                     "sessions" => {
@@ -211,7 +261,7 @@ impl<R: Read> Scanner<R> {
         let mut start = self.pos;
         loop {
             let rest = &self.buf[self.pos..];
-            if let Some(at) = rest.iter().position(|&b| b == b'"' || b == b'\\') {
+            if let Some(at) = memchr::memchr2(b'"', b'\\', rest) {
                 if rest[at] == b'\\' {
                     return Err(Stop::Unusual);
                 }
@@ -232,12 +282,9 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    /// The elements of the `sessions` list (the next byte is its `[`), each handed over.
-    fn sessions(
-        &mut self,
-        serial: &mut usize,
-        on_text: &mut dyn FnMut(SessionText),
-    ) -> Result<(), Stop> {
+    /// The elements of the `sessions` list (the next byte is its `[`), each cut out and handed
+    /// over with its block; all of them by the end of the list.
+    fn sessions(&mut self, serial: &mut usize) -> Result<(), Stop> {
         self.pos += 1;
         if self.space()? == Some(b']') {
             self.pos += 1;
@@ -246,19 +293,17 @@ impl<R: Read> Scanner<R> {
         let mut index = 0;
         loop {
             self.space()?;
-            let text = self.value()?;
-            let text = String::from_utf8(text).map_err(|_| Unusual)?;
-            on_text(SessionText {
-                serial: *serial,
-                index,
-                text: text.into_boxed_str(),
-            });
+            let (start, end) = self.value()?;
+            self.cut.push((*serial, index, start, end));
             *serial += 1;
             index += 1;
             match self.space()? {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
+                    let end = self.pos;
+                    self.hand_over(end)?;
+                    self.pos = 0;
                     return Ok(());
                 }
                 _ => return Err(Stop::Unusual),
@@ -268,15 +313,16 @@ impl<R: Read> Scanner<R> {
 
     /// The value that starts here, read as `T` by serde_json (which checks it).
     fn value_as<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, Stop> {
-        let text = self.value()?;
+        let (start, end) = self.value()?;
+        let text = &self.buf[start..end];
         // Not UTF-8: serde's reader says how (its checks differ between readers).
-        std::str::from_utf8(&text).map_err(|_| Unusual)?;
-        serde_json::from_slice(&text).map_err(|_| Stop::Unusual)
+        std::str::from_utf8(text).map_err(|_| Unusual)?;
+        serde_json::from_slice(text).map_err(|_| Stop::Unusual)
     }
 
     /// Cut out the value that starts here (an object, a list, a string, or the bytes of a
-    /// scalar up to the next delimiter), unchecked.
-    fn value(&mut self) -> Result<Vec<u8>, Stop> {
+    /// scalar up to the next delimiter), unchecked: where it is in the block.
+    fn value(&mut self) -> Result<(usize, usize), Stop> {
         let mut start = self.pos;
         let end = match self.peek()? {
             Some(b'{' | b'[') => self.nested(&mut start)?,
@@ -287,14 +333,14 @@ impl<R: Read> Scanner<R> {
             Some(b) if b == b'-' || b.is_ascii_alphanumeric() => self.scalar_end(&mut start)?,
             _ => return Err(Stop::Unusual),
         };
-        Ok(self.buf[start..end].to_vec())
+        Ok((start, end))
     }
 
     /// The end of the string whose opening quote was taken.
     fn string_end(&mut self, start: &mut usize) -> Result<usize, Stop> {
         loop {
             let rest = &self.buf[self.pos..];
-            match rest.iter().position(|&b| b == b'"' || b == b'\\') {
+            match memchr::memchr2(b'"', b'\\', rest) {
                 Some(at) if rest[at] == b'"' => {
                     self.pos += at + 1;
                     return Ok(self.pos);
@@ -380,9 +426,14 @@ mod tests {
             }
         }
         let mut texts = Vec::new();
-        let scanned = scan_session_texts(Trickle(doc.as_bytes(), step), &["info"], &mut |t| {
-            texts.push((t.serial, t.index, t.text.into_string()));
-        })
+        // Read `step` bytes at a time: every session is cut across blocks.
+        let chunk = u64::try_from(step).unwrap();
+        let scanned = scan_in_chunks(
+            Trickle(doc.as_bytes(), step),
+            &["info"],
+            &mut |t| texts.push((t.serial, t.index, (*t.text).to_owned())),
+            chunk,
+        )
         .unwrap();
         match scanned {
             Scanned::Read(streamed) => (texts, Some(streamed)),
@@ -395,7 +446,7 @@ mod tests {
         let mut texts = Vec::new();
         let mut de = serde_json::Deserializer::from_str(doc);
         let streamed = crate::stream_session_texts(&mut de, &["info"], &mut |t| {
-            texts.push((t.serial, t.index, t.text.into_string()));
+            texts.push((t.serial, t.index, (*t.text).to_owned()));
         });
         (texts, streamed.ok())
     }

@@ -495,13 +495,21 @@ fn detect_document(
     source: Source<'_>,
     config: &DetectConfig,
 ) -> Result<Vec<(Session, SessionDetector)>, Error> {
+    // Every detector is kept until the trees are judged: each forgets, once its calls are
+    // pushed, what only further calls would read.
     let how = Reading {
-        parse: &|index, text| detect_session_text(index, text, config),
+        parse: &|index, text| {
+            detect_session_text(index, text, config).map(|(session, mut detector)| {
+                detector.calls_done();
+                (session, detector)
+            })
+        },
         export: &|mut session: Session| {
             let mut detector = SessionDetector::taking_line_counts(&mut session, config);
             for call in &session.calls {
                 detector.push(call);
             }
+            detector.calls_done();
             session.calls = Vec::new();
             (session, detector)
         },
