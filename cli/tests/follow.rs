@@ -221,7 +221,7 @@ fn a_repeated_failing_command_is_alerted_by_the_follower() {
 fn stored_verdict(home: &Path, session: &str) -> Option<(i64, f64, i64)> {
     let db = home.join("state/agentwatch/agentwatch.db");
     let store = agentwatch_store::Store::open_read_only(&db).ok()?;
-    let tick = store.last_tick().ok()??;
+    let _tick = store.last_tick().ok()??;
     let verdicts = store.current_verdicts().ok()?;
     let v = verdicts.iter().find(|v| v.session_id == session)?;
     Some((v.calls_since_landed, v.dup, v.top))

@@ -672,7 +672,6 @@ fn calls_through_shell_are_read_though_time_updated_stays() {
     let db = home.join("state/agentwatch/agentwatch.db");
     let calls = || {
         let store = agentwatch_store::Store::open_read_only(&db).unwrap();
-        let tick = store.last_tick().unwrap().unwrap();
         let verdicts = store.current_verdicts().unwrap();
         let v = verdicts.iter().find(|v| v.session_id == id).unwrap();
         v.calls_since_landed
@@ -745,7 +744,6 @@ fn opencode_db_is_read_incrementally() {
     let db = home.join("state/agentwatch/agentwatch.db");
     let calls_of = |id: &str| {
         let store = agentwatch_store::Store::open_read_only(&db).unwrap();
-        let tick = store.last_tick().unwrap().unwrap();
         let verdicts = store.current_verdicts().unwrap();
         verdicts
             .iter()

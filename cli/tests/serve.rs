@@ -365,7 +365,7 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
         );
     }
     let store = agentwatch_store::Store::open_read_only(&db).unwrap();
-    let tick = store.last_tick().unwrap().unwrap();
+    let _tick = store.last_tick().unwrap().unwrap();
     let v = &store.current_verdicts().unwrap()[0];
     assert_eq!(
         (v.model_id.as_deref(), v.provider.as_deref()),
@@ -436,7 +436,7 @@ fn opencode_db_sessions_carry_model_provider_and_cost_too() {
         ],
     );
     let store = agentwatch_store::Store::open_read_only(&db).unwrap();
-    let tick = store.last_tick().unwrap().unwrap();
+    let _tick = store.last_tick().unwrap().unwrap();
     let v = &store.current_verdicts().unwrap()[0];
     assert_eq!(
         (
