@@ -635,6 +635,14 @@ mod tests {
     use detect_core::{Profile, SessionFile, judge_sessions};
     use std::path::Path;
 
+    /// The committed session files the readers are checked on (under `fixtures/`).
+    const SESSION_FIXTURES: [&str; 4] = [
+        "sample.json",
+        "corpus.json",
+        "dev/real.json",
+        "dev/sessions.json",
+    ];
+
     /// The streamed, parallel judgement equals the batch one on every committed fixture, under
     /// every profile (`auto` included): the same verdicts in the same order.
     #[test]
@@ -670,12 +678,7 @@ mod tests {
         fn id(t: &(String, Option<String>, usize)) -> &str {
             &t.0
         }
-        for name in [
-            "sample.json",
-            "corpus.json",
-            "dev/real.json",
-            "dev/sessions.json",
-        ] {
+        for name in SESSION_FIXTURES {
             let paths = [root.join(name).to_string_lossy().into_owned()];
             let whole = map_judged_sessions(&paths, &head, id).unwrap();
             let stubs = map_session_stubs(&paths, &|s| s.parent_id.is_some(), &head, id).unwrap();
@@ -725,12 +728,7 @@ mod tests {
         };
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
         let mut texts: Vec<String> = Vec::new();
-        for name in [
-            "sample.json",
-            "corpus.json",
-            "dev/real.json",
-            "dev/sessions.json",
-        ] {
+        for name in SESSION_FIXTURES {
             // Each session's text as the reader cuts it out of the file.
             let paths = [root.join(name).to_string_lossy().into_owned()];
             let parse = |_: usize, text: &str| Ok(text.to_owned());
