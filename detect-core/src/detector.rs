@@ -11,7 +11,9 @@
 
 use crate::config::{DetectConfig, Profile, Rule};
 use crate::json::Json;
-use crate::matcher::{CallContext, CallFacts, CallRef, Facts, Scratch, facts};
+use crate::matcher::{
+    CallContext, CallFacts, CallRef, Context, Facts, LineCounts, LineCountsText, Scratch, facts,
+};
 use crate::model::{Call, Session};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use rustc_hash::FxHashMap;
@@ -917,19 +919,29 @@ impl SessionDetector {
 
     /// Push the next counted call, read borrowed.
     pub(crate) fn push_ref(&mut self, call: &CallRef<'_>) {
-        if let Some(auto) = &mut self.auto {
-            auto.tools.push(call.tool, &self.config);
-            auto.precise.push_ref(call);
-        }
-        self.push_counted(call);
+        self.push_in(call, None);
     }
 
-    /// [`SessionDetector::push_ref`] for this detector alone (not its `auto` twin).
-    fn push_counted(&mut self, call: &CallRef<'_>) {
+    /// [`SessionDetector::push_ref`] with the session's line counts read from its text (this
+    /// detector's own are not looked at).
+    pub(crate) fn push_ref_with(&mut self, call: &CallRef<'_>, line_counts: &LineCountsText<'_>) {
+        self.push_in(call, Some(line_counts));
+    }
+
+    fn push_in(&mut self, call: &CallRef<'_>, line_counts: Option<&LineCountsText<'_>>) {
+        if let Some(auto) = &mut self.auto {
+            auto.tools.push(call.tool, &self.config);
+            auto.precise.push_in(call, line_counts);
+        }
+        self.push_counted(call, line_counts);
+    }
+
+    /// [`SessionDetector::push_in`] for this detector alone (not its `auto` twin).
+    fn push_counted(&mut self, call: &CallRef<'_>, line_counts: Option<&LineCountsText<'_>>) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        let ctx = CallContext {
+        let ctx = Context {
             directory: self.directory.as_deref(),
-            line_counts: &self.line_counts,
+            line_counts: line_counts.map_or(LineCounts::Map(&self.line_counts), LineCounts::Text),
         };
         let mut facts = facts(call, ctx, &self.config, &mut scratch);
         self.push_facts(&mut facts);

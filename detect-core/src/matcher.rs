@@ -8,6 +8,7 @@ use crate::config::{DetectConfig, Rule};
 use crate::json::{CowStr, Json, write_json_string, write_object};
 use crate::model::{Call, CallStatus, CallTime, MapOnly};
 use crate::shell;
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -170,6 +171,67 @@ pub struct CallFacts {
 pub struct CallContext<'a> {
     pub directory: Option<&'a str>,
     pub line_counts: &'a BTreeMap<String, u64>,
+}
+
+/// The session context as the matcher reads it: a [`CallContext`], or the same with the line
+/// counts read borrowed from a session file's text ([`LineCountsText`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub directory: Option<&'a str>,
+    pub line_counts: LineCounts<'a>,
+}
+
+impl<'a> From<CallContext<'a>> for Context<'a> {
+    fn from(ctx: CallContext<'a>) -> Self {
+        Self {
+            directory: ctx.directory,
+            line_counts: LineCounts::Map(ctx.line_counts),
+        }
+    }
+}
+
+/// A session's `line_counts`, in whichever form they were read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LineCounts<'a> {
+    Map(&'a BTreeMap<String, u64>),
+    Text(&'a LineCountsText<'a>),
+}
+
+impl LineCounts<'_> {
+    /// The length of the file at `path`, if known.
+    fn get(self, path: &str) -> Option<u64> {
+        match self {
+            LineCounts::Map(map) => map.get(path).copied(),
+            LineCounts::Text(text) => text.0.get(path).copied(),
+        }
+    }
+}
+
+/// A session's `line_counts` read borrowed from its text (`detect`, issue 19: no owned path and
+/// no tree per session, one hash per lookup). It reads what `BTreeMap<String, u64>` reads, and a
+/// repeated path's last count counts, as there.
+#[derive(Debug, Default)]
+pub(crate) struct LineCountsText<'a>(FxHashMap<Cow<'a, str>, u64>);
+
+impl<'de> Deserialize<'de> for LineCountsText<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Counts;
+        impl<'de> Visitor<'de> for Counts {
+            type Value = LineCountsText<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut counts = FxHashMap::default();
+                counts.reserve(map.size_hint().unwrap_or(0));
+                while let Some(path) = map.next_key_seed(CowStr)? {
+                    counts.insert(path, map.next_value::<u64>()?);
+                }
+                Ok(LineCountsText(counts))
+            }
+        }
+        d.deserialize_map(Counts)
+    }
 }
 
 /// A counted call as the matcher reads it, borrowed: from a [`Call`], or straight from a
@@ -508,14 +570,14 @@ impl CallFacts {
     pub fn of(call: &Call, ctx: CallContext<'_>, config: &DetectConfig) -> Option<Self> {
         let input = Json::of(&call.input);
         let call = CallRef::of(call, &input)?;
-        Some(facts(&call, ctx, config, &mut Scratch::default()).to_owned())
+        Some(facts(&call, ctx.into(), config, &mut Scratch::default()).to_owned())
     }
 }
 
 /// The facts of a counted call ([`CallFacts::of`]), written into `scratch`.
 pub(crate) fn facts<'s>(
     call: &CallRef<'_>,
-    ctx: CallContext<'_>,
+    ctx: Context<'_>,
     config: &DetectConfig,
     scratch: &'s mut Scratch,
 ) -> Facts<'s> {
@@ -692,15 +754,11 @@ fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &Dete
 fn view_range(
     call: &CallRef<'_>,
     shown: Option<(String, Option<(u64, u64)>)>,
-    ctx: CallContext<'_>,
+    ctx: Context<'_>,
     config: &DetectConfig,
     path: &mut String,
 ) -> Option<(u64, u64)> {
-    let known_length = |path: &str| {
-        call.meta
-            .total_lines
-            .or_else(|| ctx.line_counts.get(path).copied())
-    };
+    let known_length = |path: &str| call.meta.total_lines.or_else(|| ctx.line_counts.get(path));
     let (first, last) = if let Some((file, lines)) = shown {
         resolve_path_into(ctx.directory, &file, path);
         match lines {
@@ -746,7 +804,7 @@ pub const MAX_FILE_LINES: u64 = 1 << 40;
 /// `min(limit or 2000, L - offset + 1)`, always capped at the file length `L`. `L` is the read's
 /// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`. The
 /// resolved path is written into `path`; the answer is `(lines, L)`.
-fn read_facts(call: &CallRef<'_>, ctx: CallContext<'_>, path: &mut String) -> Option<(u64, u64)> {
+fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &mut String) -> Option<(u64, u64)> {
     let raw_path = call.input.get("filePath")?.as_str()?;
     resolve_path_into(ctx.directory, raw_path, path);
     // Capped at 2^40 lines (no real file comes near): the window sums lines over its reads
@@ -754,7 +812,7 @@ fn read_facts(call: &CallRef<'_>, ctx: CallContext<'_>, path: &mut String) -> Op
     let file_lines = call
         .meta
         .total_lines
-        .or_else(|| ctx.line_counts.get(path.as_str()).copied())?
+        .or_else(|| ctx.line_counts.get(path))?
         .min(MAX_FILE_LINES);
     let input_u64 = |key: &str| {
         call.input.get(key).and_then(|v| {

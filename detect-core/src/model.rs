@@ -7,7 +7,7 @@
 use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
 use crate::json::Json;
-use crate::matcher::{CallRef, MetaFacts, ReadMetadata};
+use crate::matcher::{CallRef, LineCountsText, MetaFacts, ReadMetadata};
 use crate::scan::scan_session_texts;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -765,7 +765,8 @@ impl<'a> SessionCalls<'a> {
 
 /// Parse one session of a session file from its JSON text and push its calls into a new
 /// detector as they are read, dropping them: the session comes back without calls and without
-/// line counts (the detector holds them). Of each
+/// line counts, and the detector with its calls done ([`SessionDetector::calls_done`]: the line
+/// counts are read borrowed for the calls' sake and not kept). Of each
 /// call only what the matcher reads is built, borrowed from the text ([`CallText`]); a session
 /// that does not read so is read again through [`parse_session_text`]'s reader. The same errors
 /// as [`parse_session_text`]; the detector is the one that would have been fed its calls.
@@ -774,10 +775,12 @@ pub fn detect_session_text(
     text: &str,
     config: &DetectConfig,
 ) -> Result<(Session, SessionDetector), ParseError> {
-    match detect_borrowed(text, config) {
-        Some(detected) => Ok(detected),
-        None => detect_calls(index, text, config),
-    }
+    let (session, mut detector) = match detect_borrowed(text, config) {
+        Some(detected) => detected,
+        None => detect_calls(index, text, config)?,
+    };
+    detector.calls_done();
+    Ok((session, detector))
 }
 
 /// [`detect_session_text`] through [`parse_session_text`]'s reader: each call built as a
@@ -819,9 +822,11 @@ struct DetectVisitor<'c> {
     config: &'c DetectConfig,
 }
 
-/// [`DetectVisitor`]'s reader of `calls`, for a detector made already.
-struct CallsSeed<'d> {
+/// [`DetectVisitor`]'s reader of `calls`, for a detector made already, with the session's line
+/// counts as they were read.
+struct CallsSeed<'d, 'l> {
     detector: &'d mut SessionDetector,
+    line_counts: &'d LineCountsText<'l>,
 }
 
 /// Why [`detect_borrowed`] does not read a session (never shown: the usual read says why).
@@ -892,13 +897,14 @@ impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_> {
                     doc.label = label.take().flatten();
                     doc.labels = labels.take().flatten();
                     doc.note = note.take().flatten();
-                    doc.line_counts = line_counts.take().flatten();
                     doc.loop_start = loop_start.take().flatten();
                     let mut session = doc.stub().map_err(|_| A::Error::custom(NOT_READ))?;
                     let mut detector =
                         SessionDetector::taking_line_counts(&mut session, self.config);
+                    let line_counts: Option<LineCountsText<'de>> = line_counts.take().flatten();
                     map.next_value_seed(CallsSeed {
                         detector: &mut detector,
+                        line_counts: &line_counts.unwrap_or_default(),
                     })?;
                     detected = Some((session, detector));
                 }
@@ -928,14 +934,14 @@ fn is_session_key(key: &str) -> bool {
     )
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_> {
+impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_, '_> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for CallsSeed<'_> {
+impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -964,7 +970,7 @@ impl<'de> serde::de::Visitor<'de> for CallsSeed<'_> {
                 time,
             );
             if let Some(call) = counted {
-                self.detector.push_ref(&call);
+                self.detector.push_ref_with(&call, self.line_counts);
             }
         }
         Ok(())
@@ -1471,11 +1477,13 @@ mod tests {
                     Ok(mut session) => {
                         let mut fed = SessionDetector::new(&session, &config);
                         session.calls.iter().for_each(|c| fed.push(c));
+                        fed.calls_done();
                         session.calls.clear();
                         session.line_counts.clear();
                         let judged = parse_judged_session_text(3, text).unwrap();
                         let mut replayed = SessionDetector::new(&judged, &config);
                         judged.calls.iter().for_each(|c| replayed.push(c));
+                        replayed.calls_done();
                         assert_eq!(replayed.snapshot(), fed.snapshot(), "{text}");
                         let (stub, detector) = detected.unwrap();
                         assert_eq!(stub, session, "{text}");
@@ -1738,8 +1746,13 @@ mod tests {
                 crate::Profile::Auto,
             ] {
                 let config = DetectConfig::with_profile(profile);
-                let usual = detect_calls(3, text, &config);
-                let Some((stub, detector)) = detect_borrowed(text, &config) else {
+                // As `detect_session_text` hands both over: their calls done.
+                let done = |(s, mut d): (Session, SessionDetector)| {
+                    d.calls_done();
+                    (s, d)
+                };
+                let usual = detect_calls(3, text, &config).map(done);
+                let Some((stub, detector)) = detect_borrowed(text, &config).map(done) else {
                     assert!(!borrowed, "not read borrowed: {text}");
                     assert_eq!(
                         detect_session_text(3, text, &config).map(|(s, d)| (s, d.snapshot())),

@@ -496,14 +496,9 @@ fn detect_document(
     config: &DetectConfig,
 ) -> Result<Vec<(Session, SessionDetector)>, Error> {
     // Every detector is kept until the trees are judged: each forgets, once its calls are
-    // pushed, what only further calls would read.
+    // pushed, what only further calls would read (`detect_session_text` hands them over so).
     let how = Reading {
-        parse: &|index, text| {
-            detect_session_text(index, text, config).map(|(session, mut detector)| {
-                detector.calls_done();
-                (session, detector)
-            })
-        },
+        parse: &|index, text| detect_session_text(index, text, config),
         export: &|mut session: Session| {
             let mut detector = SessionDetector::taking_line_counts(&mut session, config);
             for call in &session.calls {
