@@ -47,6 +47,20 @@ pub const ECHO_HISTORY: usize = 16;
 /// and at least half of them echo ([`Staleness`]): a loop that starts right after a change,
 /// however it shuffles its calls among new ones, repeats more than half of what it does.
 pub const STALE_SPAN_MIN_CALLS: u32 = 10;
+/// `repeat` also fires when the session's last this-many calls are one failed call (status
+/// `error` or a non-zero exit) with the same result each time: a call that failed, sent again
+/// twice unchanged and failing the same way (OpenHands' stuck detector: the same action and the
+/// same error three times).
+pub const FAILING_MIN: u32 = 3;
+/// `repeat` also fires when one call and result occurs at least this many times among the
+/// session's last [`ECHO_HISTORY`] calls, [`RECUR_RECENT_MIN`] of them among its last
+/// [`RECUR_RECENT_WINDOW`]: a call the agent keeps coming back to, seeing the same result,
+/// however many new calls it makes between.
+pub const RECUR_MIN: u32 = 5;
+/// See [`RECUR_MIN`].
+pub const RECUR_RECENT_WINDOW: usize = 12;
+/// See [`RECUR_MIN`].
+pub const RECUR_RECENT_MIN: u32 = 4;
 
 /// One call as [`Staleness`] remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +70,9 @@ struct Echo {
     /// The lines of one file it showed, until the session lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     view: Option<(String, u64, u64)>,
+    /// The call failed ([`CallFacts::failed`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    failed: bool,
 }
 
 /// Which of a session's last calls made no progress, for `repeat`'s figures `stale` and
@@ -111,7 +128,11 @@ impl Staleness {
         if self.history.len() == ECHO_HISTORY {
             self.history.pop_front();
         }
-        self.history.push_back(Echo { key, view });
+        self.history.push_back(Echo {
+            key,
+            view,
+            failed: facts.failed,
+        });
         if self.recent.len() == STALE_LONG_WINDOW {
             self.recent.pop_front();
         }
@@ -130,6 +151,44 @@ impl Staleness {
     /// How many of the last `window` calls echoed.
     fn count(&self, window: usize) -> u32 {
         count_true(self.recent.iter().rev().take(window))
+    }
+
+    /// `repeat`'s figure `failing`: how many of the last calls are one failed call with the
+    /// same result, in a row (a poll breaks the row; 0 when the last call did not fail).
+    fn failing(&self) -> u32 {
+        let Some(last) = self.history.back().filter(|e| e.failed && e.key.is_some()) else {
+            return 0;
+        };
+        let run = self
+            .history
+            .iter()
+            .rev()
+            .take_while(|e| e.failed && e.key == last.key)
+            .count();
+        u32::try_from(run).unwrap_or(u32::MAX)
+    }
+
+    /// `repeat`'s figure `recur`: the most times one call and result occurs among the last
+    /// [`ECHO_HISTORY`] calls, of those that occur at least [`RECUR_RECENT_MIN`] times among the
+    /// last [`RECUR_RECENT_WINDOW`] (0 when none does). A result without an output hash seen
+    /// before a landing is forgotten by it, as for echoes.
+    fn recur(&self) -> u32 {
+        let recent_from = self.history.len().saturating_sub(RECUR_RECENT_WINDOW);
+        let mut best = 0;
+        for (i, e) in self.history.iter().enumerate().skip(recent_from) {
+            let Some(key) = &e.key else { continue };
+            // Count each call once, at its first occurrence in the recent calls.
+            let same = |other: &Echo| other.key.as_ref() == Some(key);
+            if self.history.iter().skip(recent_from).take(i - recent_from).any(same) {
+                continue;
+            }
+            let recent = self.history.iter().skip(recent_from).filter(|o| same(o)).count();
+            if u32::try_from(recent).unwrap_or(u32::MAX) >= RECUR_RECENT_MIN {
+                let all = self.history.iter().filter(|o| same(o)).count();
+                best = best.max(u32::try_from(all).unwrap_or(u32::MAX));
+            }
+        }
+        best
     }
 }
 
@@ -173,6 +232,8 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
         && (reason.repeat >= config.repeat_min
             || reason.stale >= STALE_MIN
             || reason.stale_long >= STALE_LONG_MIN
+            || reason.failing >= FAILING_MIN
+            || reason.recur >= RECUR_MIN
             || (reason.stale_span_calls >= STALE_SPAN_MIN_CALLS
                 && u64::from(reason.stale_span) * 2 >= u64::from(reason.stale_span_calls)));
     if reason.calls_since_landed >= config.min_calls {
@@ -446,24 +507,27 @@ pub fn judge_facts(
     } else {
         None
     };
-    let (stale, stale_long, (stale_span_calls, stale_span)) = if config.applies(Rule::Repeat) {
-        let mut staleness = Staleness::default();
-        for f in facts {
-            staleness.push(&f.as_facts());
-        }
-        if facts.last().is_some_and(|f| f.landed) {
-            // A landing at the end always unflags, until the calls after it repeat again.
-            (0, 0, (0, 0))
+    let (stale, stale_long, (stale_span_calls, stale_span), failing, recur) =
+        if config.applies(Rule::Repeat) {
+            let mut staleness = Staleness::default();
+            for f in facts {
+                staleness.push(&f.as_facts());
+            }
+            if facts.last().is_some_and(|f| f.landed) {
+                // A landing at the end always unflags, until the calls after it repeat again.
+                (0, 0, (0, 0), 0, 0)
+            } else {
+                (
+                    staleness.count(STALE_WINDOW),
+                    staleness.count(STALE_LONG_WINDOW),
+                    staleness.since_landed,
+                    staleness.failing(),
+                    staleness.recur(),
+                )
+            }
         } else {
-            (
-                staleness.count(STALE_WINDOW),
-                staleness.count(STALE_LONG_WINDOW),
-                staleness.since_landed,
-            )
-        }
-    } else {
-        (0, 0, (0, 0))
-    };
+            (0, 0, (0, 0), 0, 0)
+        };
     let reason = Reason {
         dup: share(dup_count, window.len()),
         top: top.map_or(0, |(_, n)| n),
@@ -483,6 +547,8 @@ pub fn judge_facts(
         stale_long,
         stale_span,
         stale_span_calls,
+        failing,
+        recur,
         auto: None,
     };
     verdict_from_figures(&session.id, reason, config)
@@ -1182,6 +1248,16 @@ impl SessionDetector {
             },
             stale_span: self.staleness.since_landed.1,
             stale_span_calls: self.staleness.since_landed.0,
+            failing: if self.last_landed {
+                0
+            } else {
+                self.staleness.failing()
+            },
+            recur: if self.last_landed {
+                0
+            } else {
+                self.staleness.recur()
+            },
             auto: None,
         };
         verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)

@@ -162,6 +162,9 @@ pub struct CallFacts {
     /// What the call saw (`precise`, rule `repeat`): `#` and its output hash where it has one,
     /// otherwise its status and `metadata.exit`. Empty when the rule is off.
     pub result: String,
+    /// The call failed: status `error`, or a non-zero `metadata.exit` (`precise`, rule `repeat`;
+    /// `false` when the rule is off).
+    pub failed: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -499,6 +502,8 @@ pub(crate) struct Facts<'s> {
     /// (path, first, last): see [`ViewRange`].
     pub view: Option<(&'s str, u64, u64)>,
     pub result: &'s str,
+    /// See [`CallFacts::failed`].
+    pub failed: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -522,6 +527,7 @@ impl Facts<'_> {
                 last,
             }),
             result: self.result.to_owned(),
+            failed: self.failed,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -561,6 +567,7 @@ impl CallFacts {
                 .as_ref()
                 .map(|v| (v.path.as_str(), v.first, v.last)),
             result: &self.result,
+            failed: self.failed,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -662,6 +669,8 @@ pub(crate) fn facts<'s>(
         wait: shape.wait && config.applies(Rule::Waits),
         view: view.map(|(first, last)| (scratch.view_path.as_str(), first, last)),
         result: &scratch.result,
+        failed: config.applies(Rule::Repeat)
+            && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }

@@ -118,6 +118,14 @@ pub struct Reason {
     /// otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale_span_calls: u32,
+    /// How many of the session's last calls are one failed call (status `error` or a non-zero
+    /// exit) with the same result, in a row (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failing: u32,
+    /// The most times one call and result occurs among the session's last 16 calls, of those
+    /// that occur at least 4 times among its last 12 (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recur: u32,
     /// Under the `auto` profile, the profile that judged the session: `precise` when its calls
     /// used bash and no edit or write tool, `design` otherwise (`None` under another profile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -183,6 +191,12 @@ impl SessionVerdict {
                 " stale_span={}/{}",
                 r.stale_span, r.stale_span_calls
             ));
+        }
+        if r.failing > 0 {
+            line.push_str(&format!(" failing={}", r.failing));
+        }
+        if r.recur > 0 {
+            line.push_str(&format!(" recur={}", r.recur));
         }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));

@@ -199,6 +199,8 @@ mod tests {
             stale_long: 0,
             stale_span: 0,
             stale_span_calls: 0,
+            failing: 0,
+            recur: 0,
             auto: None,
         }
     }
