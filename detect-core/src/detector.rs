@@ -179,10 +179,21 @@ impl Staleness {
             let Some(key) = &e.key else { continue };
             // Count each call once, at its first occurrence in the recent calls.
             let same = |other: &Echo| other.key.as_ref() == Some(key);
-            if self.history.iter().skip(recent_from).take(i - recent_from).any(same) {
+            if self
+                .history
+                .iter()
+                .skip(recent_from)
+                .take(i - recent_from)
+                .any(same)
+            {
                 continue;
             }
-            let recent = self.history.iter().skip(recent_from).filter(|o| same(o)).count();
+            let recent = self
+                .history
+                .iter()
+                .skip(recent_from)
+                .filter(|o| same(o))
+                .count();
             if u32::try_from(recent).unwrap_or(u32::MAX) >= RECUR_RECENT_MIN {
                 let all = self.history.iter().filter(|o| same(o)).count();
                 best = best.max(u32::try_from(all).unwrap_or(u32::MAX));

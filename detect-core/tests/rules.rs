@@ -758,10 +758,11 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     let times = |block: &[Call], n: usize| -> Vec<Call> {
         (0..n).flat_map(|_| block.iter().cloned()).collect()
     };
-    // Rows: calls after 3 unique ones, `repeat` figure, fires.
+    // Rows: calls after 3 unique ones, `repeat` figure, fires. A run of one call passes (a
+    // failed call three times in a row is `failing`'s, below).
     let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
-        ("4 in a row", vec![pytest(1); 4], 4, false),
-        ("5 in a row", vec![pytest(1); 5], 5, true),
+        ("4 in a row", vec![pytest(0); 4], 4, false),
+        ("5 in a row", vec![pytest(0); 5], 5, true),
         (
             "another exit breaks the run",
             vec![pytest(1), pytest(1), pytest(2), pytest(1), pytest(1)],
@@ -1123,6 +1124,159 @@ fn precise_stale_span_counts_echoes_since_the_last_landing() {
         let v = judge_with(&DetectConfig::default(), calls);
         assert_eq!((v.reason.stale_span, v.reason.stale_span_calls), (0, 0));
     }
+}
+
+/// `failing` (precise, rule `repeat`): the session's last calls are one failed call with the
+/// same result, in a row; 3 of them fire before `min_calls` (OpenHands' stuck detector: the same
+/// action and the same error three times). Each row follows 30 unique calls.
+#[test]
+fn precise_failing_fires_on_the_same_failure_three_times_in_a_row() {
+    let test =
+        |exit: i64, output: &str| bash_exit("pytest tests/t.py -x", exit).with_output(output);
+    let failed = || test(1, "1 failed");
+    let rejected = || {
+        Call::completed(
+            "edit",
+            json!({"filePath": format!("{DIR}/a.py"), "oldString": "x", "newString": "y"}),
+        )
+        .with_status(CallStatus::Error)
+        .with_metadata(json!({"diff": ""}))
+        .with_output("oldString not found")
+    };
+    let poll = || bash("sleep 30 && tail -n 5 /tmp/suite.log");
+    let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
+        (
+            "a failing test three times in a row",
+            vec![failed(), failed(), failed()],
+            3,
+            true,
+        ),
+        ("twice is not enough", vec![failed(), failed()], 2, false),
+        (
+            "three passing runs",
+            vec![test(0, "ok"), test(0, "ok"), test(0, "ok")],
+            0,
+            false,
+        ),
+        (
+            "a new failure each time",
+            vec![test(1, "a"), test(1, "b"), test(1, "c")],
+            1,
+            false,
+        ),
+        (
+            "a poll breaks the row",
+            vec![failed(), poll(), failed(), failed()],
+            2,
+            false,
+        ),
+        (
+            "another call breaks it",
+            vec![failed(), unique(99), failed(), failed()],
+            2,
+            false,
+        ),
+        (
+            "a rejected edit sent three times",
+            vec![rejected(), rejected(), rejected()],
+            3,
+            true,
+        ),
+    ];
+    for (name, tail, failing, flagged) in rows {
+        let mut calls: Vec<Call> = (0..30).map(unique).collect();
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(v.reason.failing, failing, "{name}: {}", v.summary());
+        assert!(
+            v.reason.stale < 6
+                && v.reason.stale_long < 9
+                && v.reason.repeat < 5
+                && v.reason.recur < 5,
+            "{name}: {}",
+            v.summary()
+        );
+        assert_eq!(v.flagged, flagged, "{name}: {}", v.summary());
+        if flagged {
+            assert_eq!(v.signals, vec![Signal::Repeat], "{name}");
+            assert!(
+                v.summary().contains(&format!("failing={failing}")),
+                "{name}"
+            );
+        }
+        // A landing at the end unflags.
+        let mut landed = calls.clone();
+        landed.push(bash_exit("sed -i 's/x/y/' src/a.py", 0));
+        assert_eq!(judge_with(&precise(), landed).reason.failing, 0, "{name}");
+        // The design computes none of it.
+        assert_eq!(
+            judge_with(&DetectConfig::default(), calls).reason.failing,
+            0
+        );
+    }
+}
+
+/// `recur` (precise, rule `repeat`): one call and result the agent keeps coming back to between
+/// new calls; 5 times among the session's last 16 calls, 4 of them among its last 12, fire
+/// before `min_calls`. Each row follows 30 unique calls; `a` marks the call, `.` a new one.
+#[test]
+fn precise_recur_fires_on_one_call_and_result_coming_back() {
+    let a = || bash_exit("nl -ba src/user.py | sed -n 1,400p", 0).with_output("user");
+    let mut fresh = 100;
+    let mut calls_of = |pattern: &str| -> Vec<Call> {
+        pattern
+            .chars()
+            .map(|c| {
+                fresh += 1;
+                if c == 'a' { a() } else { unique(fresh) }
+            })
+            .collect()
+    };
+    let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
+        ("5 times in 12 calls", calls_of("a.a..a..a..a"), 5, true),
+        (
+            "5 times in 16 calls, 4 of them in the last 12",
+            calls_of("a...a...a...a..a"),
+            5,
+            true,
+        ),
+        (
+            "4 times in the last 16 calls: a fifth before them is forgotten",
+            calls_of("a............a.a.a.a"),
+            4,
+            false,
+        ),
+        (
+            "every fourth call: 3 of the last 12",
+            calls_of("a...a...a...a...a"),
+            0,
+            false,
+        ),
+    ];
+    for (name, tail, recur, flagged) in rows {
+        let mut calls: Vec<Call> = (0..30).map(unique).collect();
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(v.reason.recur, recur, "{name}: {}", v.summary());
+        assert!(
+            v.reason.stale < 6 && v.reason.stale_long < 9 && v.reason.repeat < 5,
+            "{name}: {}",
+            v.summary()
+        );
+        assert_eq!(v.flagged, flagged, "{name}: {}", v.summary());
+        if flagged {
+            assert_eq!(v.signals, vec![Signal::Repeat], "{name}");
+            assert!(v.summary().contains(&format!("recur={recur}")), "{name}");
+        }
+        let mut landed = calls.clone();
+        landed.push(bash_exit("sed -i 's/x/y/' src/a.py", 0));
+        assert_eq!(judge_with(&precise(), landed).reason.recur, 0, "{name}");
+        assert_eq!(judge_with(&DetectConfig::default(), calls).reason.recur, 0);
+    }
+    // A new output each time is progress: no recur.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend((0..6).map(|i| bash_exit("pytest tests/t.py -x", 1).with_output(&format!("{i}"))));
+    assert_eq!(judge_with(&precise(), calls).reason.recur, 0);
 }
 
 /// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls
