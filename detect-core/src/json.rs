@@ -183,6 +183,16 @@ pub(crate) fn write_number(n: &Number, out: &mut String) {
 
 pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
+    // Most strings need no escape: one pass without an early exit (the compiler turns it into
+    // wide compares) says so, and the string is copied whole.
+    let needs_escape = s.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if !needs_escape {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     // Runs of bytes that need no escape are copied whole (every escaped character is one ASCII
     // byte, so each index below is a character boundary).
     let mut start = 0;
