@@ -59,10 +59,10 @@ pub use matcher::{
     basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
-    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session, SessionCalls,
-    SessionFile, SessionText, SharedText, Streamed, counted_sessions, detect_session_text,
-    output_hash, parse_judged_session_text, parse_session_text, scanned_cleanly,
-    stream_session_texts,
+    Call, CallStatus, CallTime, CallWatcher, Label, ParseError, SESSION_FILE_FORMAT, Session,
+    SessionCalls, SessionFile, SessionText, SharedText, Streamed, counted_sessions,
+    detect_session_text, output_hash, parse_judged_session_text, parse_session_text,
+    scanned_cleanly, stream_session_texts, watch_session_text,
 };
 pub use scan::{Scanned, scan_session_texts};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};

@@ -808,9 +808,29 @@ fn detect_calls(
 /// reason): [`detect_session_text`] then reads it the usual way, for its answer or its exact
 /// error.
 fn detect_borrowed(text: &str, config: &DetectConfig) -> Option<(Session, SessionDetector)> {
+    watch_session_text(text, config, &mut |_, _, _, _| true)
+}
+
+/// What [`watch_session_text`]'s watcher is told after each call of a session: the session
+/// (without calls), how many of its calls are read (counted or not), the call's effect time (its
+/// end, else its start, as [`Call::end_ms`]), and the detector it was pushed into. It answers
+/// whether to read on.
+pub type CallWatcher<'w> =
+    dyn FnMut(&Session, usize, Option<i64>, &mut SessionDetector) -> bool + 'w;
+
+/// `detect`'s borrowed read of a session ([`detect_session_text`]) for a caller that looks at the
+/// detector after each call (the backtest judges its prefixes as they are read, issue 19): the
+/// session without its calls and the detector of all of them, with no list of calls built.
+/// `None` for a session this read does not take, or when `after_call` says stop: read it again
+/// the usual way ([`SessionCalls::read`], [`parse_session_text`]) for its answer or its error.
+pub fn watch_session_text(
+    text: &str,
+    config: &DetectConfig,
+    after_call: &mut CallWatcher<'_>,
+) -> Option<(Session, SessionDetector)> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let detected =
-        serde::de::Deserializer::deserialize_map(&mut de, DetectVisitor { config }).ok()?;
+    let visitor = DetectVisitor { config, after_call };
+    let detected = serde::de::Deserializer::deserialize_map(&mut de, visitor).ok()?;
     de.end().ok()?;
     Some(detected)
 }
@@ -818,21 +838,24 @@ fn detect_borrowed(text: &str, config: &DetectConfig) -> Option<(Session, Sessio
 /// [`detect_borrowed`]'s reader: the keys of [`SessionDoc`] (each at most once), the calls
 /// pushed as they come; any key of the session after `calls` fails it (a detector is made from
 /// the session before its first call).
-struct DetectVisitor<'c> {
+struct DetectVisitor<'c, 'w, 'h> {
     config: &'c DetectConfig,
+    after_call: &'w mut CallWatcher<'h>,
 }
 
 /// [`DetectVisitor`]'s reader of `calls`, for a detector made already, with the session's line
 /// counts as they were read.
-struct CallsSeed<'d, 'l> {
+struct CallsSeed<'d, 'l, 'h> {
+    session: &'d Session,
     detector: &'d mut SessionDetector,
     line_counts: &'d LineCountsText<'l>,
+    after_call: &'d mut CallWatcher<'h>,
 }
 
 /// Why [`detect_borrowed`] does not read a session (never shown: the usual read says why).
 const NOT_READ: &str = "not read by detect's borrowed read";
 
-impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_> {
+impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_, '_, '_> {
     type Value = (Session, SessionDetector);
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -903,8 +926,10 @@ impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_> {
                         SessionDetector::taking_line_counts(&mut session, self.config);
                     let line_counts: Option<LineCountsText<'de>> = line_counts.take().flatten();
                     map.next_value_seed(CallsSeed {
+                        session: &session,
                         detector: &mut detector,
                         line_counts: &line_counts.unwrap_or_default(),
+                        after_call: &mut *self.after_call,
                     })?;
                     detected = Some((session, detector));
                 }
@@ -934,14 +959,14 @@ fn is_session_key(key: &str) -> bool {
     )
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_, '_> {
+impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_, '_, '_> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_> {
+impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -972,6 +997,10 @@ impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_> {
             if let Some(call) = counted {
                 self.detector.push_ref_with(&call, self.line_counts);
             }
+            let effect_ms = time.and_then(CallTime::effect_ms);
+            if !(self.after_call)(self.session, i, effect_ms, self.detector) {
+                return Err(A::Error::custom(NOT_READ));
+            }
         }
         Ok(())
     }
@@ -984,6 +1013,9 @@ pub struct SessionText {
     pub serial: usize,
     /// Its place in its list, which names it in errors.
     pub index: usize,
+    /// Where its text begins in the input, when the scan cut it out ([`scan_session_texts`]):
+    /// a caller may read it again alone there (its length is the text's).
+    pub offset: Option<u64>,
     /// Its JSON text (nothing built; checked by serde's reader, not by the scan, see
     /// [`scan_session_texts`]).
     pub text: SharedText,
@@ -1253,6 +1285,7 @@ impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
             (state.on_text)(SessionText {
                 serial: state.serial,
                 index,
+                offset: None,
                 text: Box::<str>::from(text).into(),
             });
             state.serial += 1;

@@ -87,6 +87,7 @@ fn scan_in_chunks(
         chunk,
         buf: Vec::with_capacity(usize::try_from(chunk).unwrap_or(0)),
         pos: 0,
+        dropped: 0,
         eof: false,
         cut: Vec::new(),
         on_text,
@@ -109,6 +110,8 @@ struct Scanner<'f, R> {
     /// The block being read (bytes not yet dropped); `pos` is the next to look at.
     buf: Vec<u8>,
     pos: usize,
+    /// How many bytes of the input came before `buf` (where a session's text is in the file).
+    dropped: u64,
     eof: bool,
     /// The sessions cut out of `buf`, handed over when it is shared ([`Scanner::hand_over`]).
     cut: Vec<Cut>,
@@ -132,6 +135,7 @@ impl<R: Read> Scanner<'_, R> {
         } else if *start > 0 {
             self.buf.drain(..*start);
         }
+        self.dropped += *start as u64;
         self.pos -= *start;
         *start = 0;
         let chunk = self.chunk;
@@ -157,6 +161,7 @@ impl<R: Read> Scanner<'_, R> {
             (self.on_text)(SessionText {
                 serial,
                 index,
+                offset: Some(self.dropped + start as u64),
                 text,
             });
         }
@@ -303,6 +308,7 @@ impl<R: Read> Scanner<'_, R> {
                     self.pos += 1;
                     let end = self.pos;
                     self.hand_over(end)?;
+                    self.dropped += end as u64;
                     self.pos = 0;
                     return Ok(());
                 }
@@ -431,7 +437,12 @@ mod tests {
         let scanned = scan_in_chunks(
             Trickle(doc.as_bytes(), step),
             &["info"],
-            &mut |t| texts.push((t.serial, t.index, (*t.text).to_owned())),
+            &mut |t| {
+                // Its offset finds its text in the document.
+                let at = usize::try_from(t.offset.expect("the scan places each text")).unwrap();
+                assert_eq!(&doc[at..at + t.text.len()], &*t.text, "at {at} by {step}");
+                texts.push((t.serial, t.index, (*t.text).to_owned()));
+            },
             chunk,
         )
         .unwrap();

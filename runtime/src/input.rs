@@ -154,10 +154,15 @@ impl<R: Read> Read for Watched<R> {
     }
 }
 
+/// A session's text (its place in its list, the text, where the text begins in its file when the
+/// scan cut it out) into a `T`, on any core.
+pub type PlacedParse<'a, T> = dyn Fn(usize, &str, Option<u64>) -> Result<T, ParseError> + Sync + 'a;
+
 /// How [`read_document`] turns each session into what its caller keeps.
 struct Reading<'a, T> {
-    /// A session's text (and its place in its list) into a `T`, on any core.
-    parse: &'a (dyn Fn(usize, &str) -> Result<T, ParseError> + Sync),
+    /// A session's text (its place in its list, the text, where the text is in the file when
+    /// the scan cut it out) into a `T`, on any core.
+    parse: &'a PlacedParse<'a, T>,
     /// The session of an `opencode export` into a `T`.
     export: &'a dyn Fn(Session) -> T,
     /// The id of the session a `T` holds.
@@ -215,7 +220,7 @@ fn parse_in_parallel<T: Send>(
         let parsed: Parsed<T> = rx
             .into_iter()
             .par_bridge()
-            .map(|text| (text.serial, parse(text.index, &text.text)))
+            .map(|text| (text.serial, parse(text.index, &text.text, text.offset)))
             .collect();
         let document = reader
             .join()
@@ -240,7 +245,7 @@ fn counted<T>(
 
 /// Sessions read whole, with their calls.
 const WHOLE: Reading<'static, Session> = Reading {
-    parse: &parse_session_text,
+    parse: &|index, text, _| parse_session_text(index, text),
     export: &std::convert::identity,
     id: |session| session.id.as_str(),
 };
@@ -252,7 +257,7 @@ pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Erro
 
 /// Sessions whose calls keep only the metadata the matcher reads.
 const JUDGED: Reading<'static, Session> = Reading {
-    parse: &parse_judged_session_text,
+    parse: &|index, text, _| parse_judged_session_text(index, text),
     ..WHOLE
 };
 
@@ -277,7 +282,7 @@ pub fn map_judged_sessions<T: Send>(
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>, Error> {
     let how = Reading {
-        parse: &|index, text| parse_judged_session_text(index, text).map(map),
+        parse: &|index, text, _| parse_judged_session_text(index, text).map(map),
         export: map,
         id,
     };
@@ -294,7 +299,45 @@ pub fn map_session_texts<T: Send>(
     export: &dyn Fn(Session) -> T,
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>, Error> {
-    read_all(paths, &Reading { parse, export, id })
+    let parse = |index, text: &str, _| parse(index, text);
+    read_all(
+        paths,
+        &Reading {
+            parse: &parse,
+            export,
+            id,
+        },
+    )
+}
+
+/// [`map_session_texts`] of one file, telling `parse` where in the file each session's text
+/// begins when the scan cut it out (`None` when the file was read through serde's reader): a
+/// caller may read that text again alone ([`read_text_at`]) instead of the file (the backtest
+/// reads its file once, issue 19).
+pub fn map_placed_session_texts<T: Send>(
+    path: &str,
+    parse: &PlacedParse<'_, T>,
+    export: &dyn Fn(Session) -> T,
+    id: fn(&T) -> &str,
+) -> Result<Vec<T>, Error> {
+    read_all(&[path.to_owned()], &Reading { parse, export, id })
+}
+
+/// The `len` bytes of the file `path` at `offset`, as text: a session's text again, where
+/// [`map_placed_session_texts`] placed it.
+pub fn read_text_at(path: &str, offset: u64, len: usize) -> Result<String, Error> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| Error::read(path, e))?;
+    let mut bytes = vec![0; len];
+    file.read_exact(&mut bytes)
+        .map_err(|e| Error::read(path, e))?;
+    String::from_utf8(bytes).map_err(|_| {
+        Error::data(format!(
+            "{path}: not UTF-8 at byte {offset} (changed since read?)"
+        ))
+    })
 }
 
 /// [`map_judged_sessions`] for a caller that needs the calls of only some sessions (the
@@ -315,7 +358,7 @@ pub fn map_session_stubs<T: Send>(
         return map_judged_sessions(paths, map, id);
     }
     let how = Reading {
-        parse: &|index, text| match session_stub(text) {
+        parse: &|index, text, _| match session_stub(text) {
             Some(stub) if !whole(&stub) => Ok(map(stub)),
             _ => parse_judged_session_text(index, text).map(map),
         },
@@ -498,7 +541,7 @@ fn detect_document(
     // Every detector is kept until the trees are judged: each forgets, once its calls are
     // pushed, what only further calls would read (`detect_session_text` hands them over so).
     let how = Reading {
-        parse: &|index, text| detect_session_text(index, text, config),
+        parse: &|index, text, _| detect_session_text(index, text, config),
         export: &|mut session: Session| {
             let mut detector = SessionDetector::taking_line_counts(&mut session, config);
             for call in &session.calls {

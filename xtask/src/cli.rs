@@ -6,7 +6,10 @@
 
 use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
-use agentwatch_runtime::input::{map_session_stubs, map_session_texts, read_judged_sessions};
+use agentwatch_runtime::input::{
+    map_placed_session_texts, map_session_stubs, map_session_texts, read_judged_sessions,
+    read_text_at,
+};
 use clap::{Parser, Subcommand};
 use detect_core::{Session, SessionCalls, SessionFile, parse_judged_session_text};
 use detect_eval::backtest::{self, Options};
@@ -231,11 +234,139 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
     })
 }
 
-/// [`backtest::run`] on the sessions of `paths` without holding them: a first streamed pass keeps
-/// each session's id, parent and own landings (reading the calls of sessions with a parent only),
-/// a second judges each session's prefixes on the
-/// core that parsed it and keeps only its result (issue 19: memory does not grow with the file).
+/// [`backtest::run`] on the sessions of `paths` without holding them: each session's prefixes
+/// judged on the core that parsed it, keeping only its result (issue 19: memory does not grow
+/// with the file). A file is read once ([`one_pass_backtest`]); standard input (or several
+/// files) in two passes ([`two_pass_backtest`]).
 fn streamed_backtest(
+    paths: &[String],
+    options: &Options,
+) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
+    match paths {
+        [path] if path != "-" => match one_pass_backtest(path, options)? {
+            Some(report) => Ok(report),
+            None => two_pass_backtest(paths, options),
+        },
+        _ => two_pass_backtest(paths, options),
+    }
+}
+
+/// Judge every prefix of the session of `text` under `plan`: as its calls are read borrowed
+/// from its text (no `Call`, no `Value`, no list of calls); a session that does not read so, or
+/// whose detector must start over (times out of order), with its calls read borrowed and kept;
+/// failing that, the usual way, for its answer or its exact error. The session comes back
+/// without its calls.
+fn judge_session_text(
+    plan: &backtest::Plan,
+    index: usize,
+    text: &str,
+    options: &Options,
+) -> Result<(Session, backtest::SessionResult), detect_core::ParseError> {
+    if let Some(judged) = plan.judge_text(text, options) {
+        return Ok(judged);
+    }
+    match SessionCalls::read(text) {
+        Some((session, calls)) => {
+            let result = plan.judge_calls(&session, &calls, options);
+            Ok((session, result))
+        }
+        None => parse_judged_session_text(index, text).map(|mut session| {
+            let result = plan.judge(&session, options);
+            session.calls = Vec::new();
+            (session, result)
+        }),
+    }
+}
+
+/// One session of a one-pass backtest: its result as if it had no descendants, its parent, its
+/// own landings (of a session with a parent), and where its text is in the file.
+struct FirstJudged {
+    result: backtest::SessionResult,
+    parent_id: Option<String>,
+    landings: Vec<i64>,
+    place: Option<(u64, usize)>,
+}
+
+/// The backtest of one file read once: each session judged as if it had no descendants, its
+/// own landings kept when it has a parent; then the few sessions whose descendants landed are
+/// read again alone, where the scan found them, and judged with those landings. `None` when a
+/// session to judge again was not placed (the file was read through serde's reader): read it
+/// in two passes.
+fn one_pass_backtest(
+    path: &str,
+    options: &Options,
+) -> Result<Option<backtest::Report>, agentwatch_runtime::error::Error> {
+    use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
+    let config = &options.config;
+    let alone = backtest::Plan::default();
+    let first = |session: Session, result: backtest::SessionResult, whole: Option<&Session>| {
+        let landings = match (&session.parent_id, whole) {
+            (Some(_), Some(whole)) => backtest::own_landings(whole, config),
+            (Some(_), None) => backtest::own_landings(&session, config),
+            (None, _) => Vec::new(),
+        };
+        FirstJudged {
+            result,
+            parent_id: session.parent_id,
+            landings,
+            place: None,
+        }
+    };
+    let mut judged = map_placed_session_texts(
+        path,
+        &|index, text, offset| {
+            let (session, result) = judge_session_text(&alone, index, text, options)?;
+            let mut judged = if session.parent_id.is_some() {
+                // Its landings, which its ancestors need, from its calls read whole.
+                let whole = parse_judged_session_text(index, text)?;
+                first(session, result, Some(&whole))
+            } else {
+                first(session, result, None)
+            };
+            judged.place = offset.map(|at| (at, text.len()));
+            Ok(judged)
+        },
+        &|session| {
+            let result = alone.judge(&session, options);
+            first(session, result, None)
+        },
+        |judged| judged.result.id.as_str(),
+    )?;
+    let stubs: Vec<Session> = judged
+        .iter()
+        .map(|j| Session {
+            parent_id: j.parent_id.clone(),
+            ..Session::new(j.result.id.clone())
+        })
+        .collect();
+    let landings = judged.iter_mut().map(|j| std::mem::take(&mut j.landings));
+    let plan = backtest::Plan::new(&stubs, landings.collect());
+    drop(stubs);
+    let again = |j: &FirstJudged| !plan.below(&j.result.id).is_empty();
+    if judged.iter().any(|j| again(j) && j.place.is_none()) {
+        return Ok(None);
+    }
+    judged
+        .par_iter_mut()
+        .try_for_each(|j| -> Result<(), agentwatch_runtime::error::Error> {
+            if let (true, Some((offset, len))) = (again(j), j.place) {
+                let text = read_text_at(path, offset, len)?;
+                let (_, result) = judge_session_text(&plan, 0, &text, options)
+                    .map_err(|e| agentwatch_runtime::error::Error::data(format!("{path}: {e}")))?;
+                j.result = result;
+            } else {
+                j.result.root = plan.root(&j.result.id);
+            }
+            Ok(())
+        })?;
+    let results = judged.into_iter().map(|j| j.result).collect();
+    Ok(Some(backtest::report(results, options)))
+}
+
+/// The backtest of several files (or standard input) in two passes: the first keeps each
+/// session's id, parent and own landings (reading the calls of sessions with a parent only),
+/// the second judges each session with its descendants' landings.
+fn two_pass_backtest(
     paths: &[String],
     options: &Options,
 ) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
@@ -254,16 +385,10 @@ fn streamed_backtest(
     let (stubs, landings): (Vec<Session>, Vec<Vec<i64>>) = known.into_iter().unzip();
     let plan = backtest::Plan::new(&stubs, landings);
     drop(stubs);
-    // Each session's calls read borrowed from its text (no `Call`, no `Value`); a session that
-    // does not read so is read the usual way, for its answer or its exact error.
-    let judge = |session: Session| plan.judge(&session, options);
     let results = map_session_texts(
         paths,
-        &|index, text| match SessionCalls::read(text) {
-            Some((session, calls)) => Ok(plan.judge_calls(&session, &calls, options)),
-            None => parse_judged_session_text(index, text).map(judge),
-        },
-        &judge,
+        &|index, text| judge_session_text(&plan, index, text, options).map(|(_, result)| result),
+        &|session| plan.judge(&session, options),
         |result| result.id.as_str(),
     )?;
     Ok(backtest::report(results, options))
