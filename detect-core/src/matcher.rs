@@ -82,6 +82,16 @@ pub fn resolve_path(directory: Option<&str>, path: &str) -> String {
 /// [`resolve_path`] written into `out` (cleared first), with no allocation of its own.
 pub(crate) fn resolve_path_into(directory: Option<&str>, path: &str, out: &mut String) {
     out.clear();
+    if is_clean_absolute(path) {
+        // What the walk would write, copied at once (most paths agents pass are so).
+        out.push_str(path);
+    } else {
+        walk_path_into(directory, path, out);
+    }
+}
+
+/// [`resolve_path_into`] component by component.
+fn walk_path_into(directory: Option<&str>, path: &str, out: &mut String) {
     let directory = directory.filter(|dir| !path.starts_with('/') && !dir.is_empty());
     let absolute = directory.unwrap_or(path).starts_with('/');
     let root = usize::from(absolute);
@@ -119,6 +129,19 @@ pub(crate) fn resolve_path_into(directory: Option<&str>, path: &str, out: &mut S
             }
         }
     }
+}
+
+/// Whether `path` is absolute and already as [`resolve_path_into`] writes it: no empty, `.` or
+/// `..` component, no `/` at the end (a component that begins with a dot is not looked at
+/// further: such a path takes the walk).
+fn is_clean_absolute(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    bytes.len() > 1
+        && bytes[0] == b'/'
+        && bytes[bytes.len() - 1] != b'/'
+        && !bytes
+            .windows(2)
+            .any(|w| w[0] == b'/' && (w[1] == b'/' || w[1] == b'.'))
 }
 
 /// What a read call contributes to the coverage signal.
@@ -881,6 +904,26 @@ mod tests {
         );
         assert_eq!(resolve_path(Some("/home/u/p"), "/etc/./x"), "/etc/x");
         assert_eq!(resolve_path(None, "a/./b"), "a/b");
+        // A path taken as it is reads as the walk writes it.
+        for path in [
+            "/a",
+            "/home/u/p/src/lib.rs",
+            "/a/b.c/d..e",
+            "/x y/é/z~",
+            "/a\\b",
+            "/a./b",
+        ] {
+            assert!(is_clean_absolute(path), "{path}");
+            let mut out = String::new();
+            walk_path_into(Some("/elsewhere"), path, &mut out);
+            assert_eq!(out, path);
+            assert_eq!(resolve_path(Some("/elsewhere"), path), path);
+        }
+        for path in [
+            "/", "//a", "/a/", "/a//b", "/a/./b", "/a/../b", "/.hidden", "a/b", "",
+        ] {
+            assert!(!is_clean_absolute(path), "{path}");
+        }
     }
 
     /// Found by `cargo xtask fuzz` (session-file): a read whose offset plus limit passes u64::MAX
