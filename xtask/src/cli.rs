@@ -299,36 +299,32 @@ fn one_pass_backtest(
     use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
     let config = &options.config;
     let alone = backtest::Plan::default();
-    let first = |session: Session, result: backtest::SessionResult, whole: Option<&Session>| {
-        let landings = match (&session.parent_id, whole) {
-            (Some(_), Some(whole)) => backtest::own_landings(whole, config),
-            (Some(_), None) => backtest::own_landings(&session, config),
-            (None, _) => Vec::new(),
-        };
-        FirstJudged {
-            result,
-            parent_id: session.parent_id,
-            landings,
-            place: None,
-        }
+    let first = |session: Session, result, landings| FirstJudged {
+        result,
+        parent_id: session.parent_id,
+        landings,
+        place: None,
     };
     let mut judged = map_placed_session_texts(
         path,
         &|index, text, offset| {
             let (session, result) = judge_session_text(&alone, index, text, options)?;
-            let mut judged = if session.parent_id.is_some() {
-                // Its landings, which its ancestors need, from its calls read whole.
-                let whole = parse_judged_session_text(index, text)?;
-                first(session, result, Some(&whole))
-            } else {
-                first(session, result, None)
+            // The landings its ancestors need, from its calls read whole (only a session with a
+            // parent has any).
+            let landings = match session.parent_id {
+                Some(_) => backtest::own_landings(&parse_judged_session_text(index, text)?, config),
+                None => Vec::new(),
             };
+            let mut judged = first(session, result, landings);
             judged.place = offset.map(|at| (at, text.len()));
             Ok(judged)
         },
         &|session| {
-            let result = alone.judge(&session, options);
-            first(session, result, None)
+            let (result, landings) = (
+                alone.judge(&session, options),
+                backtest::own_landings(&session, config),
+            );
+            first(session, result, landings)
         },
         |judged| judged.result.id.as_str(),
     )?;
