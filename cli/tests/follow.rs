@@ -16,7 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn new_session(url: &str) -> String {
-    request("POST", &format!("{url}/session"), Some(json!({})))["id"]
+    create_session(url, &json!({}))
+}
+
+/// `POST /session` with `body` (`{"parentID": …}` makes a child); the new session's id.
+fn create_session(url: &str, body: &Value) -> String {
+    request("POST", &format!("{url}/session"), Some(body.clone()))["id"]
         .as_str()
         .unwrap()
         .to_owned()
@@ -378,39 +383,74 @@ fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
     drop(server);
 }
 
-/// The looping command of the abort test: the same failing call, running for a second, so the
-/// session is busy when the abort comes (the next call starts as soon as one ends).
+/// The looping command of the abort test: the same failing call, running for a second.
 const SLOW_FAILING: &str = "sleep 1; ls /nonexistent-agentwatch-dir";
+
+/// The call the looping session is in when the abort comes. Once the loop's alert opened, the
+/// session's next call runs long, the way a parent waits in a subagent's `task`, and its child
+/// starts working (too few calls to be judged a loop itself). The child's calls make the ticks
+/// that escalate (two flagged judgements of the tree later) come while the long call runs,
+/// whatever the ticks' phase against the calls. Twenty seconds is far more than those ticks
+/// need: the abort cuts the call short, and without one the test fails on what was cut.
+const LONG_FAILING: &str = "sleep 20; ls /nonexistent-agentwatch-dir";
 
 /// What opencode writes in a bash call an abort cut short (1.18.33).
 const ABORTED: &str = "User aborted the command";
+
+/// Calls `session` with `command(n)` for n = 0, 1, … until `stop` (at most 120 calls); returns
+/// how many were sent.
+fn drive(
+    url: &str,
+    session: &str,
+    stop: &Arc<AtomicBool>,
+    command: impl Fn(usize) -> String + Send + 'static,
+) -> std::thread::JoinHandle<usize> {
+    let (url, session, stop) = (url.to_owned(), session.to_owned(), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let mut sent = 0;
+        while !stop.load(Ordering::SeqCst) && sent < 120 {
+            shell(&url, &session, &command(sent));
+            sent += 1;
+        }
+        sent
+    })
+}
 
 #[test]
 #[ignore = "needs opencode"]
 fn on_loop_abort_stops_the_looping_session_once() {
     let s = setup("aw-follow-abort", "on_loop = \"abort\"");
     let looping = new_session(&s.url);
+    let child = create_session(&s.url, &json!({"parentID": looping}));
     let follower = Follower::start(&s.home);
     follower.wait_for("tick=done", 1);
-    // The agent's loop: one call after the other, until the test stops it.
+    // The agent's loop, one call after the other until the test stops it.
     let stop = Arc::new(AtomicBool::new(false));
-    let driver = {
-        let (url, session, stop) = (s.url.clone(), looping.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || {
-            let mut sent = 0;
-            while !stop.load(Ordering::SeqCst) && sent < 120 {
-                shell(&url, &session, SLOW_FAILING);
-                sent += 1;
-            }
-            sent
-        })
-    };
+    let journal = follower.log.clone();
+    let long_sent = AtomicBool::new(false);
+    let driver = drive(&s.url, &looping, &stop, move |_| {
+        let opened = std::fs::read_to_string(&journal)
+            .is_ok_and(|j| j.contains("state=trigger severity=warning"));
+        if opened && !long_sent.swap(true, Ordering::SeqCst) {
+            LONG_FAILING.to_owned()
+        } else {
+            SLOW_FAILING.to_owned()
+        }
+    });
+    // Once the alert opened, the parent waits in its long call and its child works.
+    follower.wait_for_within(
+        "state=trigger severity=warning",
+        1,
+        Duration::from_secs(180),
+    );
+    let helper = drive(&s.url, &child, &stop, |n| format!("sleep 1; echo part {n}"));
     follower.wait_for_within("action=abort result=sent", 1, Duration::from_secs(180));
     // The loop goes on a little: the alert is critical already, no second abort.
     let ticks = follower.journal().matches("tick=done").count();
     follower.wait_for("tick=done", ticks + 2);
     stop.store(true, Ordering::SeqCst);
     let sent = driver.join().unwrap();
+    helper.join().unwrap();
     let ticks = follower.journal().matches("tick=done").count();
     follower.wait_for("tick=done", ticks + 1);
     let journal = follower.journal();
@@ -451,6 +491,10 @@ fn on_loop_abort_stops_the_looping_session_once() {
         })
         .collect();
     assert_eq!(cut.len(), 1, "{messages}");
+    assert_eq!(
+        cut[0]["state"]["input"]["command"], LONG_FAILING,
+        "{messages}"
+    );
     // And the session is idle, waiting for a person.
     let status = request("GET", &format!("{}/session/status", s.url), None);
     assert!(
