@@ -297,7 +297,7 @@ impl<R: Read> Scanner<'_, R> {
         let mut start = self.pos;
         loop {
             let rest = &self.buf[self.pos..];
-            if let Some(at) = memchr::memchr2(b'"', b'\\', rest) {
+            if let Some(at) = quote_or_backslash(rest) {
                 if rest[at] == b'\\' {
                     return Err(Stop::Unusual);
                 }
