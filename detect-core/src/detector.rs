@@ -659,6 +659,9 @@ pub struct SessionDetector {
     landed: bool,
     latest_descendant_landing: Option<i64>,
     latest_own_landing: Option<i64>,
+    /// The end times of the landed calls pushed, in order, when asked for
+    /// ([`SessionDetector::recording_own_landings`]); not part of a snapshot.
+    own_landings: Option<Vec<i64>>,
     /// `cycle`: for each period p (1..=6), how many calls at the end of the span equal the call
     /// p before them; and the longest qualifying stretch of the span.
     runs: [u32; CYCLE_MAX_PERIOD],
@@ -779,6 +782,7 @@ impl SessionDetector {
             landed: false,
             latest_descendant_landing: None,
             latest_own_landing: None,
+            own_landings: None,
             runs: [0; CYCLE_MAX_PERIOD],
             cycle: 0,
             repeat_runs: [0; REPEAT_MAX_PERIOD],
@@ -811,6 +815,25 @@ impl SessionDetector {
     /// The time of the latest landed call pushed (its end, else its start), if any.
     pub fn latest_own_landing(&self) -> Option<i64> {
         self.judging().0.latest_own_landing
+    }
+
+    /// This detector, keeping the time of each landed call pushed from now on
+    /// ([`SessionDetector::own_landings`]): for a caller that passes a session's landings to its
+    /// ancestors (the backtest reads each session once, issue 19).
+    pub fn recording_own_landings(mut self) -> Self {
+        self.own_landings = Some(Vec::new());
+        if let Some(auto) = &mut self.auto {
+            auto.precise.own_landings = Some(Vec::new());
+        }
+        self
+    }
+
+    /// The times of the landed calls pushed since [`SessionDetector::recording_own_landings`]
+    /// (each one's end, else its start), in the order pushed, under the profile that judges the
+    /// session so far: once every call is pushed, the landings of [`session_facts`]. Empty when
+    /// not recording.
+    pub fn own_landings(&self) -> &[i64] {
+        self.judging().0.own_landings.as_deref().unwrap_or_default()
     }
 
     /// The latest descendant landing pushed, if any.
@@ -928,6 +951,7 @@ impl SessionDetector {
             landed: snapshot.landed,
             latest_descendant_landing: snapshot.latest_descendant_landing,
             latest_own_landing: snapshot.latest_own_landing,
+            own_landings: None,
             runs: [0; CYCLE_MAX_PERIOD],
             cycle: 0,
             repeat_runs: [0; REPEAT_MAX_PERIOD],
@@ -1045,6 +1069,9 @@ impl SessionDetector {
             if facts.landed {
                 self.landed = true;
                 self.latest_own_landing = self.latest_own_landing.max(facts.end_ms);
+                if let (Some(landings), Some(at)) = (&mut self.own_landings, facts.end_ms) {
+                    landings.push(at);
+                }
             }
             self.clear_span();
             // Nothing refers to a name once the span is empty: a session holds only the names

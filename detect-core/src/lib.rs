@@ -39,6 +39,7 @@
 mod bash;
 mod config;
 mod detector;
+mod hand;
 mod json;
 mod matcher;
 mod model;
@@ -59,8 +60,8 @@ pub use matcher::{
     basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
-    Call, CallStatus, CallTime, CallWatcher, Label, ParseError, SESSION_FILE_FORMAT, Session,
-    SessionCalls, SessionFile, SessionText, SharedText, Streamed, counted_sessions,
+    Call, CallStatus, CallTime, CallWatcher, Label, NewDetector, ParseError, SESSION_FILE_FORMAT,
+    Session, SessionCalls, SessionFile, SessionText, SharedText, Streamed, counted_sessions,
     detect_session_text, output_hash, parse_judged_session_text, parse_session_text,
     scanned_cleanly, stream_session_texts, watch_session_text,
 };

@@ -237,7 +237,7 @@ impl LineCounts<'_> {
 /// no tree per session, one hash per lookup). It reads what `BTreeMap<String, u64>` reads, and a
 /// repeated path's last count counts, as there.
 #[derive(Debug, Default)]
-pub(crate) struct LineCountsText<'a>(FxHashMap<Cow<'a, str>, u64>);
+pub(crate) struct LineCountsText<'a>(pub(crate) FxHashMap<Cow<'a, str>, u64>);
 
 impl<'de> Deserialize<'de> for LineCountsText<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -497,7 +497,7 @@ impl<'de> Shape<'de> for AnyChanged {
 }
 
 /// Whether a file's change added or deleted lines.
-fn lines_changed(additions: u64, deletions: u64) -> bool {
+pub(crate) fn lines_changed(additions: u64, deletions: u64) -> bool {
     additions.saturating_add(deletions) > 0
 }
 

@@ -352,18 +352,18 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
 /// format: what its types cannot say (an empty id, a profile name, a bash command that is not
 /// text) is checked by [`SessionDoc::stub`] and [`check_call`], which name the place.
 #[derive(Deserialize)]
-struct SessionDoc<C> {
-    id: String,
-    parent_id: Option<String>,
-    title: Option<String>,
-    agent: Option<String>,
-    directory: Option<String>,
-    label: Option<Label>,
-    labels: Option<BTreeMap<String, Label>>,
-    note: Option<String>,
-    line_counts: Option<BTreeMap<String, u64>>,
-    loop_start: Option<usize>,
-    calls: Vec<MapOnly<C>>,
+pub(crate) struct SessionDoc<C> {
+    pub(crate) id: String,
+    pub(crate) parent_id: Option<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) directory: Option<String>,
+    pub(crate) label: Option<Label>,
+    pub(crate) labels: Option<BTreeMap<String, Label>>,
+    pub(crate) note: Option<String>,
+    pub(crate) line_counts: Option<BTreeMap<String, u64>>,
+    pub(crate) loop_start: Option<usize>,
+    pub(crate) calls: Vec<MapOnly<C>>,
 }
 
 #[derive(Deserialize)]
@@ -385,23 +385,23 @@ struct CallDoc<'a, M> {
 /// reads ([`MetaFacts`]: outputs and file contents skipped). It reads only what [`CallDoc`]
 /// reads (an output hash with escapes it does not read at all), and the same way.
 #[derive(Deserialize)]
-struct CallText<'a> {
+pub(crate) struct CallText<'a> {
     #[serde(borrow)]
-    tool: Cow<'a, str>,
+    pub(crate) tool: Cow<'a, str>,
     #[serde(borrow)]
-    input: Json<'a>,
+    pub(crate) input: Json<'a>,
     #[serde(borrow)]
-    status: Cow<'a, str>,
+    pub(crate) status: Cow<'a, str>,
     #[serde(default)]
-    metadata: MetaFacts<'a>,
-    time: Option<MapOnly<TimeDoc>>,
-    output_hash: Option<&'a str>,
+    pub(crate) metadata: MetaFacts<'a>,
+    pub(crate) time: Option<MapOnly<TimeDoc>>,
+    pub(crate) output_hash: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
-struct TimeDoc {
-    start: Option<UnixMs>,
-    end: Option<UnixMs>,
+pub(crate) struct TimeDoc {
+    pub(crate) start: Option<UnixMs>,
+    pub(crate) end: Option<UnixMs>,
 }
 
 impl TimeDoc {
@@ -414,7 +414,7 @@ impl TimeDoc {
 }
 
 /// A number of unix milliseconds: an integer, or a finite number cut to one.
-struct UnixMs(i64);
+pub(crate) struct UnixMs(pub(crate) i64);
 
 impl<'de> Deserialize<'de> for UnixMs {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -469,7 +469,7 @@ impl Metadata for Option<ReadMetadata> {
 /// What the types of [`SessionDoc`] let through but the format refuses: the place in the
 /// session and why.
 #[derive(Debug)]
-struct Refused {
+pub(crate) struct Refused {
     at: String,
     message: String,
 }
@@ -550,7 +550,7 @@ impl<'de> Deserialize<'de> for Session {
 
 impl<C> SessionDoc<C> {
     /// The session without its calls, or why the format refuses it.
-    fn stub(&mut self) -> Result<Session, Refused> {
+    pub(crate) fn stub(&mut self) -> Result<Session, Refused> {
         if self.id.is_empty() {
             return Err(Refused {
                 at: "id".to_owned(),
@@ -808,8 +808,16 @@ fn detect_calls(
 /// reason): [`detect_session_text`] then reads it the usual way, for its answer or its exact
 /// error.
 fn detect_borrowed(text: &str, config: &DetectConfig) -> Option<(Session, SessionDetector)> {
-    watch_session_text(text, config, &mut |_, _, _, _| true)
+    watch_session_text(
+        text,
+        &|session| SessionDetector::taking_line_counts(session, config),
+        &mut |_, _, _, _| true,
+    )
 }
+
+/// How [`watch_session_text`] makes a session's detector, from the session read up to its
+/// calls (its line counts may be taken: they are read borrowed for the calls' sake).
+pub type NewDetector<'n> = dyn Fn(&mut Session) -> SessionDetector + 'n;
 
 /// What [`watch_session_text`]'s watcher is told after each call of a session: the session
 /// (without calls), how many of its calls are read (counted or not), the call's effect time (its
@@ -820,16 +828,32 @@ pub type CallWatcher<'w> =
 
 /// `detect`'s borrowed read of a session ([`detect_session_text`]) for a caller that looks at the
 /// detector after each call (the backtest judges its prefixes as they are read, issue 19): the
-/// session without its calls and the detector of all of them, with no list of calls built.
-/// `None` for a session this read does not take, or when `after_call` says stop: read it again
-/// the usual way ([`SessionCalls::read`], [`parse_session_text`]) for its answer or its error.
+/// session without its calls and the detector of all of them (made by `new_detector`), with no
+/// list of calls built. `None` for a session this read does not take, or when `after_call` says
+/// stop: read it again the usual way ([`SessionCalls::read`], [`parse_session_text`]) for its
+/// answer or its error.
 pub fn watch_session_text(
     text: &str,
-    config: &DetectConfig,
+    new_detector: &NewDetector<'_>,
+    after_call: &mut CallWatcher<'_>,
+) -> Option<(Session, SessionDetector)> {
+    match crate::hand::watch(text, new_detector, after_call) {
+        Ok(read) => read,
+        Err(crate::hand::Untouched) => serde_watch(text, new_detector, after_call),
+    }
+}
+
+/// [`watch_session_text`] through serde's reader, for a session the hand reader leaves alone.
+pub(crate) fn serde_watch(
+    text: &str,
+    new_detector: &NewDetector<'_>,
     after_call: &mut CallWatcher<'_>,
 ) -> Option<(Session, SessionDetector)> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let visitor = DetectVisitor { config, after_call };
+    let visitor = DetectVisitor {
+        new_detector,
+        after_call,
+    };
     let detected = serde::de::Deserializer::deserialize_map(&mut de, visitor).ok()?;
     de.end().ok()?;
     Some(detected)
@@ -839,18 +863,53 @@ pub fn watch_session_text(
 /// pushed as they come; any key of the session after `calls` fails it (a detector is made from
 /// the session before its first call).
 struct DetectVisitor<'c, 'w, 'h> {
-    config: &'c DetectConfig,
+    new_detector: &'c NewDetector<'c>,
     after_call: &'w mut CallWatcher<'h>,
 }
 
-/// [`DetectVisitor`]'s reader of `calls`, for a detector made already, with the session's line
-/// counts as they were read.
-struct CallsSeed<'d, 'l, 'h> {
-    session: &'d Session,
-    detector: &'d mut SessionDetector,
-    line_counts: &'d LineCountsText<'l>,
-    after_call: &'d mut CallWatcher<'h>,
+/// Where the calls of [`watch_session_text`] go, one at a time as they are read: into a detector
+/// made already, with the session's line counts as they were read, then to the watcher.
+pub(crate) struct CallSink<'d, 'l, 'h> {
+    pub(crate) session: &'d Session,
+    pub(crate) detector: &'d mut SessionDetector,
+    pub(crate) line_counts: &'d LineCountsText<'l>,
+    pub(crate) after_call: &'d mut CallWatcher<'h>,
+    /// How many calls were taken.
+    pub(crate) read: usize,
 }
+
+impl CallSink<'_, '_, '_> {
+    /// Take the next call: checked as the format wants it ([`check_call`], an input that is an
+    /// object), pushed when it counts, and shown to the watcher; false when the call is refused
+    /// or the watcher says stop.
+    pub(crate) fn take(&mut self, call: CallText<'_>) -> bool {
+        if !matches!(call.input, Json::Object(_))
+            || check_call(self.read, &call.tool, call.input.get("command")).is_err()
+        {
+            return false;
+        }
+        self.read += 1;
+        let status = CallStatus::from_text(&call.status);
+        let time = call.time.map(|MapOnly(t)| t.time());
+        let meta = call.metadata;
+        let counted = CallRef::new(
+            &call.tool,
+            &call.input,
+            &status,
+            || meta,
+            call.output_hash,
+            time,
+        );
+        if let Some(call) = counted {
+            self.detector.push_ref_with(&call, self.line_counts);
+        }
+        let effect_ms = time.and_then(CallTime::effect_ms);
+        (self.after_call)(self.session, self.read, effect_ms, self.detector)
+    }
+}
+
+/// [`DetectVisitor`]'s reader of `calls`.
+struct CallsSeed<'s, 'd, 'l, 'h>(&'s mut CallSink<'d, 'l, 'h>);
 
 /// Why [`detect_borrowed`] does not read a session (never shown: the usual read says why).
 const NOT_READ: &str = "not read by detect's borrowed read";
@@ -922,15 +981,15 @@ impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_, '_, '_> {
                     doc.note = note.take().flatten();
                     doc.loop_start = loop_start.take().flatten();
                     let mut session = doc.stub().map_err(|_| A::Error::custom(NOT_READ))?;
-                    let mut detector =
-                        SessionDetector::taking_line_counts(&mut session, self.config);
+                    let mut detector = (self.new_detector)(&mut session);
                     let line_counts: Option<LineCountsText<'de>> = line_counts.take().flatten();
-                    map.next_value_seed(CallsSeed {
+                    map.next_value_seed(CallsSeed(&mut CallSink {
                         session: &session,
                         detector: &mut detector,
                         line_counts: &line_counts.unwrap_or_default(),
                         after_call: &mut *self.after_call,
-                    })?;
+                        read: 0,
+                    }))?;
                     detected = Some((session, detector));
                 }
                 _ => {
@@ -943,7 +1002,7 @@ impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_, '_, '_> {
 }
 
 /// Whether `key` is one of [`SessionDoc`]'s.
-fn is_session_key(key: &str) -> bool {
+pub(crate) fn is_session_key(key: &str) -> bool {
     matches!(
         key,
         "id" | "parent_id"
@@ -959,14 +1018,14 @@ fn is_session_key(key: &str) -> bool {
     )
 }
 
-impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_, '_, '_> {
+impl<'de> serde::de::DeserializeSeed<'de> for CallsSeed<'_, '_, '_, '_> {
     type Value = ();
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_seq(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_, '_> {
+impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_, '_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -975,30 +1034,8 @@ impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_, '_> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         use serde::de::Error as _;
-        let mut i = 0;
         while let Some(MapOnly(call)) = seq.next_element::<MapOnly<CallText<'de>>>()? {
-            if !matches!(call.input, Json::Object(_))
-                || check_call(i, &call.tool, call.input.get("command")).is_err()
-            {
-                return Err(A::Error::custom(NOT_READ));
-            }
-            i += 1;
-            let status = CallStatus::from_text(&call.status);
-            let time = call.time.map(|MapOnly(t)| t.time());
-            let meta = call.metadata;
-            let counted = CallRef::new(
-                &call.tool,
-                &call.input,
-                &status,
-                || meta,
-                call.output_hash,
-                time,
-            );
-            if let Some(call) = counted {
-                self.detector.push_ref_with(&call, self.line_counts);
-            }
-            let effect_ms = time.and_then(CallTime::effect_ms);
-            if !(self.after_call)(self.session, i, effect_ms, self.detector) {
+            if !self.0.take(call) {
                 return Err(A::Error::custom(NOT_READ));
             }
         }
@@ -1296,7 +1333,7 @@ impl<'de> serde::de::Visitor<'de> for ListSeed<'_, '_, '_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -1534,11 +1571,10 @@ mod tests {
         }
     }
 
-    /// `detect`'s typed, borrowed read of a session judges as the usual read, whatever the text
-    /// holds (escapes, unicode, numbers written as text, nulls, missing and unknown fields,
-    /// repeated keys, metadata of every shape), and leaves to it what it does not read.
-    #[test]
-    fn the_borrowed_read_judges_as_the_usual_read() {
+    /// Session texts of every shape `detect`'s borrowed read meets (escapes, unicode, numbers
+    /// written as text, nulls, missing and unknown fields, repeated keys, metadata of every
+    /// shape, what the format refuses), each with whether that read takes it.
+    pub(crate) fn borrowed_read_cases() -> Vec<(String, bool)> {
         let session = |calls: &str| {
             format!(
                 r#"{{"id":"s","directory":"/p","line_counts":{{"/p/a.rs":120,"/p/\u00e9.rs":40}},"calls":[{calls}]}}"#
@@ -1772,7 +1808,14 @@ mod tests {
         ] {
             cases.push((text, borrowed));
         }
-        for (text, borrowed) in &cases {
+        cases
+    }
+
+    /// `detect`'s typed, borrowed read of a session judges as the usual read, whatever the text
+    /// holds, and leaves to it what it does not read.
+    #[test]
+    fn the_borrowed_read_judges_as_the_usual_read() {
+        for (text, borrowed) in &borrowed_read_cases() {
             for profile in [
                 crate::Profile::Design,
                 crate::Profile::Precise,

@@ -122,21 +122,29 @@ struct Scanner<'f, R> {
 /// file are a few words long, where a vector search costs more to start than it saves (issue 19:
 /// the scan's strings were a seventh of `detect`'s instructions).
 fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
+    string_stop(bytes, false)
+}
+
+/// [`quote_or_backslash`], also stopping at a byte below 0x20 when `controls` (JSON refuses
+/// them inside a string): where a string's text ends or needs a closer look.
+pub(crate) fn string_stop(bytes: &[u8], controls: bool) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte of `word` equal to `b`; a false one only above a true one (a
-    // borrow runs upwards), so the lowest bit set is exact.
-    let equal = |word: u64, b: u8| {
-        let x = word ^ (ONES * u64::from(b));
-        x.wrapping_sub(ONES) & !x & HIGHS
-    };
+    // The high bit of each byte of `word` below `n` (at most 0x80); a false one only above a
+    // true one (a borrow runs upwards), so the lowest bit set is exact.
+    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let equal = |word: u64, b: u8| below(word ^ (ONES * u64::from(b)), 1);
+    let stop = |b: u8| b == b'"' || b == b'\\' || (controls && b < 0x20);
     let mut words = bytes.chunks_exact(8);
     let mut at = 0;
     for word in &mut words {
         let mut le = [0; 8];
         le.copy_from_slice(word);
         let word = u64::from_le_bytes(le);
-        let found = equal(word, b'"') | equal(word, b'\\');
+        let mut found = equal(word, b'"') | equal(word, b'\\');
+        if controls {
+            found |= below(word, 0x20);
+        }
         if found != 0 {
             return Some(at + (found.trailing_zeros() / 8) as usize);
         }
@@ -145,7 +153,7 @@ fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     words
         .remainder()
         .iter()
-        .position(|&b| b == b'"' || b == b'\\')
+        .position(|&b| stop(b))
         .map(|i| at + i)
 }
 
@@ -522,14 +530,14 @@ mod tests {
     }
 
     #[test]
-    fn quote_or_backslash_finds_the_first_of_either() {
+    fn string_stops_find_the_first_stop() {
         let mut texts: Vec<Vec<u8>> = vec![Vec::new(), b"\"".to_vec(), b"\\".to_vec()];
         // Every place in words and tails, after bytes one below and one above the two (a borrow
         // or a carry near them), and after non-ASCII bytes.
         for len in 0..20 {
             for at in 0..=len {
-                for fill in [b'a', b'!', b'#', b'[', b']', 0x80, 0xff, 0x01] {
-                    for hit in [b'"', b'\\'] {
+                for fill in [b'a', b'!', b'#', b'[', b']', b' ', 0x80, 0xff, 0x21, 0x1f] {
+                    for hit in [b'"', b'\\', 0x00, 0x1f, 0x0a] {
                         let mut text = vec![fill; len];
                         if at < len {
                             text[at] = hit;
@@ -545,6 +553,10 @@ mod tests {
         for text in &texts {
             let want = text.iter().position(|&b| b == b'"' || b == b'\\');
             assert_eq!(quote_or_backslash(text), want, "{text:?}");
+            let want = text
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+            assert_eq!(string_stop(text, true), want, "{text:?}");
         }
     }
 

@@ -255,25 +255,25 @@ fn streamed_backtest(
 /// from its text (no `Call`, no `Value`, no list of calls); a session that does not read so, or
 /// whose detector must start over (times out of order), with its calls read borrowed and kept;
 /// failing that, the usual way, for its answer or its exact error. The session comes back
-/// without its calls.
+/// without its calls, its result with its own landings.
 fn judge_session_text(
     plan: &backtest::Plan,
     index: usize,
     text: &str,
     options: &Options,
-) -> Result<(Session, backtest::SessionResult), detect_core::ParseError> {
+) -> Result<(Session, backtest::Judged), detect_core::ParseError> {
     if let Some(judged) = plan.judge_text(text, options) {
         return Ok(judged);
     }
     match SessionCalls::read(text) {
         Some((session, calls)) => {
-            let result = plan.judge_calls(&session, &calls, options);
-            Ok((session, result))
+            let judged = plan.judge_calls(&session, &calls, options);
+            Ok((session, judged))
         }
         None => parse_judged_session_text(index, text).map(|mut session| {
-            let result = plan.judge(&session, options);
+            let judged = plan.judge_calls(&session, session.calls.as_slice(), options);
             session.calls = Vec::new();
-            (session, result)
+            (session, judged)
         }),
     }
 }
@@ -297,34 +297,24 @@ fn one_pass_backtest(
     options: &Options,
 ) -> Result<Option<backtest::Report>, agentwatch_runtime::error::Error> {
     use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
-    let config = &options.config;
     let alone = backtest::Plan::default();
-    let first = |session: Session, result, landings| FirstJudged {
-        result,
+    let first = |session: Session, judged: backtest::Judged| FirstJudged {
+        result: judged.result,
         parent_id: session.parent_id,
-        landings,
+        landings: judged.own_landings,
         place: None,
     };
     let mut judged = map_placed_session_texts(
         path,
         &|index, text, offset| {
-            let (session, result) = judge_session_text(&alone, index, text, options)?;
-            // The landings its ancestors need, from its calls read whole (only a session with a
-            // parent has any).
-            let landings = match session.parent_id {
-                Some(_) => backtest::own_landings(&parse_judged_session_text(index, text)?, config),
-                None => Vec::new(),
-            };
-            let mut judged = first(session, result, landings);
+            let (session, judged) = judge_session_text(&alone, index, text, options)?;
+            let mut judged = first(session, judged);
             judged.place = offset.map(|at| (at, text.len()));
             Ok(judged)
         },
         &|session| {
-            let (result, landings) = (
-                alone.judge(&session, options),
-                backtest::own_landings(&session, config),
-            );
-            first(session, result, landings)
+            let judged = alone.judge_calls(&session, session.calls.as_slice(), options);
+            first(session, judged)
         },
         |judged| judged.result.id.as_str(),
     )?;
@@ -347,9 +337,9 @@ fn one_pass_backtest(
         .try_for_each(|j| -> Result<(), agentwatch_runtime::error::Error> {
             if let (true, Some((offset, len))) = (again(j), j.place) {
                 let text = read_text_at(path, offset, len)?;
-                let (_, result) = judge_session_text(&plan, 0, &text, options)
+                let (_, judged) = judge_session_text(&plan, 0, &text, options)
                     .map_err(|e| agentwatch_runtime::error::Error::data(format!("{path}: {e}")))?;
-                j.result = result;
+                j.result = judged.result;
             } else {
                 j.result.root = plan.root(&j.result.id);
             }
@@ -383,7 +373,9 @@ fn two_pass_backtest(
     drop(stubs);
     let results = map_session_texts(
         paths,
-        &|index, text| judge_session_text(&plan, index, text, options).map(|(_, result)| result),
+        &|index, text| {
+            judge_session_text(&plan, index, text, options).map(|(_, judged)| judged.result)
+        },
         &|session| plan.judge(&session, options),
         |result| result.id.as_str(),
     )?;
