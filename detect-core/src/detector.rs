@@ -15,6 +15,7 @@ use crate::matcher::{
     CallContext, CallFacts, CallRef, Context, Facts, LineCounts, LineCountsText, Scratch, facts,
 };
 use crate::model::{Call, Session};
+use crate::names::Names;
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -647,8 +648,7 @@ pub struct SessionDetector {
     directory: Option<String>,
     /// Shared by an `auto` detector's two profiles.
     line_counts: Arc<BTreeMap<String, u64>>,
-    names: Vec<Arc<str>>,
-    ids: FxHashMap<Arc<str>, u32>,
+    names: Names,
     span: Vec<SpanCall>,
     window_start: usize,
     identity_in_span: FxHashMap<u32, u32>,
@@ -770,8 +770,7 @@ impl SessionDetector {
             read_only: is_read_only(session, config),
             directory: session.directory.clone(),
             line_counts,
-            names: Vec::new(),
-            ids: FxHashMap::default(),
+            names: Names::default(),
             span: Vec::new(),
             window_start: 0,
             identity_in_span: FxHashMap::default(),
@@ -859,7 +858,7 @@ impl SessionDetector {
         let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
         let mut map = |old: u32, names: &mut Vec<String>| {
             *renumber.entry(old).or_insert_with(|| {
-                names.push(self.names[old as usize].to_string());
+                names.push(self.names.get(old).to_owned());
                 u32::try_from(names.len() - 1).unwrap_or(u32::MAX)
             })
         };
@@ -930,17 +929,13 @@ impl SessionDetector {
             read_only: snapshot.read_only,
             directory: snapshot.directory,
             line_counts: Arc::new(snapshot.line_counts),
-            ids: snapshot
-                .names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (Arc::from(n.as_str()), u32::try_from(i).unwrap_or(u32::MAX)))
-                .collect(),
-            names: snapshot
-                .names
-                .iter()
-                .map(|n| Arc::from(n.as_str()))
-                .collect(),
+            names: {
+                let mut names = Names::default();
+                for name in &snapshot.names {
+                    names.push_anew(name);
+                }
+                names
+            },
             span: Vec::with_capacity(snapshot.span.len()),
             window_start: 0,
             identity_in_span: FxHashMap::default(),
@@ -986,7 +981,6 @@ impl SessionDetector {
         self.scratch = Scratch::default();
         self.span.shrink_to_fit();
         self.names.shrink_to_fit();
-        self.ids.shrink_to_fit();
     }
 
     /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
@@ -997,17 +991,6 @@ impl SessionDetector {
         }
         // Copied first when shared (an `auto` detector's two profiles share them).
         Arc::make_mut(&mut self.line_counts).insert(path, lines);
-    }
-
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
-        let shared: Arc<str> = Arc::from(name);
-        self.ids.insert(Arc::clone(&shared), id);
-        self.names.push(shared);
-        id
     }
 
     /// Push the next call of the session. Calls that do not count are ignored.
@@ -1077,22 +1060,21 @@ impl SessionDetector {
             // Nothing refers to a name once the span is empty: a session holds only the names
             // of the calls since it last landed (issue 19: `detect` keeps every detector).
             self.names.clear();
-            self.ids.clear();
             return;
         }
         let read = facts
             .read
-            .map(|(path, lines, file_lines)| (self.intern(path), lines, file_lines));
+            .map(|(path, lines, file_lines)| (self.names.intern(path), lines, file_lines));
         let view = facts
             .view
-            .map(|(path, first, last)| (self.intern(path), first, last));
+            .map(|(path, first, last)| (self.names.intern(path), first, last));
         let result = self
             .config
             .applies(Rule::Repeat)
-            .then(|| self.intern(facts.result));
+            .then(|| self.names.intern(facts.result));
         let span_call = SpanCall {
-            identity: self.intern(facts.identity),
-            target: self.intern(facts.target),
+            identity: self.names.intern(facts.identity),
+            target: self.names.intern(facts.target),
             read,
             start_ms: facts.start_ms,
             wait: facts.wait,
@@ -1225,7 +1207,7 @@ impl SessionDetector {
 
     /// This detector's verdict, with its names when `named` (see [`SessionDetector::figures`]).
     fn own_judgement(&self, named: bool) -> SessionVerdict {
-        let name = |id: u32| &*self.names[id as usize];
+        let name = |id: u32| self.names.get(id);
         let views = || self.span[self.window_start..].iter().filter_map(|c| c.view);
         // Without names, files are told apart by their interned ids: the same figures.
         let (reread, reread_file) = match (self.config.applies(Rule::Rereads), named) {

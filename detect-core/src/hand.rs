@@ -101,6 +101,11 @@ impl<'a> Cursor<'a> {
     /// Take `want` after whitespace.
     #[inline]
     fn take(&mut self, want: u8) -> Option<()> {
+        // Written without whitespace, the byte is right here.
+        if self.bytes().get(self.at) == Some(&want) {
+            self.at += 1;
+            return Some(());
+        }
         (self.space()? == want).then(|| self.at += 1)
     }
 
@@ -370,6 +375,11 @@ impl<'a> Cursor<'a> {
         let mut value = u64::from(first - b'0');
         // A leading 0 is the whole integer part.
         if first != b'0' {
+            // Eight digits at a time (a unix time in ms has thirteen), then one at a time.
+            while let Some(eight) = bytes.get(at..at + 8).and_then(eight_digits) {
+                value = value.wrapping_mul(100_000_000).wrapping_add(eight);
+                at += 8;
+            }
             while let Some(&d) = bytes.get(at).filter(|d| d.is_ascii_digit()) {
                 value = value.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
                 at += 1;
@@ -645,6 +655,26 @@ fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     slot.is_none().then(|| *slot = Some(value))
 }
 
+/// The value of eight ASCII digits, or `None` when one of the bytes is not a digit.
+fn eight_digits(bytes: &[u8]) -> Option<u64> {
+    const NIBBLES: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const ZEROS: u64 = 0x3030_3030_3030_3030;
+    let mut le = [0; 8];
+    le.copy_from_slice(bytes);
+    // The first digit in the lowest byte.
+    let word = u64::from_le_bytes(le);
+    // Each byte is 0x30..=0x39: its high nibble is 3, and still 3 with 6 added.
+    if word & NIBBLES != ZEROS || word.wrapping_add(0x0606_0606_0606_0606) & NIBBLES != ZEROS {
+        return None;
+    }
+    // Pairs, then fours, then the eight (each step joins neighbours: the lower byte is the
+    // more significant digit).
+    let word = word - ZEROS;
+    let word = (word & 0x000F_000F_000F_000F) * 10 + ((word >> 8) & 0x000F_000F_000F_000F);
+    let word = (word & 0x0000_00FF_0000_00FF) * 100 + ((word >> 16) & 0x0000_00FF_0000_00FF);
+    Some((word & 0x0000_FFFF) * 10_000 + ((word >> 32) & 0x0000_FFFF))
+}
+
 /// Four hex digits.
 fn hex4(digits: &[u8]) -> Option<u32> {
     digits
@@ -892,7 +922,45 @@ mod tests {
         }
     }
 
+    #[test]
+    fn eight_digits_read_as_digits_do() {
+        let scalar = |b: &[u8]| {
+            b.iter().try_fold(0u64, |n, &d| {
+                d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
+            })
+        };
+        let mut texts: Vec<Vec<u8>> = [
+            "00000000", "12345678", "99999999", "17960000", "00000001", "10000000",
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+        // A byte that is not a digit at every place, just below and above the digits.
+        for at in 0..8 {
+            for b in [b'/', b':', b'.', b'e', b'-', b'"', 0x00, 0x3f, 0xb0, 0xff] {
+                let mut text = b"12345678".to_vec();
+                text[at] = b;
+                texts.push(text);
+            }
+        }
+        for text in &texts {
+            assert_eq!(eight_digits(text), scalar(text), "{text:?}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn eight_digits_read_any_eight_bytes(bytes in proptest::collection::vec(any::<u8>(), 8)) {
+            let scalar = bytes.iter().try_fold(0u64, |n, &d| d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0')));
+            prop_assert_eq!(eight_digits(&bytes), scalar);
+        }
+
+        #[test]
+        fn eight_digits_read_any_number(n in 0u64..100_000_000) {
+            let text = format!("{n:08}");
+            prop_assert_eq!(eight_digits(text.as_bytes()), Some(n));
+        }
+
         /// Any edit of a session's text is read by hand as serde reads it, or not at all.
         #[test]
         fn edited_sessions_read_as_serde_does_or_not_at_all(

@@ -43,6 +43,7 @@ mod hand;
 mod json;
 mod matcher;
 mod model;
+mod names;
 mod scan;
 mod shell;
 mod tree;
