@@ -112,19 +112,7 @@ impl<'a> Cursor<'a> {
     /// The session's keys up to its `calls` (the cursor on their value): the session without
     /// calls, as [`SessionDoc::stub`] makes it, and its line counts.
     fn head(&mut self) -> Option<(Session, LineCountsText<'a>)> {
-        let mut doc = SessionDoc::<()> {
-            id: String::new(),
-            parent_id: None,
-            title: None,
-            agent: None,
-            directory: None,
-            label: None,
-            labels: None,
-            note: None,
-            line_counts: None,
-            loop_start: None,
-            calls: Vec::new(),
-        };
+        let mut doc = SessionDoc::<()>::empty();
         let mut line_counts = None;
         let mut seen = 0u16;
         self.take(b'{')?;
@@ -167,38 +155,22 @@ impl<'a> Cursor<'a> {
 
     /// The list of calls (the next byte is its `[`), each taken by `sink`.
     fn calls(&mut self, sink: &mut CallSink<'_, '_, '_>) -> Option<()> {
-        self.at += 1;
-        if self.space()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.space()?;
-            let start = self.at;
-            let call = match self.call() {
+        self.list(|c| {
+            c.space()?;
+            let start = c.at;
+            let call = match c.call() {
                 Some(call) => call,
                 None => {
                     // Not a shape read here: serde reads the call from its own text.
-                    self.at = start;
-                    let end = self.object_end()?;
-                    self.at = end;
-                    serde_json::from_str::<MapOnly<CallText<'a>>>(&self.text[start..end])
+                    c.at = start;
+                    c.at = c.object_end()?;
+                    serde_json::from_str::<MapOnly<CallText<'a>>>(&c.text[start..c.at])
                         .ok()?
                         .0
                 }
             };
-            if !sink.take(call) {
-                return None;
-            }
-            match self.space()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+            sink.take(call).then_some(())
+        })
     }
 
     /// The rest of the session after its calls: keys that are not the session's, then nothing.
@@ -250,29 +222,27 @@ impl<'a> Cursor<'a> {
         &mut self,
         mut entry: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
     ) -> Option<()> {
-        self.take(b'{')?;
-        if self.space()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            let key = self.key()?;
-            entry(self, key)?;
-            match self.space()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+        self.items(b'{', b'}', |c| {
+            let key = c.key()?;
+            entry(c, key)
+        })
     }
 
     /// A list's items: `item` reads each, the cursor on it.
-    fn list(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.take(b'[')?;
-        if self.space()? == b']' {
+    fn list(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.items(b'[', b']', item)
+    }
+
+    /// What is between `open` and `close`, each item read by `item` and followed by a comma
+    /// but the last.
+    fn items(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.take(open)?;
+        if self.space()? == close {
             self.at += 1;
             return Some(());
         }
@@ -280,7 +250,7 @@ impl<'a> Cursor<'a> {
             item(self)?;
             match self.space()? {
                 b',' => self.at += 1,
-                b']' => {
+                b if b == close => {
                     self.at += 1;
                     return Some(());
                 }

@@ -549,6 +549,23 @@ impl<'de> Deserialize<'de> for Session {
 }
 
 impl<C> SessionDoc<C> {
+    /// A session of no keys, filled by a reader that reads them one by one.
+    pub(crate) fn empty() -> Self {
+        Self {
+            id: String::new(),
+            parent_id: None,
+            title: None,
+            agent: None,
+            directory: None,
+            label: None,
+            labels: None,
+            note: None,
+            line_counts: None,
+            loop_start: None,
+            calls: Vec::new(),
+        }
+    }
+
     /// The session without its calls, or why the format refuses it.
     pub(crate) fn stub(&mut self) -> Result<Session, Refused> {
         if self.id.is_empty() {
@@ -933,19 +950,7 @@ impl<'de> serde::de::Visitor<'de> for DetectVisitor<'_, '_, '_> {
             *slot = Some(map.next_value()?);
             Ok(())
         }
-        let mut doc = SessionDoc::<CallText<'de>> {
-            id: String::new(),
-            parent_id: None,
-            title: None,
-            agent: None,
-            directory: None,
-            label: None,
-            labels: None,
-            note: None,
-            line_counts: None,
-            loop_start: None,
-            calls: Vec::new(),
-        };
+        let mut doc = SessionDoc::<CallText<'de>>::empty();
         let mut id = None;
         // `Option` fields: a key seen, its value (`null` is none).
         let (mut parent_id, mut title, mut agent, mut directory) = (None, None, None, None);
