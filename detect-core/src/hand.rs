@@ -21,7 +21,7 @@ use crate::model::{
     CallSink, CallText, CallWatcher, Label, MapOnly, NewDetector, Session, SessionDoc, TimeDoc,
     UnixMs, is_session_key,
 };
-use crate::scan::string_stop;
+use crate::scan::{is_space, string_stop, string_tail};
 use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -90,7 +90,7 @@ impl<'a> Cursor<'a> {
     fn space(&mut self) -> Option<u8> {
         let bytes = self.bytes();
         while let Some(&b) = bytes.get(self.at) {
-            if !matches!(b, b' ' | b'\n' | b'\t' | b'\r') {
+            if !is_space(b) {
                 return Some(b);
             }
             self.at += 1;
@@ -391,14 +391,7 @@ impl<'a> Cursor<'a> {
         loop {
             match *bytes.get(at)? {
                 b'"' => {
-                    at += 1;
-                    loop {
-                        let stop = at + string_stop(bytes.get(at..)?, false)?;
-                        if bytes[stop] == b'"' {
-                            break at = stop + 1;
-                        }
-                        at = stop + 2;
-                    }
+                    at += 1 + string_tail(bytes.get(at + 1..)?)?;
                     continue;
                 }
                 b'{' | b'[' if depth == MAX_DEPTH => return None,

@@ -157,7 +157,7 @@ pub(crate) fn string_stop(bytes: &[u8], controls: bool) -> Option<usize> {
         .map(|i| at + i)
 }
 
-fn is_space(b: u8) -> bool {
+pub(crate) fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\n' | b'\t' | b'\r')
 }
 
@@ -470,7 +470,7 @@ impl<R: Read> Scanner<'_, R> {
 
 /// How long the rest of a string is, its closing quote included, when it ends in `bytes` (which
 /// begin after its opening quote); `None` when it does not, or an escape is cut at the end.
-fn string_tail(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn string_tail(bytes: &[u8]) -> Option<usize> {
     let mut at = 0;
     loop {
         let found = at + quote_or_backslash(bytes.get(at..)?)?;
