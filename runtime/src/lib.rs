@@ -32,14 +32,17 @@ pub mod fleet;
 pub mod input;
 pub mod jobs;
 pub mod journal;
+pub mod liveness;
 pub mod notify;
 pub mod operator;
 pub mod progress;
 pub mod replay;
 pub mod run;
+pub mod run_options;
 pub mod serve;
 pub mod stored;
 pub mod text;
+pub mod wake;
 
 pub use error::{Error, Result};
 

@@ -2,8 +2,9 @@
 //! `status`, `alerts`, `channels`, `test-alert` and `config`. Each has `--json`.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, Config, Env, JobName, parse_severity};
+use crate::config::{self, Config, Env, parse_severity};
 use crate::error::{Error, code};
+use crate::liveness::{JobTick, STALE_INTERVALS, job_ticks};
 use crate::notify::{
     ALERT_NOTES_KEY, AlertNote, SendReport, alert_notes, apply_stored_settings, send,
 };
@@ -66,85 +67,8 @@ pub struct StatusArgs {
     pub colour: bool,
 }
 
-/// How many of its intervals a job's last tick may age before `status` calls it stale.
-pub const STALE_INTERVALS: i64 = 3;
-
 /// How many restarts `status` lists.
 const RESTARTS_SHOWN: usize = 5;
-
-/// One job's last tick as `status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct JobTick {
-    job: &'static str,
-    interval_s: i64,
-    last_at: Option<i64>,
-    outcome: Option<String>,
-    stale: bool,
-}
-
-/// Every job's last tick (from `agentwatch_events`; opencode's falls back to its ticks table),
-/// stale when older than [`STALE_INTERVALS`] intervals.
-fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec<JobTick>, Error> {
-    let mut out = Vec::new();
-    for job in JobName::ALL {
-        let interval_s = i64::try_from(job.interval_s(config)).unwrap_or(i64::MAX);
-        let mut last = match store {
-            Some(s) => s
-                .recent_events(EventKind::Tick, Some(job.as_str()), 1)
-                .map_err(Error::from)?
-                .into_iter()
-                .next()
-                .map(|e| (e.at, e.result)),
-            None => None,
-        };
-        if let (None, JobName::Opencode, Some(s)) = (&last, job, store) {
-            last = s
-                .last_tick()
-                .map_err(Error::from)?
-                .map(|t| (t.ticked_at, t.outcome));
-        }
-        let stale = last.as_ref().is_some_and(|(at, _)| {
-            now.saturating_sub(*at) > interval_s.saturating_mul(STALE_INTERVALS)
-        });
-        out.push(JobTick {
-            job: job.as_str(),
-            interval_s,
-            last_at: last.as_ref().map(|(at, _)| *at),
-            outcome: last.map(|(_, o)| o),
-            stale,
-        });
-    }
-    Ok(out)
-}
-
-/// A job whose last tick is older than [`STALE_INTERVALS`] of its intervals: a blind watchdog.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaleJob {
-    pub job: &'static str,
-    pub last_at: i64,
-    pub interval_s: i64,
-}
-
-/// The jobs other than `except` that have ticked before and are stale at `now` (what `status`
-/// warns about; the opencode job raises each as an alert).
-pub fn stale_jobs(
-    store: &Store,
-    config: &Config,
-    now: i64,
-    except: JobName,
-) -> Result<Vec<StaleJob>, Error> {
-    Ok(job_ticks(Some(store), config, now)?
-        .into_iter()
-        .filter(|j| j.stale && j.job != except.as_str())
-        .filter_map(|j| {
-            Some(StaleJob {
-                job: j.job,
-                last_at: j.last_at?,
-                interval_s: j.interval_s,
-            })
-        })
-        .collect())
-}
 
 /// One opencode source as `status` shows it: up at the last tick, or failing since when.
 struct SourceState {

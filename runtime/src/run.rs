@@ -45,202 +45,17 @@ use crate::config::{self, Config, Env, JobName};
 use crate::error::{Error, code};
 use crate::jobs;
 use crate::journal::{Line, Priority};
+pub use crate::run_options::Options;
 use crate::stored::{job_event, record_events, store_path};
+pub use crate::wake::{Clock, SignalScope, SystemClock, Wake};
 use agentwatch_store::{EventKind, LockError, Store};
 use agentwatch_systemd::Notifier;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The longest interval the loop schedules (one day); longer values are clamped.
 const MAX_INTERVAL_S: i64 = 86_400;
-
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
-    pub config: Option<PathBuf>,
-    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
-    pub db: Option<PathBuf>,
-    /// Override a configuration key (repeatable), for every job.
-    pub set: Vec<String>,
-    /// Every job decides and performs nothing, and nothing is stored.
-    pub dry_run: bool,
-    /// One job alone, whatever `run.jobs` says, and no web server: what `agentwatch opencode`
-    /// and `agentwatch recover` are without `--once`.
-    pub only: Option<JobName>,
-}
-
-impl Options {
-    /// A job command without `--once` (`agentwatch opencode`, `agentwatch recover`): the same
-    /// daemon as `agentwatch run`, with that job alone. `one_tick_flags` are the command's flags
-    /// that describe a single tick, with whether each was given: any of them is a usage error
-    /// here, naming the flag, rather than silently ignored.
-    pub fn job_alone(
-        job: JobName,
-        one_tick_flags: &[(&str, bool)],
-        config: Option<PathBuf>,
-        db: Option<PathBuf>,
-        set: Vec<String>,
-        dry_run: bool,
-    ) -> Result<Self, Error> {
-        if let Some((flag, _)) = one_tick_flags.iter().find(|(_, given)| *given) {
-            return Err(Error::usage(format!(
-                "{flag} needs --once: without it, `agentwatch {job}` keeps running (as \
-                 `agentwatch run` does, with this job alone)",
-                job = job.as_str()
-            )));
-        }
-        Ok(Self {
-            config,
-            db,
-            set,
-            dry_run,
-            only: Some(job),
-        })
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Time
-
-/// Why a wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    /// The time waited for came.
-    Due,
-    /// Stop was asked for (a signal); the loop ends.
-    Stop,
-}
-
-/// The loop's clock: what time it is, and a wait that a stop request cuts short.
-pub trait Clock {
-    /// Unix seconds.
-    fn now(&self) -> i64;
-    /// Wait until `at` (unix seconds) or a stop request, whichever comes first. A stop asked for
-    /// earlier (during a tick) is returned at once.
-    fn wait_until(&mut self, at: i64) -> Wake;
-}
-
-/// The system clock, woken early by whatever is sent on its channel (the signal thread).
-#[derive(Debug)]
-pub struct SystemClock {
-    stop: Receiver<i32>,
-}
-
-impl SystemClock {
-    /// A clock woken by anything sent on `stop`.
-    pub fn new(stop: Receiver<i32>) -> Self {
-        Self { stop }
-    }
-
-    /// A clock woken by SIGTERM or SIGINT. A second signal ends the process at once
-    /// (128 + the signal's number).
-    pub fn with_signals() -> Result<Self, Error> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let (tx, rx) = channel();
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-            .map_err(|e| Error::io(format!("run: cannot handle signals: {e}")))?;
-        std::thread::Builder::new()
-            .name("agentwatch-signals".to_owned())
-            .spawn(move || forward_signals(signals.forever(), &tx))
-            .map_err(|e| Error::io(format!("run: cannot start the signal thread: {e}")))?;
-        Ok(Self::new(rx))
-    }
-}
-
-/// A system clock that SIGTERM and SIGINT wake for as long as the scope lives (a `recover`
-/// countdown). Dropped, its thread ends and its handlers are removed; a process that outlives it
-/// then ignores those signals (signal-hook cannot restore the default), so it is for the end of a
-/// oneshot run or inside `agentwatch run`, whose own handlers stay.
-#[derive(Debug)]
-pub struct SignalScope {
-    clock: SystemClock,
-    handle: signal_hook::iterator::Handle,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl SignalScope {
-    /// Handles SIGTERM and SIGINT from now on.
-    pub fn new() -> Result<Self, Error> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let (tx, rx) = channel();
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-            .map_err(|e| Error::io(format!("cannot handle signals: {e}")))?;
-        let handle = signals.handle();
-        let thread = std::thread::Builder::new()
-            .name("agentwatch-signals".to_owned())
-            .spawn(move || {
-                for signal in signals.forever() {
-                    let _ = tx.send(signal);
-                }
-            })
-            .map_err(|e| Error::io(format!("cannot start the signal thread: {e}")))?;
-        Ok(Self {
-            clock: SystemClock::new(rx),
-            handle,
-            thread: Some(thread),
-        })
-    }
-
-    /// The clock the signals wake.
-    pub fn clock(&mut self) -> &mut SystemClock {
-        &mut self.clock
-    }
-}
-
-impl Drop for SignalScope {
-    fn drop(&mut self) {
-        self.handle.close();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The first signal asks the loop to stop; a second one exits at once.
-fn forward_signals(signals: impl Iterator<Item = i32>, stop: &Sender<i32>) {
-    let mut asked = false;
-    for signal in signals {
-        if asked {
-            Line::warning("run", now_or_clock(None))
-                .field("state", "abort")
-                .field("signal", signal)
-                .field("reason", "second signal")
-                .emit();
-            std::process::exit(128 + signal);
-        }
-        asked = true;
-        let _ = stop.send(signal);
-    }
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> i64 {
-        now_or_clock(None)
-    }
-
-    fn wait_until(&mut self, at: i64) -> Wake {
-        let target = UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap_or(0));
-        loop {
-            let left = target
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
-            match self.stop.recv_timeout(left) {
-                Ok(_) => return Wake::Stop,
-                Err(RecvTimeoutError::Timeout) if SystemTime::now() >= target => return Wake::Due,
-                // Woken a little early (the clock was set back or the timer slack): wait again.
-                Err(RecvTimeoutError::Timeout) => {}
-                // Nobody can ask to stop any more: only time is left to wait for.
-                Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(left);
-                    return Wake::Due;
-                }
-            }
-        }
-    }
-}
 
 // ------------------------------------------------------------------------------------------------
 // The schedule
@@ -723,6 +538,7 @@ pub fn run(options: &Options) -> Result<u8, Error> {
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+    use std::sync::mpsc::channel;
 
     /// A clock that jumps to whatever is waited for, and stops at `stop_at`.
     struct Simulated {

@@ -1,6 +1,6 @@
 //! A blind watchdog is an alert: a source the opencode job is told to read that failed
 //! `watchdog.blind_after_ticks` ticks in a row (`blind:{source}`), and another job whose last
-//! tick is older than [`crate::operator::STALE_INTERVALS`] of its intervals (`blind:job:{name}`),
+//! tick is older than [`crate::liveness::STALE_INTERVALS`] of its intervals (`blind:job:{name}`),
 //! are raised as alarms through the same lifecycle, gates and rate limits as the loop alerts
 //! ([`alert_state::process_alarms`]). Each resolves (`recovered`) once the source answers or the
 //! job ticks again.
@@ -11,7 +11,7 @@
 
 use crate::config::{Config, JobName};
 use crate::error::Error;
-use crate::operator::StaleJob;
+use crate::liveness::StaleJob;
 use crate::stored::load_or_clean;
 use agentwatch_store::Store;
 use alert_state::{Alarm, AlarmTick, AlertConfig, AlertState, Severity, TickOutcome};
@@ -122,7 +122,7 @@ pub fn alarm_tick(
              watching. Check its timer or `agentwatch run` (journalctl -u agentwatch).",
             job.job,
             crate::text::ago(now.saturating_sub(job.last_at)),
-            crate::operator::STALE_INTERVALS,
+            crate::liveness::STALE_INTERVALS,
             job.interval_s
         ),
         details: json!({"job": job.job, "last_tick_at": job.last_at, "interval_s": job.interval_s}),
@@ -176,7 +176,7 @@ pub fn step(
 ) -> Result<(SourceHealth, Option<TickOutcome>), Error> {
     health.observe(failed, now);
     let stale_jobs = match store {
-        Some(store) => crate::operator::stale_jobs(store, config, now, JobName::Opencode)?,
+        Some(store) => crate::liveness::stale_jobs(store, config, now, JobName::Opencode)?,
         None => Vec::new(),
     };
     let threshold = config.watchdog.blind_after_ticks;

@@ -33,7 +33,7 @@ use super::{Collected, Options, TickReport, server_urls};
 use crate::config::{self, Env};
 use crate::error::Error;
 use crate::journal::Line;
-use crate::run::Clock;
+use crate::wake::Clock;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_opencode::sse::Event;
 use std::collections::HashSet;
@@ -437,7 +437,7 @@ pub fn follow_on_system_clock(
 ) -> Result<FollowReport, Error> {
     // Nobody sends on the clock's channel: the loop waits on its events, not on the clock.
     let (_never, rx) = channel();
-    let clock = crate::run::SystemClock::new(rx);
+    let clock = crate::wake::SystemClock::new(rx);
     follow(args, &clock, stop, on_tick)
 }
 

@@ -84,7 +84,7 @@ pub struct Options {
 impl Options {
     /// Without `--once` or `--follow`, `agentwatch opencode` keeps running: the opencode job of
     /// `agentwatch run` alone, on the configured sources (`None` for one tick or the follower).
-    pub fn daemon(&self) -> Result<Option<crate::run::Options>, Error> {
+    pub fn daemon(&self) -> Result<Option<crate::run_options::Options>, Error> {
         if self.once || self.follow {
             return Ok(None);
         }
@@ -97,7 +97,7 @@ impl Options {
             ("--json", self.json),
             ("--verbose", self.verbose),
         ];
-        crate::run::Options::job_alone(
+        crate::run_options::Options::job_alone(
             config::JobName::Opencode,
             &one_tick,
             self.config.clone(),
