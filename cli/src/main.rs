@@ -146,14 +146,14 @@ fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(),
 
 fn opencode(args: OpencodeArgs) -> CliResult {
     let (json, verbose, follow) = (args.json, args.verbose, args.follow);
-    let args: jobs::opencode::Options = args.into();
+    let args: jobs::sessions::Options = args.into();
     if let Some(daemon) = args.daemon()? {
         return agentwatch_runtime::run::run(&daemon).map(ExitCode::from);
     }
     if follow {
         // Each tick that fired an event is printed as it happens.
         let mut failed = None;
-        jobs::opencode::follow::follow_until_signal(&args, |report| {
+        jobs::sessions::follow::follow_until_signal(&args, |report| {
             if report.fired() == 0 || failed.is_some() {
                 return;
             }
@@ -166,7 +166,7 @@ fn opencode(args: OpencodeArgs) -> CliResult {
         })?;
         return failed.map_or(Ok(ExitCode::SUCCESS), Err);
     }
-    if let Some(report) = jobs::opencode::run(&args)? {
+    if let Some(report) = jobs::sessions::run(&args)? {
         if json {
             print_json("opencode", &report.to_json(), false)?;
         } else {

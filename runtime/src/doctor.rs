@@ -12,7 +12,7 @@
 use crate::clock::iso8601;
 use crate::config::{self, Config, Env, Loaded};
 use crate::error::{Error, code};
-use crate::jobs::opencode::{Collected, Options as TickOptions, server_urls};
+use crate::jobs::sessions::{Collected, Options as TickOptions, server_urls};
 use crate::stored::store_path;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_store::{EventKind, Store};

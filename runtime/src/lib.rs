@@ -7,7 +7,7 @@
 //!
 //! - [`drive`]: the one driver of the recovery policies (feed an event, perform the actions,
 //!   feed the outcomes back), used by the recover and deck jobs, `replay` and the property tests.
-//! - [`jobs::opencode`]: the opencode loop watchdog (sources, the incremental session forest, the
+//! - [`jobs::sessions`]: the opencode loop watchdog (sources, the incremental session forest, the
 //!   alert lifecycle, delivery).
 //! - [`jobs::recover`]: the confirmed-loop restart of a service.
 //! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).

@@ -73,7 +73,7 @@ const RESTARTS_SHOWN: usize = 5;
 /// One opencode source as `status` shows it: up at the last tick, or failing since when.
 struct SourceState {
     name: String,
-    down: Option<crate::jobs::opencode::blind::Failing>,
+    down: Option<crate::jobs::sessions::blind::Failing>,
 }
 
 /// The sources the last opencode tick read (up) and those failing tick after tick (down, from
@@ -82,7 +82,7 @@ fn source_states(
     store: Option<&Store>,
     tick: Option<&agentwatch_store::TickRow>,
 ) -> Vec<SourceState> {
-    use crate::jobs::opencode::blind::{SOURCES_STATE_KEY, SourceHealth};
+    use crate::jobs::sessions::blind::{SOURCES_STATE_KEY, SourceHealth};
     let health: SourceHealth = store
         .and_then(|s| s.load_state(SOURCES_STATE_KEY).ok().flatten())
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -684,7 +684,7 @@ pub fn send_test_alert(
 fn keeps_open_alerts(section: &config::ChannelSection) -> bool {
     match section.channel_type.as_str() {
         "alertmanager" => true,
-        "webhook" => !crate::jobs::opencode::deliver::groups(section),
+        "webhook" => !crate::jobs::sessions::deliver::groups(section),
         _ => false,
     }
 }

@@ -16,7 +16,7 @@
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
 //! * **Follow**: with `follow.enabled`, opencode leaves the schedule: its follower
-//!   ([`crate::jobs::opencode::follow`]) runs on a thread of its own and ticks as events come,
+//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come,
 //!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
@@ -235,7 +235,7 @@ impl Jobs for JobRunner<'_> {
         let o = self.options;
         let result = match job {
             JobName::Opencode => {
-                let result = jobs::opencode::run(&jobs::opencode::Options {
+                let result = jobs::sessions::run(&jobs::sessions::Options {
                     now: Some(now),
                     ..opencode_options(o)
                 });
@@ -285,8 +285,8 @@ impl Jobs for JobRunner<'_> {
 }
 
 /// The opencode job's options inside `run` (its tick and its follower).
-fn opencode_options(o: &Options) -> jobs::opencode::Options {
-    jobs::opencode::Options {
+fn opencode_options(o: &Options) -> jobs::sessions::Options {
+    jobs::sessions::Options {
         once: true,
         dry_run: o.dry_run,
         config: o.config.clone(),
@@ -297,7 +297,7 @@ fn opencode_options(o: &Options) -> jobs::opencode::Options {
 }
 
 /// What an opencode tick came to, for the loop.
-fn opencode_outcome(result: Result<Option<&jobs::opencode::TickReport>, &Error>) -> TickOutcome {
+fn opencode_outcome(result: Result<Option<&jobs::sessions::TickReport>, &Error>) -> TickOutcome {
     match result {
         Ok(Some(report)) => TickOutcome {
             next_wakeup: report.next_wakeup,
@@ -320,7 +320,7 @@ fn start_follower(
     std::thread::Builder::new()
         .name("agentwatch-follow".to_owned())
         .spawn(move || {
-            let followed = jobs::opencode::follow::follow_on_system_clock(&args, &stop, |tick| {
+            let followed = jobs::sessions::follow::follow_on_system_clock(&args, &stop, |tick| {
                 let record = TickRecord {
                     job: JobName::Opencode,
                     started: tick.started,

@@ -12,7 +12,6 @@
 use crate::config::{Config, JobName};
 use crate::error::Error;
 use crate::liveness::StaleJob;
-use crate::stored::load_or_clean;
 use agentwatch_store::Store;
 use alert_state::{Alarm, AlarmTick, AlertConfig, AlertState, Severity, TickOutcome};
 use serde::{Deserialize, Serialize};
@@ -141,23 +140,7 @@ pub fn alarm_tick(
     }
 }
 
-/// The sources' streaks as the last tick left them (a corrupt record is set aside, with a
-/// warning, and starts clean).
-///
-/// # Errors
-///
-/// The store cannot be read.
-pub fn load(store: Option<&mut Store>, now: i64, dry_run: bool) -> Result<SourceHealth, Error> {
-    let (health, aside) = load_or_clean(store, SOURCES_STATE_KEY, now, dry_run, |text| {
-        serde_json::from_str::<SourceHealth>(text).map_err(|e| e.to_string())
-    })?;
-    if let Some(aside) = aside {
-        aside.line("watchdog", SOURCES_STATE_KEY, now).emit();
-    }
-    Ok(health)
-}
-
-/// This tick's blindness: the sources' streaks (from [`load`]) updated with what answered and what failed, and
+/// This tick's blindness: the sources' streaks (loaded with the tick's [`super::memory::Memory`]) updated with what answered and what failed, and
 /// the lifecycle's outcome for the blindness alarms (`None` when there is nothing to raise or
 /// clear). The caller stores the streaks ([`SOURCES_STATE_KEY`]) with the tick and delivers the
 /// decisions as it delivers the loop alerts'.
