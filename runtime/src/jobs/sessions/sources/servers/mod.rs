@@ -1,8 +1,11 @@
-//! opencode servers over HTTP: the configured ones, those a registry file lists, and `--server`.
+//! opencode servers over HTTP: the configured ones, those a registry file lists, and `--server`;
+//! each read incrementally ([`read`]).
+
+pub mod read;
 
 use super::{Answer, Collected, ReadContext, Source, SourceRead, configured_sources, count};
 use crate::config::{self, Config, Env};
-use crate::jobs::sessions::{Options, tracked};
+use crate::jobs::sessions::Options;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -115,7 +118,7 @@ fn registry_urls(path: &Path, collected: &mut Collected) -> Vec<ServerUrl> {
 /// How long a default server may take to accept a connection before it counts as not there.
 const OPTIONAL_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// One opencode server, read incrementally ([`tracked::read_server`]).
+/// One opencode server, read incrementally ([`read::read_server`]).
 #[derive(Debug)]
 pub struct ServerSource {
     server: OpencodeServer,
@@ -171,7 +174,7 @@ impl Source for ServerSource {
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
         // Everything that leaves the process (journal, store, JSON) names the server redacted.
         let name = self.name().to_owned();
-        let read = tracked::read_server(
+        let read = read::read_server(
             &self.server,
             ctx.store,
             ctx.detector,
