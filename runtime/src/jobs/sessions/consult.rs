@@ -51,36 +51,8 @@ fn ask_opinions(
     llm_down_since: &mut Option<i64>,
 ) -> BTreeMap<String, Option<LlmOpinion>> {
     let mut opinions = BTreeMap::new();
-    let llm = &config.watchdog.llm;
-    let endpoint = agentwatch_llm::ChatEndpoint {
-        base_url: llm.url.clone(),
-        dialect: if llm.dialect == "openai" {
-            agentwatch_llm::Dialect::OpenAi
-        } else {
-            agentwatch_llm::Dialect::Ollama
-        },
-        model: config.watchdog.model.clone(),
-        api_key: llm.api_key_env.as_deref().and_then(env),
-        timeout: crate::config::duration(llm.timeout_s),
-    };
-    let asked: Vec<(String, Result<Option<LlmOpinion>, agentwatch_llm::LlmError>)> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = planned
-                .iter()
-                .filter_map(|root| roots.iter().find(|r| r.root == *root))
-                .map(|obs| {
-                    let endpoint = &endpoint;
-                    let handle = scope.spawn(move || {
-                        agentwatch_llm::ask_loop_opinion(endpoint, &obs.agent, &obs.summary)
-                    });
-                    (obs.root.clone(), handle)
-                })
-                .collect();
-            handles
-                .into_iter()
-                .filter_map(|(root, h)| h.join().ok().map(|answer| (root, answer)))
-                .collect()
-        });
+    let endpoint = endpoint(config, env);
+    let asked = ask_all(&endpoint, roots, planned);
     let mut first_problem = None;
     let mut answered = false;
     for (root, answer) in asked {
@@ -128,4 +100,44 @@ fn ask_opinions(
             .emit();
     }
     opinions
+}
+
+/// The configured chat endpoint of the second opinion.
+fn endpoint(config: &Config, env: Env<'_>) -> agentwatch_llm::ChatEndpoint {
+    let llm = &config.watchdog.llm;
+    agentwatch_llm::ChatEndpoint {
+        base_url: llm.url.clone(),
+        dialect: if llm.dialect == "openai" {
+            agentwatch_llm::Dialect::OpenAi
+        } else {
+            agentwatch_llm::Dialect::Ollama
+        },
+        model: config.watchdog.model.clone(),
+        api_key: llm.api_key_env.as_deref().and_then(env),
+        timeout: crate::config::duration(llm.timeout_s),
+    }
+}
+
+/// Each planned root's answer, asked on a thread of its own.
+fn ask_all(
+    endpoint: &agentwatch_llm::ChatEndpoint,
+    roots: &[RootObservation],
+    planned: &[&str],
+) -> Vec<(String, Result<Option<LlmOpinion>, agentwatch_llm::LlmError>)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = planned
+            .iter()
+            .filter_map(|root| roots.iter().find(|r| r.root == *root))
+            .map(|obs| {
+                let handle = scope.spawn(move || {
+                    agentwatch_llm::ask_loop_opinion(endpoint, &obs.agent, &obs.summary)
+                });
+                (obs.root.clone(), handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|(root, h)| h.join().ok().map(|answer| (root, answer)))
+            .collect()
+    })
 }
