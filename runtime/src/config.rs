@@ -30,6 +30,8 @@ pub struct Config {
     pub serve: ServeSection,
     /// `[run]`: which jobs `agentwatch run` runs, and how often.
     pub run: RunSection,
+    /// `[claude]`: Claude Code's transcripts.
+    pub claude: TranscriptsSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
     /// Which parts are the defaults for a configuration that does not name them (set by
@@ -196,6 +198,39 @@ impl Default for OpencodeSection {
             connect_timeout_s: 2.0,
             request_timeout_s: 10.0,
             on_loop: "alert".to_owned(),
+        }
+    }
+}
+
+/// `[claude]` (and the other agents' sections): where an agent writes its session transcripts,
+/// read where they are with nothing to configure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TranscriptsSection {
+    /// Read the agent's transcripts whenever its directory exists.
+    pub enabled: bool,
+    /// The agent's directory (`[claude]`: `$CLAUDE_CONFIG_DIR`, else `~/.claude`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+}
+
+impl Default for TranscriptsSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dir: None,
+        }
+    }
+}
+
+impl TranscriptsSection {
+    /// The directory to read: `dir` when set, else the agent's variable (`env_var`), else
+    /// `default` under the home directory.
+    pub fn directory(&self, env_var: &str, default: &str, env: Env<'_>) -> PathBuf {
+        match (&self.dir, env(env_var)) {
+            (Some(dir), _) => expand_home(dir, env),
+            (None, Some(dir)) => PathBuf::from(dir),
+            (None, None) => expand_home(default, env),
         }
     }
 }

@@ -49,11 +49,27 @@ pub fn judge(
             .field("judged", judged)
             .emit();
     }
+    let mut judgement = judgement;
+    keys_by_agent(&mut judgement, collected);
     let stale_trees = stale_trees(&judgement, collected, config.watchdog.stale_cutoff_ms(now));
     Judged {
         judgement,
         cache_rows,
         stale_trees,
+    }
+}
+
+/// Each tree's alert key names the agent of its root's source (`claude-loop:{root}`).
+fn keys_by_agent(judgement: &mut Judgement, collected: &Collected) {
+    let source_of: HashMap<&str, &str> = collected
+        .sessions
+        .iter()
+        .map(|s| (s.info.id.as_str(), s.source.as_str()))
+        .collect();
+    for tree in &mut judgement.trees {
+        if let Some(source) = source_of.get(tree.root.as_str()) {
+            tree.dedup_key = collected.agent_of(source).loop_key(&tree.root);
+        }
     }
 }
 
@@ -140,7 +156,10 @@ pub fn observe(
         .filter(|t| !judged.stale_trees.contains(&t.root) && observed(t))
         .map(|t| {
             let source = source_of.get(t.root.as_str()).copied().unwrap_or_default();
-            root_observation(t, &by_id).from_source(source)
+            let family = collected.agent_of(source).family();
+            root_observation(t, &by_id)
+                .from_source(source)
+                .of_family(family)
         })
         .collect();
     Tick {
@@ -182,7 +201,7 @@ fn missing_roots(
     let (stale, missing): (Vec<&Alert>, Vec<&Alert>) = state
         .open_alerts
         .values()
-        .filter(|a| a.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX))
+        .filter(|a| alert_state::is_loop_key(&a.dedup_key))
         .filter(|a| !present.contains(a.root.as_str()))
         .partition(|a| collected.stale.contains(&a.root));
     let (gone, kept): (Vec<&Alert>, Vec<&Alert>) = missing.into_iter().partition(|a| {
@@ -234,6 +253,17 @@ fn tree_summary(tree: &TreeVerdict) -> String {
         .join("; ")
 }
 
+/// The agent and branch of a root session, for its notification.
+fn beside<'a>(collected: &'a Collected, root: &str) -> notice::Beside<'a> {
+    let session = collected.sessions.iter().find(|s| s.info.id == root);
+    notice::Beside {
+        agent: session.map_or(super::agent::Agent::Opencode, |s| {
+            collected.agent_of(&s.source)
+        }),
+        branch: session.and_then(|s| s.branch.as_deref()),
+    }
+}
+
 /// The lifecycle's transitions for this tick's observations (opinions attached), each event
 /// written for a person (`notice`) and linked to its tree's page when
 /// `watchdog.dashboard_base_url` is set; then the blind alerts: a source failing tick after
@@ -259,7 +289,7 @@ pub fn lifecycle(
                 .trees
                 .iter()
                 .find(|t| t.root == decision.root);
-            notice::rewrite(&mut dispatch.event, tree, &by_id);
+            notice::rewrite(&mut dispatch.event, tree, &by_id, beside(collected, &decision.root));
             if !base.trim().is_empty() {
                 dispatch
                     .event

@@ -97,7 +97,7 @@ pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEven
     let resolved = sorted.len() - alarms;
     let loops = sorted
         .iter()
-        .all(|e| e.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX));
+        .all(|e| alert_state::is_loop_key(&e.dedup_key));
     let title = group_title(alarms, resolved, loops);
     let summary = group_summary(&sorted);
     let severity = sorted
@@ -151,10 +151,7 @@ fn group_title(alarms: usize, resolved: usize, loops: bool) -> String {
 fn group_summary(sorted: &[&AlertEvent]) -> String {
     let mut summary = String::new();
     for (named, event) in sorted.iter().enumerate() {
-        let root = event
-            .dedup_key
-            .strip_prefix(alert_state::DEDUP_KEY_PREFIX)
-            .unwrap_or(&event.dedup_key);
+        let root = alert_state::loop_root(&event.dedup_key).unwrap_or(&event.dedup_key);
         let mark = match event.state {
             EventState::Resolve => "resolved: ",
             _ if event.severity == Severity::Critical => "critical: ",

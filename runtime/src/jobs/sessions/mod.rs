@@ -21,6 +21,7 @@
 //!   reads.
 
 pub mod act;
+pub mod agent;
 pub mod blind;
 pub mod consult;
 pub mod decide;

@@ -33,6 +33,8 @@ pub struct Tracked {
     /// This read gave its detector something new: settled messages after its cursor, or its
     /// whole history (a follower judges only trees with a fresh session).
     pub fresh: bool,
+    /// The git branch it works on, when its source says (transcripts).
+    pub branch: Option<String>,
     state: State,
 }
 
@@ -83,6 +85,8 @@ struct VerdictMeta {
     spend: Spend,
     #[serde(default)]
     newest_call_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    branch: Option<String>,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -108,6 +112,7 @@ impl Tracked {
             spend: Spend::default(),
             newest_call_ms: newest_call(session.calls.iter(), None),
             fresh: true,
+            branch: None,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -139,6 +144,7 @@ impl Tracked {
             spend: meta.spend.clone(),
             newest_call_ms: meta.newest_call_ms,
             fresh: false,
+            branch: meta.branch.clone(),
             state: State::Stored {
                 row: Box::new(row),
                 meta: Box::new(meta),
@@ -165,6 +171,7 @@ impl Tracked {
             spend,
             newest_call_ms,
             fresh,
+            branch: None,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -354,6 +361,7 @@ pub fn judge(
                     descendant_landing: detector.latest_descendant_landing(),
                     spend: t.spend.clone(),
                     newest_call_ms: t.newest_call_ms,
+                    branch: t.branch.clone(),
                 };
                 verdicts.push(verdict);
                 entry.written.push(SessionCacheRow {

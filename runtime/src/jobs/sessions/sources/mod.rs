@@ -15,6 +15,7 @@ pub mod opencode_db;
 pub mod servers;
 
 use super::Options;
+use super::agent::Agent;
 use super::tracked::{Focus, Tracked};
 use crate::config::{Config, Env};
 use agentwatch_store::Store;
@@ -78,6 +79,10 @@ pub enum Answer {
 pub trait Source: std::fmt::Debug + Send + Sync {
     /// How it is named in the journal, the store and on alerts (`http://127.0.0.1:4096`, a path).
     fn name(&self) -> &str;
+    /// The agent whose sessions it reads.
+    fn agent(&self) -> Agent {
+        Agent::Opencode
+    }
     /// Read what changed since the stored cursors.
     fn read(&self, ctx: &ReadContext<'_>) -> Answer;
     /// Whether it can stop one of its sessions (`opencode.on_loop = "abort"`).
@@ -160,6 +165,11 @@ impl Collected {
         self.add(read.sessions);
         self.answered.push(name);
         self.sources.push(source);
+    }
+
+    /// The agent of the sessions of the source named `name` (opencode when it did not answer).
+    pub fn agent_of(&self, name: &str) -> Agent {
+        self.source(name).map_or(Agent::Opencode, |s| s.agent())
     }
 
     /// The source named `name`, if it answered.
