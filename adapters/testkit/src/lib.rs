@@ -12,12 +12,16 @@
 //!   clustered), waits for it by polling its API, and reads its alerts.
 //! - [`agentdeck`]: a scripted `agent-deck` stand-in (answers per subcommand and id, records every
 //!   argv) and a tmux server on a private socket.
+//! - [`claude`]: the real Claude Code CLI run offline: a scripted Messages API server on
+//!   127.0.0.1 that plays tool calls turn by turn, and `claude -p` in a directory with its own
+//!   `CLAUDE_CONFIG_DIR`.
 //!
 //! Used only as a dev-dependency.
 #![forbid(unsafe_code)]
 
 pub mod agentdeck;
 pub mod alertmanager;
+pub mod claude;
 pub mod opencode;
 
 use std::collections::BTreeMap;
