@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn keys_name_the_agent_and_opencode_keeps_its_own() {
         assert_eq!(Agent::Opencode.loop_key("ses_a"), "opencode-loop:ses_a");
-        assert_eq!(Agent::Opencode.loop_key("ses_a"), detect_core::dedup_key("ses_a"));
+        assert_eq!(
+            Agent::Opencode.loop_key("ses_a"),
+            detect_core::dedup_key("ses_a")
+        );
         assert_eq!(Agent::Claude.loop_key("4d56"), "claude-loop:4d56");
         assert_eq!(Agent::Codex.loop_key("019a"), "codex-loop:019a");
         assert_eq!(Agent::Gemini.loop_key("s1"), "gemini-loop:s1");

@@ -289,7 +289,12 @@ pub fn lifecycle(
                 .trees
                 .iter()
                 .find(|t| t.root == decision.root);
-            notice::rewrite(&mut dispatch.event, tree, &by_id, beside(collected, &decision.root));
+            notice::rewrite(
+                &mut dispatch.event,
+                tree,
+                &by_id,
+                beside(collected, &decision.root),
+            );
             if !base.trim().is_empty() {
                 dispatch
                     .event

@@ -133,6 +133,7 @@ impl ManualStore {
         config.opencode.servers.clear();
         config.opencode.registry = None;
         config.opencode.db = None;
+        config.claude.enabled = false;
         Line::info("watchdog", now)
             .field("store", "temporary")
             .field(

@@ -93,7 +93,11 @@ impl Source for ClaudeSource {
             Ok(discovery) => discovery,
             Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
         };
-        let found: Vec<Found> = discovery.transcripts.into_iter().filter_map(identify).collect();
+        let found: Vec<Found> = discovery
+            .transcripts
+            .into_iter()
+            .filter_map(identify)
+            .collect();
         let keep = active(&found, ctx);
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
         let mut read = SourceRead {
@@ -110,7 +114,9 @@ impl Source for ClaudeSource {
             let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
             match self.read_file(file, row, sidechains, ctx) {
                 Ok(sessions) => read.sessions.extend(sessions),
-                Err(e) => read.problems.push(format!("{}: {e}", file.transcript.path.display())),
+                Err(e) => read
+                    .problems
+                    .push(format!("{}: {e}", file.transcript.path.display())),
             }
         }
         read.line = format!("claude {}", count(read.sessions.len(), "session"));
@@ -240,7 +246,11 @@ impl ClaudeSource {
             && let Some(stored) = Tracked::stored(&self.name, row.clone())
         {
             let mut kept = vec![stored];
-            kept.extend(sidechains.into_iter().filter_map(|r| Tracked::stored(&self.name, r)));
+            kept.extend(
+                sidechains
+                    .into_iter()
+                    .filter_map(|r| Tracked::stored(&self.name, r)),
+            );
             return Ok(kept);
         }
         let restored = row.as_ref().and_then(|r| {
@@ -385,4 +395,188 @@ fn base_info(file: &Found) -> Session {
     let mut info = Session::new(&file.id);
     info.parent_id = file.parent.clone();
     info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::sessions::tracked::judge;
+    use agentwatch_store::Store;
+    use detect_core::{DetectConfig, Judgement};
+    use proptest::prelude::*;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/claude/2.1.328");
+
+    /// A Claude configuration directory in a temporary folder, its store beside it.
+    struct World {
+        dir: agentwatch_testkit::TempDir,
+        store: Store,
+        source: ClaudeSource,
+    }
+
+    impl World {
+        fn new() -> Self {
+            let dir = agentwatch_testkit::TempDir::new("aw-claude-source");
+            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+            let source = ClaudeSource::at(dir.path.join("claude"));
+            std::fs::create_dir_all(dir.path.join("claude/projects/-p")).unwrap();
+            Self { dir, store, source }
+        }
+
+        fn file(&self, relative: &str) -> PathBuf {
+            let path = self.dir.path.join("claude/projects/-p").join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            path
+        }
+
+        /// One tick's read and judgement, its cache rows stored as the job stores them.
+        fn tick(&mut self, now_s: i64) -> (SourceRead, Judgement) {
+            let config = DetectConfig::default();
+            let watched = HashSet::new();
+            let ctx = ReadContext {
+                store: Some(&self.store),
+                detector: &config,
+                full_read: false,
+                cutoff_ms: Some((now_s - 3600) * 1000),
+                now: now_s,
+                focus: None,
+                watched: &watched,
+            };
+            let Answer::Read(mut read) = self.source.read(&ctx) else {
+                panic!("the directory reads");
+            };
+            let (judged, mut rows) = judge(&mut read.sessions, &config, now_s, Some(&self.store));
+            let rows = rows.remove(self.source.name()).unwrap_or_default();
+            let kept: HashSet<&str> = rows.kept.iter().map(String::as_str).collect();
+            self.store
+                .update_session_cache(self.source.name(), &rows.written, &kept)
+                .unwrap();
+            (read, judged)
+        }
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let dir = Path::new(FIXTURES)
+            .join(name)
+            .join("projects/-home-user-work-project");
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .unwrap();
+        std::fs::read(file).unwrap()
+    }
+
+    fn now_s() -> i64 {
+        crate::clock::now_or_clock(None)
+    }
+
+    /// What the whole file judges to, read at once.
+    fn whole(bytes: &[u8]) -> Judgement {
+        let mut world = World::new();
+        std::fs::write(world.file("s.jsonl"), bytes).unwrap();
+        world.tick(now_s()).1
+    }
+
+    #[test]
+    fn an_unchanged_file_keeps_its_stored_verdict_and_a_grown_one_is_read_after_its_cursor() {
+        let bytes = fixture("loop");
+        let mut world = World::new();
+        let path = world.file("s.jsonl");
+        let half = bytes[..bytes.len() / 2]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .unwrap();
+        std::fs::write(&path, &bytes[..=half]).unwrap();
+        let (first, _) = world.tick(now_s());
+        assert!(first.sessions.iter().all(Tracked::was_read));
+        let (idle, _) = world.tick(now_s());
+        assert_eq!(idle.sessions.len(), 1);
+        assert!(!idle.sessions[0].was_read(), "an idle tick reads nothing");
+        std::fs::write(&path, &bytes).unwrap();
+        let (grown, judged) = world.tick(now_s());
+        assert!(grown.sessions[0].was_read() && grown.sessions[0].fresh);
+        assert_eq!(judged, whole(&bytes));
+        assert!(judged.trees[0].flagged, "the loop fixture loops");
+        assert!(
+            judged.trees[0].dedup_key.starts_with("opencode-loop:"),
+            "keys are the job's"
+        );
+    }
+
+    #[test]
+    fn a_truncated_file_is_read_again_from_its_start() {
+        let loop_bytes = fixture("loop");
+        let healthy = fixture("healthy");
+        let mut world = World::new();
+        let path = world.file("s.jsonl");
+        std::fs::write(&path, &loop_bytes).unwrap();
+        assert!(world.tick(now_s()).1.trees[0].flagged);
+        // Rewritten shorter with other lines (the session id is the file's name).
+        std::fs::write(&path, &healthy).unwrap();
+        let (_, judged) = world.tick(now_s());
+        assert_eq!(judged, whole(&healthy));
+        assert!(!judged.trees[0].flagged);
+    }
+
+    #[test]
+    fn old_files_are_stale_unless_a_child_works() {
+        let mut world = World::new();
+        let parent = world.file("p.jsonl");
+        std::fs::write(&parent, fixture("healthy")).unwrap();
+        let child = world.file("p/subagents/agent-a1.jsonl");
+        std::fs::write(&child, fixture("loop")).unwrap();
+        let old = world.file("old.jsonl");
+        std::fs::write(&old, fixture("healthy")).unwrap();
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        for path in [&parent, &child, &old] {
+            let file = std::fs::File::options().append(true).open(path).unwrap();
+            file.set_modified(two_hours_ago).unwrap();
+        }
+        let (read, judged) = world.tick(now_s());
+        assert_eq!(
+            read.stale.len(),
+            3,
+            "nothing written within the hour: {:?}",
+            read.stale
+        );
+        assert!(judged.trees.is_empty());
+        // The subagent writes: it and its parent are read, the old session stays stale.
+        let mut bytes = fixture("loop");
+        bytes.extend_from_slice(b"\n");
+        std::fs::write(&child, &bytes).unwrap();
+        let (read, judged) = world.tick(now_s());
+        let ids: HashSet<&str> = read.sessions.iter().map(|s| s.info.id.as_str()).collect();
+        assert_eq!(ids, HashSet::from(["p", "p:agent-a1"]));
+        assert_eq!(read.stale, vec!["old".to_owned()]);
+        assert_eq!(
+            judged.trees.len(),
+            1,
+            "one tree: the subagent rolls up to its parent"
+        );
+        assert_eq!(judged.trees[0].root, "p");
+        assert!(judged.trees[0].flagged);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// A transcript written in pieces (torn lines included), read at every tick, judges as
+        /// the whole file read once.
+        #[test]
+        fn read_in_pieces_equals_read_whole(cuts in prop::collection::vec(0.0f64..1.0, 1..6)) {
+            let bytes = fixture("loop");
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| (c * bytes.len() as f64) as usize).collect();
+            cuts.sort_unstable();
+            let mut world = World::new();
+            let path = world.file("s.jsonl");
+            for cut in cuts {
+                std::fs::write(&path, &bytes[..cut]).unwrap();
+                world.tick(now_s());
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let (_, judged) = world.tick(now_s());
+            prop_assert_eq!(judged, whole(&bytes));
+        }
+    }
 }

@@ -9,7 +9,9 @@
 //! - [`servers`]: opencode servers over HTTP (configured, from the registry, `--server`).
 //! - [`opencode_db`]: opencode's own SQLite database, read-only.
 //! - [`files`]: session files and exports (`--sessions`), and the built-in demo.
+//! - [`claude`]: Claude Code's transcripts, on whenever its directory exists.
 
+pub mod claude;
 pub mod files;
 pub mod opencode_db;
 pub mod servers;
@@ -225,6 +227,7 @@ pub fn sources(
         .collect();
     if configured_sources(config, args) {
         out.extend(opencode_db::DbSource::configured(config, env));
+        out.extend(claude::ClaudeSource::configured(config, env));
     }
     out.extend(files::configured(args));
     out
