@@ -31,7 +31,6 @@ macro_rules! scalars_are_absent {
         }
     };
 }
-pub(crate) use scalars_are_absent;
 
 /// A string, or `None` for any other value.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -168,6 +167,45 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
                 Ok(Obj(None))
             }
             scalars_are_absent!(Obj(None));
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A string, or a `T` read from a list or an object (as `T` reads them), or absent for
+/// anything else: a field that is text in some records and structured in others.
+#[derive(Debug, Default)]
+pub(crate) enum StrOr<'a, T> {
+    #[default]
+    Absent,
+    Str(Cow<'a, str>),
+    Other(T),
+}
+
+impl<'de: 'a, 'a, T: Deserialize<'de>> Deserialize<'de> for StrOr<'a, T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = StrOr<'de, T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(StrOr::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(StrOr::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(StrOr::Str(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(StrOr::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(StrOr::Other)
+            }
+            scalars_are_absent!(StrOr::Absent);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }

@@ -544,7 +544,6 @@ impl ClaudeReader {
         let results: Vec<&Block<'_>> = message
             .content
             .blocks()
-            .iter()
             .filter(|b| b.kind.as_str() == Some("tool_result"))
             .collect();
         if results.is_empty() {
@@ -555,7 +554,7 @@ impl ClaudeReader {
         }
         let end = line.timestamp.as_str().and_then(unix_ms);
         // `toolUseResult` describes the line's one result; with several it is ambiguous.
-        let none = ToolUseResult::None;
+        let none = ToolUseResult::default();
         let detail = if results.len() == 1 {
             &line.tool_use_result
         } else {
@@ -622,13 +621,12 @@ impl ClaudeReader {
     /// The first prompt typed (not a command wrapper, reminder or notification) as the title
     /// of its session, when nothing better has named it.
     fn offer_prompt(&mut self, content: &Content<'_>, lane: Option<usize>) {
-        let title = match content {
-            Content::Text(text) => prompt_title(text),
-            Content::Blocks(blocks) => blocks
-                .iter()
+        let title = match content.as_str() {
+            Some(text) => prompt_title(text),
+            None => content
+                .blocks()
                 .filter(|b| b.kind.as_str() == Some("text"))
                 .find_map(|b| b.text.as_str().and_then(prompt_title)),
-            Content::None => None,
         };
         let Some(title) = title else {
             return;

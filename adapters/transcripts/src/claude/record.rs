@@ -2,12 +2,10 @@
 //! (a value of another type reads as absent), every other field and record type skipped
 //! without being built (a line may carry a 60 kB system prompt the reader never looks at).
 
-use crate::lenient::{Count, Flag, List, Obj, Text};
+use crate::lenient::{Count, Flag, List, Obj, StrOr, Text};
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::fmt;
 
 /// The envelope of a line and the parts of its records the reader uses.
 #[derive(Deserialize, Default)]
@@ -63,13 +61,9 @@ pub(crate) struct Message<'a> {
 }
 
 /// Message or tool-result content: a plain string, or a list of blocks.
-#[derive(Default)]
-pub(crate) enum Content<'a> {
-    #[default]
-    None,
-    Text(Cow<'a, str>),
-    Blocks(Vec<Block<'a>>),
-}
+#[derive(Deserialize, Default)]
+#[serde(transparent)]
+pub(crate) struct Content<'a>(#[serde(borrow)] StrOr<'a, List<Obj<Block<'a>>>>);
 
 /// One content block: `text`, `tool_use`, `tool_result`, `thinking`, `image`, …
 #[derive(Deserialize, Default)]
@@ -96,127 +90,68 @@ pub(crate) struct Block<'a> {
 impl Content<'_> {
     /// The text of the content: the string, or the text blocks joined by newlines.
     pub fn text(&self) -> Cow<'_, str> {
-        match self {
-            Content::None => Cow::Borrowed(""),
-            Content::Text(text) => Cow::Borrowed(text),
-            Content::Blocks(blocks) => {
-                let mut texts = blocks
-                    .iter()
-                    .filter(|b| b.kind.as_str() == Some("text"))
-                    .filter_map(|b| b.text.as_str());
-                match (texts.next(), texts.next()) {
-                    (None, _) => Cow::Borrowed(""),
-                    (Some(only), None) => Cow::Borrowed(only),
-                    (Some(first), Some(second)) => {
-                        let mut all = format!("{first}\n{second}");
-                        for text in texts {
-                            all.push('\n');
-                            all.push_str(text);
-                        }
-                        Cow::Owned(all)
-                    }
+        if let StrOr::Str(text) = &self.0 {
+            return Cow::Borrowed(text);
+        }
+        let mut texts = self
+            .blocks()
+            .filter(|b| b.kind.as_str() == Some("text"))
+            .filter_map(|b| b.text.as_str());
+        match (texts.next(), texts.next()) {
+            (None, _) => Cow::Borrowed(""),
+            (Some(only), None) => Cow::Borrowed(only),
+            (Some(first), Some(second)) => {
+                let mut all = format!("{first}\n{second}");
+                for text in texts {
+                    all.push('\n');
+                    all.push_str(text);
                 }
+                Cow::Owned(all)
             }
         }
     }
 
-    pub fn blocks(&self) -> &[Block<'_>] {
-        match self {
-            Content::Blocks(blocks) => blocks,
+    /// The string content, when it is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.0 {
+            StrOr::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The blocks (none for a string).
+    pub fn blocks(&self) -> impl Iterator<Item = &Block<'_>> {
+        let blocks = match &self.0 {
+            StrOr::Other(List(blocks)) => blocks.as_slice(),
             _ => &[],
-        }
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Content<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or a list of blocks")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Content::Text(Cow::Owned(v)))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut blocks = Vec::new();
-                while let Some(Obj(block)) = seq.next_element::<Obj<Block<'de>>>()? {
-                    blocks.extend(block);
-                }
-                Ok(Content::Blocks(blocks))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Content::None)
-            }
-            crate::lenient::scalars_are_absent!(Content::None);
-        }
-        d.deserialize_any(V)
+        };
+        blocks.iter().filter_map(|b| b.0.as_ref())
     }
 }
 
 /// A line's `toolUseResult`: an object whose shape depends on the tool, or (for errors) a
 /// plain string such as `"Error: Exit code 1"`.
-#[derive(Default)]
-pub(crate) enum ToolUseResult<'a> {
-    #[default]
-    None,
-    Text(Cow<'a, str>),
-    Fields(Box<ResultFields<'a>>),
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for ToolUseResult<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ToolUseResult<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an object")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(ToolUseResult::Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(ToolUseResult::Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                let fields = ResultFields::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(ToolUseResult::Fields(Box::new(fields)))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(ToolUseResult::None)
-            }
-            crate::lenient::scalars_are_absent!(ToolUseResult::None);
-        }
-        d.deserialize_any(V)
-    }
-}
+#[derive(Deserialize, Default)]
+#[serde(transparent)]
+pub(crate) struct ToolUseResult<'a>(#[serde(borrow)] StrOr<'a, Obj<ResultFields<'a>>>);
 
 impl ToolUseResult<'_> {
     pub fn fields(&self) -> Option<&ResultFields<'_>> {
-        match self {
-            ToolUseResult::Fields(fields) => Some(fields),
+        match &self.0 {
+            StrOr::Other(Obj(fields)) => fields.as_ref(),
             _ => None,
         }
     }
 
     pub fn text(&self) -> Option<&str> {
-        match self {
-            ToolUseResult::Text(text) => Some(text),
+        match &self.0 {
+            StrOr::Str(text) => Some(text),
             _ => None,
         }
     }
 
     pub fn is_present(&self) -> bool {
-        !matches!(self, ToolUseResult::None)
+        self.fields().is_some() || self.text().is_some()
     }
 }
 
@@ -304,7 +239,7 @@ mod tests {
         let line = parse_line(line).unwrap();
         assert_eq!(line.kind.as_str(), Some("user"));
         let message = line.message.0.unwrap();
-        let block = &message.content.blocks()[0];
+        let block = message.content.blocks().next().unwrap();
         assert_eq!(block.tool_use_id.as_str(), Some("t1"));
         assert_eq!(block.content.text(), "a\nb");
         assert_eq!(block.is_error.0, Some(false));

@@ -369,7 +369,7 @@ mod tests {
     fn mapped(name: &str, input: Value, result_line: &str) -> Mapped {
         let line = parse_line(result_line.as_bytes()).expect("a JSON line");
         let message = line.message.0.as_ref().expect("a message");
-        let block = &message.content.blocks()[0];
+        let block = message.content.blocks().next().unwrap();
         let text = block.content.text();
         let outcome = Outcome {
             text: &text,
