@@ -15,8 +15,10 @@
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
-//! * **Follow**: with `follow.enabled`, opencode leaves the schedule: its follower
-//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come,
+//! * **Follow**: with `follow.enabled`, or when an agent's transcript directory is there to
+//!   watch, the sessions job leaves the schedule: its follower
+//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come
+//!   (a server's stream with `follow.enabled`, a transcript written),
 //!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
@@ -308,6 +310,14 @@ fn opencode_outcome(result: Result<Option<&jobs::sessions::TickReport>, &Error>)
     }
 }
 
+/// Whether a source of the sessions job has a directory to watch (an agent's transcripts).
+fn watches_directories(config: &config::Config, options: &Options, env: Env<'_>) -> bool {
+    use jobs::sessions::sources::{WakeOn, wakers};
+    wakers(config, &opencode_options(options), env)
+        .iter()
+        .any(|(_, wake)| matches!(wake, WakeOn::Directory(_)))
+}
+
 /// With `follow.enabled`, opencode's ticks come from its follower on a thread of their own
 /// (the other jobs keep their schedule): each is reported as a scheduled tick is. It stops,
 /// after the tick it is running, once `stop` is set.
@@ -449,9 +459,10 @@ pub fn run(options: &Options) -> Result<u8, Error> {
             JobName::Deck => "the deck job is not enabled",
         }));
     }
-    // The follower does opencode's ticks: it leaves the schedule.
-    let follow =
-        loaded.config.follow.enabled && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
+    // The follower does the sessions job's ticks (it leaves the schedule): with
+    // `follow.enabled`, or when a source's directory can wake it (an agent's transcripts).
+    let live = loaded.config.follow.enabled || watches_directories(&loaded.config, options, env);
+    let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
     let mut clock = SystemClock::with_signals()?;
     let notifier = match Notifier::from_env(env, std::process::id()) {
         Ok(n) => n,

@@ -22,6 +22,7 @@ pub mod claude;
 pub mod discover;
 mod lenient;
 pub mod tail;
+pub mod watch;
 
 pub use claude::{
     ClaudeReader, Counters, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
@@ -32,6 +33,7 @@ pub use discover::{
     read_subagent_meta,
 };
 pub use tail::{FileCursor, NewText, read_new};
+pub use watch::{DirWatch, WatchError};
 
 /// Why a transcript could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
