@@ -152,7 +152,11 @@ fn a_looping_session_is_alerted_while_it_runs() {
             .conversation("AW-LIVE-LOOP", turns)
             .paced(Duration::from_millis(200)),
     );
-    let run = world.claude(&server, "AW-LIVE-LOOP: read the notes", &[("notes.txt", NOTES)]);
+    let run = world.claude(
+        &server,
+        "AW-LIVE-LOOP: read the notes",
+        &[("notes.txt", NOTES)],
+    );
     let mut claude = run.spawn().unwrap();
     world.until("a trigger on the webhook", || {
         world.events().iter().any(|e| e["state"] == "trigger")
@@ -206,7 +210,10 @@ fn a_healthy_session_is_read_and_not_alerted() {
         "AW-LIVE-OK: count to ten, testing as you go",
         &[
             ("counter.txt", "count = 0\n"),
-            ("test.sh", "grep -q '^count = [0-9]*$' counter.txt && echo ok\n"),
+            (
+                "test.sh",
+                "grep -q '^count = [0-9]*$' counter.txt && echo ok\n",
+            ),
         ],
     );
     let done = run.run(PATIENCE).unwrap();
@@ -216,7 +223,10 @@ fn a_healthy_session_is_read_and_not_alerted() {
     // record type no reader knows (skipped, as Claude Code's own new types are) wakes one.
     let seen = world.journal.lock().unwrap().len();
     let transcript = run.transcripts().pop().unwrap();
-    let mut file = std::fs::OpenOptions::new().append(true).open(&transcript).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&transcript)
+        .unwrap();
     std::io::Write::write_all(&mut file, b"{\"type\":\"aw-test-marker\"}\n").unwrap();
     world.until("a tick after the session ended", || {
         world.journal.lock().unwrap()[seen..]
@@ -247,7 +257,11 @@ fn a_subagents_loop_is_alerted_on_its_parent() {
             .conversation("AW-LIVE-PARENT", parent)
             .conversation("AW-LIVE-SUB", sub),
     );
-    let run = world.claude(&server, "AW-LIVE-PARENT: understand the notes", &[("notes.txt", NOTES)]);
+    let run = world.claude(
+        &server,
+        "AW-LIVE-PARENT: understand the notes",
+        &[("notes.txt", NOTES)],
+    );
     let done = run.run(PATIENCE).unwrap();
     assert!(done.status.success(), "{}", done.stderr);
     let id = main_session(&run.config_dir);

@@ -72,6 +72,8 @@ const RESTARTS_SHOWN: usize = 5;
 
 /// One opencode source as `status` shows it: up at the last tick, or failing since when.
 struct SourceState {
+    /// Sessions it gave at the last tick (not known for a state stored before they were).
+    sessions: Option<usize>,
     name: String,
     down: Option<crate::jobs::sessions::blind::Failing>,
 }
@@ -93,11 +95,13 @@ fn source_states(
         .iter()
         .filter(|name| !health.failing.contains_key(*name))
         .map(|name| SourceState {
+            sessions: health.sessions.get(name).copied(),
             name: name.clone(),
             down: None,
         })
         .collect();
     out.extend(health.failing.into_iter().map(|(name, f)| SourceState {
+        sessions: None,
         name,
         down: Some(f),
     }));
@@ -167,7 +171,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             "verdicts": counts,
             "jobs": jobs_json,
             "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
-            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
+            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "sessions": src.sessions, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
             "open_alerts": open.len(),
             "alerts": open,
             "restarts": restarts,
@@ -217,7 +221,13 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         let rows: Vec<Vec<String>> = sources
             .iter()
             .map(|src| match &src.down {
-                None => vec![src.name.clone(), "up".to_owned(), String::new()],
+                None => vec![
+                    src.name.clone(),
+                    "up".to_owned(),
+                    src.sessions
+                        .map(|n| format!("{n} active session{}", if n == 1 { "" } else { "s" }))
+                        .unwrap_or_default(),
+                ],
                 Some(f) => vec![
                     src.name.clone(),
                     "DOWN".to_owned(),

@@ -103,7 +103,10 @@ mod tests {
         .unwrap();
         std::fs::write(project.join("notes.txt"), "not a transcript").unwrap();
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
         f.write_all(b"{\"type\":\"user\"}\n").unwrap();
         // The kernel reports the write; the wait is a bound, not a pace.
         let woken = rx.recv_timeout(Duration::from_secs(10));

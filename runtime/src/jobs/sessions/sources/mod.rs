@@ -93,7 +93,7 @@ pub enum WakeOn {
     /// Nothing: it is read at the job's cadence.
     Poll,
     /// An opencode server's event stream.
-    Stream(agentwatch_opencode::http::OpencodeServer),
+    Stream(Box<agentwatch_opencode::http::OpencodeServer>),
     /// A directory whose files the agent writes.
     Directory(std::path::PathBuf),
 }
@@ -148,6 +148,8 @@ pub struct Collected {
     pub stale_rows: HashMap<String, Vec<String>>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
     pub recorded: HashSet<String>,
+    /// The sessions each source that answered gave, by source name.
+    pub session_counts: std::collections::BTreeMap<String, usize>,
     /// The sources that answered, by name (an abort goes to the session's own source).
     pub sources: Vec<Box<dyn Source>>,
 }
@@ -189,6 +191,8 @@ impl Collected {
             self.recorded.insert(name.clone());
         }
         self.read.push(read.line);
+        self.session_counts
+            .insert(name.clone(), read.sessions.len());
         self.add(read.sessions);
         self.answered.push(name);
         self.sources.push(source);

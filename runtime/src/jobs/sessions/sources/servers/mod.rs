@@ -200,7 +200,7 @@ impl Source for ServerSource {
     }
 
     fn wake_on(&self) -> super::WakeOn {
-        super::WakeOn::Stream(self.server.clone())
+        super::WakeOn::Stream(Box::new(self.server.clone()))
     }
 
     fn can_abort(&self) -> bool {
