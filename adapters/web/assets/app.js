@@ -143,17 +143,6 @@ async function sendTest() {
   } catch (e) { showMessage("test alert: " + e.message, true); }
 }
 
-// `?click=CHANNEL` (controls page): flip that channel's toggle once loaded, as a user would.
-async function clickFromQuery() {
-  const name = new URLSearchParams(location.search).get("click");
-  if (!name) return;
-  const toggle = document.querySelector('input.toggle[data-channel="' + CSS.escape(name) + '"]');
-  if (!toggle) { showMessage("no channel " + name, true); return; }
-  toggle.checked = !toggle.checked;
-  await setChannel(name, { enabled: toggle.checked });
-  $("#watchdog").dataset.clicked = name;
-}
-
 function saveToken() {
   const input = $("#token");
   if (input) { sessionStorage.setItem("agentwatch-token", input.value); showMessage("token kept for this tab"); }
@@ -170,7 +159,6 @@ document.addEventListener("DOMContentLoaded", async () => {
     $("#send-test").addEventListener("click", sendTest);
     const t = $("#save-token"); if (t) t.addEventListener("click", saveToken);
     await refreshControls();
-    await clickFromQuery();
   }
   document.body.dataset.ready = "1";
 });

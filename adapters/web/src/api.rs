@@ -1,6 +1,6 @@
 //! Routing, the request checks, and the JSON API over the store.
 
-use crate::{Incoming, Reply, ServeOptions, config_edit};
+use crate::{Incoming, Reply, ServeOptions};
 use agentwatch_http::{percent_decode, percent_encode};
 use agentwatch_store::{AlertRow, ChannelSetting, EventKind, Store, StoreError, TreeVerdict};
 use alert_state::Severity;
@@ -52,12 +52,7 @@ impl App {
     }
 
     pub fn handle(&self, req: &Incoming) -> Reply {
-        if let Err(reply) = self.check_host(req) {
-            return reply;
-        }
-        if req.method == "POST"
-            && let Err(reply) = self.check_post(req)
-        {
+        if let Err(reply) = crate::access::check(&self.options, req) {
             return reply;
         }
         // Pages are served under `/` and under `/admin/` (`watchdog.dashboard_base_url`).
@@ -99,77 +94,6 @@ impl App {
             _ => Err(Reply::error(405, None, "method not allowed")),
         };
         result.unwrap_or_else(|reply| reply)
-    }
-
-    /// Without a token the server is loopback-only: a `Host` that is not a loopback name is a
-    /// page on another site reaching us through DNS rebinding.
-    fn check_host(&self, req: &Incoming) -> Result<(), Reply> {
-        if self.options.token.is_some() {
-            return Ok(());
-        }
-        let Some(host) = req.header("Host") else {
-            return Ok(());
-        };
-        if is_loopback_host(host) {
-            Ok(())
-        } else {
-            Err(Reply::error(
-                403,
-                None,
-                format!("Host {host:?} is not a loopback name"),
-            ))
-        }
-    }
-
-    fn check_post(&self, req: &Incoming) -> Result<(), Reply> {
-        if let Some(token) = self.options.token.as_deref() {
-            let given = req
-                .header("Authorization")
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
-            if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-                return Err(Reply::error(
-                    401,
-                    None,
-                    "this server needs its token: Authorization: Bearer <token>",
-                ));
-            }
-        }
-        if let Some(origin) = req.header("Origin") {
-            let own = req.header("Host").map(|h| format!("http://{h}"));
-            if own
-                .as_deref()
-                .is_none_or(|o| !o.eq_ignore_ascii_case(origin))
-            {
-                return Err(Reply::error(
-                    403,
-                    None,
-                    format!("cross-origin request from {origin:?} refused"),
-                ));
-            }
-        }
-        if let Some(site) = req.header("Sec-Fetch-Site")
-            && !matches!(site, "same-origin" | "none")
-        {
-            return Err(Reply::error(
-                403,
-                None,
-                format!("cross-site request ({site}) refused"),
-            ));
-        }
-        let json = req.header("Content-Type").is_some_and(|t| {
-            t.trim()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-        if !json {
-            return Err(Reply::error(
-                415,
-                None,
-                "the body must be JSON (Content-Type: application/json)",
-            ));
-        }
-        Ok(())
     }
 
     fn loops(&self) -> Handled {
@@ -343,66 +267,47 @@ impl App {
     }
 
     fn config_values(&self) -> Handled {
-        let Some(overlay) = &self.options.config_local else {
-            return Ok(Reply::json(200, &json!({ "file": null, "overlay": null })));
+        let Some(config) = &self.options.config else {
+            return Ok(Reply::json(
+                200,
+                &json!({ "file": null, "keys": [], "detector": detector_thresholds(&self.options.detector) }),
+            ));
         };
-        let values = config_edit::overlay_values(overlay)
-            .map_err(|e| Reply::error(500, None, e.to_string()))?;
-        let detector = self.detector();
-        Ok(Reply::json(
-            200,
-            &json!({
-                "file": overlay.display().to_string(),
-                "overlay": values,
-                "detector": detector_thresholds(&detector),
-                "keys": config_edit::CONFIG_KEYS,
-            }),
-        ))
+        config
+            .show()
+            .map(|v| Reply::json(200, &v))
+            .map_err(|r| refusal(&r))
     }
 
     fn set_config(&self, key: &str, req: &Incoming) -> Handled {
         let key = percent_decode(key);
-        if !config_edit::CONFIG_KEYS.contains(&key.as_str()) {
-            return Err(Reply::error(
-                400,
-                Some("key"),
-                config_edit::ConfigEditError::UnknownKey(key).to_string(),
-            ));
-        }
         let body = json_object(req, &["value"])?;
         let value = body
             .get("value")
             .ok_or_else(|| Reply::error(400, Some("value"), "value: required"))?;
-        let Some(overlay) = &self.options.config_local else {
+        let Some(config) = &self.options.config else {
             return Err(Reply::error(
                 409,
                 Some("key"),
-                "serve runs without a configuration file (--config FILE): nowhere to write",
+                "this server takes no configuration edits",
             ));
         };
         let _guard = self
             .config_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        config_edit::apply(overlay, &self.options.detector, &key, value).map_err(|e| match e {
-            config_edit::ConfigEditError::File { .. } => Reply::error(500, None, e.to_string()),
-            _ => Reply::error(400, Some("value"), e.to_string()),
-        })?;
-        Ok(Reply::json(
-            200,
-            &json!({
-                "key": key, "value": value, "file": overlay.display().to_string(),
-                "effective": "next tick",
-            }),
-        ))
+        config
+            .set(&key, value)
+            .map(|v| Reply::json(200, &v))
+            .map_err(|r| refusal(&r))
     }
 
-    /// The detector in force (start configuration plus the overlay's edits).
+    /// The detector in force (the caller's configuration with its edits).
     pub fn detector(&self) -> detect_core::DetectConfig {
-        config_edit::effective_detector(
-            &self.options.detector,
-            self.options.config_local.as_deref(),
-        )
+        match &self.options.config {
+            Some(config) => config.detector(),
+            None => self.options.detector.clone(),
+        }
     }
 
     /// One tree's verdicts tick by tick.
@@ -675,39 +580,6 @@ pub fn group_ticks(rows: &[TreeVerdict]) -> Vec<TreeTick<'_>> {
     ticks
 }
 
-fn is_loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_hosts_are_told_from_others() {
-        for (host, ok) in [
-            ("127.0.0.1:8080", true),
-            ("localhost:8080", true),
-            ("LOCALHOST", true),
-            ("[::1]:8080", true),
-            ("127.1.2.3:80", true),
-            ("evil.example:8080", false),
-            ("10.0.0.1:8080", false),
-            ("[::2]:8080", false),
-        ] {
-            assert_eq!(is_loopback_host(host), ok, "{host}");
-        }
-    }
+fn refusal(r: &crate::ConfigRefusal) -> Reply {
+    Reply::error(r.status, Some(r.field), r.message.clone())
 }

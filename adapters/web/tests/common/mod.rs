@@ -118,7 +118,6 @@ impl TestAlert for LogTestAlert {
 pub fn options(dir: &TempDir) -> ServeOptions {
     let mut o = ServeOptions::new(dir.path.join("agentwatch.db"));
     o.listen = "127.0.0.1:0".parse().unwrap();
-    o.config_local = Some(dir.path.join("config.local.toml"));
     o.channels = vec![
         ChannelInfo {
             name: "log".into(),
