@@ -12,6 +12,8 @@ use std::sync::Mutex;
 pub const TREE_ROWS_MAX: usize = 10_000;
 /// Tree history rows returned by default.
 pub const TREE_ROWS_DEFAULT: usize = 2_000;
+/// The largest recovery notice served (the stage page's limit).
+pub const NOTICE_MAX_BYTES: u64 = 16_384;
 /// Restarts and checks of a job's history returned.
 pub const HISTORY_ROWS: usize = 50;
 
@@ -74,6 +76,11 @@ impl App {
             ("POST", "/api/watchdog/channels") => self.set_channel(req),
             ("POST", "/api/watchdog/test-alert") => self.test_alert(req),
             ("GET", "/api/watchdog/models") => self.models(),
+            ("GET", "/api/watchdog/models/blocked") => self.blocked(),
+            ("POST", "/api/watchdog/models/block") => self.block(req),
+            ("POST", "/api/watchdog/models/unblock") => self.unblock(req),
+            ("GET", "/recovery-notice.json") => Ok(self.notice_file()),
+            ("GET", "/api/recovery/splash") => Ok(Reply::json(200, &self.splash())),
             ("GET", "/api/deck") => self.deck().map(|v| Reply::json(200, &v)),
             ("GET", "/api/recover") => self.recover().map(|v| Reply::json(200, &v)),
             ("GET", "/admin/api/config") => self.config_values(),
@@ -357,6 +364,130 @@ impl App {
             None => Vec::new(),
         };
         Ok(Reply::json(200, &json!({ "models": rollup })))
+    }
+
+    /// The models a person blocked, for a router to route away from.
+    fn blocked(&self) -> Handled {
+        let blocked = match self.read_store()? {
+            Some(store) => store.blocked_models().map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        Ok(Reply::json(200, &json!({ "blocked": blocked })))
+    }
+
+    /// `{provider, model_id}` of a block or unblock body (a `null` provider: every provider).
+    fn model_of(body: &serde_json::Map<String, Value>) -> Result<(Option<String>, String), Reply> {
+        let model_id = body
+            .get("model_id")
+            .and_then(Value::as_str)
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                Reply::error(400, Some("model_id"), "model_id: required, a model's name")
+            })?;
+        let provider = match body.get("provider") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(_) => {
+                return Err(Reply::error(
+                    400,
+                    Some("provider"),
+                    "provider: a provider's name or null",
+                ));
+            }
+        };
+        Ok((provider, model_id.to_owned()))
+    }
+
+    fn block(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["provider", "model_id", "reason"])?;
+        let (provider, model_id) = Self::model_of(&body)?;
+        let reason = match body.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(Reply::error(400, Some("reason"), "reason: text or null")),
+        };
+        let model = agentwatch_store::BlockedModel {
+            provider,
+            model_id,
+            blocked_at: self.now(),
+            reason,
+        };
+        let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
+        let new = store.block_model(&model).map_err(|e| match e {
+            agentwatch_store::BlockError::Invalid(m) => Reply::error(400, Some("model_id"), m),
+            agentwatch_store::BlockError::Store(e) => store_error(&e),
+        })?;
+        Ok(Reply::json(200, &json!({ "blocked": model, "new": new })))
+    }
+
+    fn unblock(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["provider", "model_id"])?;
+        let (provider, model_id) = Self::model_of(&body)?;
+        let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
+        let was = store
+            .unblock_model(provider.as_deref(), &model_id, self.now())
+            .map_err(|e| match e {
+                agentwatch_store::BlockError::Invalid(m) => Reply::error(400, Some("model_id"), m),
+                agentwatch_store::BlockError::Store(e) => store_error(&e),
+            })?;
+        Ok(Reply::json(
+            200,
+            &json!({ "provider": provider, "model_id": model_id, "was_blocked": was }),
+        ))
+    }
+
+    /// The recovery notice's text, if the file is a regular file of 1 to 16,384 bytes.
+    fn notice_text(&self) -> Option<String> {
+        let path = self.options.recover_notice.as_ref()?;
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() || meta.len() == 0 || meta.len() > NOTICE_MAX_BYTES {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        (!text.is_empty() && text.len() as u64 <= NOTICE_MAX_BYTES).then_some(text)
+    }
+
+    /// `GET /recovery-notice.json`: the file as the recover job wrote it (the stage page's
+    /// contract), or 204 when there is none to show.
+    fn notice_file(&self) -> Reply {
+        match self.notice_text() {
+            Some(text) => Reply::text(200, "application/json; charset=utf-8", text),
+            None => Reply::text(204, "application/json; charset=utf-8", Vec::new()),
+        }
+    }
+
+    /// What the splash shows now: the notice read, and the splash rule
+    /// ([`recovery_policy::notice::splash_visibility`]) applied at the server's time.
+    pub fn splash(&self) -> Value {
+        use recovery_policy::notice::{HiddenBecause, Splash, parse_notice, splash_visibility};
+        let now = self.now();
+        let Some(notice) = self.notice_text().and_then(|t| parse_notice(&t).ok()) else {
+            return json!({ "now": now, "phase": "none", "visible": false, "notice": null });
+        };
+        let (phase, remaining, hidden) = match splash_visibility(&notice, now) {
+            Splash::Countdown { remaining } => ("countdown", Some(remaining), None),
+            Splash::Acting => ("acting", None, None),
+            Splash::Done => ("done", None, None),
+            Splash::Failed => ("failed", None, None),
+            Splash::Hidden(why) => (
+                "hidden",
+                None,
+                Some(match why {
+                    HiddenBecause::Stale => "stale",
+                    HiddenBecause::FromTheFuture => "from_the_future",
+                    HiddenBecause::PhaseOver => "phase_over",
+                }),
+            ),
+        };
+        json!({
+            "now": now,
+            "phase": phase,
+            "visible": hidden.is_none(),
+            "hidden_because": hidden,
+            "remaining_s": remaining,
+            "age_s": now - notice.updated_at,
+            "notice": notice,
+        })
     }
 
     /// The stored policy state whose envelope names `policy`: (state, saved at).

@@ -71,7 +71,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_connections: 1_000,
+            max_connections: 512,
             max_head_bytes: 16 * 1024,
             max_headers: 64,
             max_body_bytes: 64 * 1024,
@@ -80,7 +80,7 @@ impl Default for Limits {
             write_stall: Duration::from_secs(10),
             connection_lifetime: Duration::from_secs(120),
             handlers: 4,
-            response_budget_bytes: 24 * 1024 * 1024,
+            response_budget_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -357,6 +357,6 @@ mod tests {
     fn the_budget_counts_kibibytes_and_never_zero() {
         assert_eq!(budget_units(0), 1);
         assert_eq!(budget_units(1024), 1);
-        assert_eq!(budget_units(24 * 1024 * 1024), 24 * 1024);
+        assert_eq!(budget_units(16 * 1024 * 1024), 16 * 1024);
     }
 }

@@ -644,3 +644,95 @@ fn promtool_accepts_the_metrics() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 40: the recovery notice at `/recovery-notice.json` as the file holds it, never cached;
+/// 204 without one (or one too large to be a notice).
+#[test]
+fn the_recovery_notice_is_served_as_written() {
+    let dir = TempDir::new("aw-web-notice");
+    let notice = dir.path.join("recovery-notice.json");
+    let mut o = options(&dir);
+    o.recover_notice = Some(notice.clone());
+    let server = start(o);
+    let url = format!("{}/recovery-notice.json?cache=bust", server.url());
+    let mut r = ureq::get(&url).call().unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    assert_eq!(r.body_mut().read_to_string().unwrap(), "");
+    let text = r#"{"v":1,"id":"1790000000-restart","phase":"acting","action":"restart","loop":[],"announcedAt":1790000000,"executeAt":1790000060,"updatedAt":1790000070}"#;
+    std::fs::write(&notice, text).unwrap();
+    let mut r = ureq::get(&url).call().unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert_eq!(r.body_mut().read_to_string().unwrap(), text);
+    let splash = get(&format!("{}/api/recovery/splash", server.url())).json();
+    assert_eq!(splash["phase"], "hidden", "{splash}");
+    assert_eq!(
+        splash["hidden_because"], "phase_over",
+        "acting, 830 s after its write"
+    );
+    std::fs::write(&notice, "x".repeat(16_385)).unwrap();
+    assert_eq!(ureq::get(&url).call().unwrap().status().as_u16(), 204);
+}
+
+/// Issue 40: blocks through the API, the router's list, refusals that change nothing.
+#[test]
+fn models_are_blocked_through_the_api() {
+    let dir = TempDir::new("aw-web-block-api");
+    filled(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+    let block = format!("{url}/api/watchdog/models/block");
+    for (body, field) in [
+        (r#"{"provider":"openai"}"#, "model_id"),
+        (r#"{"model_id":"  "}"#, "model_id"),
+        (r#"{"model_id":"gpt-5","provider":7}"#, "provider"),
+        (r#"{"model_id":"gpt-5","route":"x"}"#, "route"),
+    ] {
+        let r = post(&block, &[JSON], body);
+        assert_eq!(
+            (r.status, r.json()["field"].as_str()),
+            (400, Some(field)),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        get(&format!("{url}/api/watchdog/models/blocked")).json()["blocked"],
+        serde_json::json!([])
+    );
+    let r = post(
+        &block,
+        &[JSON],
+        r#"{"model_id":"gpt-5","provider":"openai","reason":"stalls"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["new"], true);
+    let listed = get(&format!("{url}/api/watchdog/models/blocked")).json();
+    assert_eq!(
+        listed["blocked"],
+        serde_json::json!([{"provider": "openai", "model_id": "gpt-5", "blocked_at": T0 + 900, "reason": "stalls"}])
+    );
+    let r = post(
+        &format!("{url}/api/watchdog/models/unblock"),
+        &[JSON],
+        r#"{"model_id":"gpt-5","provider":"openai"}"#,
+    );
+    assert_eq!(r.json()["was_blocked"], true);
+    // A page on another site cannot block.
+    let r = post(
+        &block,
+        &[JSON, ("Origin", "http://evil.example")],
+        r#"{"model_id":"x"}"#,
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        get(&format!("{url}/api/watchdog/models/blocked")).json()["blocked"],
+        serde_json::json!([])
+    );
+}
