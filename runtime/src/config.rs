@@ -2243,6 +2243,62 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The README's table of bounds is the code's (`AGENTWATCH_BLESS_README=1` rewrites it).
+    #[test]
+    fn the_readme_lists_every_bound() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let start = "<!-- bounds:start (runtime/src/config.rs BOUNDS; a test keeps this table in step) -->\n";
+        let end = "<!-- bounds:end -->";
+        let (head, rest) = readme
+            .split_once(start)
+            .expect("the README's bounds section");
+        let (table, tail) = rest.split_once(end).expect("its end");
+        if std::env::var_os("AGENTWATCH_BLESS_README").is_some() {
+            std::fs::write(&path, format!("{head}{start}{}{end}{tail}", bounds_table())).unwrap();
+            return;
+        }
+        assert_eq!(table, bounds_table(), "run with AGENTWATCH_BLESS_README=1");
+    }
+
+    /// Each bound refuses the value past it and takes the value at it, by file and by `--set`.
+    #[test]
+    fn every_bound_is_enforced_at_both_ends() {
+        for b in BOUNDS {
+            let key = b.key.replace("channels[].", "channels.0.");
+            if key.starts_with("channels.") {
+                continue;
+            }
+            for (value, ok) in [
+                (b.max, true),
+                (b.max + 1.0, false),
+                (b.min, !b.min_exclusive),
+            ] {
+                let literal = if b.max.fract() == 0.0 && b.min.fract() == 0.0 && !b.min_exclusive {
+                    format!("{}", value as i64)
+                } else {
+                    format!("{value:?}")
+                };
+                let mut sets = vec![format!("{key}={literal}")];
+                if key == "watchdog.detector.top_min" || key == "watchdog.detector.top_min_ro" {
+                    sets.push(format!(
+                        "watchdog.detector.window={}",
+                        MAX_DETECTOR_COUNT as i64
+                    ));
+                }
+                if key == "watchdog.detector.window" && value < 12.0 {
+                    sets.push("top_min=1".to_owned());
+                    sets.push("top_min_ro=1".to_owned());
+                }
+                let got = load(None, &sets, &no_env);
+                assert_eq!(got.is_ok(), ok, "{sets:?}: {got:?}");
+                if let Err(e) = got {
+                    assert!(e.to_string().contains(&key), "{key}: {e}");
+                }
+            }
+        }
+    }
+
     /// What counts as a secret worth a warning in a readable config file.
     #[test]
     fn secrets_in_config_text_are_recognised() {
