@@ -116,9 +116,12 @@ impl TestAlert for ConfiguredTestAlert {
         now: i64,
     ) -> Result<Vec<Delivery>, String> {
         let env: Env<'_> = &*self.env;
-        let mut config = config::load(self.config.as_deref(), &[], env)
-            .map(|l| l.config)
-            .unwrap_or_else(|_| self.fallback.clone());
+        let mut config = match &self.config {
+            Some(file) => config::load(Some(file), &[], env)
+                .map(|l| l.config)
+                .unwrap_or_else(|_| self.fallback.clone()),
+            None => self.fallback.clone(),
+        };
         if let Ok(Some(store)) = open_existing_read_only(&self.db) {
             apply_stored_settings(&mut config, &store);
         }
@@ -513,6 +516,37 @@ mod tests {
         assert!(kinds[1].contains("stopped"), "{kinds:?}");
         assert!(kinds[2].contains("address in use"), "{kinds:?}");
         assert_eq!(kinds[3], "listening 1");
+    }
+
+    /// Issue 38: a webhook that echoes the token it refused, and any other configured secret,
+    /// does not get them into the test alert's answer (nor the journal or the outbox, which
+    /// take the same report from `notify::send`).
+    #[test]
+    fn a_webhook_echoing_secrets_is_scrubbed() {
+        let hook = agentwatch_testkit::HttpServer::start(|_| {
+            agentwatch_testkit::Reply::text(
+                401,
+                "refused token T0KEN-in-the-query; the opencode password is PW-SECRET-123",
+            )
+        });
+        let url = format!("{}/hook?token=T0KEN-in-the-query", hook.url());
+        let l = loaded(&[
+            "opencode.password_env=\"AW_TEST_PW\"",
+            &format!("channels=[{{name=\"hook\", type=\"webhook\", url=\"{url}\"}}]"),
+        ]);
+        let env: SharedEnv =
+            Arc::new(|k: &str| (k == "AW_TEST_PW").then(|| "PW-SECRET-123".to_owned()));
+        let options = serve_options(&l, PathBuf::from("/nonexistent/x.db"), None, &env).unwrap();
+        let sends = options
+            .test_alert
+            .expect("a channel")
+            .send(Severity::Warning, Some("hook"), 1_790_000_000)
+            .unwrap();
+        assert_eq!(sends[0].result, "failed");
+        let message = sends[0].message.clone().unwrap();
+        assert!(message.contains("401"), "{message}");
+        assert!(!message.contains("T0KEN"), "{message}");
+        assert!(!message.contains("PW-SECRET"), "{message}");
     }
 
     /// A port taken at the start is no reason to stop `run`: the server is retried.
