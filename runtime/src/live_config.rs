@@ -60,10 +60,12 @@ pub struct ConfigFile {
 
 impl std::fmt::Debug for ConfigFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConfigFile")
-            .field("explicit", &self.explicit)
-            .field("overlay", &self.overlay)
-            .finish_non_exhaustive()
+        // Never the configuration or the environment: they may lead to secrets.
+        write!(
+            f,
+            "ConfigFile {{ explicit: {:?}, overlay: {:?}, .. }}",
+            self.explicit, self.overlay
+        )
     }
 }
 

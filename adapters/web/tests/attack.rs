@@ -46,6 +46,22 @@ fn exchange(addr: SocketAddr, head: &[u8], wait: Duration) -> Vec<u8> {
     answer
 }
 
+/// Write a request line of 64 MiB (`GET /aaa…`) on `conn` until the server stops taking it:
+/// how much it took.
+fn send_64_mib_line(conn: &mut TcpStream) -> usize {
+    conn.set_write_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let chunk = [b'a'; 64 * 1024];
+    let mut sent = conn.write(b"GET /").unwrap();
+    while sent < 64 << 20 {
+        match conn.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    sent
+}
+
 /// A server in this process with `limits`.
 fn server_with(dir: &TempDir, limits: Limits) -> agentwatch_web::Running {
     let mut o = options(dir);
@@ -122,18 +138,9 @@ fn a_64_mib_request_line_is_cut_off() {
     let server = server_with(&dir, short());
     let addr = server.local_addr();
     let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_write_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let chunk = [b'a'; 64 * 1024];
-    let mut sent = conn.write(b"GET /").unwrap();
-    while sent < 64 << 20 {
-        match conn.write(&chunk) {
-            Ok(n) => sent += n,
-            Err(_) => break,
-        }
-    }
+    let sent = send_64_mib_line(&mut conn);
     assert!(
         sent < 64 << 20,
         "the server took all 64 MiB of one request line"
@@ -352,16 +359,7 @@ fn agentwatch_serve_survives_the_issues_requests() {
     }
     // A 64 MiB request line.
     let mut conn = TcpStream::connect(addr).unwrap();
-    conn.set_write_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let chunk = [b'a'; 64 * 1024];
-    let mut sent = conn.write(b"GET /").unwrap();
-    while sent < 64 << 20 {
-        match conn.write(&chunk) {
-            Ok(n) => sent += n,
-            Err(_) => break,
-        }
-    }
+    send_64_mib_line(&mut conn);
     drop(conn);
     // Big answers asked for and not read, from many connections.
     let unread: Vec<TcpStream> = (0..100)

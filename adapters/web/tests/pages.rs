@@ -10,25 +10,19 @@ use common::*;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cdp::{Browser, CHROMIUM};
+use common::cdp::{Browser, CHROMIUM, HEADLESS};
 
 fn chromium(profile: &Path, extra: &[String], url: &str) -> String {
-    let mut args: Vec<String> = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        // Virtual time runs only while the page has no network request pending: the page's
-        // scripts and their API calls finish before the DOM is dumped.
-        "--virtual-time-budget=15000",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args: Vec<String> = HEADLESS
+        .iter()
+        .chain(&[
+            "--hide-scrollbars",
+            // Virtual time runs only while the page has no network request pending: the page's
+            // scripts and their API calls finish before the DOM is dumped.
+            "--virtual-time-budget=15000",
+        ])
+        .map(|s| (*s).to_owned())
+        .collect();
     args.push(format!("--user-data-dir={}", profile.display()));
     args.extend(extra.iter().cloned());
     args.push(url.to_owned());

@@ -12,6 +12,17 @@ use tungstenite::{Message, WebSocket};
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The flags of every headless run here: no sandbox (root in CI), no GPU, nothing fetched.
+pub const HEADLESS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+];
+
 /// A browser with one page, closed when dropped.
 pub struct Browser {
     child: Child,
@@ -31,17 +42,8 @@ impl Browser {
     /// Start Chromium with its profile in `profile` and attach to a blank page.
     pub fn launch(profile: &Path) -> Self {
         let mut child = Command::new(CHROMIUM)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--remote-debugging-port=0",
-                "--remote-allow-origins=*",
-            ])
+            .args(HEADLESS)
+            .args(["--remote-debugging-port=0", "--remote-allow-origins=*"])
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
             .stdout(Stdio::null())
