@@ -247,7 +247,10 @@ fn serve(args: ServeArgs) -> CliResult {
     std::io::stdout()
         .flush()
         .map_err(|e| Error::io(format!("serve: cannot write output: {e}")))?;
-    server.run();
+    // It returns only when it cannot serve: an error, so `Restart=on-failure` starts it again.
+    server
+        .run()
+        .map_err(|e| Error::unavailable(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 
