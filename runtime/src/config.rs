@@ -401,6 +401,18 @@ impl JobName {
         }
     }
 
+    /// Why the job has nothing to do under `config`, if it has not: opencode while
+    /// `watchdog.enabled = false`, recover while `recover.unit` names no unit. `agentwatch run`
+    /// asks at every tick (so the switch works both ways without a restart) and `status` shows
+    /// such a job as disabled, never as stale.
+    pub fn disabled_because(self, config: &Config) -> Option<&'static str> {
+        match self {
+            Self::Opencode if !config.watchdog.enabled => Some("watchdog.enabled = false"),
+            Self::Recover if config.recover.unit.is_empty() => Some("recover.unit is not set"),
+            _ => None,
+        }
+    }
+
     /// Seconds between the job's ticks: `run.opencode_interval_s`, `deck.interval_s`,
     /// `run.recover_interval_s`.
     pub fn interval_s(self, config: &Config) -> u64 {
@@ -416,7 +428,9 @@ impl JobName {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSection {
-    /// The jobs to run (`opencode`, `deck`, `recover`); opencode also needs `watchdog.enabled`.
+    /// The jobs to run (`opencode`, `deck`, `recover`), each scheduled from the start; a tick of
+    /// opencode while `watchdog.enabled = false`, or of recover while `recover.unit` is empty, does
+    /// nothing (`result=disabled`).
     pub jobs: Vec<JobName>,
     /// Seconds between opencode ticks (the timer's 5 minutes).
     pub opencode_interval_s: u64,
