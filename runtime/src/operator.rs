@@ -740,6 +740,18 @@ pub const OPTIONAL_KEYS: &[(&str, &str, &str, &str)] = &[
         "agentwatch@HOST",
     ),
     (
+        "watchdog",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "verification.model, else qwen2.5-coder-router:14b",
+    ),
+    (
+        "verification",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "qwen2.5-coder-router:14b",
+    ),
+    (
         "watchdog.llm",
         "api_key_env",
         r#""LLM_API_KEY""#,
