@@ -3,7 +3,7 @@
 //! escalates through the channels.
 //!
 //! ```text
-//! list --all --json -> session show ID --json (each) -> pollers (/proc) -> restart guard
+//! list --all --json -> session show ID --json (each) -> pollers (/proc, else sysinfo) -> restart guard
 //!     recheck: session show again (+ pane tail) -> restart: session restart ID --json -> result
 //!     escalate: an alarm -> alert-state (deck:{session}, state deck.alerts): gates and rate
 //!       limits of [[channels]] + Telegram (TELEGRAM_ESCALATION_CHAT_ID), escalations.log;
@@ -480,7 +480,7 @@ impl<'a> Runtime<'a> {
                 return None;
             }
         };
-        let found = scan.get_or_insert_with(|| pollers::scan(Path::new("/proc")));
+        let found = scan.get_or_insert_with(pollers::scan_system);
         let owners = pollers::owning(found, &dir);
         if owners > 1 {
             Line::warning("deck", report.now)
