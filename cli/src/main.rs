@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod backtest;
 mod detect;
 mod export_fixture;
 mod import_export;
@@ -39,6 +40,9 @@ struct Cli {
 enum Command {
     /// Judge the sessions of a session file (built-in sample when FILE is omitted).
     Detect(detect::DetectArgs),
+    /// Replay a labelled session file through the detector as the watchdog sees it grow (a
+    /// prefix every --step calls) and score the labels: `# backtest complete: N/M flagged`.
+    Backtest(backtest::BacktestArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
     Replay(ReplayArgs),
     /// One tick of the opencode loop watchdog: read sessions, judge trees, alert, store.
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
+        Command::Backtest(args) => backtest::run(args),
         Command::Replay(args) => run_replay(&args),
         Command::Opencode(args) => opencode(args),
         Command::Status(args) => shown(operator::status(&args.into())),

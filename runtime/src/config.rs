@@ -26,6 +26,11 @@ pub struct Config {
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
     pub deck: DeckSection,
     pub recover: RecoverSection,
+    /// `[verification]`: the design's router verification model, which `watchdog.model`
+    /// falls back to.
+    pub verification: VerificationSection,
+    /// `[local_compute]`: the design's global switch of local model calls.
+    pub local_compute: LocalComputeSection,
     /// `[serve]`: the admin pages and API (`agentwatch serve`, or inside `agentwatch run`).
     pub serve: ServeSection,
     /// `[run]`: which jobs `agentwatch run` runs, and how often.
@@ -68,8 +73,10 @@ pub struct WatchdogSection {
     pub enabled: bool,
     /// Ask the local LLM for a second opinion on flagged trees.
     pub local_llm_enabled: bool,
-    /// The model asked for second opinions.
-    pub model: String,
+    /// The model asked for second opinions; unset (or `--set watchdog.model=null`): the
+    /// design's fallback, `verification.model`, else [`DEFAULT_LLM_MODEL`] ([`Config::llm_model`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub escalate_after_ticks: u32,
     pub max_llm_opinions_per_tick: u32,
     /// Agent names with the lower `top` threshold (the design's `watchdog.read_only_agents`).
@@ -99,7 +106,7 @@ impl Default for WatchdogSection {
         Self {
             enabled: true,
             local_llm_enabled: true,
-            model: "qwen2.5-coder-router:14b".to_owned(),
+            model: None,
             escalate_after_ticks: alert_state::DEFAULT_ESCALATE_AFTER_TICKS,
             max_llm_opinions_per_tick: alert_state::DEFAULT_MAX_LLM_OPINIONS_PER_TICK,
             read_only_agents: None,
@@ -111,6 +118,32 @@ impl Default for WatchdogSection {
             detector: DetectConfig::default(),
             llm: LlmSection::default(),
         }
+    }
+}
+
+/// The model asked when neither `watchdog.model` nor `verification.model` names one.
+pub const DEFAULT_LLM_MODEL: &str = "qwen2.5-coder-router:14b";
+
+/// `[verification]`: the design's router verification settings; only `model` is read here
+/// (the second opinion's model when `watchdog.model` is unset).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VerificationSection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `[local_compute]`: `enabled = false` keeps every local model call off, whatever
+/// `watchdog.local_llm_enabled` says (the design's global gate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalComputeSection {
+    pub enabled: bool,
+}
+
+impl Default for LocalComputeSection {
+    fn default() -> Self {
+        Self { enabled: true }
     }
 }
 
@@ -407,6 +440,18 @@ impl JobName {
         }
     }
 
+    /// Why the job has nothing to do under `config`, if it has not: opencode while
+    /// `watchdog.enabled = false`, recover while `recover.unit` names no unit. `agentwatch run`
+    /// asks at every tick (so the switch works both ways without a restart) and `status` shows
+    /// such a job as disabled, never as stale.
+    pub fn disabled_because(self, config: &Config) -> Option<&'static str> {
+        match self {
+            Self::Opencode if !config.watchdog.enabled => Some("watchdog.enabled = false"),
+            Self::Recover if config.recover.unit.is_empty() => Some("recover.unit is not set"),
+            _ => None,
+        }
+    }
+
     /// Seconds between the job's ticks: `run.opencode_interval_s`, `deck.interval_s`,
     /// `run.recover_interval_s`.
     pub fn interval_s(self, config: &Config) -> u64 {
@@ -422,7 +467,9 @@ impl JobName {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSection {
-    /// The jobs to run (`opencode`, `deck`, `recover`); opencode also needs `watchdog.enabled`.
+    /// The jobs to run (`opencode`, `deck`, `recover`), each scheduled from the start; a tick of
+    /// opencode while `watchdog.enabled = false`, or of recover while `recover.unit` is empty, does
+    /// nothing (`result=disabled`).
     pub jobs: Vec<JobName>,
     /// Seconds between opencode ticks (the timer's 5 minutes).
     pub opencode_interval_s: u64,
@@ -837,6 +884,20 @@ pub(crate) fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<
     Ok(())
 }
 
+/// Removes `a.b.c` from a table, if it is there.
+fn remove_path(table: &mut Table, dotted: &str) {
+    match dotted.split_once('.') {
+        None => {
+            table.remove(dotted);
+        }
+        Some((head, rest)) => {
+            if let Some(Value::Table(inner)) = table.get_mut(head) {
+                remove_path(inner, rest);
+            }
+        }
+    }
+}
+
 /// A `--set` value: a TOML literal (`10`, `true`, `["a"]`, `"x"`), else a plain string.
 fn parse_value(text: &str) -> Value {
     toml::from_str::<Table>(&format!("v = {text}"))
@@ -976,7 +1037,13 @@ fn load_layers(
     }
     for item in sets {
         let (key, value) = parse_set(item)?;
-        set_path(&mut table, &key, value)?;
+        // `KEY=null` (TOML has no null): the key unset, as if absent (`watchdog.model=null`
+        // falls back to `verification.model`), never the text "null".
+        if value.as_str() == Some("null") {
+            remove_path(&mut table, &key);
+        } else {
+            set_path(&mut table, &key, value)?;
+        }
     }
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
@@ -1095,12 +1162,28 @@ impl Config {
         detector
     }
 
+    /// The second opinion's model: `watchdog.model`, else `verification.model`, else
+    /// [`DEFAULT_LLM_MODEL`] (an empty name counts as unset).
+    pub fn llm_model(&self) -> &str {
+        [&self.watchdog.model, &self.verification.model]
+            .into_iter()
+            .filter_map(|m| m.as_deref().map(str::trim))
+            .find(|m| !m.is_empty())
+            .unwrap_or(DEFAULT_LLM_MODEL)
+    }
+
+    /// Whether a second opinion may be asked: both the global `local_compute.enabled` and
+    /// `watchdog.local_llm_enabled` (the design's two gates).
+    pub fn local_llm_enabled(&self) -> bool {
+        self.local_compute.enabled && self.watchdog.local_llm_enabled
+    }
+
     /// The alert pipeline's config; `host` fills the default source `agentwatch@<host>`.
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
             escalate_after_ticks: self.watchdog.escalate_after_ticks,
             max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
-            local_llm_enabled: self.watchdog.local_llm_enabled,
+            local_llm_enabled: self.local_llm_enabled(),
             source: self
                 .watchdog
                 .source
@@ -2338,6 +2421,44 @@ mod tests {
         assert!(c.defaulted.channels && !back.defaulted.channels);
         back.defaulted = c.defaulted;
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn the_design_model_fallback_and_local_compute_gate() {
+        let effective = |text: &str, sets: &[&str]| {
+            let dir = temp("model");
+            let path = write(&dir, "config.toml", text);
+            let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+            load(Some(&path), &sets, &no_env).unwrap().config
+        };
+        let c = effective("", &[]);
+        assert_eq!(c.llm_model(), DEFAULT_LLM_MODEL);
+        assert!(c.local_llm_enabled());
+        let both = "[watchdog]\nmodel = \"mine\"\n[verification]\nmodel = \"verifier\"\n";
+        assert_eq!(effective(both, &[]).llm_model(), "mine");
+        // `null` (TOML has none) or an absent key falls back to `verification.model`.
+        let unset = effective(both, &["watchdog.model=null"]);
+        assert_eq!(unset.watchdog.model, None, "never the text \"null\"");
+        assert_eq!(unset.llm_model(), "verifier");
+        assert_eq!(
+            effective("[verification]\nmodel = \"verifier\"\n", &[]).llm_model(),
+            "verifier"
+        );
+        assert_eq!(
+            effective(both, &["watchdog.model=\"\""]).llm_model(),
+            "verifier"
+        );
+        // Either gate off keeps the local model off.
+        let off = effective("[local_compute]\nenabled = false\n", &[]);
+        assert!(off.watchdog.local_llm_enabled && !off.local_llm_enabled());
+        assert!(!off.alert_config("h").local_llm_enabled);
+        let off = effective("", &["watchdog.local_llm_enabled=false"]);
+        assert!(!off.alert_config("h").local_llm_enabled);
+        // Printed, the keys load back the same.
+        let printed = unset.to_toml();
+        let back: Config = toml::from_str(&printed).unwrap();
+        assert_eq!(back.verification, unset.verification);
+        assert_eq!(back.watchdog.model, None);
     }
 
     #[test]

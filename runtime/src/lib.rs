@@ -19,11 +19,14 @@
 //!   configuration (also started in the background by a long-running process).
 //! - [`live_config`]: the live config edits of `serve` (bounds, comments kept, atomic writes).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
+//! - [`backtest`]: the design's backtest of a labelled session file (`agentwatch backtest`, also
+//!   `cargo xtask backtest`).
 //! - [`progress`]: the progress bar of long reads and runs (standard error, on a terminal only).
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
 #![forbid(unsafe_code)]
 
+pub mod backtest;
 pub mod clock;
 pub mod config;
 pub mod doctor;

@@ -162,7 +162,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             .collect();
         let jobs_json: Vec<serde_json::Value> = jobs
             .iter()
-            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale}))
+            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale, "disabled": j.disabled.is_some(), "disabled_because": j.disabled}))
             .collect();
         let mut shown = Shown::json(&json!({
             "db": db.display().to_string(),
@@ -203,7 +203,11 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
                 j.last_at.map_or_else(String::new, iso8601),
                 j.outcome.clone().unwrap_or_default(),
                 format!("every {}", duration(j.interval_s)),
-                if j.stale { "STALE" } else { "" }.to_owned(),
+                match (j.stale, j.disabled) {
+                    (true, _) => "STALE".to_owned(),
+                    (false, Some(why)) => format!("disabled ({why})"),
+                    (false, None) => String::new(),
+                },
             ]
         })
         .collect();
@@ -744,6 +748,18 @@ pub const OPTIONAL_KEYS: &[(&str, &str, &str, &str)] = &[
         "source",
         r#""agentwatch@devbox""#,
         "agentwatch@HOST",
+    ),
+    (
+        "watchdog",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "verification.model, else qwen2.5-coder-router:14b",
+    ),
+    (
+        "verification",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "qwen2.5-coder-router:14b",
     ),
     (
         "watchdog.llm",

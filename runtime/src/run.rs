@@ -235,6 +235,15 @@ struct JobRunner<'a> {
 impl Jobs for JobRunner<'_> {
     fn tick(&mut self, job: JobName, now: i64) -> TickOutcome {
         let o = self.options;
+        // The switch is read at every tick: a job turned off (or on) in the config or its
+        // overlay is off (or on) from its next tick, without a restart.
+        match config::load(o.config.as_deref(), &o.set, &config::process_env) {
+            Ok(loaded) if job.disabled_because(&loaded.config).is_some() => {
+                return TickOutcome::new("disabled", code::OK);
+            }
+            Ok(_) => {}
+            Err(err) => return TickOutcome::failed(&err),
+        }
         let result = match job {
             JobName::Opencode => {
                 let result = jobs::sessions::run(&jobs::sessions::Options {
@@ -374,12 +383,23 @@ fn lock(reporter: &Mutex<Reporter>) -> MutexGuard<'_, Reporter> {
 struct Reporter {
     store: Option<Store>,
     notifier: Notifier,
+    /// Jobs whose last tick was `disabled`: a disabled job's line is written when it becomes
+    /// disabled, not at every tick it stays so.
+    disabled: std::collections::BTreeSet<JobName>,
 }
 
 impl Observer for Reporter {
     fn tick(&mut self, r: &TickRecord) {
         let took_ms = i64::try_from(r.took.as_millis()).unwrap_or(i64::MAX);
-        tick_line(r, took_ms).emit();
+        let still_disabled = if r.outcome.result == "disabled" {
+            !self.disabled.insert(r.job)
+        } else {
+            self.disabled.remove(&r.job);
+            false
+        };
+        if !still_disabled {
+            tick_line(r, took_ms).emit();
+        }
         // A job that ran records its own tick; one that could not start cannot.
         if let Some(store) = self.store.as_mut().filter(|_| r.outcome.error.is_some()) {
             let event = job_event(
@@ -428,14 +448,13 @@ pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
         .field_opt("error", r.outcome.error.as_ref())
 }
 
-/// Each listed job with its interval; opencode only while `watchdog.enabled`, recover only
-/// once `recover.unit` names a unit.
+/// Each listed job with its interval. A job disabled now (`watchdog.enabled = false`, no
+/// `recover.unit`) is scheduled all the same: each tick asks again
+/// ([`JobName::disabled_because`]), so switching it on takes effect at its next tick.
 pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
     JobName::ALL
         .into_iter()
         .filter(|job| config.run.jobs.contains(job))
-        .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
-        .filter(|job| *job != JobName::Recover || !config.recover.unit.is_empty())
         .map(|job| (job, job.interval_s(config)))
         .collect()
 }
@@ -450,7 +469,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         loaded.config.serve.enabled = false;
     }
     let mut cadences = cadences(&loaded.config);
-    if let (Some(job), true) = (options.only, cadences.is_empty()) {
+    // A job command without `--once` with its job switched off has nothing to keep running.
+    if let Some(job) = options
+        .only
+        .filter(|job| job.disabled_because(&loaded.config).is_some())
+    {
         return Err(Error::config(match job {
             JobName::Recover => {
                 "recover.unit: not set; nothing to restart (see `agentwatch config`)"
@@ -506,7 +529,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let reporter = Arc::new(Mutex::new(Reporter { store, notifier }));
+    let reporter = Arc::new(Mutex::new(Reporter {
+        store,
+        notifier,
+        disabled: std::collections::BTreeSet::new(),
+    }));
     let mut shared = Shared(Arc::clone(&reporter));
     let _ = lock(&reporter)
         .notifier
@@ -772,11 +799,6 @@ mod tests {
     #[test]
     fn cadences_follow_the_config() {
         let mut c = Config::default();
-        // Recover runs once it has a unit to restart.
-        assert_eq!(
-            cadences(&c),
-            [(JobName::Opencode, 300), (JobName::Deck, 15)]
-        );
         c.recover.unit = "agent.service".to_owned();
         assert_eq!(
             cadences(&c),
@@ -786,9 +808,23 @@ mod tests {
                 (JobName::Recover, 60)
             ]
         );
+        // A job switched off stays scheduled: its ticks ask again (the switch works live).
         c.watchdog.enabled = false;
         c.run.jobs = vec![JobName::Recover, JobName::Opencode];
-        assert_eq!(cadences(&c), [(JobName::Recover, 60)]);
+        assert_eq!(
+            cadences(&c),
+            [(JobName::Opencode, 300), (JobName::Recover, 60)]
+        );
+        assert_eq!(
+            JobName::Opencode.disabled_because(&c),
+            Some("watchdog.enabled = false")
+        );
+        c.recover.unit.clear();
+        assert_eq!(
+            JobName::Recover.disabled_because(&c),
+            Some("recover.unit is not set")
+        );
+        assert_eq!(JobName::Deck.disabled_because(&c), None);
     }
 
     #[test]
