@@ -174,9 +174,13 @@ fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
+        // The scheme starts after the last character that cannot be in one (which may be
+        // several bytes long: a multi-byte character right before `://` is not a scheme).
         let scheme_start = rest[..at]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let after = &rest[at + 3..];
         let end = at + 3 + after.find(is_url_end).unwrap_or(after.len());
         out.push_str(&rest[..scheme_start]);
@@ -455,6 +459,8 @@ mod tests {
             ),
             ("monkey=3 key=", "monkey=3 key="),
             ("a://b ://c é=1 basic ", "a://b ://c é=1 basic "),
+            // A multi-byte character right before `://` (a proptest finding: it panicked).
+            ("𑙐:// token=a0aaaaaA0AAA", "𑙐:// token=<redacted>"),
         ] {
             assert_eq!(redact_text(text), redacted, "{text}");
             assert_eq!(redact_text(redacted), redacted, "idempotent: {redacted}");
