@@ -37,7 +37,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Judge the sessions of a session file (built-in sample when FILE is omitted).
+    /// Judge the sessions of session files, exports or Claude Code transcripts (built-in sample
+    /// when FILE is omitted).
     Detect(detect::DetectArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
     Replay(ReplayArgs),
@@ -53,9 +54,10 @@ enum Command {
     TestAlert(TestAlertArgs),
     /// Print the effective configuration.
     Config(ConfigArgs),
-    /// Export labelled sessions from opencode's database as a scrubbed fixture (session file).
+    /// Export labelled sessions from opencode's database or Claude Code transcripts as a scrubbed
+    /// fixture (session file).
     ExportFixture(export_fixture::ExportFixtureArgs),
-    /// Turn `opencode export` JSON files into one session file.
+    /// Turn `opencode export` JSON files and Claude Code transcripts into one session file.
     ImportExport(import_export::ImportExportArgs),
     /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
     Recover(RecoverArgs),
