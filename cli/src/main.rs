@@ -38,7 +38,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Judge the sessions of a session file (built-in sample when FILE is omitted).
+    /// Judge the sessions of session files, exports or Claude Code transcripts (built-in sample
+    /// when FILE is omitted).
     Detect(detect::DetectArgs),
     /// Replay a labelled session file through the detector as the watchdog sees it grow (a
     /// prefix every --step calls) and score the labels: `# backtest complete: N/M flagged`.
@@ -57,9 +58,10 @@ enum Command {
     TestAlert(TestAlertArgs),
     /// Print the effective configuration.
     Config(ConfigArgs),
-    /// Export labelled sessions from opencode's database as a scrubbed fixture (session file).
+    /// Export labelled sessions from opencode's database or Claude Code transcripts as a scrubbed
+    /// fixture (session file).
     ExportFixture(export_fixture::ExportFixtureArgs),
-    /// Turn `opencode export` JSON files into one session file.
+    /// Turn `opencode export` JSON files and Claude Code transcripts into one session file.
     ImportExport(import_export::ImportExportArgs),
     /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
     Recover(RecoverArgs),

@@ -46,6 +46,16 @@ fn json_has_sessions_and_trees() {
     ] {
         assert!(explore["reason"].get(key).is_some(), "reason.{key}");
     }
+    // What was read of each session, in every input format.
+    assert_eq!(explore["agent"], "opencode");
+    assert_eq!(explore["calls"], 44);
+    let first = explore["first_flag_at_call"].as_u64().unwrap();
+    assert!((1..=44).contains(&first), "{first}");
+    for s in v["sessions"].as_array().unwrap() {
+        assert!(s["calls"].as_u64().is_some(), "{s}");
+        assert!(s.get("first_flag_at_call").is_some(), "{s}");
+        assert_eq!(s["agent"], "opencode");
+    }
     let tree = &v["trees"][0];
     assert_eq!(tree["root"], "ses_demo_build");
     assert_eq!(tree["dedup_key"], "opencode-loop:ses_demo_build");
@@ -165,7 +175,8 @@ fn profiles_select_the_rules() {
     let input = twelve_views();
     let design = agentwatch(&["detect", "-"], Some(&input));
     assert!(
-        stdout(&design).contains("FLAGGED signals=top"),
+        stdout(&design).contains("FLAGGED agent=opencode calls=42 first_flag_at_call=")
+            && stdout(&design).contains(" signals=top "),
         "{}",
         stdout(&design)
     );

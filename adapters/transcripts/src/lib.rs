@@ -29,8 +29,8 @@ pub use claude::{
     read_claude_sessions, sniff, subagent_session_id,
 };
 pub use discover::{
-    Discovery, SubagentMeta, Transcript, TranscriptKind, discover_claude, parse_subagent_meta,
-    read_subagent_meta,
+    Discovery, SubagentMeta, Transcript, TranscriptKind, discover_claude, discover_claude_project,
+    parse_subagent_meta, read_subagent_meta,
 };
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};
