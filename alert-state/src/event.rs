@@ -99,6 +99,25 @@ impl AlertEvent {
             .filter(|l| !l.trim().is_empty())
     }
 
+    /// The event's identity: the same for every send of this one transition (a re-send after a
+    /// crash between the send and its record carries it again), different for any other. Made
+    /// of the dedup key, the state and the alert's `details.opened_at` (a grouped notification:
+    /// its members' identities, `details.event_ids`), hashed: `evt_` and 16 hex digits. Sent as
+    /// `event_id` in a JSON webhook's body and as every webhook's `Idempotency-Key` header, so
+    /// a receiver can drop a repeat.
+    #[must_use]
+    pub fn event_id(&self) -> String {
+        let part = |name: &str| self.details.get(name).map(ToString::to_string);
+        let basis = format!(
+            "{}\n{}\n{}\n{}",
+            self.dedup_key,
+            self.state,
+            part("opened_at").unwrap_or_default(),
+            part("event_ids").unwrap_or_default()
+        );
+        format!("evt_{}", detect_core::output_hash(&basis))
+    }
+
     /// Set `details.link` (a non-object `details` is kept under `details.details`).
     pub fn set_link(&mut self, link: String) {
         if !self.details.is_object() {
@@ -191,6 +210,32 @@ mod tests {
             (e.details["root"].as_str(), e.link()),
             (Some("r"), Some("http://h/x"))
         );
+    }
+
+    #[test]
+    fn an_event_id_names_one_transition_of_one_alert() {
+        let event = |key: &str, state, opened_at: i64, summary: &str| AlertEvent {
+            dedup_key: key.into(),
+            severity: Severity::Warning,
+            state,
+            title: "t".into(),
+            summary: summary.into(),
+            details: serde_json::json!({"opened_at": opened_at, "flagged_ticks": 2}),
+            source: "x".into(),
+        };
+        let id = event("claude-loop:a", EventState::Trigger, 100, "s").event_id();
+        // The text is built when it is sent (ages, counts): the identity does not change.
+        assert_eq!(
+            event("claude-loop:a", EventState::Trigger, 100, "later text").event_id(),
+            id
+        );
+        for other in [
+            event("claude-loop:b", EventState::Trigger, 100, "s"),
+            event("claude-loop:a", EventState::Resolve, 100, "s"),
+            event("claude-loop:a", EventState::Trigger, 101, "s"),
+        ] {
+            assert_ne!(other.event_id(), id, "{other:?}");
+        }
     }
 
     #[test]

@@ -758,8 +758,21 @@ fn without_value(message: &str) -> String {
 }
 
 /// Read and check one TOML file on its own.
+/// Read and check a config file. Every way it cannot be read is a configuration error (78)
+/// naming the file: missing, unreadable, or not text at all (binary garbage is not "bad data"
+/// to the user, who wrote it as config).
 fn read_table(path: &Path) -> Result<Table, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::read(path.display(), e))?;
+    let text = std::fs::read(path)
+        .map_err(|e| config_err(format!("config file {}: {e}", path.display())))
+        .and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|e| {
+                config_err(format!(
+                    "config file {}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ))
+            })
+        })?;
     read_text(path, &text)
 }
 
@@ -2203,8 +2216,9 @@ mod tests {
         }
         let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
+        // A config file that cannot be read at all is a configuration error too (78).
         let err = load(Some(&dir.join("missing.toml")), &[], &no_env).unwrap_err();
-        assert_eq!(err.exit_code(), code::NOINPUT);
+        assert_eq!(err.exit_code(), code::CONFIG);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -2255,6 +2269,31 @@ mod tests {
             assert!(err.contains(names), "{sets:?}: {err}");
             assert!(!err.contains("many"), "a value is never echoed: {err}");
         }
+    }
+
+    #[test]
+    fn every_config_read_error_is_a_config_error_naming_the_file() {
+        let dir = temp("read-errors");
+        std::fs::create_dir_all(&dir).unwrap();
+        let garbage = dir.join("garbage.toml");
+        std::fs::write(&garbage, [0x7f, b'E', b'L', b'F', 0xff, 0xfe, 0x00, 0x9c]).unwrap();
+        let half = dir.join("half.toml");
+        std::fs::write(&half, "[watchdog]\nstale_after_s = 12").unwrap();
+        std::fs::write(&half, "[watchdog\nstale_af").unwrap();
+        let missing = dir.join("missing.toml");
+        for (path, says) in [
+            (&garbage, "not UTF-8 text"),
+            (&half, "half.toml"),
+            (&missing, "missing.toml"),
+            (&dir, "read-errors"),
+        ] {
+            let err = load(Some(path), &[], &no_env).unwrap_err();
+            assert_eq!(err.exit_code(), 78, "{}: {err}", path.display());
+            let shown = err.to_string();
+            assert!(shown.contains(&path.display().to_string()), "{shown}");
+            assert!(shown.contains(says), "{shown}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

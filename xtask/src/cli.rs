@@ -40,6 +40,9 @@ enum Task {
     /// Write a large deterministic session file (by default 2 000 sessions of 500 calls, about
     /// 200 MB) for measuring `agentwatch detect` and the backtest; never commit it.
     GenBig(GenBigArgs),
+    /// Write gen-big's sessions as a Claude Code directory of transcripts (`projects/…`), for
+    /// measuring the Claude source: `[claude] dir = "OUT"` (never committed).
+    GenClaude(GenBigArgs),
     /// Convert the public trajectories (fixtures/dev/real.json) and build the development set
     /// (fixtures/dev/sessions.json) and the latency set (fixtures/dev/latency.json).
     ImportTrajectories(ImportArgs),
@@ -167,6 +170,7 @@ where
         Task::Backtest(args) => run_backtest(args, out),
         Task::GenCorpus(args) => run_gen_corpus(args, out),
         Task::GenBig(args) => run_gen_big(args, out),
+        Task::GenClaude(args) => run_gen_claude(args, out),
         Task::ImportTrajectories(args) => run_import(args, out),
         Task::DetectionReport(args) => run_report(args, out),
         Task::Fuzz(args) => run_fuzz(args, out),
@@ -249,6 +253,25 @@ fn run_gen_big(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
         "wrote {} ({} sessions, {} calls, {} bytes)",
         path.display(),
         stats.sessions,
+        stats.calls,
+        stats.bytes
+    );
+    Ok(EXIT_OK)
+}
+
+fn run_gen_claude(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let shape = big::BigShape {
+        sessions: args.sessions,
+        calls_per_session: args.calls,
+        ..big::BigShape::default()
+    };
+    let stats = agentwatch_fixtures_gen::claude::write_claude_dir(&args.out, &shape)
+        .map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let _ = writeln!(
+        out,
+        "wrote {} ({} transcripts, {} calls, {} bytes)",
+        args.out.display(),
+        stats.files,
         stats.calls,
         stats.bytes
     );

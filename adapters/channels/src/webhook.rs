@@ -20,9 +20,7 @@ pub(crate) fn deliver(
         target = target.with_secret(key);
     }
     let body = match channel.mode {
-        WebhookMode::Json => serde_json::to_string(event).map_err(|e| {
-            ChannelError::Config(format!("the event cannot be written as JSON: {e}"))
-        })?,
+        WebhookMode::Json => json_body(event)?.to_string(),
         WebhookMode::PagerDuty => {
             let routing_key = channel
                 .routing_key
@@ -52,8 +50,21 @@ pub(crate) fn deliver(
             ntfy_body(event, topic).to_string()
         }
     };
-    Client::new(Settings::new(channel.timeout)).post_json(&target, &[], &body)?;
+    let id = event.event_id();
+    Client::new(Settings::new(channel.timeout)).post_json(
+        &target,
+        &[("Idempotency-Key", id.as_str())],
+        &body,
+    )?;
     Ok(Outcome::Sent)
+}
+
+/// The `json` mode's body: the event as it is, with its [`AlertEvent::event_id`].
+fn json_body(event: &AlertEvent) -> Result<Value, ChannelError> {
+    let mut body = serde_json::to_value(event)
+        .map_err(|e| ChannelError::Config(format!("the event cannot be written as JSON: {e}")))?;
+    body["event_id"] = Value::String(event.event_id());
+    Ok(body)
 }
 
 /// How much of a summary the chat messages keep.

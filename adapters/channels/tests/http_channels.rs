@@ -79,8 +79,18 @@ fn json_webhook_posts_the_event_exactly_as_json() {
     assert_eq!(request.method, "POST");
     assert_eq!(request.target, "/hook");
     assert_eq!(request.headers["content-type"], "application/json");
+    let sent = event(EventState::Escalate, Severity::Critical);
+    let id = sent.event_id();
+    assert!(id.starts_with("evt_") && id.len() == 20, "{id}");
+    assert_eq!(request.headers["idempotency-key"], id);
+    let mut body = request.body_json();
+    assert_eq!(body["event_id"], id.as_str());
+    // A re-send of the same event carries the same identity.
+    deliver(&channel, &sent).unwrap();
+    assert_eq!(server.requests()[1].headers["idempotency-key"], id);
+    body.as_object_mut().unwrap().remove("event_id");
     assert_eq!(
-        request.body_json(),
+        body,
         json!({
             "dedup_key": "opencode-loop:ses_a",
             "severity": "critical",
@@ -91,8 +101,8 @@ fn json_webhook_posts_the_event_exactly_as_json() {
             "source": "agentwatch@devbox",
         })
     );
-    // It reads back as the event.
-    let back: AlertEvent = serde_json::from_slice(&request.body).unwrap();
+    // Without its identity, it reads back as the event.
+    let back: AlertEvent = serde_json::from_value(body).unwrap();
     assert_eq!(back, event(EventState::Escalate, Severity::Critical));
 }
 

@@ -111,7 +111,8 @@ pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEven
         EventState::Resolve
     };
     let keys: Vec<&str> = sorted.iter().map(|e| e.dedup_key.as_str()).collect();
-    let mut details = json!({"grouped": sorted.len(), "dedup_keys": keys});
+    let ids: Vec<String> = sorted.iter().map(|e| e.event_id()).collect();
+    let mut details = json!({"grouped": sorted.len(), "dedup_keys": keys, "event_ids": ids});
     if !dashboard_base_url.trim().is_empty() {
         details["link"] = Value::String(dashboard_base_url.to_owned());
     }
