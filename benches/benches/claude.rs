@@ -14,9 +14,9 @@
 //!   its alert is measured (the directory watch's wake, the read, judging, the lifecycle, the
 //!   store and the delivery).
 
-use agentwatch_benches::{cpu_seconds, rss_kib};
-use agentwatch_fixtures_gen::big::{BigShape, big_session};
-use agentwatch_fixtures_gen::claude::{claude_transcript, write_claude_dir};
+use agentwatch_benches::{cpu_seconds, report_cpu, rss_kib};
+use agentwatch_fixtures_gen::big::BigShape;
+use agentwatch_fixtures_gen::claude::{claude_transcript, session_ending_at, write_claude_dir};
 use agentwatch_runtime::jobs::sessions::{self, follow};
 use agentwatch_runtime::run::{Clock, Wake};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
@@ -79,7 +79,7 @@ fn shape(sessions: usize, calls: usize) -> BigShape {
 fn idle_and_first(c: &mut Criterion) {
     let tmp = TempDir::new("aw-bench-claude");
     let claude = tmp.path.join("claude");
-    let stats = write_claude_dir(&claude, &shape(2000, 500)).unwrap();
+    let stats = write_claude_dir(&claude, &shape(2000, 500), Some(unix_now() * 1000)).unwrap();
     let config = config_for(&tmp.path, &claude, "");
     let (cpu0, started) = (cpu_seconds(), Instant::now());
     let report = tick(&tmp.path, &config);
@@ -97,6 +97,9 @@ fn idle_and_first(c: &mut Criterion) {
             "{rss} KiB resident (peak {peak} KiB)"
         )),
     );
+    report_cpu("idle_tick_2000_transcripts", &tmp.path, || {
+        tick(&tmp.path, &config);
+    });
     let mut g = c.benchmark_group("claude");
     g.sample_size(10);
     g.bench_function("idle_tick_2000_transcripts", |b| {
@@ -104,7 +107,8 @@ fn idle_and_first(c: &mut Criterion) {
     });
     let small = TempDir::new("aw-bench-claude-small");
     let small_dir = small.path.join("claude");
-    let small_stats = write_claude_dir(&small_dir, &shape(200, 500)).unwrap();
+    let small_stats =
+        write_claude_dir(&small_dir, &shape(200, 500), Some(unix_now() * 1000)).unwrap();
     let small_config = config_for(&small.path, &small_dir, "");
     println!(
         "first_read: {} transcripts, {:.1} MB per iteration",
@@ -151,7 +155,7 @@ fn webhook(tx: Sender<(Instant, String)>) -> HttpServer {
 
 /// A looping session's whole transcript (gen-big's session 3: its last 60 calls a loop).
 fn looping_transcript(id: &str) -> Vec<u8> {
-    let mut session = big_session(&shape(8, 120), 3);
+    let mut session = session_ending_at(&shape(8, 120), 3, Some(unix_now() * 1000));
     session.id = id.to_owned();
     let mut bytes = Vec::new();
     claude_transcript(&session, &mut bytes).unwrap();

@@ -12,7 +12,7 @@
 //! know from the event stream what changed: its poll tick when the stream said nothing, and its
 //! tick after events named one session.
 
-use agentwatch_benches::{cpu_seconds, rss_kib};
+use agentwatch_benches::{report_cpu, rss_kib};
 use agentwatch_runtime::jobs::sessions;
 use agentwatch_runtime::jobs::sessions::tracked::Focus;
 use agentwatch_testkit::TempDir;
@@ -203,32 +203,6 @@ fn followed_ticks_at_scale(c: &mut Criterion) {
         g.bench_function(name, |b| b.iter(&run));
     }
     g.finish();
-}
-
-/// The process's CPU time per call of `idle`, over 10 calls, and how much the store in `home`
-/// (the database and its write-ahead log) grew meanwhile (figures, not assertions).
-fn report_cpu(name: &str, home: &Path, idle: impl Fn()) {
-    const CALLS: u32 = 10;
-    let store_bytes = || {
-        ["agentwatch.db", "agentwatch.db-wal"]
-            .iter()
-            .filter_map(|f| std::fs::metadata(home.join(f)).ok())
-            .map(|m| m.len())
-            .sum::<u64>()
-    };
-    let (before, bytes_before) = (cpu_seconds(), store_bytes());
-    for _ in 0..CALLS {
-        idle();
-    }
-    let grew_kib = store_bytes().saturating_sub(bytes_before) / 1024;
-    match (before, cpu_seconds()) {
-        (Some(before), Some(after)) => println!(
-            "{name}: {:.0} ms of CPU per tick (2 000 sessions, mean of {CALLS}, server included); \
-             the store grew by {grew_kib} KiB over the {CALLS} ticks",
-            (after - before) * 1000.0 / f64::from(CALLS)
-        ),
-        _ => println!("{name}: CPU time n/a; the store grew by {grew_kib} KiB over {CALLS} ticks"),
-    }
 }
 
 criterion_group!(benches, ticks, ticks_at_scale, followed_ticks_at_scale);

@@ -42,7 +42,7 @@ enum Task {
     GenBig(GenBigArgs),
     /// Write gen-big's sessions as a Claude Code directory of transcripts (`projects/…`), for
     /// measuring the Claude source: `[claude] dir = "OUT"` (never committed).
-    GenClaude(GenBigArgs),
+    GenClaude(GenClaudeArgs),
     /// Convert the public trajectories (fixtures/dev/real.json) and build the development set
     /// (fixtures/dev/sessions.json) and the latency set (fixtures/dev/latency.json).
     ImportTrajectories(ImportArgs),
@@ -120,6 +120,16 @@ struct BacktestArgs {
     /// value instead of the table.
     #[arg(long, value_name = "KEY=FROM..TO[:STEP]")]
     sweep: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct GenClaudeArgs {
+    #[command(flatten)]
+    shape: GenBigArgs,
+    /// Move every session's calls so that it ends now (active for a watcher that reads only
+    /// recent sessions); by default gen-big's fixed times, weeks old.
+    #[arg(long)]
+    ending_now: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -259,13 +269,22 @@ fn run_gen_big(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
     Ok(EXIT_OK)
 }
 
-fn run_gen_claude(args: GenBigArgs, out: &mut dyn Write) -> Result<u8, String> {
+fn run_gen_claude(args: GenClaudeArgs, out: &mut dyn Write) -> Result<u8, String> {
+    let GenClaudeArgs {
+        shape: args,
+        ending_now,
+    } = args;
     let shape = big::BigShape {
         sessions: args.sessions,
         calls_per_session: args.calls,
         ..big::BigShape::default()
     };
-    let stats = agentwatch_fixtures_gen::claude::write_claude_dir(&args.out, &shape)
+    let end_ms = ending_now.then(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    });
+    let stats = agentwatch_fixtures_gen::claude::write_claude_dir(&args.out, &shape, end_ms)
         .map_err(|e| format!("{}: {e}", args.out.display()))?;
     let _ = writeln!(
         out,

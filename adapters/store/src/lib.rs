@@ -387,6 +387,10 @@ pub struct VerdictCounts {
     pub total: i64,
 }
 
+/// The longest cursor [`Store::session_cache_heads`] reads with a row (an opencode server's or
+/// opencode.db's cursor is a few dozen bytes).
+pub const HEAD_CURSOR_BYTES: usize = 1024;
+
 /// One session's cached detector state (see migration 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionCacheRow {
@@ -1102,20 +1106,51 @@ impl Store {
 
     /// The cached sessions of one source.
     pub fn session_cache(&self, source: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
-        self.cache_rows(source, "detector")
+        self.cache_rows(source, "detector", "cursor")
     }
 
     /// [`Store::session_cache`] without the detector snapshots (each row's `detector` is
     /// empty): what a tick reads to tell which sessions changed, so an unchanged session costs
-    /// no snapshot read. [`Store::session_detector`] reads one when it is needed.
+    /// no snapshot read. [`Store::session_detector`] reads one when it is needed. A cursor
+    /// longer than [`HEAD_CURSOR_BYTES`] (a transcript reader's state, which grows with the
+    /// session) is left out too (`Some("")`), for [`Store::session_cursor`] to read when the
+    /// session changed: an idle tick over thousands of transcripts reads kilobytes, not the
+    /// readers' megabytes.
     pub fn session_cache_heads(&self, source: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
-        self.cache_rows(source, "''")
+        self.cache_rows(
+            source,
+            "''",
+            &format!("CASE WHEN length(cursor) > {HEAD_CURSOR_BYTES} THEN '' ELSE cursor END"),
+        )
     }
 
-    /// The cache rows of `source`, with `detector` read from the SQL expression given.
-    fn cache_rows(&self, source: &str, detector: &str) -> Result<Vec<SessionCacheRow>, StoreError> {
+    /// One cached session's cursor, if the session has a row with one.
+    pub fn session_cursor(
+        &self,
+        source: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT cursor FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2",
+                [source, session_id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    /// The cache rows of `source`, with `detector` and `cursor` read from the SQL expressions
+    /// given.
+    fn cache_rows(
+        &self,
+        source: &str,
+        detector: &str,
+        cursor: &str,
+    ) -> Result<Vec<SessionCacheRow>, StoreError> {
         let mut stmt = self.conn.prepare(&format!(
-            "SELECT source, session_id, fingerprint, updated_ms, cursor, info, {detector}, verdict, seen_at
+            "SELECT source, session_id, fingerprint, updated_ms, {cursor}, info, {detector}, verdict, seen_at
              FROM opencode_session_cache WHERE source = ?1"
         ))?;
         let rows = stmt.query_map([source], |r| {

@@ -257,11 +257,23 @@ pub(crate) fn restore(
     let meta = serde_json::from_str::<VerdictMeta>(&row.verdict).ok();
     Some(Restored {
         detector: SessionDetector::restore(snapshot, config)?,
-        cursor: row.cursor.clone(),
+        cursor: stored_cursor(store, row),
         info,
         spend: meta.as_ref().map(|m| m.spend.clone()).unwrap_or_default(),
         newest_call_ms: meta.and_then(|m| m.newest_call_ms),
     })
+}
+
+/// A cache row's cursor: the row's own, or read from the store when the row was read without
+/// it (a long one, [`Store::session_cache_heads`]).
+fn stored_cursor(store: Option<&Store>, row: &SessionCacheRow) -> Option<String> {
+    match row.cursor.as_deref() {
+        Some("") => store?
+            .session_cursor(&row.source, &row.session_id)
+            .ok()
+            .flatten(),
+        _ => row.cursor.clone(),
+    }
 }
 
 /// When a stored row's newest call happened, as its verdict says.
@@ -340,7 +352,7 @@ pub fn judge(
         {
             t.state = State::Live {
                 detector: Box::new(detector),
-                cursor: row.cursor.clone(),
+                cursor: stored_cursor(store, row),
                 updated_ms: row.updated_ms,
             };
         }

@@ -258,8 +258,9 @@ impl ClaudeSource {
             return Ok(kept);
         }
         let restored = row.as_ref().and_then(|r| {
-            let state: FileState = serde_json::from_str(r.cursor.as_deref()?).ok()?;
-            Some((state, tracked::restore(ctx.store, r, ctx.detector)?))
+            let restored = tracked::restore(ctx.store, r, ctx.detector)?;
+            let state: FileState = serde_json::from_str(restored.cursor.as_deref()?).ok()?;
+            Some((state, restored))
         });
         let (mut state, mut main) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
