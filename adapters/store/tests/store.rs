@@ -1,8 +1,8 @@
 //! The store on real SQLite files.
 
 use agentwatch_store::{
-    AlertRow, ChannelSetting, OutboxEvent, RunLock, SCHEMA_VERSION, SessionCacheRow, Store,
-    StoreError, TickWrite, VerdictRow,
+    AlertRow, ChannelSetting, HEAD_CURSOR_BYTES, OutboxEvent, RunLock, SCHEMA_VERSION,
+    SessionCacheRow, Store, StoreError, TickWrite, VerdictRow,
 };
 use agentwatch_testkit::TempDir;
 
@@ -542,21 +542,45 @@ fn session_cache_heads_leave_the_snapshots_to_be_read_one_by_one() {
         verdict: "{}".into(),
         seen_at: 1,
     };
-    let rows = vec![row("ses_a"), row("ses_b")];
+    // A transcript's cursor holds its reader's state and grows with the session: left out of
+    // the heads (`Some("")`) and read when wanted.
+    let long_cursor = format!("{{\"reader\":\"{}\"}}", "y".repeat(HEAD_CURSOR_BYTES));
+    let long = SessionCacheRow {
+        cursor: Some(long_cursor.clone()),
+        ..row("ses_c")
+    };
+    let rows = vec![row("ses_a"), row("ses_b"), long];
     let update = store
         .update_session_cache("http://127.0.0.1:4096", &rows, &Default::default())
         .unwrap();
-    assert_eq!(update.written, 2);
+    assert_eq!(update.written, 3);
     let mut heads = store.session_cache_heads("http://127.0.0.1:4096").unwrap();
     heads.sort_by(|a, b| a.session_id.cmp(&b.session_id));
     let expected: Vec<SessionCacheRow> = rows
         .iter()
         .map(|r| SessionCacheRow {
             detector: String::new(),
+            cursor: r
+                .cursor
+                .clone()
+                .filter(|c| c.len() <= HEAD_CURSOR_BYTES)
+                .or(Some(String::new())),
             ..r.clone()
         })
         .collect();
     assert_eq!(heads, expected);
+    assert_eq!(
+        store
+            .session_cursor("http://127.0.0.1:4096", "ses_c")
+            .unwrap(),
+        Some(long_cursor)
+    );
+    assert_eq!(
+        store
+            .session_cursor("http://127.0.0.1:4096", "ses_x")
+            .unwrap(),
+        None
+    );
     assert_eq!(
         store
             .session_detector("http://127.0.0.1:4096", "ses_b")
@@ -565,13 +589,13 @@ fn session_cache_heads_leave_the_snapshots_to_be_read_one_by_one() {
     );
     assert_eq!(
         store
-            .session_detector("http://127.0.0.1:4096", "ses_c")
+            .session_detector("http://127.0.0.1:4096", "ses_x")
             .unwrap(),
         None
     );
     assert_eq!(
         store.session_cache("http://127.0.0.1:4096").unwrap().len(),
-        2
+        3
     );
 }
 
