@@ -74,51 +74,29 @@ pub fn act(
         .iter()
         .any(|t| t.flagged && !judged.stale_trees.contains(&t.root));
     let tick_outcome = if any_flagged { "flagged" } else { "ok" };
-    let mut syncs = Vec::new();
-    let mut next_wakeup = None;
-    let aborts;
-    match store.filter(|_| !args.dry_run) {
-        Some(store) => {
-            commit(
-                store,
-                collected,
-                &judged,
-                &outcome,
-                &opinions,
-                &memory,
-                tick_outcome,
-                now,
-            )?;
-            let mut state = outcome.state.clone();
-            sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
-            next_wakeup = deliver::next_wakeup(store, &state, &alert_config, now)?;
-            aborts = abort_loops(
-                config,
-                Some(store),
-                collected,
-                &judged.judgement,
-                &outcome.decisions,
-                now,
-            );
-            if memory.alertmanager {
-                syncs = sync_fleet(config, store, &mut memory.held, &routed, &mut state, now)?;
-            }
-        }
-        None => {
-            aborts = abort_loops(
-                config,
-                None,
-                collected,
-                &judged.judgement,
-                &outcome.decisions,
-                now,
-            );
-            if memory.alertmanager {
-                syncs =
-                    sync_alertmanager(config, &mut memory.held, &routed, &outcome.state, now, true);
-            }
-        }
+    let performed = perform(
+        config,
+        store.filter(|_| !args.dry_run),
+        collected,
+        &judged,
+        &outcome,
+        &opinions,
+        &mut memory,
+        &routed,
+        &alert_config,
+        tick_outcome,
+        now,
+        env,
+    )?;
+    if let Some(delivered) = performed.sends {
+        sends = delivered;
     }
+    let Performed {
+        syncs,
+        next_wakeup,
+        aborts,
+        ..
+    } = performed;
     sends.extend(routed_reports(routed, &syncs, now));
     Ok(TickReport {
         now,
@@ -131,6 +109,87 @@ pub fn act(
         decisions: outcome.decisions,
         sends,
         alertmanager: syncs,
+        next_wakeup,
+        aborts,
+    })
+}
+
+/// What the act step did past the journal: deliveries (`None` under `--dry-run` or without a
+/// store: the journal's routes stand for them), Alertmanager syncs, when to wake, aborts.
+struct Performed {
+    sends: Option<Sends>,
+    syncs: Vec<SyncReport>,
+    next_wakeup: Option<i64>,
+    aborts: Vec<(String, String)>,
+}
+
+/// Store the tick, then deliver, abort and sync from what was stored; without a store (or under
+/// `--dry-run`) abort and sync as a dry run would, and store nothing.
+#[allow(clippy::too_many_arguments)]
+fn perform(
+    config: &Config,
+    store: Option<&mut Store>,
+    collected: &Collected,
+    judged: &Judged,
+    outcome: &TickOutcome,
+    opinions: &Opinions,
+    memory: &mut Memory,
+    routed: &Routed,
+    alert_config: &AlertConfig,
+    tick_outcome: &'static str,
+    now: i64,
+    env: Env<'_>,
+) -> Result<Performed, Error> {
+    let Some(store) = store else {
+        let aborts = abort_loops(
+            config,
+            None,
+            collected,
+            &judged.judgement,
+            &outcome.decisions,
+            now,
+        );
+        let syncs = if memory.alertmanager {
+            sync_alertmanager(config, &mut memory.held, routed, &outcome.state, now, true)
+        } else {
+            Vec::new()
+        };
+        return Ok(Performed {
+            sends: None,
+            syncs,
+            next_wakeup: None,
+            aborts,
+        });
+    };
+    commit(
+        store,
+        collected,
+        judged,
+        outcome,
+        opinions,
+        memory,
+        tick_outcome,
+        now,
+    )?;
+    let mut state = outcome.state.clone();
+    let sends = deliver::deliver_pending(config, store, &mut state, now, env)?;
+    let next_wakeup = deliver::next_wakeup(store, &state, alert_config, now)?;
+    let aborts = abort_loops(
+        config,
+        Some(store),
+        collected,
+        &judged.judgement,
+        &outcome.decisions,
+        now,
+    );
+    let syncs = if memory.alertmanager {
+        sync_fleet(config, store, &mut memory.held, routed, &mut state, now)?
+    } else {
+        Vec::new()
+    };
+    Ok(Performed {
+        sends: Some(sends),
+        syncs,
         next_wakeup,
         aborts,
     })

@@ -4,10 +4,10 @@
 use super::{Answer, ReadContext, Source, SourceRead, count};
 use crate::config::{self, Config, Env};
 use crate::jobs::sessions::tracked::{Tracked, active_with_ancestors, cached_rows};
-use agentwatch_opencode::db::{DbError, OpencodeDb};
+use agentwatch_opencode::db::{DbError, OpencodeDb, SessionRow};
 use agentwatch_store::Store;
 use detect_core::DetectConfig;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -77,6 +77,89 @@ pub struct DbRead {
     pub examined: usize,
 }
 
+/// The sessions a read looks at, and which of them to judge (`None`: all of them). With a stale
+/// age and a database that can say which sessions were touched since it: only those, the
+/// sessions the store knows and the `watched` ones are examined, and the active ones with
+/// their ancestors read; otherwise every session is listed and its activity checked.
+fn db_rows(
+    db: &OpencodeDb,
+    known: &[&str],
+    watched: &HashSet<String>,
+    stale_cutoff_ms: Option<i64>,
+    now_ms: i64,
+    read: &mut DbRead,
+) -> Result<(Vec<SessionRow>, Option<HashSet<String>>), DbError> {
+    let created = match stale_cutoff_ms {
+        Some(cutoff) => db
+            .sessions_created_between(cutoff, now_ms.saturating_add(DB_FUTURE_SLACK_MS))?
+            .map(|mut created| {
+                db.sessions_updated_since(cutoff).map(|updated| {
+                    created.extend(updated);
+                    (cutoff, created)
+                })
+            })
+            .transpose()?,
+        None => None,
+    };
+    if let Some((cutoff, created)) = created {
+        let candidates: BTreeSet<&str> = created
+            .iter()
+            .map(String::as_str)
+            .chain(known.iter().copied())
+            .chain(watched.iter().map(String::as_str))
+            .collect();
+        return Ok((active_rows(db, candidates, cutoff, read)?, None));
+    }
+    let rows = db.sessions()?;
+    let Some(cutoff) = stale_cutoff_ms else {
+        return Ok((rows, None));
+    };
+    let activity = db.session_activity()?;
+    read.examined += rows.len();
+    let items = rows.iter().map(|r| {
+        let active = activity.get(&r.id).is_none_or(|at| *at >= cutoff);
+        (r.id.as_str(), r.parent_id.as_deref(), active)
+    });
+    let keep = active_with_ancestors(items)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    Ok((rows, Some(keep)))
+}
+
+/// The `candidates` active since `cutoff` and their ancestors (followed by id; a cycle ends
+/// the walk), oldest first; the others go to `read.stale`.
+fn active_rows(
+    db: &OpencodeDb,
+    candidates: BTreeSet<&str>,
+    cutoff: i64,
+    read: &mut DbRead,
+) -> Result<Vec<SessionRow>, DbError> {
+    let mut active = Vec::new();
+    for id in candidates {
+        read.examined += 1;
+        match db.activity_of(id)? {
+            None => {}
+            Some(at) if at != 0 && at < cutoff => read.stale.push(id.to_owned()),
+            Some(_) => active.push(id.to_owned()),
+        }
+    }
+    let mut kept: HashSet<String> = HashSet::new();
+    let mut rows = Vec::new();
+    while let Some(id) = active.pop() {
+        if !kept.insert(id.clone()) {
+            continue;
+        }
+        if let Some(row) = db.session(&id)? {
+            active.extend(row.parent_id.clone());
+            rows.push(row);
+        }
+    }
+    rows.sort_by(|a, b| (a.time_created, &a.id).cmp(&(b.time_created, &b.id)));
+    read.stale.retain(|id| !kept.contains(id));
+    Ok(rows)
+}
+
 /// How far past the tick's clock a message's creation time may lie and still be found
 /// ([`OpencodeDb::sessions_created_between`]): clocks of one machine, a day of slack.
 const DB_FUTURE_SLACK_MS: i64 = 24 * 3600 * 1000;
@@ -106,73 +189,8 @@ pub fn read_db(
     let mut cache = cached_rows(store, source, config, full_read);
     db.snapshot(|db| {
         let mut read = DbRead::default();
-        let created = match stale_cutoff_ms {
-            Some(cutoff) => db
-                .sessions_created_between(cutoff, now_ms.saturating_add(DB_FUTURE_SLACK_MS))?
-                .map(|mut created| {
-                    db.sessions_updated_since(cutoff).map(|updated| {
-                        created.extend(updated);
-                        (cutoff, created)
-                    })
-                })
-                .transpose()?,
-            None => None,
-        };
-        let (rows, keep) = match created {
-            Some((cutoff, created)) => {
-                let candidates: std::collections::BTreeSet<&str> = created
-                    .iter()
-                    .map(String::as_str)
-                    .chain(cache.keys().map(String::as_str))
-                    .chain(watched.iter().map(String::as_str))
-                    .collect();
-                let mut active = Vec::new();
-                for id in candidates {
-                    read.examined += 1;
-                    match db.activity_of(id)? {
-                        None => {}
-                        Some(at) if at != 0 && at < cutoff => read.stale.push(id.to_owned()),
-                        Some(_) => active.push(id.to_owned()),
-                    }
-                }
-                // The active sessions and their ancestors, followed by id; a cycle ends the walk.
-                let mut kept: HashSet<String> = HashSet::new();
-                let mut rows = Vec::new();
-                while let Some(id) = active.pop() {
-                    if !kept.insert(id.clone()) {
-                        continue;
-                    }
-                    if let Some(row) = db.session(&id)? {
-                        active.extend(row.parent_id.clone());
-                        rows.push(row);
-                    }
-                }
-                rows.sort_by(|a, b| (a.time_created, &a.id).cmp(&(b.time_created, &b.id)));
-                read.stale.retain(|id| !kept.contains(id));
-                (rows, None)
-            }
-            None => {
-                let rows = db.sessions()?;
-                let keep: Option<HashSet<String>> = match stale_cutoff_ms {
-                    None => None,
-                    Some(cutoff) => {
-                        let activity = db.session_activity()?;
-                        read.examined += rows.len();
-                        let items = rows.iter().map(|r| {
-                            let active = activity.get(&r.id).is_none_or(|at| *at >= cutoff);
-                            (r.id.as_str(), r.parent_id.as_deref(), active)
-                        });
-                        Some(
-                            active_with_ancestors(items)
-                                .into_iter()
-                                .map(str::to_owned)
-                                .collect(),
-                        )
-                    }
-                };
-                (rows, keep)
-            }
-        };
+        let known: Vec<&str> = cache.keys().map(String::as_str).collect();
+        let (rows, keep) = db_rows(db, &known, watched, stale_cutoff_ms, now_ms, &mut read)?;
         for row in &rows {
             if keep.as_ref().is_some_and(|k| !k.contains(&row.id)) {
                 read.stale.push(row.id.clone());
