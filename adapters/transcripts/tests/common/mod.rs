@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests: counting a transcript's tool calls without the
-//! reader, and scrubbing real transcripts into fixtures.
+//! reader (a plain `serde_json::Value` walk per agent), the call at which a watcher reading a
+//! session call by call first flags it, and scrubbing real transcripts into fixtures.
 #![allow(dead_code)]
 
+use detect_core::{DetectConfig, Session, SessionDetector};
 use serde_json::Value;
 
 /// The `tool_use` blocks of a transcript's assistant lines, `(id, name)` in file order, each id
@@ -47,12 +49,110 @@ pub fn answered_ids(bytes: &[u8]) -> std::collections::HashSet<String> {
     ids
 }
 
+/// The calls of a Codex rollout (`response_item` `function_call`, `custom_tool_call`,
+/// `local_shell_call`), `(call_id, name)` in file order, each id once.
+pub fn codex_calls(bytes: &[u8]) -> Vec<(String, String)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut calls = Vec::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let item = if value["type"] == "response_item" {
+            &value["payload"]
+        } else {
+            &value
+        };
+        let kind = item["type"].as_str().unwrap_or_default();
+        if !["function_call", "custom_tool_call", "local_shell_call"].contains(&kind) {
+            continue;
+        }
+        let id = item["call_id"].as_str().unwrap_or_default().to_owned();
+        if seen.insert(id.clone()) {
+            calls.push((id, item["name"].as_str().unwrap_or(kind).to_owned()));
+        }
+    }
+    calls
+}
+
+/// The call ids a Codex rollout answers (`*_output` items).
+pub fn codex_answered(bytes: &[u8]) -> std::collections::HashSet<String> {
+    let mut ids = std::collections::HashSet::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let item = &value["payload"];
+        if item["type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("_output"))
+        {
+            ids.insert(item["call_id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    ids
+}
+
+/// The finished tool calls of a Gemini session (`toolCalls[]` entries with status
+/// `success`, `error` or `cancelled`, in messages and in `$set.messages` checkpoints),
+/// `(id, name)` in the order first seen finished, each id once.
+pub fn gemini_calls(bytes: &[u8]) -> Vec<(String, String)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut calls = Vec::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let mut messages = vec![&value];
+        messages.extend(value["$set"]["messages"].as_array().into_iter().flatten());
+        messages.extend(value["messages"].as_array().into_iter().flatten());
+        for message in messages {
+            for call in message["toolCalls"].as_array().into_iter().flatten() {
+                let done = matches!(
+                    call["status"].as_str(),
+                    Some("success" | "error" | "cancelled")
+                );
+                let id = call["id"].as_str().unwrap_or_default().to_owned();
+                if done && seen.insert(id.clone()) {
+                    calls.push((id, call["name"].as_str().unwrap_or_default().to_owned()));
+                }
+            }
+        }
+    }
+    calls
+}
+
+/// The call (1-based) at which a watcher reading `session` call by call with the default
+/// profile first flags it; `None` when it never does.
+pub fn first_flag_at(session: &Session) -> Option<usize> {
+    let config = DetectConfig::default();
+    let mut detector = SessionDetector::new(session, &config);
+    for (i, call) in session.calls.iter().enumerate() {
+        detector.push(call);
+        if detector.verdict().flagged {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// A real transcript made fit to commit: every occurrence of each `(from, to)` replaced
 /// (machine paths), and in records that are not conversation (`attachment`, `api-request*`,
 /// …) every string longer than 160 characters replaced by its length (system prompts, tool
 /// lists, skill texts: large, and not ours to copy; their keys come out sorted).
 /// Conversation lines (`user`, `assistant`) are kept byte for byte.
 pub fn scrub(bytes: &[u8], replacements: &[(String, String)]) -> Vec<u8> {
+    scrub_with(bytes, replacements, |value| {
+        matches!(value["type"].as_str(), Some("user" | "assistant"))
+    })
+}
+
+/// [`scrub`] with the conversation records told by `keep` (kept byte for byte).
+pub fn scrub_with(
+    bytes: &[u8],
+    replacements: &[(String, String)],
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<u8> {
     let mut text = String::from_utf8_lossy(bytes).into_owned();
     for (from, to) in replacements {
         text = text.replace(from.as_str(), to);
@@ -64,7 +164,7 @@ pub fn scrub(bytes: &[u8], replacements: &[(String, String)]) -> Vec<u8> {
             out.push(b'\n');
             continue;
         };
-        if matches!(value["type"].as_str(), Some("user" | "assistant")) {
+        if keep(&value) {
             // As written, in Claude Code's key order.
             out.extend_from_slice(line.as_bytes());
         } else {
@@ -76,7 +176,7 @@ pub fn scrub(bytes: &[u8], replacements: &[(String, String)]) -> Vec<u8> {
     out
 }
 
-fn shorten_strings(value: &mut Value) {
+pub fn shorten_strings(value: &mut Value) {
     match value {
         Value::String(s) if s.chars().count() > 160 => {
             *s = format!("(scrubbed: {} characters)", s.chars().count());
