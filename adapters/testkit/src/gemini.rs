@@ -104,7 +104,9 @@ pub fn stream_turn(tag: &str, turn: &Turn) -> String {
 }
 
 /// The answer to a `generateContent` side call: a JSON text that fits the schema the
-/// request asks for (an enum's first value, 1 for a number, `scripted` for a string, …).
+/// request asks for (an enum's first value, `scripted` for a string, a number's minimum or
+/// 1, but 0 for a `…confidence` number: the scripted model is never sure the session loops,
+/// so Gemini's model-based loop check never stops a run by itself).
 pub fn side_answer(request: &Value) -> Value {
     let config = request.get("generationConfig");
     let schema = config
@@ -116,7 +118,7 @@ pub fn side_answer(request: &Value) -> Value {
         .unwrap_or(Value::Null);
     let text = match schema {
         Value::Null => "scripted".to_owned(),
-        schema => fit(&schema).to_string(),
+        schema => fit("", &schema).to_string(),
     };
     json!({
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
@@ -126,8 +128,8 @@ pub fn side_answer(request: &Value) -> Value {
 }
 
 /// A value of the JSON schema `schema` (types in either case, as Gemini's schemas write
-/// them).
-fn fit(schema: &Value) -> Value {
+/// them); `name` is the property's.
+fn fit(name: &str, schema: &Value) -> Value {
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)
@@ -142,6 +144,7 @@ fn fit(schema: &Value) -> Value {
         .to_ascii_lowercase();
     match kind.as_str() {
         "string" => json!("scripted"),
+        "integer" | "number" if name.ends_with("confidence") => json!(0),
         "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
         "boolean" => json!(false),
         "array" => json!([]),
@@ -153,7 +156,7 @@ fn fit(schema: &Value) -> Value {
                 .into_iter()
                 .flatten()
             {
-                object.insert(key.clone(), fit(property));
+                object.insert(key.clone(), fit(key, property));
             }
             Value::Object(object)
         }
@@ -344,6 +347,16 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<Value>(text).unwrap(),
             json!({"complexity_reasoning": "scripted", "complexity_score": 1, "route": "flash", "ok": false})
+        );
+        let loop_check = json!({"generationConfig": {"responseJsonSchema": {"type": "object", "properties": {
+            "unproductive_state_analysis": {"type": "string"}, "unproductive_state_confidence": {"type": "number"}}}}});
+        let answer = side_answer(&loop_check);
+        let text = answer["candidates"][0]["content"]["parts"][0]["text"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(text).unwrap()["unproductive_state_confidence"],
+            0
         );
     }
 

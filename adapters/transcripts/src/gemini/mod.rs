@@ -144,6 +144,8 @@ pub struct GeminiMeta {
     pub cwd: Option<String>,
     pub title: Option<String>,
     pub title_source: Option<GeminiTitleSource>,
+    /// `$set.summary`: a main session's summary (also its title), a subagent's answer.
+    pub summary: Option<String>,
     /// The model of the latest `gemini` message.
     pub model: Option<String>,
     pub agent_loop_verdict: Option<AgentVerdict>,
@@ -368,8 +370,14 @@ impl GeminiReader {
             .as_str()
             .and_then(|s| trimmed_title(s, usize::MAX))
         {
-            meta.title = Some(summary);
-            meta.title_source = Some(GeminiTitleSource::Summary);
+            // A subagent's summary is its answer, not a name for it.
+            let subagent =
+                meta.kind.as_deref() == Some("subagent") || meta.parent_session_id.is_some();
+            if !subagent {
+                meta.title = Some(summary.clone());
+                meta.title_source = Some(GeminiTitleSource::Summary);
+            }
+            meta.summary = Some(summary);
         }
     }
 

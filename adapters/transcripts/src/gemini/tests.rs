@@ -319,6 +319,18 @@ fn a_subagent_file_takes_its_ids_from_its_path() {
     assert_eq!(s.directory.as_deref(), Some("/work/p"));
     assert_eq!(s.title.as_deref(), Some("AW-CHILD: read the notes"));
     assert_eq!(s.calls.len(), 1);
+    // A subagent's summary is its answer: the title stays its task.
+    let mut reader = GeminiReader::new(GeminiFile::from_path("/g/tmp/p/chats/p1/c1.jsonl"));
+    push(&mut reader, &user("u1", "AW-CHILD: read"));
+    push(
+        &mut reader,
+        &json!({"$set": {"summary": "{\n  \"response\": \"ok\"\n}"}}),
+    );
+    assert_eq!(reader.meta().title.as_deref(), Some("AW-CHILD: read"));
+    assert_eq!(
+        reader.meta().summary.as_deref(),
+        Some(r#"{ "response": "ok" }"#)
+    );
 }
 
 #[test]

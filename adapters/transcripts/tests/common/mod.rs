@@ -94,15 +94,23 @@ pub fn codex_answered(bytes: &[u8]) -> std::collections::HashSet<String> {
 }
 
 /// The finished tool calls of a Gemini session (`toolCalls[]` entries with status
-/// `success`, `error` or `cancelled`, in messages and in `$set.messages` checkpoints),
-/// `(id, name)` in the order first seen finished, each id once.
+/// `success`, `error` or `cancelled`, in messages and in `$set.messages` checkpoints, or
+/// in the `messages` of an older whole-file `.json`), `(id, name)` in the order first seen
+/// finished, each id once.
 pub fn gemini_calls(bytes: &[u8]) -> Vec<(String, String)> {
     let mut seen = std::collections::HashSet::new();
     let mut calls = Vec::new();
-    for line in bytes.split(|b| *b == b'\n') {
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
+    let whole = serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .filter(Value::is_object);
+    let lines: Vec<Value> = match whole {
+        Some(doc) => vec![doc],
+        None => bytes
+            .split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+            .collect(),
+    };
+    for value in lines {
         let mut messages = vec![&value];
         messages.extend(value["$set"]["messages"].as_array().into_iter().flatten());
         messages.extend(value["messages"].as_array().into_iter().flatten());
