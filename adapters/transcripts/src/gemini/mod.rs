@@ -304,7 +304,9 @@ impl GeminiReader {
         } else if record.id.as_str().is_some() {
             self.upsert(&record);
         } else {
-            self.read_metadata(&record);
+            // The first line's metadata (or an older `.json` written on one line, whose
+            // `messages` are its history).
+            self.read_set(&record);
         }
     }
 
