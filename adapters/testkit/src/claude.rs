@@ -39,7 +39,7 @@ pub use crate::script::{Conversation, Script, Turn};
 
 use crate::Reply;
 use crate::cli::{AgentDone, files_under, find_agent, require_agent, run_logged, spawn_logged};
-use crate::script::ScriptServer;
+use crate::script::{ScriptServer, event_stream};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -190,14 +190,7 @@ impl ModelServer {
                             "message": format!("the scripted model serves POST /v1/messages, not {} {}", request.method, request.path())}}),
                     );
                 }
-                Reply::Http {
-                    status: 200,
-                    headers: vec![
-                        ("content-type".into(), "text/event-stream".into()),
-                        ("cache-control".into(), "no-cache".into()),
-                    ],
-                    body: script.answer(&request.body_json()).into_bytes(),
-                }
+                event_stream(script.answer(&request.body_json()))
             },
         ))
     }

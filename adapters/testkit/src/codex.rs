@@ -37,7 +37,7 @@
 
 use crate::Reply;
 use crate::cli::{AgentDone, files_under, find_agent, require_agent, run_logged, spawn_logged};
-use crate::script::{Script, ScriptServer, Turn};
+use crate::script::{Script, ScriptServer, Turn, event_stream};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -233,14 +233,7 @@ impl ResponsesServer {
                         request.method, request.path())}}),
                 );
             }
-            Reply::Http {
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), "text/event-stream".into()),
-                    ("cache-control".into(), "no-cache".into()),
-                ],
-                body: answer(script, &request.body_json()).into_bytes(),
-            }
+            event_stream(answer(script, &request.body_json()))
         }))
     }
 }

@@ -34,7 +34,7 @@
 
 use crate::Reply;
 use crate::cli::{AgentDone, files_under, find_agent, require_agent, run_logged, spawn_logged};
-use crate::script::{Script, ScriptServer, Turn};
+use crate::script::{Script, ScriptServer, Turn, event_stream};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -176,14 +176,7 @@ impl GeminiServer {
             if request.method == "POST" && path.ends_with(":streamGenerateContent") {
                 let place = place(script, &body);
                 let (c, t) = place.unwrap_or((usize::MAX, 0));
-                return Reply::Http {
-                    status: 200,
-                    headers: vec![
-                        ("content-type".into(), "text/event-stream".into()),
-                        ("cache-control".into(), "no-cache".into()),
-                    ],
-                    body: stream_turn(&format!("c{c}t{t}"), &script.turn(place)).into_bytes(),
-                };
+                return event_stream(stream_turn(&format!("c{c}t{t}"), &script.turn(place)));
             }
             if request.method == "POST" && path.ends_with(":generateContent") {
                 return Reply::json(200, &side_answer(&body));

@@ -109,6 +109,19 @@ impl Script {
     }
 }
 
+/// A `200 text/event-stream` answer with `body` (whole: the scripted model streams a turn
+/// at once).
+pub(crate) fn event_stream(body: String) -> Reply {
+    Reply::Http {
+        status: 200,
+        headers: vec![
+            ("content-type".into(), "text/event-stream".into()),
+            ("cache-control".into(), "no-cache".into()),
+        ],
+        body: body.into_bytes(),
+    }
+}
+
 /// Where a request stands in the script: `(conversation, turn)`.
 pub type Place = fn(&Script, &Value) -> Option<(usize, usize)>;
 

@@ -31,6 +31,49 @@ pub struct Counters {
     pub unmatched_results: u64,
 }
 
+/// Lines of a file looked at, at most, to tell its format.
+const SNIFF_LINES: usize = 64;
+
+/// The first line of `bytes` (among the first 64 that are not blank) that is a JSON object
+/// `T` reads and `skip` does not pass over; else why there is none (empty, no JSON object).
+pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
+    bytes: &'b [u8],
+    skip: impl Fn(&T) -> bool,
+) -> Result<T, String> {
+    let lines = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    for line in lines.take(SNIFF_LINES) {
+        if let Ok(crate::lenient::Obj(Some(record))) =
+            serde_json::from_slice::<crate::lenient::Obj<T>>(line)
+            && !skip(&record)
+        {
+            return Ok(record);
+        }
+    }
+    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
+        "it is empty".to_owned()
+    } else {
+        format!("none of its first {SNIFF_LINES} lines is a JSON object")
+    })
+}
+
+/// The lines of a whole file, without their `\n` (and a `\r` before it).
+pub(crate) fn file_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// Count a line a reader was pushed: `false` for a blank one (ignored, not counted).
+pub(crate) fn count_line(line: &[u8], counters: &mut Counters) -> bool {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return false;
+    }
+    counters.lines += 1;
+    true
+}
+
 /// Characters of a prompt kept as a title.
 pub const TITLE_CHARS: usize = 100;
 

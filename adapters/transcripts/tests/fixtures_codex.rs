@@ -8,13 +8,13 @@ mod common;
 
 use agentwatch_transcripts::{
     CodexReader, FileCursor, TranscriptKind, discover_codex, peek_codex, read_codex_sessions,
-    read_new, read_transcript,
+    read_transcript,
 };
-use detect_core::{CallStatus, DetectConfig, Session, judge_sessions};
+use detect_core::{CallStatus, DetectConfig, Session};
 use proptest::prelude::*;
 use serde_json::json;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -49,15 +49,6 @@ fn read_scenario(name: &str) -> Vec<(PathBuf, Session, CodexReader)> {
             }
             (t.path.clone(), session, reader)
         })
-        .collect()
-}
-
-fn flagged(sessions: &[Session]) -> Vec<String> {
-    judge_sessions(sessions, &DetectConfig::default())
-        .trees
-        .into_iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root)
         .collect()
 }
 
@@ -97,7 +88,7 @@ fn the_real_loop_reads_its_48_calls_and_is_flagged_within_15_calls_of_its_start(
     let first = common::first_flag_at(session).unwrap();
     assert!((29..=28 + 15).contains(&first), "flagged at call {first}");
     assert_eq!(
-        flagged(std::slice::from_ref(session)),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()),
         vec![session.id.clone()]
     );
 }
@@ -119,7 +110,7 @@ fn the_real_healthy_session_lands_its_patches_and_is_not_flagged() {
         .count();
     assert_eq!(landed, 13);
     assert_eq!(session.calls.iter().filter(|c| c.tool == "poll").count(), 2);
-    assert!(flagged(std::slice::from_ref(session)).is_empty());
+    assert!(common::flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
     assert_eq!(common::first_flag_at(session), None);
 }
 
@@ -137,7 +128,7 @@ fn the_real_subagent_is_linked_to_its_parent_and_its_loop_flags_the_parent() {
     assert!(sub.2.meta().agent_nickname.is_some());
     assert_eq!(sub.1.calls.len(), 45);
     assert_eq!(
-        flagged(&[main.1.clone(), sub.1.clone()]),
+        common::flagged(&[main.1.clone(), sub.1.clone()], &DetectConfig::default()),
         vec![main.1.id.clone()]
     );
 }
@@ -187,23 +178,6 @@ fn codex_id(name: &str) -> Option<String> {
     agentwatch_transcripts::codex_thread_id(name)
 }
 
-/// Read what is new in `path` into `reader`; true when the tail restarted.
-fn catch_up(path: &Path, cursor: &mut FileCursor, reader: &mut CodexReader, budget: usize) -> bool {
-    let mut restarted = false;
-    loop {
-        let new = read_new(path, cursor, budget).unwrap();
-        if new.restarted {
-            reader.reset();
-            restarted = true;
-        }
-        reader.push_text(&new);
-        *cursor = new.cursor;
-        if !new.more {
-            return restarted;
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -231,7 +205,7 @@ proptest! {
         for (i, cut) in cuts.into_iter().enumerate() {
             file.write_all(&bytes[written..cut]).unwrap();
             written = cut;
-            prop_assert!(!catch_up(&tailed, &mut cursor, &mut reader, budget));
+            prop_assert!(!common::catch_up(&tailed, &mut cursor, &mut reader, budget));
             calls.extend(reader.take_calls());
             if round_trip_at == Some(i) {
                 reader = serde_json::from_str(&serde_json::to_string(&reader).unwrap()).unwrap();

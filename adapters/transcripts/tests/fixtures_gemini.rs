@@ -9,13 +9,13 @@ mod common;
 
 use agentwatch_transcripts::{
     FileCursor, GeminiFile, GeminiReader, Transcript, TranscriptKind, discover_gemini,
-    read_gemini_sessions, read_new,
+    read_gemini_sessions,
 };
-use detect_core::{Call, CallStatus, DetectConfig, Profile, Session, judge_sessions};
+use detect_core::{CallStatus, DetectConfig, Profile, Session};
 use proptest::prelude::*;
 use serde_json::json;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn scenario(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -58,15 +58,6 @@ fn read_scenario(name: &str) -> Vec<(Transcript, Session, GeminiReader)> {
         .collect()
 }
 
-fn flagged(sessions: &[Session], config: &DetectConfig) -> Vec<String> {
-    judge_sessions(sessions, config)
-        .trees
-        .into_iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root)
-        .collect()
-}
-
 #[test]
 fn the_real_loop_reads_its_48_calls_and_is_flagged_within_15_calls_of_its_start() {
     let read = read_scenario("loop");
@@ -93,7 +84,7 @@ fn the_real_loop_reads_its_48_calls_and_is_flagged_within_15_calls_of_its_start(
     let first = common::first_flag_at(session).unwrap();
     assert!((29..=28 + 15).contains(&first), "flagged at call {first}");
     assert_eq!(
-        flagged(std::slice::from_ref(session), &DetectConfig::default()),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()),
         vec![session.id.clone()]
     );
 }
@@ -110,7 +101,7 @@ fn the_real_healthy_session_lands_its_edits_and_is_not_flagged() {
         .count();
     assert_eq!(landed, 12);
     assert_eq!(reader.meta().agent_loop_verdict, None);
-    assert!(flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
+    assert!(common::flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
     assert_eq!(common::first_flag_at(session), None);
 }
 
@@ -148,7 +139,7 @@ fn the_real_subagent_is_found_under_its_parent() {
     assert_eq!(sub.1.calls.len(), 19);
     let precise = DetectConfig::with_profile(Profile::Precise);
     assert_eq!(
-        flagged(&[main.1.clone(), sub.1.clone()], &precise),
+        common::flagged(&[main.1.clone(), sub.1.clone()], &precise),
         vec![main.1.id.clone()]
     );
 }
@@ -180,29 +171,6 @@ fn edited_session() -> Vec<u8> {
     bytes
 }
 
-/// Calls as a detector sees them following the reader's contract.
-fn follow(reader: &mut GeminiReader, seen: &mut Vec<Call>) {
-    let calls = reader.take_calls();
-    if reader.rewound() {
-        seen.clear();
-    }
-    seen.extend(calls);
-}
-
-fn catch_up(path: &Path, cursor: &mut FileCursor, reader: &mut GeminiReader, budget: usize) {
-    loop {
-        let new = read_new(path, cursor, budget).unwrap();
-        if new.restarted {
-            reader.reset();
-        }
-        reader.push_text(&new);
-        *cursor = new.cursor;
-        if !new.more {
-            return;
-        }
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -229,8 +197,8 @@ proptest! {
         for (i, cut) in cuts.into_iter().enumerate() {
             file.write_all(&bytes[written..cut]).unwrap();
             written = cut;
-            catch_up(&path, &mut cursor, &mut reader, budget);
-            follow(&mut reader, &mut seen);
+            common::catch_up(&path, &mut cursor, &mut reader, budget);
+            common::Tailed::take_into(&mut reader, &mut seen);
             if round_trip_at == Some(i) {
                 reader = serde_json::from_str(&serde_json::to_string(&reader).unwrap()).unwrap();
             }
@@ -255,15 +223,15 @@ fn a_session_rewritten_under_the_tail_hands_its_history_again() {
     let mut reader = GeminiReader::new(GeminiFile::default());
     let mut cursor = FileCursor::default();
     let mut seen = Vec::new();
-    catch_up(&path, &mut cursor, &mut reader, 1 << 20);
-    follow(&mut reader, &mut seen);
+    common::catch_up(&path, &mut cursor, &mut reader, 1 << 20);
+    common::Tailed::take_into(&mut reader, &mut seen);
     assert!(!seen.is_empty());
     // Gemini's recovery path: the file rewritten whole and renamed over (a new inode).
     let tmp = dir.path().join("session.tmp");
     std::fs::write(&tmp, &bytes).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
-    catch_up(&path, &mut cursor, &mut reader, 1 << 20);
-    follow(&mut reader, &mut seen);
+    common::catch_up(&path, &mut cursor, &mut reader, 1 << 20);
+    common::Tailed::take_into(&mut reader, &mut seen);
     assert!(reader.rewound(), "a restarted file hands the whole history");
     assert_eq!(
         seen,
@@ -317,7 +285,7 @@ fn a_hand_written_whole_file_session_is_found_and_read_whole_when_it_changes() {
     let mut reader = GeminiReader::new(file_of(t));
     reader.push_document(&std::fs::read(&path).unwrap());
     let mut seen = Vec::new();
-    follow(&mut reader, &mut seen);
+    common::Tailed::take_into(&mut reader, &mut seen);
     assert_eq!(
         seen.len(),
         common::gemini_calls(legacy_json(false).as_bytes()).len()
@@ -331,7 +299,7 @@ fn a_hand_written_whole_file_session_is_found_and_read_whole_when_it_changes() {
     std::fs::write(&tmp, legacy_json(true)).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
     reader.push_document(&std::fs::read(&path).unwrap());
-    follow(&mut reader, &mut seen);
+    common::Tailed::take_into(&mut reader, &mut seen);
     assert!(!reader.rewound());
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].metadata["diff"], "@@ -1 +1 @@\n-1\n+2\n");
@@ -370,7 +338,7 @@ fn a_hand_written_session_with_every_history_edit_reads_its_final_history() {
     let mut rewrites = 0;
     for line in EDITED.lines() {
         reader.push_line(line.as_bytes());
-        follow(&mut reader, &mut seen);
+        common::Tailed::take_into(&mut reader, &mut seen);
         rewrites += u64::from(reader.rewound());
     }
     let tools: Vec<&str> = seen.iter().map(|c| c.tool.as_str()).collect();

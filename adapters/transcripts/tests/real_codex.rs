@@ -13,13 +13,11 @@ use agentwatch_testkit::cli::AgentDone;
 use agentwatch_testkit::codex::{CodexRun, ResponsesServer, require_binary};
 use agentwatch_testkit::script::{Script, Turn};
 use agentwatch_transcripts::{
-    CodexReader, FileCursor, Transcript, TranscriptKind, discover_codex, peek_codex,
-    read_codex_sessions, read_new,
+    CodexReader, Transcript, TranscriptKind, discover_codex, peek_codex, read_codex_sessions,
 };
-use detect_core::{CallStatus, DetectConfig, Session, judge_sessions};
+use detect_core::{CallStatus, DetectConfig, Session};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// A finished run of the CLI.
@@ -36,14 +34,7 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)]) -> Played {
     let root = TempDir::new("aw-codex");
     let server = ResponsesServer::start(script);
     let run = CodexRun::new(require_binary(), &server, &root.path, prompt);
-    for (name, text) in files {
-        let path = run.dir.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    git(&run.dir, &["init", "-q", "-b", "main"]);
-    git(&run.dir, &["add", "-A"]);
-    git(&run.dir, &["commit", "-qm", "start"]);
+    common::init_repo(&run.dir, files);
     let done = run.run(Duration::from_secs(300)).expect("codex ran");
     assert!(
         done.status.success(),
@@ -58,25 +49,6 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)]) -> Played {
         server,
         done,
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A rollout found, its bytes, its session read whole, and its reader's meta.
@@ -137,44 +109,9 @@ fn assert_reads_every_call(r: &Rollout, script: &Script, marker: &str) {
     assert!(r.session.calls.iter().all(timed));
     let counters = &r.reader.meta().counters;
     assert_eq!((counters.corrupt_lines, counters.unmatched_results), (0, 0));
-    assert_eq!(
-        tail_in_pieces(&r.bytes, r.transcript.session_id()),
-        r.session.calls
-    );
-}
-
-/// Read `bytes` through a file grown a few kilobytes at a time, tailed with a small budget.
-fn tail_in_pieces(bytes: &[u8], thread: Option<String>) -> Vec<detect_core::Call> {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("rollout.jsonl");
-    let mut file = std::fs::File::create(&path).unwrap();
-    let mut reader = CodexReader::new(thread);
-    let mut cursor = FileCursor::default();
-    let mut calls = Vec::new();
-    for piece in bytes.chunks(3079) {
-        file.write_all(piece).unwrap();
-        loop {
-            let new = read_new(&path, &cursor, 1 << 20).unwrap();
-            assert!(!new.restarted);
-            reader.push_text(&new);
-            calls.extend(reader.take_calls());
-            cursor = new.cursor;
-            if !new.more {
-                break;
-            }
-        }
-    }
-    calls
-}
-
-fn flagged(sessions: &[Session]) -> Vec<String> {
-    judge_sessions(sessions, &DetectConfig::default())
-        .trees
-        .iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root.clone())
-        .collect()
+    let reader = CodexReader::new(r.transcript.session_id());
+    let (tailed, _) = common::tail_in_pieces(&r.bytes, reader, 3079);
+    assert_eq!(tailed, r.session.calls);
 }
 
 fn exec(cmd: &str) -> Turn {
@@ -270,7 +207,7 @@ fn a_scripted_loop_is_read_call_by_call_and_flagged_within_15_calls() {
         "flagged at call {first}, the loop starts after call {loop_start}"
     );
     assert_eq!(
-        flagged(std::slice::from_ref(session)),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()),
         vec![session.id.clone()]
     );
     save_fixture(&played, "loop");
@@ -380,7 +317,7 @@ fn a_scripted_healthy_session_lands_its_patches_polls_and_is_not_flagged() {
         "its exit was not known when it answered"
     );
     assert!(
-        flagged(std::slice::from_ref(session)).is_empty(),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty(),
         "a healthy session is not flagged"
     );
     assert_eq!(common::first_flag_at(session), None);
@@ -462,7 +399,10 @@ fn a_subagent_loop_is_found_and_linked_to_its_parent() {
             .starts_with("line 1\n")
     );
     let all = [main.session.clone(), sub.session.clone()];
-    assert_eq!(flagged(&all), vec![main_id.clone()]);
+    assert_eq!(
+        common::flagged(&all, &DetectConfig::default()),
+        vec![main_id.clone()]
+    );
     assert_eq!(played.server.conversation_requests("AW-SUBLOOP").len(), 46);
     save_fixture(&played, "subagent");
 }

@@ -14,13 +14,12 @@ use agentwatch_testkit::cli::AgentDone;
 use agentwatch_testkit::gemini::{GeminiRun, GeminiServer, require_binary};
 use agentwatch_testkit::script::{Script, Turn};
 use agentwatch_transcripts::{
-    FileCursor, GeminiFile, GeminiReader, Transcript, TranscriptKind, discover_gemini, peek_gemini,
-    read_gemini_sessions, read_new,
+    GeminiFile, GeminiReader, Transcript, TranscriptKind, discover_gemini, peek_gemini,
+    read_gemini_sessions,
 };
-use detect_core::{CallStatus, DetectConfig, Profile, Session, judge_sessions};
+use detect_core::{CallStatus, DetectConfig, Profile, Session};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// A finished run of the CLI.
@@ -39,14 +38,7 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)], loop_detection: bo
     let server = GeminiServer::start(script);
     let mut run = GeminiRun::new(require_binary(), &server, &root.path, prompt);
     run.loop_detection = loop_detection;
-    for (name, text) in files {
-        let path = run.dir.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    git(&run.dir, &["init", "-q", "-b", "main"]);
-    git(&run.dir, &["add", "-A"]);
-    git(&run.dir, &["commit", "-qm", "start"]);
+    common::init_repo(&run.dir, files);
     let done = run.run(Duration::from_secs(300)).expect("gemini ran");
     assert!(
         done.status.success(),
@@ -61,25 +53,6 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)], loop_detection: bo
         server,
         done,
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A session file found, its bytes, its session read whole, and its reader.
@@ -144,51 +117,14 @@ fn assert_reads_every_call(chat: &Chat, script: &Script, marker: &str) {
         |c: &detect_core::Call| c.time.is_some_and(|t| t.start.is_some() && t.end.is_some());
     assert!(chat.session.calls.iter().all(timed));
     assert_eq!(chat.reader.meta().counters.corrupt_lines, 0);
-    let (tailed, rewrites) = tail_in_pieces(&chat.bytes, file_of(&chat.transcript));
+    let reader = GeminiReader::new(file_of(&chat.transcript));
+    let (tailed, reader) = common::tail_in_pieces(&chat.bytes, reader, 2053);
     assert_eq!(tailed, chat.session.calls);
     assert_eq!(
-        rewrites, 0,
+        reader.generation(),
+        0,
         "Gemini's checkpoints kept the history handed out"
     );
-}
-
-/// Read `bytes` through a file grown a few kilobytes at a time, tailed with a small budget,
-/// following the reader's contract; the calls and the rewrites seen.
-fn tail_in_pieces(bytes: &[u8], file: GeminiFile) -> (Vec<detect_core::Call>, u64) {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("session.jsonl");
-    let mut out = std::fs::File::create(&path).unwrap();
-    let mut reader = GeminiReader::new(file);
-    let mut cursor = FileCursor::default();
-    let mut calls = Vec::new();
-    for piece in bytes.chunks(2053) {
-        out.write_all(piece).unwrap();
-        loop {
-            let new = read_new(&path, &cursor, 1 << 20).unwrap();
-            assert!(!new.restarted);
-            reader.push_text(&new);
-            let more = reader.take_calls();
-            if reader.rewound() {
-                calls.clear();
-            }
-            calls.extend(more);
-            cursor = new.cursor;
-            if !new.more {
-                break;
-            }
-        }
-    }
-    (calls, reader.generation())
-}
-
-fn flagged(sessions: &[Session], config: &DetectConfig) -> Vec<String> {
-    judge_sessions(sessions, config)
-        .trees
-        .iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root.clone())
-        .collect()
 }
 
 fn shell(command: &str) -> Turn {
@@ -285,7 +221,7 @@ fn a_scripted_loop_is_read_call_by_call_and_flagged_within_15_calls() {
         "flagged at call {first}, the loop starts after call {loop_start}"
     );
     assert_eq!(
-        flagged(std::slice::from_ref(session), &DetectConfig::default()),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()),
         vec![session.id.clone()]
     );
     save_fixture(&played, "loop");
@@ -418,7 +354,7 @@ fn a_scripted_healthy_session_lands_its_edits_and_is_not_flagged() {
         ("write", &json!("create"))
     );
     assert_eq!(chat.reader.meta().agent_loop_verdict, None);
-    assert!(flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
+    assert!(common::flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
     assert_eq!(common::first_flag_at(session), None);
     save_fixture(&played, "healthy");
 }
@@ -488,7 +424,10 @@ fn a_subagent_is_found_under_its_parent_and_its_loop_rolls_up() {
     // for the parent's tree.
     let all = [main.session.clone(), sub.session.clone()];
     let precise = DetectConfig::with_profile(Profile::Precise);
-    assert_eq!(flagged(&all, &precise), vec![main.session.id.clone()]);
+    assert_eq!(
+        common::flagged(&all, &precise),
+        vec![main.session.id.clone()]
+    );
     // Each call answered one request of the subagent's own conversation.
     assert!(played.server.conversation_requests("AW-SUBLOOP").len() >= sub.session.calls.len());
     save_fixture(&played, "subagent");

@@ -15,7 +15,9 @@ mod record;
 pub mod tools;
 
 use crate::Error;
-use crate::common::{Finished, prompt_title, trimmed_title, unix_ms};
+use crate::common::{
+    Finished, count_line, file_lines, first_object_line, prompt_title, trimmed_title, unix_ms,
+};
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
 use record::{Block, Content, Line, ToolUseResult, parse_line};
@@ -258,10 +260,9 @@ impl ClaudeReader {
     /// Read one line (without its newline). Blank lines are ignored; a line that is not a JSON
     /// object is counted in [`Counters::corrupt_lines`].
     pub fn push_line(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if !count_line(line, &mut self.meta.counters) {
             return;
         }
-        self.meta.counters.lines += 1;
         let Some(line) = parse_line(line) else {
             self.meta.counters.corrupt_lines += 1;
             return;
@@ -629,33 +630,19 @@ fn first_record(bytes: &[u8]) -> Result<(), String> {
         #[serde(default)]
         payload: Option<serde::de::IgnoredAny>,
     }
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(64) {
-        let Ok(crate::lenient::Obj(Some(probe))) =
-            serde_json::from_slice::<crate::lenient::Obj<Probe<'_>>>(line)
-        else {
-            continue;
-        };
-        let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
-            .iter()
-            .any(|t| t.as_str().is_some());
-        return if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
-            Ok(())
-        } else {
-            Err(
-                "its first JSON line is not a Claude Code record (one with `type` and \
-                 `sessionId`, `uuid` or `leafUuid`)"
-                    .to_owned(),
-            )
-        };
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
+    let probe: Probe<'_> = first_object_line(bytes, |_| false)?;
+    let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
+        .iter()
+        .any(|t| t.as_str().is_some());
+    if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
+        Ok(())
     } else {
-        "none of its first 64 lines is a JSON object".to_owned()
-    })
+        Err(
+            "its first JSON line is not a Claude Code record (one with `type` and \
+             `sessionId`, `uuid` or `leafUuid`)"
+                .to_owned(),
+        )
+    }
 }
 
 /// Read a whole Claude Code transcript into sessions (for `agentwatch detect`): the file's own
@@ -669,8 +656,8 @@ pub fn read_claude_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         reason,
     })?;
     let mut reader = ClaudeReader::new(FileKind::from_file_name(file_name));
-    for line in bytes.split(|b| *b == b'\n') {
-        reader.push_line(line.strip_suffix(b"\r").unwrap_or(line));
+    for line in file_lines(bytes) {
+        reader.push_line(line);
     }
     reader.finish();
     Ok(reader.take_sessions())

@@ -26,7 +26,10 @@ mod record;
 pub mod tools;
 
 use crate::Error;
-use crate::common::{Counters, Finished, MAX_PENDING, prompt_title, unix_ms};
+use crate::common::{
+    Counters, Finished, MAX_PENDING, count_line, file_lines, first_object_line, prompt_title,
+    unix_ms,
+};
 use crate::lenient::StrOr;
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
@@ -173,10 +176,9 @@ impl CodexReader {
     /// Read one line (without its newline). Blank lines are ignored; a line that is not a JSON
     /// object is counted in [`Counters::corrupt_lines`].
     pub fn push_line(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if !count_line(line, &mut self.meta.counters) {
             return;
         }
-        self.meta.counters.lines += 1;
         let Some(line) = parse_line(line) else {
             self.meta.counters.corrupt_lines += 1;
             return;
@@ -638,37 +640,20 @@ fn first_record(bytes: &[u8]) -> Result<(), String> {
         "local_shell_call",
         "web_search_call",
     ];
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(64) {
-        let Ok(crate::lenient::Obj(Some(p))) =
-            serde_json::from_slice::<crate::lenient::Obj<Probe<'_>>>(line)
-        else {
-            continue;
-        };
-        if p.record_type.as_str().is_some() {
-            continue;
-        }
-        let foreign = p.session_id.is_some() || p.uuid.is_some();
-        let envelope = p.kind.as_str().is_some() && p.payload.0.is_some();
-        let bare_meta = p.kind.as_str().is_none() && p.id.as_str().is_some();
-        let bare_item = p.kind.as_str().is_some_and(|k| BARE_ITEMS.contains(&k));
-        return if !foreign && (envelope || bare_meta || bare_item) {
-            Ok(())
-        } else {
-            Err(
-                "its first JSON line is not a Codex record (`{timestamp, type, payload}`, \
-                 or a bare-era session line or item)"
-                    .to_owned(),
-            )
-        };
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
+    let p: Probe<'_> = first_object_line(bytes, |p: &Probe<'_>| p.record_type.as_str().is_some())?;
+    let foreign = p.session_id.is_some() || p.uuid.is_some();
+    let envelope = p.kind.as_str().is_some() && p.payload.0.is_some();
+    let bare_meta = p.kind.as_str().is_none() && p.id.as_str().is_some();
+    let bare_item = p.kind.as_str().is_some_and(|k| BARE_ITEMS.contains(&k));
+    if !foreign && (envelope || bare_meta || bare_item) {
+        Ok(())
     } else {
-        "none of its first 64 lines is a JSON object".to_owned()
-    })
+        Err(
+            "its first JSON line is not a Codex record (`{timestamp, type, payload}`, \
+             or a bare-era session line or item)"
+                .to_owned(),
+        )
+    }
 }
 
 /// Read a whole Codex rollout (already decompressed, for a `.jsonl.zst`) into its thread's
@@ -681,8 +666,8 @@ pub fn read_codex_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session>
         reason,
     })?;
     let mut reader = CodexReader::new(crate::discover::codex_thread_id(file_name));
-    for line in bytes.split(|b| *b == b'\n') {
-        reader.push_line(line.strip_suffix(b"\r").unwrap_or(line));
+    for line in file_lines(bytes) {
+        reader.push_line(line);
     }
     reader.finish();
     Ok(vec![reader.take_session()])

@@ -152,11 +152,7 @@ pub fn read_subagent_meta(path: &Path) -> io::Result<SubagentMeta> {
 mod tests {
     use super::*;
     use crate::discover::TranscriptKind;
-
-    fn touch(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    use crate::discover::tests::touch;
 
     #[test]
     fn every_documented_layout_is_found_and_compaction_workers_are_not() {

@@ -86,11 +86,7 @@ pub fn peek_codex(path: &Path) -> io::Result<CodexMeta> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn touch(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    use crate::discover::tests::touch;
 
     const ID: &str = "01a24915-0aec-7243-9c78-3e5787bc986f";
 

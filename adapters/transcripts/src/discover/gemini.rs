@@ -127,11 +127,7 @@ pub fn peek_gemini(path: &Path) -> io::Result<GeminiHead> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn touch(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    use crate::discover::tests::touch;
 
     #[test]
     fn every_layout_is_found_with_its_project_root() {

@@ -279,9 +279,15 @@ fn read_head(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
+
+    /// Write `text` to `path`, creating its directories.
+    pub(crate) fn touch(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
 
     #[test]
     fn a_compressed_transcript_reads_whole_and_a_cap_is_an_error() {

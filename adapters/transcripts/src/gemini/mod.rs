@@ -55,7 +55,8 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Counters, Finished, compact_long_strings, prompt_title, trimmed_title, unix_ms,
+    Counters, Finished, compact_long_strings, count_line, file_lines, first_object_line,
+    prompt_title, trimmed_title, unix_ms,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash};
@@ -289,10 +290,9 @@ impl GeminiReader {
     /// Read one line (without its newline) of a `.jsonl` session. Blank lines are ignored; a
     /// line that is not a JSON object is counted in [`Counters::corrupt_lines`].
     pub fn push_line(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if !count_line(line, &mut self.meta.counters) {
             return;
         }
-        self.meta.counters.lines += 1;
         let Some(record) = parse_line(line) else {
             self.meta.counters.corrupt_lines += 1;
             return;
@@ -537,15 +537,18 @@ impl GeminiReader {
 }
 
 /// A call's identity for comparing histories: its id and everything the detector reads of
-/// it (not its time).
+/// it, times included (landings are matched by time), so the calls a detector holds are the
+/// history's exactly.
 fn fingerprint(id: &str, call: &Finished) -> u64 {
     let text = format!(
-        "{id}\n{}\n{}\n{:?}\n{}\n{}",
+        "{id}\n{}\n{}\n{:?}\n{}\n{}\n{:?}\n{:?}",
         call.tool,
         canonical_json(&call.input),
         call.status,
         canonical_json(&call.metadata),
         call.output_hash.as_deref().unwrap_or_default(),
+        call.start,
+        call.end,
     );
     u64::from_str_radix(&output_hash(&text), 16).unwrap_or_default()
 }
@@ -580,32 +583,20 @@ fn first_record(bytes: &[u8]) -> Result<(), String> {
             Err("it is one JSON object without a `sessionId`".to_owned())
         };
     }
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(64) {
-        let Some(r) = parse_line(line) else {
-            continue;
-        };
-        let metadata = r.session_id.as_str().is_some()
-            && r.message_type.as_str().is_none()
-            && (r.project_hash.as_str().is_some() || r.start_time.as_str().is_some());
-        let edit = r.set.0.is_some() || r.rewind_to.as_str().is_some();
-        return if metadata || edit {
-            Ok(())
-        } else {
-            Err(
-                "its first JSON line is not a Gemini CLI session's metadata \
-                 (`sessionId`, `projectHash`, `startTime`)"
-                    .to_owned(),
-            )
-        };
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
+    let r: Record<'_> = first_object_line(bytes, |_| false)?;
+    let metadata = r.session_id.as_str().is_some()
+        && r.message_type.as_str().is_none()
+        && (r.project_hash.as_str().is_some() || r.start_time.as_str().is_some());
+    let edit = r.set.0.is_some() || r.rewind_to.as_str().is_some();
+    if metadata || edit {
+        Ok(())
     } else {
-        "none of its first 64 lines is a JSON object".to_owned()
-    })
+        Err(
+            "its first JSON line is not a Gemini CLI session's metadata \
+             (`sessionId`, `projectHash`, `startTime`)"
+                .to_owned(),
+        )
+    }
 }
 
 /// The older whole-file `.json` (one object with `messages`), when `bytes` are one.
@@ -633,8 +624,8 @@ pub fn read_gemini_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
     if whole_document(bytes).is_some() {
         reader.push_document(bytes);
     } else {
-        for line in bytes.split(|b| *b == b'\n') {
-            reader.push_line(line.strip_suffix(b"\r").unwrap_or(line));
+        for line in file_lines(bytes) {
+            reader.push_line(line);
         }
     }
     reader.finish();

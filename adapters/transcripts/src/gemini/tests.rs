@@ -197,9 +197,32 @@ fn a_rewind_or_a_changed_checkpoint_hands_the_whole_history_again() {
     assert!(reader.rewound());
     assert_eq!((calls.len(), &calls[0].status), (1, &CallStatus::Error));
     assert_eq!(reader.generation(), 2);
+    // So is one whose call only moved in time (landings are matched by time).
+    let mut moved = model(
+        "m1",
+        &[(
+            "c1",
+            "read_file",
+            json!({"file_path": "notes.txt"}),
+            "error",
+            "denied",
+        )],
+    );
+    moved["toolCalls"][0]["timestamp"] = json!("2026-12-06T02:09:00.000Z");
+    push(
+        &mut reader,
+        &json!({"$set": {"messages": [user("u1", "go"), moved]}}),
+    );
+    let calls = reader.take_calls();
+    assert!(reader.rewound());
+    assert_eq!(
+        calls[0].time.unwrap().end,
+        unix_ms("2026-12-06T02:09:00.000Z")
+    );
     // A rewind to an unknown message changes nothing.
     push(&mut reader, &json!({"$rewindTo": "nope"}));
     assert!(reader.take_calls().is_empty() && !reader.rewound());
+    assert_eq!(reader.generation(), 3);
 }
 
 #[test]

@@ -3,8 +3,12 @@
 //! session call by call first flags it, and scrubbing real transcripts into fixtures.
 #![allow(dead_code)]
 
-use detect_core::{DetectConfig, Session, SessionDetector};
+use agentwatch_transcripts::{
+    ClaudeReader, CodexReader, FileCursor, GeminiReader, NewText, read_new,
+};
+use detect_core::{Call, DetectConfig, Session, SessionDetector, judge_sessions};
 use serde_json::Value;
+use std::path::Path;
 
 /// The `tool_use` blocks of a transcript's assistant lines, `(id, name)` in file order, each id
 /// once: counted with a plain `serde_json::Value` walk, independently of the reader.
@@ -193,4 +197,140 @@ pub fn shorten_strings(value: &mut Value) {
         Value::Object(map) => map.values_mut().for_each(shorten_strings),
         _ => {}
     }
+}
+
+/// The roots of the flagged trees of `sessions` under `config`.
+pub fn flagged(sessions: &[Session], config: &DetectConfig) -> Vec<String> {
+    judge_sessions(sessions, config)
+        .trees
+        .into_iter()
+        .filter(|t| t.flagged)
+        .map(|t| t.root)
+        .collect()
+}
+
+/// `git ARGS` in `dir` as a test user; fails the test when git does.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A git repository in `dir` holding `files` (paths relative to it), committed.
+pub fn init_repo(dir: &Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "start"]);
+}
+
+/// A reader fed by the tail, as a source drives it.
+pub trait Tailed {
+    fn reset(&mut self);
+    fn push_text(&mut self, new: &NewText);
+    /// Take the new calls into what a detector holds (`held`).
+    fn take_into(&mut self, held: &mut Vec<Call>);
+}
+
+impl Tailed for ClaudeReader {
+    fn reset(&mut self) {
+        ClaudeReader::reset(self);
+    }
+    fn push_text(&mut self, new: &NewText) {
+        ClaudeReader::push_text(self, new);
+    }
+    fn take_into(&mut self, held: &mut Vec<Call>) {
+        held.extend(self.take_calls());
+    }
+}
+
+impl Tailed for CodexReader {
+    fn reset(&mut self) {
+        CodexReader::reset(self);
+    }
+    fn push_text(&mut self, new: &NewText) {
+        CodexReader::push_text(self, new);
+    }
+    fn take_into(&mut self, held: &mut Vec<Call>) {
+        held.extend(self.take_calls());
+    }
+}
+
+impl Tailed for GeminiReader {
+    fn reset(&mut self) {
+        GeminiReader::reset(self);
+    }
+    fn push_text(&mut self, new: &NewText) {
+        GeminiReader::push_text(self, new);
+    }
+    /// By the reader's contract: a rewound take is the whole history.
+    fn take_into(&mut self, held: &mut Vec<Call>) {
+        let calls = self.take_calls();
+        if self.rewound() {
+            held.clear();
+        }
+        held.extend(calls);
+    }
+}
+
+/// Read what is new in `path` into `reader` (reset when the tail restarts), at most
+/// `budget` bytes a call; whether the tail restarted.
+pub fn catch_up<R: Tailed>(
+    path: &Path,
+    cursor: &mut FileCursor,
+    reader: &mut R,
+    budget: usize,
+) -> bool {
+    let mut restarted = false;
+    loop {
+        let new = read_new(path, cursor, budget).unwrap();
+        if new.restarted {
+            reader.reset();
+            restarted = true;
+        }
+        reader.push_text(&new);
+        *cursor = new.cursor;
+        if !new.more {
+            return restarted;
+        }
+    }
+}
+
+/// Read `bytes` through a file grown `piece` bytes at a time, taking after each: the calls a
+/// detector holds at the end, and the reader. The file only grows, so the tail never
+/// restarts.
+pub fn tail_in_pieces<R: Tailed>(bytes: &[u8], mut reader: R, piece: usize) -> (Vec<Call>, R) {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let mut cursor = FileCursor::default();
+    let mut held = Vec::new();
+    for chunk in bytes.chunks(piece) {
+        file.write_all(chunk).unwrap();
+        assert!(!catch_up(&path, &mut cursor, &mut reader, 1 << 20));
+        reader.take_into(&mut held);
+    }
+    (held, reader)
 }
