@@ -23,12 +23,6 @@ fn scenario(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn file_of(t: &Transcript) -> GeminiFile {
-    let mut file = GeminiFile::from_path(&t.path.to_string_lossy());
-    file.project_root = t.project_root().map(str::to_owned);
-    file
-}
-
 /// Every session of a scenario: discovered, read whole, every call read.
 fn read_scenario(name: &str) -> Vec<(Transcript, Session, GeminiReader)> {
     let found = discover_gemini(&scenario(name)).unwrap();
@@ -48,7 +42,7 @@ fn read_scenario(name: &str) -> Vec<(Transcript, Session, GeminiReader)> {
                 "{}: every call read",
                 t.path.display()
             );
-            let mut reader = GeminiReader::new(file_of(&t));
+            let mut reader = GeminiReader::new(t.gemini_file());
             for line in bytes.split(|b| *b == b'\n') {
                 reader.push_line(line);
             }
@@ -282,7 +276,7 @@ fn a_hand_written_whole_file_session_is_found_and_read_whole_when_it_changes() {
     let t = &found.transcripts[0];
     assert!(t.read_whole());
     assert_eq!(t.project_root(), Some("/w/app"));
-    let mut reader = GeminiReader::new(file_of(t));
+    let mut reader = GeminiReader::new(t.gemini_file());
     reader.push_document(&std::fs::read(&path).unwrap());
     let mut seen = Vec::new();
     common::Tailed::take_into(&mut reader, &mut seen);

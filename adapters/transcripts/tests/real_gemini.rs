@@ -14,8 +14,7 @@ use agentwatch_testkit::cli::AgentDone;
 use agentwatch_testkit::gemini::{GeminiRun, GeminiServer, require_binary};
 use agentwatch_testkit::script::{Script, Turn};
 use agentwatch_transcripts::{
-    GeminiFile, GeminiReader, Transcript, TranscriptKind, discover_gemini, peek_gemini,
-    read_gemini_sessions,
+    GeminiReader, Transcript, TranscriptKind, discover_gemini, peek_gemini, read_gemini_sessions,
 };
 use detect_core::{CallStatus, DetectConfig, Profile, Session};
 use serde_json::{Value, json};
@@ -77,7 +76,7 @@ fn chats(played: &Played) -> Vec<Chat> {
             let name = t.path.to_string_lossy().into_owned();
             let mut sessions = read_gemini_sessions(&bytes, &name).unwrap();
             let session = sessions.remove(0);
-            let mut reader = GeminiReader::new(file_of(&t));
+            let mut reader = GeminiReader::new(t.gemini_file());
             for line in bytes.split(|b| *b == b'\n') {
                 reader.push_line(line);
             }
@@ -89,13 +88,6 @@ fn chats(played: &Played) -> Vec<Chat> {
             }
         })
         .collect()
-}
-
-/// What a transcript's path says, as a caller builds it.
-fn file_of(t: &Transcript) -> GeminiFile {
-    let mut file = GeminiFile::from_path(&t.path.to_string_lossy());
-    file.project_root = t.project_root().map(str::to_owned);
-    file
 }
 
 /// Every call of the session is read, in order, as the script says, and the history was
@@ -117,7 +109,7 @@ fn assert_reads_every_call(chat: &Chat, script: &Script, marker: &str) {
         |c: &detect_core::Call| c.time.is_some_and(|t| t.start.is_some() && t.end.is_some());
     assert!(chat.session.calls.iter().all(timed));
     assert_eq!(chat.reader.meta().counters.corrupt_lines, 0);
-    let reader = GeminiReader::new(file_of(&chat.transcript));
+    let reader = GeminiReader::new(chat.transcript.gemini_file());
     let (tailed, reader) = common::tail_in_pieces(&chat.bytes, reader, 2053);
     assert_eq!(tailed, chat.session.calls);
     assert_eq!(

@@ -186,8 +186,17 @@ mod tests {
         assert_eq!(sub.session_id().as_deref(), Some(child));
         assert_eq!(sub.parent_session_id(), Some(parent));
         assert_eq!(sub.project_root(), Some("/work/project"));
+        assert_eq!(
+            sub.gemini_file(),
+            crate::GeminiFile {
+                session_id: Some(child.into()),
+                parent_session_id: Some(parent.into()),
+                project_root: Some("/work/project".into()),
+            }
+        );
         let main = &found.transcripts[2];
         assert_eq!(main.session_id(), None);
+        assert_eq!(main.gemini_file().session_id, None);
         let head = peek_gemini(&main.path).unwrap();
         assert_eq!(head.session_id.as_deref(), Some(parent));
         assert_eq!(head.kind.as_deref(), Some("main"));

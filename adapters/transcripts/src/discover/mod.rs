@@ -31,6 +31,7 @@ pub use codex::{codex_thread_id, discover_codex, peek_codex};
 pub use gemini::{GeminiHead, discover_gemini, peek_gemini};
 
 use crate::claude::{FileKind, subagent_session_id};
+use crate::gemini::GeminiFile;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -144,6 +145,18 @@ impl Transcript {
                     .with_file_name(format!("agent-{agent_id}.meta.json")),
             ),
             _ => None,
+        }
+    }
+
+    /// What a Gemini transcript's path says, for [`crate::GeminiReader::new`]: a subagent's
+    /// ids, the project's directory. (A main session's id is in its first line.)
+    pub fn gemini_file(&self) -> GeminiFile {
+        GeminiFile {
+            session_id: self
+                .session_id()
+                .filter(|_| matches!(self.kind, TranscriptKind::GeminiSubagent { .. })),
+            parent_session_id: self.parent_session_id().map(str::to_owned),
+            project_root: self.project_root().map(str::to_owned),
         }
     }
 
