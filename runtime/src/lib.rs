@@ -17,12 +17,16 @@
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
 //!   configuration (also started in the background by a long-running process).
+//! - [`live_config`]: the live config edits of `serve` (bounds, comments kept, atomic writes).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
+//! - [`backtest`]: the design's backtest of a labelled session file (`agentwatch backtest`, also
+//!   `cargo xtask backtest`).
 //! - [`progress`]: the progress bar of long reads and runs (standard error, on a terminal only).
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
 #![forbid(unsafe_code)]
 
+pub mod backtest;
 pub mod clock;
 pub mod config;
 pub mod doctor;
@@ -32,6 +36,7 @@ pub mod fleet;
 pub mod input;
 pub mod jobs;
 pub mod journal;
+pub mod live_config;
 pub mod liveness;
 pub mod notify;
 pub mod operator;

@@ -1,5 +1,6 @@
 //! Whether each job is alive: its last tick (from `agentwatch_events`), and which jobs are stale
-//! (older than [`STALE_INTERVALS`] of their intervals). `status` shows it; the sessions job raises
+//! (older than [`STALE_INTERVALS`] of their intervals; a job switched off in the config is
+//! disabled, never stale). `status` shows it; the sessions job raises
 //! a stale job as a `blind:` alert.
 
 use crate::config::{Config, JobName};
@@ -17,6 +18,8 @@ pub struct JobTick {
     pub last_at: Option<i64>,
     pub outcome: Option<String>,
     pub stale: bool,
+    /// Why the job is switched off in the config (it is then never stale).
+    pub disabled: Option<&'static str>,
 }
 
 /// Every job's last tick (from `agentwatch_events`; opencode's falls back to its ticks table),
@@ -40,15 +43,18 @@ pub fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec
                 .map_err(Error::from)?
                 .map(|t| (t.ticked_at, t.outcome));
         }
-        let stale = last.as_ref().is_some_and(|(at, _)| {
-            now.saturating_sub(*at) > interval_s.saturating_mul(STALE_INTERVALS)
-        });
+        let disabled = job.disabled_because(config);
+        let stale = disabled.is_none()
+            && last.as_ref().is_some_and(|(at, _)| {
+                now.saturating_sub(*at) > interval_s.saturating_mul(STALE_INTERVALS)
+            });
         out.push(JobTick {
             job: job.as_str(),
             interval_s,
             last_at: last.as_ref().map(|(at, _)| *at),
             outcome: last.map(|(_, o)| o),
             stale,
+            disabled,
         });
     }
     Ok(out)

@@ -72,6 +72,8 @@ const RESTARTS_SHOWN: usize = 5;
 
 /// One opencode source as `status` shows it: up at the last tick, or failing since when.
 struct SourceState {
+    /// Sessions it gave at the last tick (not known for a state stored before they were).
+    sessions: Option<usize>,
     name: String,
     down: Option<crate::jobs::sessions::blind::Failing>,
 }
@@ -93,11 +95,13 @@ fn source_states(
         .iter()
         .filter(|name| !health.failing.contains_key(*name))
         .map(|name| SourceState {
+            sessions: health.sessions.get(name).copied(),
             name: name.clone(),
             down: None,
         })
         .collect();
     out.extend(health.failing.into_iter().map(|(name, f)| SourceState {
+        sessions: None,
         name,
         down: Some(f),
     }));
@@ -158,7 +162,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             .collect();
         let jobs_json: Vec<serde_json::Value> = jobs
             .iter()
-            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale}))
+            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale, "disabled": j.disabled.is_some(), "disabled_because": j.disabled}))
             .collect();
         let mut shown = Shown::json(&json!({
             "db": db.display().to_string(),
@@ -167,7 +171,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             "verdicts": counts,
             "jobs": jobs_json,
             "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
-            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
+            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "sessions": src.sessions, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
             "open_alerts": open.len(),
             "alerts": open,
             "restarts": restarts,
@@ -199,7 +203,11 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
                 j.last_at.map_or_else(String::new, iso8601),
                 j.outcome.clone().unwrap_or_default(),
                 format!("every {}", duration(j.interval_s)),
-                if j.stale { "STALE" } else { "" }.to_owned(),
+                match (j.stale, j.disabled) {
+                    (true, _) => "STALE".to_owned(),
+                    (false, Some(why)) => format!("disabled ({why})"),
+                    (false, None) => String::new(),
+                },
             ]
         })
         .collect();
@@ -217,7 +225,13 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         let rows: Vec<Vec<String>> = sources
             .iter()
             .map(|src| match &src.down {
-                None => vec![src.name.clone(), "up".to_owned(), String::new()],
+                None => vec![
+                    src.name.clone(),
+                    "up".to_owned(),
+                    src.sessions
+                        .map(|n| format!("{n} active session{}", if n == 1 { "" } else { "s" }))
+                        .unwrap_or_default(),
+                ],
                 Some(f) => vec![
                     src.name.clone(),
                     "DOWN".to_owned(),
@@ -734,6 +748,18 @@ pub const OPTIONAL_KEYS: &[(&str, &str, &str, &str)] = &[
         "source",
         r#""agentwatch@devbox""#,
         "agentwatch@HOST",
+    ),
+    (
+        "watchdog",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "verification.model, else qwen2.5-coder-router:14b",
+    ),
+    (
+        "verification",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "qwen2.5-coder-router:14b",
     ),
     (
         "watchdog.llm",

@@ -15,8 +15,10 @@
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
-//! * **Follow**: with `follow.enabled`, opencode leaves the schedule: its follower
-//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come,
+//! * **Follow**: with `follow.enabled`, or when an agent's transcript directory is there to
+//!   watch, the sessions job leaves the schedule: its follower
+//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come
+//!   (a server's stream with `follow.enabled`, a transcript written),
 //!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
@@ -233,6 +235,15 @@ struct JobRunner<'a> {
 impl Jobs for JobRunner<'_> {
     fn tick(&mut self, job: JobName, now: i64) -> TickOutcome {
         let o = self.options;
+        // The switch is read at every tick: a job turned off (or on) in the config or its
+        // overlay is off (or on) from its next tick, without a restart.
+        match config::load(o.config.as_deref(), &o.set, &config::process_env) {
+            Ok(loaded) if job.disabled_because(&loaded.config).is_some() => {
+                return TickOutcome::new("disabled", code::OK);
+            }
+            Ok(_) => {}
+            Err(err) => return TickOutcome::failed(&err),
+        }
         let result = match job {
             JobName::Opencode => {
                 let result = jobs::sessions::run(&jobs::sessions::Options {
@@ -308,6 +319,14 @@ fn opencode_outcome(result: Result<Option<&jobs::sessions::TickReport>, &Error>)
     }
 }
 
+/// Whether a source of the sessions job has a directory to watch (an agent's transcripts).
+fn watches_directories(config: &config::Config, options: &Options, env: Env<'_>) -> bool {
+    use jobs::sessions::sources::{WakeOn, wakers};
+    wakers(config, &opencode_options(options), env)
+        .iter()
+        .any(|(_, wake)| matches!(wake, WakeOn::Directory(_)))
+}
+
 /// With `follow.enabled`, opencode's ticks come from its follower on a thread of their own
 /// (the other jobs keep their schedule): each is reported as a scheduled tick is. It stops,
 /// after the tick it is running, once `stop` is set.
@@ -364,12 +383,23 @@ fn lock(reporter: &Mutex<Reporter>) -> MutexGuard<'_, Reporter> {
 struct Reporter {
     store: Option<Store>,
     notifier: Notifier,
+    /// Jobs whose last tick was `disabled`: a disabled job's line is written when it becomes
+    /// disabled, not at every tick it stays so.
+    disabled: std::collections::BTreeSet<JobName>,
 }
 
 impl Observer for Reporter {
     fn tick(&mut self, r: &TickRecord) {
         let took_ms = i64::try_from(r.took.as_millis()).unwrap_or(i64::MAX);
-        tick_line(r, took_ms).emit();
+        let still_disabled = if r.outcome.result == "disabled" {
+            !self.disabled.insert(r.job)
+        } else {
+            self.disabled.remove(&r.job);
+            false
+        };
+        if !still_disabled {
+            tick_line(r, took_ms).emit();
+        }
         // A job that ran records its own tick; one that could not start cannot.
         if let Some(store) = self.store.as_mut().filter(|_| r.outcome.error.is_some()) {
             let event = job_event(
@@ -418,14 +448,13 @@ pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
         .field_opt("error", r.outcome.error.as_ref())
 }
 
-/// Each listed job with its interval; opencode only while `watchdog.enabled`, recover only
-/// once `recover.unit` names a unit.
+/// Each listed job with its interval. A job disabled now (`watchdog.enabled = false`, no
+/// `recover.unit`) is scheduled all the same: each tick asks again
+/// ([`JobName::disabled_because`]), so switching it on takes effect at its next tick.
 pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
     JobName::ALL
         .into_iter()
         .filter(|job| config.run.jobs.contains(job))
-        .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
-        .filter(|job| *job != JobName::Recover || !config.recover.unit.is_empty())
         .map(|job| (job, job.interval_s(config)))
         .collect()
 }
@@ -440,7 +469,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         loaded.config.serve.enabled = false;
     }
     let mut cadences = cadences(&loaded.config);
-    if let (Some(job), true) = (options.only, cadences.is_empty()) {
+    // A job command without `--once` with its job switched off has nothing to keep running.
+    if let Some(job) = options
+        .only
+        .filter(|job| job.disabled_because(&loaded.config).is_some())
+    {
         return Err(Error::config(match job {
             JobName::Recover => {
                 "recover.unit: not set; nothing to restart (see `agentwatch config`)"
@@ -449,9 +482,10 @@ pub fn run(options: &Options) -> Result<u8, Error> {
             JobName::Deck => "the deck job is not enabled",
         }));
     }
-    // The follower does opencode's ticks: it leaves the schedule.
-    let follow =
-        loaded.config.follow.enabled && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
+    // The follower does the sessions job's ticks (it leaves the schedule): with
+    // `follow.enabled`, or when a source's directory can wake it (an agent's transcripts).
+    let live = loaded.config.follow.enabled || watches_directories(&loaded.config, options, env);
+    let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
     let mut clock = SystemClock::with_signals()?;
     let notifier = match Notifier::from_env(env, std::process::id()) {
         Ok(n) => n,
@@ -495,7 +529,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let reporter = Arc::new(Mutex::new(Reporter { store, notifier }));
+    let reporter = Arc::new(Mutex::new(Reporter {
+        store,
+        notifier,
+        disabled: std::collections::BTreeSet::new(),
+    }));
     let mut shared = Shared(Arc::clone(&reporter));
     let _ = lock(&reporter)
         .notifier
@@ -761,11 +799,6 @@ mod tests {
     #[test]
     fn cadences_follow_the_config() {
         let mut c = Config::default();
-        // Recover runs once it has a unit to restart.
-        assert_eq!(
-            cadences(&c),
-            [(JobName::Opencode, 300), (JobName::Deck, 15)]
-        );
         c.recover.unit = "agent.service".to_owned();
         assert_eq!(
             cadences(&c),
@@ -775,9 +808,23 @@ mod tests {
                 (JobName::Recover, 60)
             ]
         );
+        // A job switched off stays scheduled: its ticks ask again (the switch works live).
         c.watchdog.enabled = false;
         c.run.jobs = vec![JobName::Recover, JobName::Opencode];
-        assert_eq!(cadences(&c), [(JobName::Recover, 60)]);
+        assert_eq!(
+            cadences(&c),
+            [(JobName::Opencode, 300), (JobName::Recover, 60)]
+        );
+        assert_eq!(
+            JobName::Opencode.disabled_because(&c),
+            Some("watchdog.enabled = false")
+        );
+        c.recover.unit.clear();
+        assert_eq!(
+            JobName::Recover.disabled_because(&c),
+            Some("recover.unit is not set")
+        );
+        assert_eq!(JobName::Deck.disabled_because(&c), None);
     }
 
     #[test]

@@ -471,6 +471,28 @@ pub fn isolated_command(bin: &str, home: &Path) -> std::process::Command {
     command
 }
 
+/// Runs `command` with `stdin` written to its standard input (closed at once when `None`), and
+/// collects its output.
+pub fn output_with_stdin(
+    command: &mut std::process::Command,
+    stdin: Option<&str>,
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("the command finishes")
+}
+
 pub fn stand_in(stand_ins: &StandIns, name: &str, stdout: &str, exit_code: i32) -> PathBuf {
     let path = stand_ins.dir.join(name);
     let log = stand_ins.dir.join(format!("{name}.argv"));

@@ -30,6 +30,7 @@ pub mod discover;
 pub mod gemini;
 mod lenient;
 pub mod tail;
+pub mod watch;
 
 pub use claude::{
     ClaudeReader, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
@@ -39,14 +40,15 @@ pub use codex::{CodexMeta, CodexReader, CodexSpawn, read_codex_sessions};
 pub use common::{Counters, MAX_PENDING, TITLE_CHARS};
 pub use discover::{
     Discovery, GeminiHead, SubagentMeta, Transcript, TranscriptKind, codex_thread_id,
-    discover_claude, discover_codex, discover_gemini, parse_subagent_meta, peek_codex, peek_gemini,
-    read_subagent_meta, read_transcript,
+    discover_claude, discover_claude_project, discover_codex, discover_gemini, parse_subagent_meta,
+    peek_codex, peek_gemini, read_subagent_meta, read_transcript,
 };
 pub use gemini::{
     AgentVerdict, GeminiFile, GeminiMeta, GeminiReader, GeminiSpawn, GeminiTitleSource,
     read_gemini_sessions,
 };
 pub use tail::{FileCursor, NewText, read_new};
+pub use watch::{DirWatch, WatchError};
 
 /// Why a transcript could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

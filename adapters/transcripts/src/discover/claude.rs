@@ -36,6 +36,16 @@ pub fn discover_claude(config_dir: &Path) -> io::Result<Discovery> {
     Ok(found.sorted())
 }
 
+/// [`discover_claude`] for one project directory (`projects/<project>/`): its sessions, their
+/// subagents and its flat agents. An unreadable directory or file is a [`Discovery::problems`]
+/// entry (`agentwatch detect` reads a project directory given by hand).
+pub fn discover_claude_project(project: &Path) -> Discovery {
+    let mut found = Discovery::default();
+    list_project(project, &mut found);
+    found.transcripts.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
 /// The sessions, flat agents and subagent directories of one project directory.
 fn list_project(project: &Path, found: &mut Discovery) {
     let entries = match std::fs::read_dir(project) {
@@ -218,6 +228,12 @@ mod tests {
         assert_eq!(meta.tool_use_id.as_deref(), Some("toolu_9"));
         assert_eq!(meta.agent_type.as_deref(), Some("Explore"));
         assert_eq!(found.transcripts[0].session_id(), None);
+        let project = discover_claude_project(&p);
+        assert_eq!(
+            project.transcripts,
+            found.transcripts[..3],
+            "a project directory alone lists what the config directory lists under it"
+        );
         assert!(sub.mtime_ms > 0);
         assert!(sub.modified_within(sub.mtime_ms + 5_000, 5));
         assert!(!sub.modified_within(sub.mtime_ms + 5_001, 5));

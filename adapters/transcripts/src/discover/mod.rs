@@ -26,7 +26,9 @@ mod claude;
 mod codex;
 mod gemini;
 
-pub use claude::{SubagentMeta, discover_claude, parse_subagent_meta, read_subagent_meta};
+pub use claude::{
+    SubagentMeta, discover_claude, discover_claude_project, parse_subagent_meta, read_subagent_meta,
+};
 pub use codex::{codex_thread_id, discover_codex, peek_codex};
 pub use gemini::{GeminiHead, discover_gemini, peek_gemini};
 

@@ -32,6 +32,10 @@ const JOB_KEY_PREFIX: &str = "blind:job:";
 pub struct SourceHealth {
     #[serde(default)]
     pub failing: BTreeMap<String, Failing>,
+    /// The sessions each source that answered gave at the last tick (those active within the
+    /// stale age and their ancestors), for `status`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, usize>,
     /// Since when the LLM of the second opinion has not answered (its outage is logged once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_down_since: Option<i64>,

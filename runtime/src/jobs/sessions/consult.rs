@@ -112,7 +112,7 @@ fn endpoint(config: &Config, env: Env<'_>) -> agentwatch_llm::ChatEndpoint {
         } else {
             agentwatch_llm::Dialect::Ollama
         },
-        model: config.watchdog.model.clone(),
+        model: config.llm_model().to_owned(),
         api_key: llm.api_key_env.as_deref().and_then(env),
         timeout: crate::config::duration(llm.timeout_s),
     }

@@ -302,7 +302,8 @@ pub fn lifecycle(
             }
         }
     }
-    let health = std::mem::take(&mut memory.health);
+    let mut health = std::mem::take(&mut memory.health);
+    health.sessions = collected.session_counts.clone();
     let (health, blindness) = blind::step(
         config,
         store,

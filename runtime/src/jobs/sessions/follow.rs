@@ -28,11 +28,10 @@
 //!   to be called again (`TickReport::next_wakeup`: an event held by a channel's rate limit) is
 //!   run then even without an event.
 
-use super::sources::ServerSource;
+use super::sources::{self, WakeOn};
 use super::tracked::Focus;
-use super::{Collected, Options, TickReport, server_urls};
-use crate::config::Config;
-use crate::config::{self, Env};
+use super::{Options, TickReport};
+use crate::config::{self, Config, Env};
 use crate::error::Error;
 use crate::journal::Line;
 use crate::wake::Clock;
@@ -82,6 +81,8 @@ enum Note {
     Skipped(String, String),
     Dropped(String, String),
     NoStream(String, String),
+    /// A watched directory's files changed (or its watch failed: read it anyway).
+    Files(String, Result<(), String>),
 }
 
 /// What the loop must do at its next tick, from the notes so far.
@@ -91,6 +92,8 @@ pub struct Pending {
     pub resync: HashSet<String>,
     /// What the open streams said changed.
     pub focus: Focus,
+    /// Sources whose watched directory changed since the last tick.
+    pub files: HashSet<String>,
     /// Events taken, and of those the ones that changed something.
     pub events: u64,
     pub changes: u64,
@@ -123,7 +126,7 @@ impl Pending {
     /// Whether a tick has something to do.
     #[must_use]
     pub fn wants_tick(&self) -> bool {
-        !self.resync.is_empty() || !self.focus.is_empty()
+        !self.resync.is_empty() || !self.focus.is_empty() || !self.files.is_empty()
     }
 
     /// The focus of the next tick over the servers whose streams are open: those to resync are
@@ -136,6 +139,7 @@ impl Pending {
             .cloned()
             .collect();
         self.resync.clear();
+        self.files.clear();
         focus
     }
 }
@@ -178,12 +182,14 @@ pub fn follow(
     let env: Env<'_> = &config::process_env;
     let config = config::load(args.config.as_deref(), &args.overrides(), env)?.config;
     let (tx, rx) = channel();
-    let servers = start_streams(&config, args, env, stop, &tx)?;
+    let streams = args.follow || config.follow.enabled;
+    let wakers = start_wakers(&config, args, env, streams, stop, &tx)?;
     drop(tx);
     let mut follower = Follower::new(&config);
     Line::info("watchdog", clock.now())
         .field("follow", "start")
-        .field("servers", servers.len())
+        .field("servers", wakers.threads.len())
+        .field("directories", wakers.watches.len())
         .emit();
     while !stop.load(Ordering::SeqCst) {
         let now = clock.now();
@@ -206,7 +212,7 @@ pub fn follow(
     stop.store(true, Ordering::SeqCst);
     // A stream thread waiting for its next frame ends at that frame or its heartbeat limit, on
     // its own: the follower does not wait for it (a signal stops `run` at once).
-    for thread in servers.into_iter().filter(|t| t.is_finished()) {
+    for thread in wakers.threads.into_iter().filter(|t| t.is_finished()) {
         let _ = thread.join();
     }
     let report = follower.finish();
@@ -219,30 +225,58 @@ pub fn follow(
     Ok(report)
 }
 
-/// One stream thread per server the tick would read.
-fn start_streams(
+/// What keeps the follower's wakers running: a stream thread per server (when `streams`), a
+/// watch per directory.
+#[derive(Debug, Default)]
+struct Wakers {
+    threads: Vec<std::thread::JoinHandle<()>>,
+    watches: Vec<agentwatch_transcripts::DirWatch>,
+}
+
+/// Start a stream thread per server the tick would read (when `streams`: `--follow` or
+/// `follow.enabled`) and a watch on every directory a source reads. A directory that cannot be
+/// watched is polled at the job's cadence, with a warning.
+fn start_wakers(
     config: &Config,
     args: &Options,
     env: Env<'_>,
+    streams: bool,
     stop: &Arc<AtomicBool>,
     tx: &Sender<Note>,
-) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
+) -> Result<Wakers, Error> {
     let heartbeat = Duration::from_secs(config.follow.heartbeat_s);
     let max_backoff = Duration::from_secs(config.follow.max_backoff_s);
-    let mut ignored = Collected::default();
-    let mut threads = Vec::new();
-    for url in server_urls(config, args, env, &mut ignored) {
-        let source = ServerSource::new(config, &url, env);
+    let mut wakers = Wakers::default();
+    for (name, wake) in sources::wakers(config, args, env) {
         let tx = tx.clone();
-        let stop = Arc::clone(stop);
-        threads.push(
-            std::thread::Builder::new()
-                .name("agentwatch-follow".to_owned())
-                .spawn(move || stream_server(source.server(), heartbeat, max_backoff, &stop, &tx))
-                .map_err(|e| Error::io(format!("follow: cannot start a stream thread: {e}")))?,
-        );
+        match wake {
+            WakeOn::Stream(server) if streams => {
+                let stop = Arc::clone(stop);
+                let thread = std::thread::Builder::new()
+                    .name("agentwatch-follow".to_owned())
+                    .spawn(move || stream_server(&server, heartbeat, max_backoff, &stop, &tx))
+                    .map_err(|e| Error::io(format!("follow: cannot start a stream thread: {e}")))?;
+                wakers.threads.push(thread);
+            }
+            WakeOn::Directory(dir) => {
+                let source = name.clone();
+                let watch = agentwatch_transcripts::DirWatch::new(&dir, move |change| {
+                    let _ = tx.send(Note::Files(source.clone(), change));
+                });
+                match watch {
+                    Ok(watch) => wakers.watches.push(watch),
+                    Err(e) => Line::warning("watchdog", crate::clock::now_or_clock(None))
+                        .field("source", &name)
+                        .field("watch", "none")
+                        .field("fallback", "poll")
+                        .field("problem", e.to_string())
+                        .emit(),
+                }
+            }
+            WakeOn::Stream(_) | WakeOn::Poll => {}
+        }
     }
-    Ok(threads)
+    Ok(wakers)
 }
 
 /// The follower's loop state: what the streams said, when it last ticked and polled.
@@ -295,6 +329,8 @@ impl Follower {
             "resync"
         } else if poll_due {
             "poll"
+        } else if !self.pending.files.is_empty() && self.pending.focus.is_empty() {
+            "files"
         } else if self.pending.wants_tick() {
             "events"
         } else {
@@ -407,6 +443,17 @@ impl Follower {
                     .field("reason", &why)
                     .emit();
                 streaming.remove(&server);
+            }
+            Note::Files(source, change) => {
+                if let Err(why) = change {
+                    Line::warning("watchdog", now)
+                        .field("source", &source)
+                        .field("watch", "lost_events")
+                        .field("action", "read")
+                        .field("problem", why)
+                        .emit();
+                }
+                pending.files.insert(source);
             }
         }
     }

@@ -69,7 +69,8 @@ pub fn blind_tick(
         .emit();
     let mut report = TickReport::empty(now, collected);
     let alert_config = config.alert_config(&host_name());
-    let memory = Memory::load(config, store.as_deref_mut(), now, dry_run)?;
+    let mut memory = Memory::load(config, store.as_deref_mut(), now, dry_run)?;
+    memory.health.sessions.clear();
     let (health, blindness) = blind::step(
         config,
         store.as_deref(),

@@ -12,7 +12,7 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::{Answer, ReadContext, Source, SourceRead, count};
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
 use crate::jobs::sessions::tracked::{
@@ -86,6 +86,10 @@ impl Source for ClaudeSource {
 
     fn agent(&self) -> Agent {
         Agent::Claude
+    }
+
+    fn wake_on(&self) -> WakeOn {
+        WakeOn::Directory(self.dir.clone())
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {

@@ -26,6 +26,16 @@ use std::collections::{HashMap, HashSet};
 
 pub use servers::{ServerSource, registry_servers, server_urls};
 
+/// The sources that wake the job (streams and directories), as the tick would read them.
+pub fn wakers(config: &Config, args: &Options, env: Env<'_>) -> Vec<(String, WakeOn)> {
+    let mut ignored = Collected::default();
+    sources(config, args, env, &mut ignored)
+        .iter()
+        .map(|s| (s.name().to_owned(), s.wake_on()))
+        .filter(|(_, wake)| !matches!(wake, WakeOn::Poll))
+        .collect()
+}
+
 /// What every source needs to read incrementally.
 #[derive(Debug)]
 pub struct ReadContext<'a> {
@@ -77,6 +87,17 @@ pub enum Answer {
     Failed(String, String),
 }
 
+/// What wakes the job for a source between its polls (`--follow`, and inside `agentwatch run`).
+#[derive(Debug, Clone)]
+pub enum WakeOn {
+    /// Nothing: it is read at the job's cadence.
+    Poll,
+    /// An opencode server's event stream.
+    Stream(Box<agentwatch_opencode::http::OpencodeServer>),
+    /// A directory whose files the agent writes.
+    Directory(std::path::PathBuf),
+}
+
 /// One place sessions come from.
 pub trait Source: std::fmt::Debug + Send + Sync {
     /// How it is named in the journal, the store and on alerts (`http://127.0.0.1:4096`, a path).
@@ -87,6 +108,10 @@ pub trait Source: std::fmt::Debug + Send + Sync {
     }
     /// Read what changed since the stored cursors.
     fn read(&self, ctx: &ReadContext<'_>) -> Answer;
+    /// What wakes the job for it between polls.
+    fn wake_on(&self) -> WakeOn {
+        WakeOn::Poll
+    }
     /// Whether it can stop one of its sessions (`opencode.on_loop = "abort"`).
     fn can_abort(&self) -> bool {
         false
@@ -123,6 +148,8 @@ pub struct Collected {
     pub stale_rows: HashMap<String, Vec<String>>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
     pub recorded: HashSet<String>,
+    /// The sessions each source that answered gave, by source name.
+    pub session_counts: std::collections::BTreeMap<String, usize>,
     /// The sources that answered, by name (an abort goes to the session's own source).
     pub sources: Vec<Box<dyn Source>>,
 }
@@ -164,6 +191,8 @@ impl Collected {
             self.recorded.insert(name.clone());
         }
         self.read.push(read.line);
+        self.session_counts
+            .insert(name.clone(), read.sessions.len());
         self.add(read.sessions);
         self.answered.push(name);
         self.sources.push(source);

@@ -199,6 +199,10 @@ impl Source for ServerSource {
         }
     }
 
+    fn wake_on(&self) -> super::WakeOn {
+        super::WakeOn::Stream(Box::new(self.server.clone()))
+    }
+
     fn can_abort(&self) -> bool {
         true
     }
