@@ -305,25 +305,73 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
     checks
 }
 
-/// One line per agent whose transcripts are read from disk: where, how many sessions, how many
-/// written within `watchdog.stale_after_s` (those a tick reads). Returns the lines and how many
-/// directories are there to read.
+/// How an agent's transcripts are listed (`discover_claude`, …).
+type Discover = fn(&std::path::Path) -> std::io::Result<agentwatch_transcripts::Discovery>;
+
+/// One line per agent whose transcripts are read from disk (Claude Code, Codex CLI, Gemini
+/// CLI): where, how many sessions, how many written within `watchdog.stale_after_s` (those a
+/// tick reads). Returns the lines and how many directories are there to read.
 fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
-    use crate::jobs::sessions::sources::claude::ClaudeSource;
-    let dir = ClaudeSource::directory(config, env);
-    let name = "Claude Code";
-    if !config.claude.enabled {
-        let why = "off ([claude] enabled = false)".to_owned();
-        return (vec![check("source", name, Status::Ok, why)], 0);
+    use crate::jobs::sessions::sources::{
+        claude::ClaudeSource, codex::CodexSource, gemini::GeminiSource,
+    };
+    use agentwatch_transcripts::{discover_claude, discover_codex, discover_gemini};
+    let agents: [(&str, bool, std::path::PathBuf, &str, Discover); 3] = [
+        (
+            "claude",
+            config.claude.enabled,
+            ClaudeSource::directory(config, env),
+            "$CLAUDE_CONFIG_DIR",
+            discover_claude,
+        ),
+        (
+            "codex",
+            config.codex.enabled,
+            CodexSource::directory(config, env),
+            "$CODEX_HOME",
+            discover_codex,
+        ),
+        (
+            "gemini",
+            config.gemini.enabled,
+            GeminiSource::directory(config, env),
+            "$GEMINI_CLI_HOME",
+            discover_gemini,
+        ),
+    ];
+    let mut checks = Vec::new();
+    let mut watched = 0;
+    for (section, enabled, dir, variable, discover) in agents {
+        let (line, there) = agent_check(config, section, enabled, &dir, variable, discover);
+        checks.push(line);
+        watched += usize::from(there);
+    }
+    (checks, watched)
+}
+
+/// One agent's line of [`agent_checks`], and whether its directory is there to read.
+fn agent_check(
+    config: &Config,
+    section: &str,
+    enabled: bool,
+    dir: &std::path::Path,
+    variable: &str,
+    discover: Discover,
+) -> (Check, bool) {
+    let name = crate::jobs::sessions::agent::Agent::from_family(section)
+        .map_or(section, |a| a.display_name());
+    if !enabled {
+        let why = format!("off ([{section}] enabled = false)");
+        return (check("source", name, Status::Ok, why), false);
     }
     if !dir.is_dir() {
         let why = format!(
-            "no {}: read when it exists ($CLAUDE_CONFIG_DIR or [claude] dir to move it)",
+            "no {}: read when it exists ({variable} or [{section}] dir to move it)",
             dir.display()
         );
-        return (vec![check("source", name, Status::Ok, why)], 0);
+        return (check("source", name, Status::Ok, why), false);
     }
-    match agentwatch_transcripts::discover_claude(&dir) {
+    match discover(dir) {
         Ok(found) => {
             let now_ms = crate::clock::now_or_clock(None).saturating_mul(1000);
             let window = config.watchdog.stale_after_s;
@@ -340,11 +388,11 @@ fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
             if let Some(problem) = found.problems.first() {
                 line.push_str(&format!("; cannot read {problem}"));
             }
-            (vec![check("source", name, Status::Ok, line)], 1)
+            (check("source", name, Status::Ok, line), true)
         }
         Err(e) => (
-            vec![fail("source", name, code::UNAVAILABLE, e.to_string())],
-            0,
+            fail("source", name, code::UNAVAILABLE, e.to_string()),
+            false,
         ),
     }
 }

@@ -109,19 +109,37 @@ pub struct GeminiHead {
 }
 
 /// A Gemini session's metadata line (its full session id: the file name holds only its
-/// first 8 characters). A file's head never changes, so a caller can keep the answer for the
-/// file. (An older whole-file `.json` names its session inside: read it whole.)
+/// first 8 characters), read up to its first newline only, so a caller can ask of every file
+/// each tick. A file's head never changes, so a caller can keep the answer for the file. An
+/// older whole-file `.json` (pretty-printed: its first line is `{`) gives the `sessionId`
+/// written near its start.
 pub fn peek_gemini(path: &Path) -> io::Result<GeminiHead> {
-    let head = read_head(path, HEAD_BYTES)?;
-    let first = head
-        .split(|b| *b == b'\n')
-        .find(|l| !l.iter().all(u8::is_ascii_whitespace));
-    let record = first.and_then(parse_line);
-    Ok(record.map_or_else(GeminiHead::default, |r| GeminiHead {
+    let mut head = Vec::new();
+    let file = std::fs::File::open(path)?;
+    io::BufRead::read_until(
+        &mut io::BufReader::new(io::Read::take(file, HEAD_BYTES)),
+        b'\n',
+        &mut head,
+    )?;
+    let record = parse_line(head.trim_ascii());
+    let mut found = record.map_or_else(GeminiHead::default, |r| GeminiHead {
         session_id: r.session_id.non_empty(),
         kind: r.kind.non_empty(),
         start_time: r.start_time.non_empty(),
-    }))
+    });
+    if found.session_id.is_none() && path.extension().is_some_and(|e| e == "json") {
+        found.session_id = document_session_id(&read_head(path, HEAD_BYTES)?);
+    }
+    Ok(found)
+}
+
+/// The value of the first `"sessionId"` key of a JSON document's head.
+fn document_session_id(head: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"sessionId\"";
+    let at = head.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rest = head[at..].trim_ascii_start().strip_prefix(b":")?;
+    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<String>();
+    values.next()?.ok().filter(|id| !id.is_empty())
 }
 
 #[cfg(test)]
@@ -197,6 +215,16 @@ mod tests {
         let main = &found.transcripts[2];
         assert_eq!(main.session_id(), None);
         assert_eq!(main.gemini_file().session_id, None);
+        let pretty = g.join("tmp/other/chats/session-2025-09-01T10-00-abcd1234.json");
+        touch(
+            &pretty,
+            "{\n  \"sessionId\" : \"abcd1234-0000\",\n  \"messages\": []\n}",
+        );
+        assert_eq!(
+            peek_gemini(&pretty).unwrap().session_id.as_deref(),
+            Some("abcd1234-0000"),
+            "a whole-file session names itself near its start"
+        );
         let head = peek_gemini(&main.path).unwrap();
         assert_eq!(head.session_id.as_deref(), Some(parent));
         assert_eq!(head.kind.as_deref(), Some("main"));

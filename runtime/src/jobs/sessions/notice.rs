@@ -33,6 +33,9 @@ pub fn headline(session: &Session) -> String {
 pub struct Beside<'a> {
     pub agent: Agent,
     pub branch: Option<&'a str>,
+    /// The agent's own verdict that the session loops (Gemini CLI's "Potential loop
+    /// detected"), said after ours.
+    pub agent_verdict: Option<&'a str>,
 }
 
 /// [`headline`] with what is [`Beside`] it: `Claude Code: Fix the money rounding in
@@ -162,6 +165,16 @@ pub fn rewrite(
         },
         (_, None) => reason.clone(),
     };
+    if let Some(own) = beside
+        .agent_verdict
+        .filter(|_| event.state != EventState::Resolve)
+    {
+        event.summary = format!(
+            "{} {}'s own loop detector agrees: {own}",
+            event.summary,
+            beside.agent.display_name()
+        );
+    }
     if !event.details.is_object() {
         let old = std::mem::take(&mut event.details);
         event.details = serde_json::json!({});
