@@ -68,6 +68,8 @@ pub fn run(args: DetectArgs) -> CliResult {
 fn agent_of(format: Format) -> Agent {
     match format {
         Format::ClaudeTranscript => Agent::Claude,
+        Format::CodexRollout => Agent::Codex,
+        Format::GeminiSession => Agent::Gemini,
         Format::SessionFile | Format::OpencodeExport => Agent::Opencode,
     }
 }

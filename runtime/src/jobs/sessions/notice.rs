@@ -329,4 +329,45 @@ mod tests {
         }
         insta::assert_snapshot!(out);
     }
+
+    #[test]
+    fn geminis_own_verdict_is_said_after_ours_until_the_alert_closes() {
+        let root = session("s1", None, "Make the check pass", "");
+        let sessions: BTreeMap<&str, &Session> = [("s1", &root)].into_iter().collect();
+        let tree = TreeVerdict {
+            root: "s1".to_owned(),
+            dedup_key: "gemini-loop:s1".to_owned(),
+            flagged: true,
+            sessions: vec!["s1".to_owned()],
+            flagged_sessions: vec![verdict(
+                "s1",
+                &[Signal::Top],
+                reason("bash sh check.sh", 12, 20, 20, false),
+            )],
+            notes: Vec::new(),
+        };
+        let beside = Beside {
+            agent: Agent::Gemini,
+            branch: None,
+            agent_verdict: Some("Potential loop detected. Details: repeated tool calls."),
+        };
+        let mut trigger = event(EventState::Trigger);
+        rewrite(&mut trigger, Some(&tree), &sessions, beside);
+        assert!(
+            trigger
+                .title
+                .starts_with("Looping: Gemini CLI: Make the check pass")
+        );
+        assert!(
+            trigger.summary.ends_with(
+                "Gemini CLI's own loop detector agrees: Potential loop detected. Details: \
+                 repeated tool calls."
+            ),
+            "{}",
+            trigger.summary
+        );
+        let mut resolve = event(EventState::Resolve);
+        rewrite(&mut resolve, Some(&tree), &sessions, beside);
+        assert!(!resolve.summary.contains("own loop detector"));
+    }
 }

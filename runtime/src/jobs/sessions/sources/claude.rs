@@ -12,8 +12,8 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::transcript::{Reading, active, base_info, marker, tail};
-use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
+use super::transcript::{Reading, base_info, marker, read_listed, tail};
+use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
 use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
@@ -73,6 +73,18 @@ struct Found {
     parent: Option<String>,
 }
 
+impl super::transcript::Listed for Found {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+    fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+}
+
 impl Source for ClaudeSource {
     fn name(&self) -> &str {
         &self.name
@@ -96,33 +108,12 @@ impl Source for ClaudeSource {
             .into_iter()
             .filter_map(identify)
             .collect();
-        let keep = active(
-            found
-                .iter()
-                .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
-            ctx,
-        );
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let mut read = SourceRead {
-            cached: true,
-            problems: discovery.problems,
-            ..SourceRead::default()
-        };
-        for file in &found {
-            if !keep.contains(file.id.as_str()) {
-                read.stale.push(file.id.clone());
-                continue;
-            }
+        let read = read_listed("claude", &found, discovery.problems, ctx, |file| {
             let row = cache.remove(&file.id);
             let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
-            match self.read_file(file, row, sidechains, ctx) {
-                Ok(sessions) => read.sessions.extend(sessions),
-                Err(e) => read
-                    .problems
-                    .push(format!("{}: {e}", file.transcript.path.display())),
-            }
-        }
-        read.line = format!("claude {}", count(read.sessions.len(), "session"));
+            self.read_file(file, row, sidechains, ctx)
+        });
         Answer::Read(read)
     }
 }
@@ -321,6 +312,7 @@ impl ClaudeSource {
 
 #[cfg(test)]
 mod tests {
+    use super::super::SourceRead;
     use super::super::transcript::testing::{self, now_s};
     use super::*;
     use agentwatch_store::Store;

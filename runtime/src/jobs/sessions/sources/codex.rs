@@ -10,8 +10,10 @@
 //!   time) keeps its stored verdict; a changed one is read from its stored cursor into its
 //!   stored reader and detector.
 
-use super::transcript::{Reading, WHOLE_BYTES, active, base_info, marker, stored_parent, tail};
-use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
+use super::transcript::{
+    Reading, WHOLE_BYTES, base_info, marker, read_listed, stored_parent, tail,
+};
+use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
 use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
@@ -67,6 +69,18 @@ struct Found {
     row: Option<SessionCacheRow>,
 }
 
+impl super::transcript::Listed for Found {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+    fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+}
+
 impl Source for CodexSource {
     fn name(&self) -> &str {
         &self.name
@@ -91,33 +105,9 @@ impl Source for CodexSource {
             .into_iter()
             .filter_map(|t| identify(t, &mut cache, ctx))
             .collect();
-        let keep: std::collections::HashSet<String> = active(
-            found
-                .iter()
-                .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
-            ctx,
-        )
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-        let mut read = SourceRead {
-            cached: true,
-            problems: discovery.problems,
-            ..SourceRead::default()
-        };
-        for file in found {
-            if !keep.contains(file.id.as_str()) {
-                read.stale.push(file.id.clone());
-                continue;
-            }
-            match self.read_file(&file, ctx) {
-                Ok(session) => read.sessions.push(session),
-                Err(e) => read
-                    .problems
-                    .push(format!("{}: {e}", file.transcript.path.display())),
-            }
-        }
-        read.line = format!("codex {}", count(read.sessions.len(), "session"));
+        let read = read_listed("codex", &found, discovery.problems, ctx, |file| {
+            self.read_file(file, ctx).map(|session| vec![session])
+        });
         Answer::Read(read)
     }
 }
@@ -245,56 +235,28 @@ impl CodexSource {
 
 #[cfg(test)]
 mod tests {
-    use super::super::transcript::testing::{copy_tree, files, now_s, tick};
+    use super::super::transcript::testing::{Bench, files};
     use super::*;
-    use agentwatch_store::Store;
-    use agentwatch_testkit::TempDir;
     use detect_core::Judgement;
     use proptest::prelude::*;
     use std::path::Path;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/codex/0.169.0");
 
-    /// A Codex home made of a fixture's rollouts, its store beside it.
-    struct World {
-        _dir: TempDir,
-        home: PathBuf,
-        store: Store,
-        source: CodexSource,
-    }
+    type World = Bench<CodexSource>;
 
-    impl World {
-        fn of(fixture: &str) -> Self {
-            let dir = TempDir::new("aw-codex-source");
-            let home = dir.path.join("codex");
-            copy_tree(&Path::new(FIXTURES).join(fixture), &home);
-            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
-            let source = CodexSource::at(home.clone());
-            Self {
-                _dir: dir,
-                home,
-                store,
-                source,
-            }
-        }
-
-        fn tick(&mut self) -> (SourceRead, Judgement) {
-            tick(&self.source, &mut self.store, now_s())
-        }
-
-        fn rollouts(&self) -> Vec<PathBuf> {
-            files(&self.home, ".jsonl")
-        }
+    fn world(fixture: &str) -> World {
+        Bench::of(&Path::new(FIXTURES).join(fixture), CodexSource::at)
     }
 
     /// What the fixture's rollouts judge to, read whole at once.
     fn whole(fixture: &str) -> Judgement {
-        World::of(fixture).tick().1
+        world(fixture).tick().1
     }
 
     #[test]
     fn the_real_loop_is_flagged_and_the_healthy_thread_is_not() {
-        let mut looping = World::of("loop");
+        let mut looping = world("loop");
         let (read, judged) = looping.tick();
         assert_eq!(read.sessions.len(), 1);
         let thread = &read.sessions[0].info;
@@ -307,13 +269,13 @@ mod tests {
         let (idle, again) = looping.tick();
         assert!(!idle.sessions[0].was_read(), "an idle tick reads nothing");
         assert_eq!(again, judged);
-        let (_, healthy) = World::of("healthy").tick();
+        let (_, healthy) = world("healthy").tick();
         assert!(!healthy.trees[0].flagged, "{:?}", healthy.trees[0]);
     }
 
     #[test]
     fn a_subagent_thread_rolls_up_to_its_parent() {
-        let (read, judged) = World::of("subagent").tick();
+        let (read, judged) = world("subagent").tick();
         assert_eq!(read.sessions.len(), 2);
         let child = read
             .sessions
@@ -330,8 +292,8 @@ mod tests {
 
     #[test]
     fn a_compressed_rollout_judges_as_the_plain_one_and_old_files_are_stale() {
-        let mut world = World::of("loop");
-        let plain = world.rollouts().remove(0);
+        let mut world = world("loop");
+        let plain = files(&world.home, ".jsonl").remove(0);
         let zst = world.home.join("archived_sessions").join(format!(
             "{}.zst",
             plain.file_name().unwrap().to_string_lossy()
@@ -358,8 +320,8 @@ mod tests {
         /// the whole file read once.
         #[test]
         fn read_in_pieces_equals_read_whole(cuts in prop::collection::vec(0.0f64..1.0, 1..6)) {
-            let mut world = World::of("loop");
-            let path = world.rollouts().remove(0);
+            let mut world = world("loop");
+            let path = files(&world.home, ".jsonl").remove(0);
             let bytes = std::fs::read(&path).unwrap();
             let mut cuts: Vec<usize> = cuts.iter().map(|c| (c * bytes.len() as f64) as usize).collect();
             cuts.sort_unstable();

@@ -12,8 +12,8 @@
 //! - Gemini's own "Potential loop detected" is kept with the session and said in its alert.
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
-use super::transcript::{Reading, WHOLE_BYTES, active, base_info, marker, tail};
-use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
+use super::transcript::{Reading, WHOLE_BYTES, base_info, marker, read_listed, tail};
+use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
 use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
@@ -23,7 +23,6 @@ use agentwatch_transcripts::{
 };
 use detect_core::Call;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// The Gemini CLI sessions of one `.gemini` directory.
@@ -72,6 +71,18 @@ struct Found {
     parent: Option<String>,
 }
 
+impl super::transcript::Listed for Found {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+    fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+}
+
 impl Source for GeminiSource {
     fn name(&self) -> &str {
         &self.name
@@ -95,31 +106,11 @@ impl Source for GeminiSource {
             .into_iter()
             .filter_map(identify)
             .collect();
-        let keep: HashSet<&str> = active(
-            found
-                .iter()
-                .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
-            ctx,
-        );
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let mut read = SourceRead {
-            cached: true,
-            problems: discovery.problems,
-            ..SourceRead::default()
-        };
-        for file in &found {
-            if !keep.contains(file.id.as_str()) {
-                read.stale.push(file.id.clone());
-                continue;
-            }
-            match self.read_file(file, cache.remove(&file.id), ctx) {
-                Ok(session) => read.sessions.push(session),
-                Err(e) => read
-                    .problems
-                    .push(format!("{}: {e}", file.transcript.path.display())),
-            }
-        }
-        read.line = format!("gemini {}", count(read.sessions.len(), "session"));
+        let read = read_listed("gemini", &found, discovery.problems, ctx, |file| {
+            self.read_file(file, cache.remove(&file.id), ctx)
+                .map(|session| vec![session])
+        });
         Answer::Read(read)
     }
 }
@@ -230,51 +221,27 @@ fn take(reader: &mut GeminiReader, session: &mut Reading, ctx: &ReadContext<'_>)
 
 #[cfg(test)]
 mod tests {
-    use super::super::transcript::testing::{copy_tree, files, now_s, tick};
+    use super::super::transcript::testing::{Bench, files};
     use super::*;
-    use agentwatch_store::Store;
-    use agentwatch_testkit::TempDir;
     use detect_core::Judgement;
     use proptest::prelude::*;
     use std::path::Path;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gemini/0.61.0");
 
-    /// A `.gemini` directory made of a fixture's sessions, its store beside it.
-    struct World {
-        _dir: TempDir,
-        home: PathBuf,
-        store: Store,
-        source: GeminiSource,
-    }
+    type World = Bench<GeminiSource>;
 
-    impl World {
-        fn of(fixture: &str) -> Self {
-            let dir = TempDir::new("aw-gemini-source");
-            let home = dir.path.join("gemini");
-            copy_tree(&Path::new(FIXTURES).join(fixture), &home);
-            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
-            let source = GeminiSource::at(home.clone());
-            Self {
-                _dir: dir,
-                home,
-                store,
-                source,
-            }
-        }
-
-        fn tick(&mut self) -> (SourceRead, Judgement) {
-            tick(&self.source, &mut self.store, now_s())
-        }
+    fn world(fixture: &str) -> World {
+        Bench::of(&Path::new(FIXTURES).join(fixture), GeminiSource::at)
     }
 
     fn whole(fixture: &str) -> Judgement {
-        World::of(fixture).tick().1
+        world(fixture).tick().1
     }
 
     #[test]
     fn the_real_loop_is_flagged_and_the_healthy_session_is_not() {
-        let mut looping = World::of("loop");
+        let mut looping = world("loop");
         let (read, judged) = looping.tick();
         assert_eq!(read.sessions.len(), 1);
         let session = &read.sessions[0].info;
@@ -288,13 +255,13 @@ mod tests {
         let (idle, again) = looping.tick();
         assert!(!idle.sessions[0].was_read(), "an idle tick reads nothing");
         assert_eq!(again, judged);
-        let (_, healthy) = World::of("healthy").tick();
+        let (_, healthy) = world("healthy").tick();
         assert!(!healthy.trees[0].flagged, "{:?}", healthy.trees[0]);
     }
 
     #[test]
     fn geminis_own_verdict_is_kept_with_the_session() {
-        let mut world = World::of("verdict");
+        let mut world = world("verdict");
         let (read, _) = world.tick();
         let own = read.sessions[0]
             .agent_verdict
@@ -310,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_subagent_rolls_up_to_its_parent() {
-        let (read, judged) = World::of("subagent").tick();
+        let (read, judged) = world("subagent").tick();
         assert_eq!(read.sessions.len(), 2);
         let child = read
             .sessions
@@ -323,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_rewind_under_the_tail_judges_as_the_history_left() {
-        let mut world = World::of("loop");
+        let mut world = world("loop");
         let path = files(&world.home, ".jsonl").remove(0);
         assert!(world.tick().1.trees[0].flagged);
         // Gemini rewinds to its first gemini message: the history left has no loop.
@@ -348,7 +315,7 @@ mod tests {
         /// tick, judges as the whole file read once.
         #[test]
         fn read_in_pieces_equals_read_whole(cuts in prop::collection::vec(0.0f64..1.0, 1..6)) {
-            let mut world = World::of("loop");
+            let mut world = world("loop");
             let path = files(&world.home, ".jsonl").remove(0);
             let bytes = std::fs::read(&path).unwrap();
             let mut cuts: Vec<usize> = cuts.iter().map(|c| (c * bytes.len() as f64) as usize).collect();

@@ -1,7 +1,7 @@
 //! What the transcript sources (Claude Code, Codex CLI, Gemini CLI) share: a file's change
 //! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
 
-use super::ReadContext;
+use super::{ReadContext, SourceRead, count};
 use crate::jobs::sessions::tracked::{Restored, Tracked, active_with_ancestors, newest_call};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::SessionCacheRow;
@@ -38,6 +38,48 @@ pub(crate) fn active<'a>(
             .is_none_or(|cutoff| transcript.mtime_ms >= cutoff);
         (id, parent, active)
     }))
+}
+
+/// What a transcript source lists: each file's session id, parent and file.
+pub(crate) trait Listed {
+    fn id(&self) -> &str;
+    fn parent(&self) -> Option<&str>;
+    fn transcript(&self) -> &Transcript;
+}
+
+/// A transcript source's answer: the files written since the stale cutoff (and their
+/// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
+/// its part of the tick's `sources=` line (`{agent} 3 sessions`).
+pub(crate) fn read_listed<F: Listed>(
+    agent: &str,
+    found: &[F],
+    problems: Vec<String>,
+    ctx: &ReadContext<'_>,
+    mut read_one: impl FnMut(&F) -> std::io::Result<Vec<Tracked>>,
+) -> SourceRead {
+    let keep = active(
+        found.iter().map(|f| (f.id(), f.parent(), f.transcript())),
+        ctx,
+    );
+    let mut read = SourceRead {
+        cached: true,
+        problems,
+        ..SourceRead::default()
+    };
+    for file in found {
+        if !keep.contains(file.id()) {
+            read.stale.push(file.id().to_owned());
+            continue;
+        }
+        match read_one(file) {
+            Ok(sessions) => read.sessions.extend(sessions),
+            Err(e) => read
+                .problems
+                .push(format!("{}: {e}", file.transcript().path.display())),
+        }
+    }
+    read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
+    read
 }
 
 /// The parent a stored row names (what the file's lines said when it was last read).
@@ -199,6 +241,34 @@ pub(crate) mod testing {
         }
         out.sort();
         out
+    }
+
+    /// An agent's directory made of a fixture's files, the source reading it and its store.
+    pub(crate) struct Bench<S> {
+        _dir: agentwatch_testkit::TempDir,
+        pub home: std::path::PathBuf,
+        pub store: Store,
+        pub source: S,
+    }
+
+    impl<S: Source> Bench<S> {
+        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
+        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+            let dir = agentwatch_testkit::TempDir::new("aw-transcript-source");
+            let home = dir.path.join("agent");
+            copy_tree(fixture, &home);
+            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+            Self {
+                source: source(home.clone()),
+                _dir: dir,
+                home,
+                store,
+            }
+        }
+
+        pub(crate) fn tick(&mut self) -> (SourceRead, Judgement) {
+            tick(&self.source, &mut self.store, now_s())
+        }
     }
 
     /// The clock now, unix seconds.
