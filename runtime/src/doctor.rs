@@ -775,6 +775,48 @@ mod tests {
     }
 
     #[test]
+    fn each_transcript_agent_has_its_line_where_its_variable_or_home_puts_it() {
+        let dir = agentwatch_testkit::TempDir::new("aw-doctor-agents");
+        let home = dir.path.join("home");
+        let rollout = home.join(
+            ".codex/sessions/2026/12/06/rollout-2026-12-06T02-37-12-01a24936-6831-7872-909d-00f87fd6ae98.jsonl",
+        );
+        std::fs::create_dir_all(rollout.parent().unwrap()).unwrap();
+        std::fs::write(&rollout, "{}\n").unwrap();
+        let gemini_home = dir.path.join("g");
+        std::fs::create_dir_all(gemini_home.join(".gemini/tmp")).unwrap();
+        let (home_s, gemini_s) = (
+            home.display().to_string(),
+            gemini_home.display().to_string(),
+        );
+        let env = |name: &str| match name {
+            "HOME" => Some(home_s.clone()),
+            "GEMINI_CLI_HOME" => Some(gemini_s.clone()),
+            _ => None,
+        };
+        let mut config = Config::default();
+        config.claude.enabled = false;
+        let (checks, watched) = agent_checks(&config, &env);
+        let lines: Vec<String> = checks
+            .iter()
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines[0], "Claude Code: off ([claude] enabled = false)");
+        assert!(
+            lines[1].starts_with(&format!("Codex CLI: {}/.codex: 1 transcript(s)", home_s)),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(watched, 2);
+    }
+
+    #[test]
     fn host_port_of_urls() {
         for (url, want) in [
             ("http://127.0.0.1:9/x", Some(("127.0.0.1", 9))),
