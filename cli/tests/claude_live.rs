@@ -102,12 +102,7 @@ fn a_healthy_session_is_read_and_not_alerted() {
     let done = run.run(PATIENCE).unwrap();
     assert!(done.status.success(), "{}", done.stderr);
     let id = main_session(&run.config_dir);
-    world.settled_tick(&run.transcripts().pop().unwrap(), 1);
-    assert!(
-        world.events().is_empty(),
-        "no alert on a healthy session {id}: {:?}",
-        world.events()
-    );
+    world.assert_quiet(&run.transcripts().pop().unwrap(), &id);
 }
 
 #[test]

@@ -110,10 +110,5 @@ fn a_healthy_thread_is_read_and_not_alerted() {
     let done = run.run(PATIENCE).unwrap();
     assert!(done.status.success(), "{}", done.stderr);
     let id = thread_id(&run);
-    world.settled_tick(&run.rollouts()[0], 1);
-    assert!(
-        world.events().is_empty(),
-        "no alert on a healthy thread {id}: {:?}",
-        world.events()
-    );
+    world.assert_quiet(&run.rollouts()[0], &id);
 }

@@ -101,10 +101,5 @@ fn a_healthy_session_is_read_and_not_alerted() {
     let done = run.run(PATIENCE).unwrap();
     assert!(done.status.success(), "{}", done.stderr);
     let (file, id) = session(&run);
-    world.settled_tick(&file, 1);
-    assert!(
-        world.events().is_empty(),
-        "no alert on a healthy session {id}: {:?}",
-        world.events()
-    );
+    world.assert_quiet(&file, &id);
 }

@@ -135,6 +135,17 @@ impl World {
             .unwrap()
     }
 
+    /// Wait for a tick that judged the session of `file` (one session) after its last line,
+    /// and find no alert sent about it.
+    pub fn assert_quiet(&self, file: &Path, id: &str) {
+        self.settled_tick(file, 1);
+        assert!(
+            self.events().is_empty(),
+            "no alert on a healthy session {id}: {:?}",
+            self.events()
+        );
+    }
+
     /// Wait for a tick that started after the file's last line was written and judged the
     /// sessions: a blank line (read as nothing by every reader) wakes one.
     pub fn settled_tick(&self, file: &Path, sessions: usize) {

@@ -12,7 +12,7 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::transcript::{Reading, base_info, marker, read_listed, tail};
+use super::transcript::{Found, Reading, base_info, marker, read_listed, tail};
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
@@ -65,26 +65,6 @@ struct FileState {
     reader: ClaudeReader,
 }
 
-/// A transcript and the session it is.
-#[derive(Debug)]
-struct Found {
-    transcript: Transcript,
-    id: String,
-    parent: Option<String>,
-}
-
-impl super::transcript::Listed for Found {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn parent(&self) -> Option<&str> {
-        self.parent.as_deref()
-    }
-    fn transcript(&self) -> &Transcript {
-        &self.transcript
-    }
-}
-
 impl Source for ClaudeSource {
     fn name(&self) -> &str {
         &self.name
@@ -127,12 +107,14 @@ fn identify(transcript: Transcript) -> Option<Found> {
             id: subagent_session_id(&parent, agent_id),
             parent: Some(parent),
             transcript,
+            row: None,
         });
     }
     Some(Found {
         id: transcript.session_id()?,
         parent: transcript.parent_session_id().map(str::to_owned),
         transcript,
+        row: None,
     })
 }
 

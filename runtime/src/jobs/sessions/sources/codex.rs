@@ -11,7 +11,7 @@
 //!   stored reader and detector.
 
 use super::transcript::{
-    Reading, WHOLE_BYTES, base_info, marker, read_listed, stored_parent, tail,
+    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, stored_parent, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -58,27 +58,6 @@ impl CodexSource {
 struct FileState {
     file: FileCursor,
     reader: CodexReader,
-}
-
-/// A rollout and the thread it is.
-#[derive(Debug)]
-struct Found {
-    transcript: Transcript,
-    id: String,
-    parent: Option<String>,
-    row: Option<SessionCacheRow>,
-}
-
-impl super::transcript::Listed for Found {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn parent(&self) -> Option<&str> {
-        self.parent.as_deref()
-    }
-    fn transcript(&self) -> &Transcript {
-        &self.transcript
-    }
 }
 
 impl Source for CodexSource {

@@ -12,7 +12,7 @@
 //! - Gemini's own "Potential loop detected" is kept with the session and said in its alert.
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
-use super::transcript::{Reading, WHOLE_BYTES, base_info, marker, read_listed, tail};
+use super::transcript::{Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, tail};
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
@@ -63,26 +63,6 @@ struct FileState {
     reader: GeminiReader,
 }
 
-/// A session file and the session it is.
-#[derive(Debug)]
-struct Found {
-    transcript: Transcript,
-    id: String,
-    parent: Option<String>,
-}
-
-impl super::transcript::Listed for Found {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn parent(&self) -> Option<&str> {
-        self.parent.as_deref()
-    }
-    fn transcript(&self) -> &Transcript {
-        &self.transcript
-    }
-}
-
 impl Source for GeminiSource {
     fn name(&self) -> &str {
         &self.name
@@ -126,6 +106,7 @@ fn identify(transcript: Transcript) -> Option<Found> {
         parent: transcript.parent_session_id().map(str::to_owned),
         id,
         transcript,
+        row: None,
     })
 }
 

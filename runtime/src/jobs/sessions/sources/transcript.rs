@@ -40,25 +40,30 @@ pub(crate) fn active<'a>(
     }))
 }
 
-/// What a transcript source lists: each file's session id, parent and file.
-pub(crate) trait Listed {
-    fn id(&self) -> &str;
-    fn parent(&self) -> Option<&str>;
-    fn transcript(&self) -> &Transcript;
+/// A transcript file and the session it is.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub transcript: Transcript,
+    pub id: String,
+    pub parent: Option<String>,
+    /// Its stored row, when the source took it while identifying the file.
+    pub row: Option<SessionCacheRow>,
 }
 
 /// A transcript source's answer: the files written since the stale cutoff (and their
 /// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
 /// its part of the tick's `sources=` line (`{agent} 3 sessions`).
-pub(crate) fn read_listed<F: Listed>(
+pub(crate) fn read_listed(
     agent: &str,
-    found: &[F],
+    found: &[Found],
     problems: Vec<String>,
     ctx: &ReadContext<'_>,
-    mut read_one: impl FnMut(&F) -> std::io::Result<Vec<Tracked>>,
+    mut read_one: impl FnMut(&Found) -> std::io::Result<Vec<Tracked>>,
 ) -> SourceRead {
     let keep = active(
-        found.iter().map(|f| (f.id(), f.parent(), f.transcript())),
+        found
+            .iter()
+            .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
         ctx,
     );
     let mut read = SourceRead {
@@ -67,15 +72,15 @@ pub(crate) fn read_listed<F: Listed>(
         ..SourceRead::default()
     };
     for file in found {
-        if !keep.contains(file.id()) {
-            read.stale.push(file.id().to_owned());
+        if !keep.contains(file.id.as_str()) {
+            read.stale.push(file.id.clone());
             continue;
         }
         match read_one(file) {
             Ok(sessions) => read.sessions.extend(sessions),
             Err(e) => read
                 .problems
-                .push(format!("{}: {e}", file.transcript().path.display())),
+                .push(format!("{}: {e}", file.transcript.path.display())),
         }
     }
     read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
