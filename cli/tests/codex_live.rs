@@ -37,12 +37,12 @@ fn exec(cmd: &str) -> Turn {
 fn thread_id(run: &CodexRun) -> String {
     let rollouts = run.rollouts();
     assert_eq!(rollouts.len(), 1, "one thread: {rollouts:?}");
-    // `rollout-<time>-<thread id>.jsonl`: the thread id is the name's last 36 characters.
-    let name = rollouts[0]
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
+    thread_of(&rollouts[0])
+}
+
+/// A rollout's thread id: `rollout-<time>-<thread id>.jsonl`, its name's last 36 characters.
+fn thread_of(rollout: &std::path::Path) -> String {
+    let name = rollout.file_name().unwrap().to_string_lossy().into_owned();
     let stem = name.strip_suffix(".jsonl").expect("a plain rollout");
     stem[stem.len() - 36..].to_owned()
 }
@@ -111,4 +111,61 @@ fn a_healthy_thread_is_read_and_not_alerted() {
     assert!(done.status.success(), "{}", done.stderr);
     let id = thread_id(&run);
     world.assert_quiet(&run.rollouts()[0], &id);
+}
+
+#[test]
+#[ignore = "needs codex (npm @openai/codex)"]
+fn a_subagents_loop_is_alerted_on_its_parent_thread() {
+    let mut world = World::new("codex-subagent", ".codex");
+    world.start();
+    let parent = vec![
+        exec("cat notes.txt"),
+        Turn::tool(
+            "multi_agent_v1/spawn_agent",
+            json!({"message": "AW-LIVE-SUB: read the notes until they make sense"}),
+        ),
+        Turn::tool(
+            "multi_agent_v1/wait_agent",
+            json!({"targets": ["$AGENT"], "timeout_ms": 120000}),
+        ),
+    ];
+    let sub = (0..45).map(|_| exec("cat notes.txt")).collect();
+    let server = ResponsesServer::start(
+        Script::new()
+            .conversation("AW-LIVE-PARENT", parent)
+            .conversation("AW-LIVE-SUB", sub),
+    );
+    let run = codex(
+        &world,
+        &server,
+        "AW-LIVE-PARENT: understand the notes",
+        &[("notes.txt", "line one\nline two\n")],
+    );
+    let done = run.run(PATIENCE).unwrap();
+    assert!(done.status.success(), "{}", done.stderr);
+    // The parent's rollout is the one whose first line names no parent thread.
+    let parent_file = run
+        .rollouts()
+        .into_iter()
+        .find(|f| {
+            let head = std::fs::read_to_string(f).unwrap();
+            !head
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .contains("parent_thread_id")
+        })
+        .expect("the parent's rollout");
+    let key = format!("codex-loop:{}", thread_of(&parent_file));
+    world.until("a trigger keyed on the parent thread", || {
+        world
+            .events()
+            .iter()
+            .any(|e| e["state"] == "trigger" && e["dedup_key"] == key)
+    });
+    assert!(
+        world.events().iter().all(|e| e["dedup_key"] == key),
+        "one tree, one key: {:?}",
+        world.events()
+    );
 }
