@@ -19,10 +19,11 @@ use agentwatch_runtime::SAMPLE;
 
 #[derive(Debug, clap::Args)]
 pub struct DetectArgs {
-    /// Session files (`agentwatch-sessions/1`), `opencode export` JSON or Claude Code
-    /// transcripts (`.jsonl`); a directory is read for its Claude Code transcripts (a project
-    /// directory, `projects/` or a Claude configuration directory such as ~/.claude); `-` reads
-    /// standard input. Without FILE, the built-in sample is judged.
+    /// Session files (`agentwatch-sessions/1`), `opencode export` JSON, Claude Code
+    /// transcripts (`.jsonl`), Codex CLI rollouts (`rollout-*.jsonl`, `.jsonl.zst`) or Gemini
+    /// CLI sessions (`session-*.jsonl`, `.json`); a directory is read for its Claude Code
+    /// transcripts (a project directory, `projects/` or a Claude configuration directory such as
+    /// ~/.claude); `-` reads standard input. Without FILE, the built-in sample is judged.
     pub files: Vec<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
@@ -68,6 +69,8 @@ pub fn run(args: DetectArgs) -> CliResult {
 fn agent_of(format: Format) -> Agent {
     match format {
         Format::ClaudeTranscript => Agent::Claude,
+        Format::CodexRollout => Agent::Codex,
+        Format::GeminiSession => Agent::Gemini,
         Format::SessionFile | Format::OpencodeExport => Agent::Opencode,
     }
 }

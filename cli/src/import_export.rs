@@ -21,7 +21,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportExportArgs {
-    /// `opencode export` JSON files or Claude Code transcripts (files or directories); `-` reads
+    /// `opencode export` JSON files, Claude Code transcripts (files or directories), Codex CLI
+    /// rollouts or Gemini CLI sessions (files); `-` reads
     /// standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,

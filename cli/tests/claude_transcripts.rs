@@ -2,7 +2,9 @@
 //! ones Claude Code 2.1.328 wrote (`fixtures/claude/2.1.328/`, as a file, a project directory,
 //! `projects/` and a configuration directory), hand-written ones for the older layouts (flat
 //! `agent-<id>.jsonl` subagents, inline `isSidechain` lines), and damaged ones (truncated, a torn
-//! last line).
+//! last line). And one file of each other agent that writes its sessions to disk: the real
+//! Codex CLI 0.169.0 rollouts (`fixtures/codex/`, also compressed) and Gemini CLI 0.61.0
+//! sessions (`fixtures/gemini/`).
 
 use serde_json::{Value, json};
 use std::io::Write;
@@ -573,4 +575,121 @@ fn export_fixture_takes_labelled_claude_sessions_with_their_subagents() {
     assert!(stderr(&refused).contains("nope"), "{}", stderr(&refused));
     let both = run(&["--claude", path(&healthy), "--opencode-db", "/x.db"]);
     assert_eq!(both.status.code(), Some(64), "{}", stderr(&both));
+}
+
+/// The one file under `dir` whose name ends with `suffix`.
+fn file_under(dir: &Path, suffix: &str) -> PathBuf {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                return p;
+            }
+        }
+    }
+    panic!("no {suffix} under {}", dir.display());
+}
+
+/// Calls a Codex rollout's lines hold, counted without the reader: its `function_call`,
+/// `custom_tool_call` and `local_shell_call` items.
+fn codex_calls(file: &Path) -> usize {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            let kind = l["payload"]["type"].as_str().unwrap_or_default();
+            l["type"] == "response_item"
+                && ["function_call", "custom_tool_call", "local_shell_call"].contains(&kind)
+        })
+        .count()
+}
+
+/// Calls a Gemini session's final history holds, counted without the reader: the
+/// `toolCalls` of the latest line of each message id.
+fn gemini_calls(file: &Path) -> usize {
+    let mut latest: Vec<(String, usize)> = Vec::new();
+    for line in std::fs::read_to_string(file).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+        let (Some(id), Some(calls)) = (v["id"].as_str(), v["toolCalls"].as_array()) else {
+            continue;
+        };
+        match latest.iter_mut().find(|(seen, _)| seen == id) {
+            Some(entry) => entry.1 = calls.len(),
+            None => latest.push((id.to_owned(), calls.len())),
+        }
+    }
+    latest.iter().map(|(_, n)| n).sum()
+}
+
+#[test]
+fn codex_and_gemini_files_are_read_call_by_call_and_keyed_by_their_agent() {
+    let codex = Path::new(FIXTURES).join("../../codex/0.169.0");
+    let gemini = Path::new(FIXTURES).join("../../gemini/0.61.0");
+    let dir = agentwatch_testkit::TempDir::new("aw-detect-agents");
+    let rollout = file_under(&codex.join("loop"), ".jsonl");
+    let zst = dir.path.join(format!(
+        "{}.zst",
+        rollout.file_name().unwrap().to_string_lossy()
+    ));
+    let bytes = std::fs::read(&rollout).unwrap();
+    std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+    for (agent, file, counted, looping) in [
+        ("codex", rollout.clone(), codex_calls(&rollout), true),
+        ("codex", zst, codex_calls(&rollout), true),
+        (
+            "codex",
+            file_under(&codex.join("healthy"), ".jsonl"),
+            0,
+            false,
+        ),
+        (
+            "gemini",
+            file_under(&gemini.join("loop"), ".jsonl"),
+            0,
+            true,
+        ),
+        (
+            "gemini",
+            file_under(&gemini.join("healthy"), ".jsonl"),
+            0,
+            false,
+        ),
+    ] {
+        let counted = if counted > 0 {
+            counted
+        } else if agent == "codex" {
+            codex_calls(&file)
+        } else {
+            gemini_calls(&file)
+        };
+        let v = detect(&[path(&file)]);
+        let s = &v["sessions"][0];
+        assert_eq!(s["agent"], agent, "{}", file.display());
+        assert_eq!(
+            s["calls"],
+            counted as u64,
+            "every call read: {}",
+            file.display()
+        );
+        assert_eq!(s["flagged"], looping, "{}", file.display());
+        let key = format!("{agent}-loop:{}", s["id"].as_str().unwrap());
+        assert_eq!(v["trees"][0]["dedup_key"], key);
+        if looping {
+            // The scripted loop is the session's last 20 calls.
+            let start = counted as u64 - 20;
+            let first = s["first_flag_at_call"].as_u64().unwrap();
+            assert!(
+                first <= start + WITHIN,
+                "{}: loop from call {} flagged at call {first}",
+                file.display(),
+                start + 1
+            );
+        } else {
+            assert_eq!(s["first_flag_at_call"], Value::Null);
+        }
+    }
 }

@@ -37,6 +37,11 @@ pub struct Config {
     pub run: RunSection,
     /// `[claude]`: Claude Code's transcripts.
     pub claude: TranscriptsSection,
+    /// `[codex]`: OpenAI Codex CLI's rollouts (`dir`: its home, `$CODEX_HOME` or `~/.codex`).
+    pub codex: TranscriptsSection,
+    /// `[gemini]`: Google Gemini CLI's chat recordings (`dir`: its `.gemini` directory,
+    /// `$GEMINI_CLI_HOME/.gemini` or `~/.gemini`).
+    pub gemini: TranscriptsSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
     /// Which parts are the defaults for a configuration that does not name them (set by
@@ -260,9 +265,22 @@ impl TranscriptsSection {
     /// The directory to read: `dir` when set, else the agent's variable (`env_var`), else
     /// `default` under the home directory.
     pub fn directory(&self, env_var: &str, default: &str, env: Env<'_>) -> PathBuf {
-        match (&self.dir, env(env_var)) {
+        self.directory_under(env_var, "", default, env)
+    }
+
+    /// [`Self::directory`] where the agent's variable names a home and its directory is
+    /// `under` it (Gemini CLI: `$GEMINI_CLI_HOME/.gemini`).
+    pub fn directory_under(
+        &self,
+        env_var: &str,
+        under: &str,
+        default: &str,
+        env: Env<'_>,
+    ) -> PathBuf {
+        match (&self.dir, env(env_var).filter(|v| !v.is_empty())) {
             (Some(dir), _) => expand_home(dir, env),
-            (None, Some(dir)) => PathBuf::from(dir),
+            (None, Some(home)) if under.is_empty() => PathBuf::from(home),
+            (None, Some(home)) => PathBuf::from(home).join(under),
             (None, None) => expand_home(default, env),
         }
     }

@@ -305,25 +305,73 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
     checks
 }
 
-/// One line per agent whose transcripts are read from disk: where, how many sessions, how many
-/// written within `watchdog.stale_after_s` (those a tick reads). Returns the lines and how many
-/// directories are there to read.
+/// How an agent's transcripts are listed (`discover_claude`, …).
+type Discover = fn(&std::path::Path) -> std::io::Result<agentwatch_transcripts::Discovery>;
+
+/// One line per agent whose transcripts are read from disk (Claude Code, Codex CLI, Gemini
+/// CLI): where, how many sessions, how many written within `watchdog.stale_after_s` (those a
+/// tick reads). Returns the lines and how many directories are there to read.
 fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
-    use crate::jobs::sessions::sources::claude::ClaudeSource;
-    let dir = ClaudeSource::directory(config, env);
-    let name = "Claude Code";
-    if !config.claude.enabled {
-        let why = "off ([claude] enabled = false)".to_owned();
-        return (vec![check("source", name, Status::Ok, why)], 0);
+    use crate::jobs::sessions::sources::{
+        claude::ClaudeSource, codex::CodexSource, gemini::GeminiSource,
+    };
+    use agentwatch_transcripts::{discover_claude, discover_codex, discover_gemini};
+    let agents: [(&str, bool, std::path::PathBuf, &str, Discover); 3] = [
+        (
+            "claude",
+            config.claude.enabled,
+            ClaudeSource::directory(config, env),
+            "$CLAUDE_CONFIG_DIR",
+            discover_claude,
+        ),
+        (
+            "codex",
+            config.codex.enabled,
+            CodexSource::directory(config, env),
+            "$CODEX_HOME",
+            discover_codex,
+        ),
+        (
+            "gemini",
+            config.gemini.enabled,
+            GeminiSource::directory(config, env),
+            "$GEMINI_CLI_HOME",
+            discover_gemini,
+        ),
+    ];
+    let mut checks = Vec::new();
+    let mut watched = 0;
+    for (section, enabled, dir, variable, discover) in agents {
+        let (line, there) = agent_check(config, section, enabled, &dir, variable, discover);
+        checks.push(line);
+        watched += usize::from(there);
+    }
+    (checks, watched)
+}
+
+/// One agent's line of [`agent_checks`], and whether its directory is there to read.
+fn agent_check(
+    config: &Config,
+    section: &str,
+    enabled: bool,
+    dir: &std::path::Path,
+    variable: &str,
+    discover: Discover,
+) -> (Check, bool) {
+    let name = crate::jobs::sessions::agent::Agent::from_family(section)
+        .map_or(section, |a| a.display_name());
+    if !enabled {
+        let why = format!("off ([{section}] enabled = false)");
+        return (check("source", name, Status::Ok, why), false);
     }
     if !dir.is_dir() {
         let why = format!(
-            "no {}: read when it exists ($CLAUDE_CONFIG_DIR or [claude] dir to move it)",
+            "no {}: read when it exists ({variable} or [{section}] dir to move it)",
             dir.display()
         );
-        return (vec![check("source", name, Status::Ok, why)], 0);
+        return (check("source", name, Status::Ok, why), false);
     }
-    match agentwatch_transcripts::discover_claude(&dir) {
+    match discover(dir) {
         Ok(found) => {
             let now_ms = crate::clock::now_or_clock(None).saturating_mul(1000);
             let window = config.watchdog.stale_after_s;
@@ -340,11 +388,11 @@ fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
             if let Some(problem) = found.problems.first() {
                 line.push_str(&format!("; cannot read {problem}"));
             }
-            (vec![check("source", name, Status::Ok, line)], 1)
+            (check("source", name, Status::Ok, line), true)
         }
         Err(e) => (
-            vec![fail("source", name, code::UNAVAILABLE, e.to_string())],
-            0,
+            fail("source", name, code::UNAVAILABLE, e.to_string()),
+            false,
         ),
     }
 }
@@ -724,6 +772,48 @@ mod tests {
         let config = Config::deserialize(toml::Value::Table(table)).unwrap();
         config.validate().unwrap();
         assert_eq!(config.channels[0].name, "journal");
+    }
+
+    #[test]
+    fn each_transcript_agent_has_its_line_where_its_variable_or_home_puts_it() {
+        let dir = agentwatch_testkit::TempDir::new("aw-doctor-agents");
+        let home = dir.path.join("home");
+        let rollout = home.join(
+            ".codex/sessions/2026/12/06/rollout-2026-12-06T02-37-12-01a24936-6831-7872-909d-00f87fd6ae98.jsonl",
+        );
+        std::fs::create_dir_all(rollout.parent().unwrap()).unwrap();
+        std::fs::write(&rollout, "{}\n").unwrap();
+        let gemini_home = dir.path.join("g");
+        std::fs::create_dir_all(gemini_home.join(".gemini/tmp")).unwrap();
+        let (home_s, gemini_s) = (
+            home.display().to_string(),
+            gemini_home.display().to_string(),
+        );
+        let env = |name: &str| match name {
+            "HOME" => Some(home_s.clone()),
+            "GEMINI_CLI_HOME" => Some(gemini_s.clone()),
+            _ => None,
+        };
+        let mut config = Config::default();
+        config.claude.enabled = false;
+        let (checks, watched) = agent_checks(&config, &env);
+        let lines: Vec<String> = checks
+            .iter()
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines[0], "Claude Code: off ([claude] enabled = false)");
+        assert!(
+            lines[1].starts_with(&format!("Codex CLI: {}/.codex: 1 transcript(s)", home_s)),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(watched, 2);
     }
 
     #[test]

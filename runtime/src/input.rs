@@ -7,6 +7,7 @@
 //! parse it, typed and borrowed, where it is used (in parallel, on every core), and [`detect_files`]
 //! pushes each call into its session's detector as it is parsed and drops it (issue 19).
 
+mod agents;
 pub mod claude;
 
 use crate::error::Error;
@@ -94,6 +95,10 @@ pub enum Format {
     OpencodeExport,
     /// Claude Code's JSON Lines transcripts: one file, or every transcript under a directory.
     ClaudeTranscript,
+    /// A Codex CLI rollout (`rollout-*.jsonl`, `.jsonl.zst`).
+    CodexRollout,
+    /// A Gemini CLI session (`session-*.jsonl`, the older `session-*.json`).
+    GeminiSession,
 }
 
 /// What one document (or, for a directory, one transcript in it) gave: its format, what each
@@ -242,8 +247,16 @@ fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Ba
     let mut opened = BufReader::with_capacity(1 << 16, source.open()?);
     let head = claude::read_head(&mut opened).map_err(|e| Error::read(origin, e))?;
     let whole = std::io::Cursor::new(head).chain(opened);
-    if agentwatch_transcripts::sniff(whole.get_ref().0.get_ref()) {
+    let head = whole.get_ref().0.get_ref();
+    if agentwatch_transcripts::sniff(head) {
         return claude::read_transcript(source.transcript_name(), origin, whole, how.export);
+    }
+    let name = source.transcript_name();
+    if let Some(format) = name
+        .and_then(agents::by_name)
+        .or_else(|| agents::by_head(head))
+    {
+        return agents::read(format, name, origin, whole, how.export);
     }
     // Standard input cannot be opened again: what the sniff read goes first.
     let stdin: Option<Box<dyn Read + Send + '_>> = match source {
@@ -801,6 +814,7 @@ fn convert(
         }
         let sessions = match batch.format {
             Format::ClaudeTranscript => claude::scrubbed(batch.items, &config)?,
+            Format::CodexRollout | Format::GeminiSession => claude::scrubbed(batch.items, &config)?,
             Format::SessionFile | Format::OpencodeExport => batch.items,
         };
         for s in &sessions {

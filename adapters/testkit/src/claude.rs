@@ -35,12 +35,15 @@
 //! // The transcript: run.config_dir/projects/<slug>/<session>.jsonl
 //! ```
 
-use crate::{HttpServer, Reply, Request};
+pub use crate::script::{Conversation, Script, Turn};
+
+use crate::Reply;
+use crate::cli::{AgentDone, files_under, find_agent, require_agent, run_logged, spawn_logged};
+use crate::script::{ScriptServer, event_stream};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
 /// The version `.ci/install-agents.sh` installs.
 pub const CLAUDE_VERSION: &str = "2.1.328";
@@ -48,115 +51,25 @@ pub const CLAUDE_VERSION: &str = "2.1.328";
 /// The claude binary: `AGENTWATCH_CLAUDE_BIN`, else where `.ci/install-agents.sh` puts it
 /// (`AGENTWATCH_AGENTS_DIR`, default `~/.cache/agentwatch-agents`).
 pub fn find_binary() -> Option<PathBuf> {
-    if let Some(bin) = std::env::var_os("AGENTWATCH_CLAUDE_BIN") {
-        return Some(PathBuf::from(bin)).filter(|p| p.is_file());
-    }
-    let dir = std::env::var_os("AGENTWATCH_AGENTS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/agentwatch-agents"))
-        })?;
-    Some(dir.join("node_modules/.bin/claude")).filter(|p| p.is_file())
+    find_agent("AGENTWATCH_CLAUDE_BIN", "claude")
 }
 
 /// For a test marked `#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]` (CI runs
 /// them with `--include-ignored`): the binary, or a failure saying how to install it.
 pub fn require_binary() -> PathBuf {
-    find_binary().unwrap_or_else(|| {
-        panic!("this test needs Claude Code, but it is not installed: run .ci/install-agents.sh")
-    })
+    require_agent("AGENTWATCH_CLAUDE_BIN", "claude", "Claude Code")
 }
 
-/// One model turn.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Turn {
-    /// Tool calls (`name`, `input`), in one response: `stop_reason: tool_use`.
-    Tools(Vec<(String, Value)>),
-    /// A text answer that ends the turn: `stop_reason: end_turn`.
-    Text(String),
-}
-
-impl Turn {
-    /// A turn of one tool call.
-    pub fn tool(name: &str, input: Value) -> Self {
-        Turn::Tools(vec![(name.to_owned(), input)])
-    }
-
-    /// A turn of several tool calls in one response (Claude Code writes one line per block).
-    pub fn tools(calls: &[(&str, Value)]) -> Self {
-        Turn::Tools(
-            calls
-                .iter()
-                .map(|(name, input)| ((*name).to_owned(), input.clone()))
-                .collect(),
-        )
-    }
-
-    pub fn text(text: &str) -> Self {
-        Turn::Text(text.to_owned())
-    }
-}
-
-/// The turns of one conversation, found by `marker` in its first user message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Conversation {
-    pub marker: String,
-    pub turns: Vec<Turn>,
-}
-
-/// What the scripted model does.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Script {
-    pub conversations: Vec<Conversation>,
-    /// Wait this long before answering each request (a slow model: a run that lasts long
-    /// enough to be watched while it writes).
-    pub pace: Duration,
-}
-
+/// The Messages API side of a [`Script`].
 impl Script {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Add a conversation; after its turns it answers with text and ends.
-    pub fn conversation(mut self, marker: &str, turns: Vec<Turn>) -> Self {
-        self.conversations.push(Conversation {
-            marker: marker.to_owned(),
-            turns,
-        });
-        self
-    }
-
-    pub fn paced(mut self, pace: Duration) -> Self {
-        self.pace = pace;
-        self
-    }
-
-    /// The tool calls this script makes, per conversation marker, in order: what a transcript
-    /// of a completed run must hold.
-    pub fn tool_calls(&self, marker: &str) -> Vec<(String, Value)> {
-        self.conversations
-            .iter()
-            .filter(|c| c.marker == marker)
-            .flat_map(|c| &c.turns)
-            .flat_map(|turn| match turn {
-                Turn::Tools(calls) => calls.clone(),
-                Turn::Text(_) => Vec::new(),
-            })
-            .collect()
-    }
-
-    /// The conversation a request belongs to (its index) and the turn it asks for.
+    /// The conversation a Messages API request belongs to (its index) and the turn it asks
+    /// for: the marker in its first user message, the number of assistant messages.
     pub fn place(&self, request: &Value) -> Option<(usize, usize)> {
         let messages = request.get("messages")?.as_array()?;
         let first_user = messages
             .iter()
             .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
-        let text = message_text(first_user);
-        let conversation = self
-            .conversations
-            .iter()
-            .position(|c| text.contains(&c.marker))?;
+        let conversation = self.conversation_in(&message_text(first_user))?;
         let turn = messages
             .iter()
             .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
@@ -171,10 +84,8 @@ impl Script {
             .and_then(Value::as_str)
             .unwrap_or("claude-scripted");
         let place = self.place(request);
-        let turn = place.and_then(|(c, t)| self.conversations[c].turns.get(t));
         let (c, t) = place.unwrap_or((usize::MAX, 0));
-        let done = Turn::text("Done.");
-        stream_turn(model, &format!("c{c}t{t}"), turn.unwrap_or(&done))
+        stream_turn(model, &format!("c{c}t{t}"), &self.turn(place))
     }
 }
 
@@ -261,66 +172,34 @@ pub fn stream_turn(model: &str, tag: &str, turn: &Turn) -> String {
     out
 }
 
-/// A scripted Messages API server on 127.0.0.1. Stops when dropped.
+/// A scripted Messages API server on 127.0.0.1 ([`ScriptServer`]'s `url`, `requests`,
+/// `conversation_requests`). Stops when dropped.
 #[derive(Debug)]
-pub struct ModelServer {
-    http: HttpServer,
-    script: Arc<Script>,
-}
+pub struct ModelServer(ScriptServer);
 
 impl ModelServer {
     pub fn start(script: Script) -> Self {
-        let script = Arc::new(script);
-        let plays = Arc::clone(&script);
-        let http = HttpServer::start(move |request| {
-            if request.method != "POST" || request.path() != "/v1/messages" {
-                return Reply::json(
-                    404,
-                    &json!({"type": "error", "error": {"type": "not_found_error",
+        Self(ScriptServer::start(
+            script,
+            Script::place,
+            |script, request| {
+                if request.method != "POST" || request.path() != "/v1/messages" {
+                    return Reply::json(
+                        404,
+                        &json!({"type": "error", "error": {"type": "not_found_error",
                             "message": format!("the scripted model serves POST /v1/messages, not {} {}", request.method, request.path())}}),
-                );
-            }
-            if !plays.pace.is_zero() {
-                std::thread::sleep(plays.pace);
-            }
-            Reply::Http {
-                status: 200,
-                headers: vec![
-                    ("content-type".into(), "text/event-stream".into()),
-                    ("cache-control".into(), "no-cache".into()),
-                ],
-                body: plays.answer(&request.body_json()).into_bytes(),
-            }
-        });
-        Self { http, script }
+                    );
+                }
+                event_stream(script.answer(&request.body_json()))
+            },
+        ))
     }
+}
 
-    /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
-    pub fn url(&self) -> String {
-        self.http.url()
-    }
-
-    pub fn script(&self) -> &Script {
-        &self.script
-    }
-
-    /// Every request received so far.
-    pub fn requests(&self) -> Vec<Request> {
-        self.http.requests()
-    }
-
-    /// The Messages API requests of the conversation `marker`, in the order received.
-    pub fn conversation_requests(&self, marker: &str) -> Vec<Value> {
-        let index = self
-            .script
-            .conversations
-            .iter()
-            .position(|c| c.marker == marker);
-        self.requests()
-            .iter()
-            .map(Request::body_json)
-            .filter(|body| index.is_some() && self.script.place(body).map(|p| p.0) == index)
-            .collect()
+impl std::ops::Deref for ModelServer {
+    type Target = ScriptServer;
+    fn deref(&self) -> &ScriptServer {
+        &self.0
     }
 }
 
@@ -393,68 +272,26 @@ impl ClaudeRun {
 
     /// Start it in the background, its output to `ROOT/claude.out` and `ROOT/claude.err`.
     pub fn spawn(&self) -> std::io::Result<Child> {
-        let root = self.dir.parent().unwrap_or(&self.dir);
-        self.command()
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(root.join("claude.out"))?)
-            .stderr(std::fs::File::create(root.join("claude.err"))?)
-            .spawn()
+        spawn_logged(self.command(), self.root(), "claude")
     }
 
     /// Run it to its end, killed after `timeout` (an error then).
     pub fn run(&self, timeout: Duration) -> Result<ClaudeDone, String> {
-        let root = self.dir.parent().unwrap_or(&self.dir).to_path_buf();
-        let mut child = self
-            .spawn()
-            .map_err(|e| format!("spawn {}: {e}", self.bin.display()))?;
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("claude did not finish within {timeout:?}; killed"));
-                }
-                Ok(None) => std::thread::park_timeout(Duration::from_millis(50)),
-                Err(e) => return Err(format!("wait for claude: {e}")),
-            }
-        };
-        let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap_or_default();
-        Ok(ClaudeDone {
-            status,
-            stdout: read("claude.out"),
-            stderr: read("claude.err"),
-        })
+        run_logged(self.command(), self.root(), "claude", timeout)
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
     }
 
     /// The transcripts written so far under `config_dir/projects/`, sorted.
     pub fn transcripts(&self) -> Vec<PathBuf> {
-        let mut found = Vec::new();
-        let mut dirs = vec![self.config_dir.join("projects")];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "jsonl") {
-                    found.push(path);
-                }
-            }
-        }
-        found.sort();
-        found
+        files_under(&self.config_dir.join("projects"), &[".jsonl"])
     }
 }
 
-/// A finished run.
-#[derive(Debug)]
-pub struct ClaudeDone {
-    pub status: ExitStatus,
-    /// `--output-format stream-json`: one JSON event per line.
-    pub stdout: String,
-    pub stderr: String,
-}
+/// A finished run (`stdout`: `--output-format stream-json`, one JSON event per line).
+pub type ClaudeDone = AgentDone;
 
 #[cfg(test)]
 mod tests {

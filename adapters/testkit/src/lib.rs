@@ -12,9 +12,15 @@
 //!   clustered), waits for it by polling its API, and reads its alerts.
 //! - [`agentdeck`]: a scripted `agent-deck` stand-in (answers per subcommand and id, records every
 //!   argv) and a tmux server on a private socket.
+//! - [`script`]: what a scripted model does (tool calls turn by turn, per conversation found
+//!   by a marker in its prompt) and the loopback server that plays it; [`cli`]: running an
+//!   agent CLI to its end.
 //! - [`claude`]: the real Claude Code CLI run offline: a scripted Messages API server on
-//!   127.0.0.1 that plays tool calls turn by turn, and `claude -p` in a directory with its own
-//!   `CLAUDE_CONFIG_DIR`.
+//!   127.0.0.1, and `claude -p` in a directory with its own `CLAUDE_CONFIG_DIR`.
+//! - [`codex`]: the real Codex CLI run offline: a scripted Responses API server, and
+//!   `codex exec` with its own `CODEX_HOME` and a model provider pointed at it.
+//! - [`gemini`]: the real Gemini CLI run offline: a scripted `streamGenerateContent` server,
+//!   and `gemini -p` with its own `GEMINI_CLI_HOME`.
 //!
 //! Used only as a dev-dependency.
 #![forbid(unsafe_code)]
@@ -22,7 +28,11 @@
 pub mod agentdeck;
 pub mod alertmanager;
 pub mod claude;
+pub mod cli;
+pub mod codex;
+pub mod gemini;
 pub mod opencode;
+pub mod script;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

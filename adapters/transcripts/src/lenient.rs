@@ -82,6 +82,19 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
+/// A whole number that fits `i64` (exit codes may be negative), or `None` for any other value.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Int(pub Option<i64>);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Int(match Scalar::deserialize(d)? {
+            Scalar::Number(n) => i64::try_from(n).ok(),
+            _ => None,
+        }))
+    }
+}
+
 /// Any JSON value as the scalar it is; lists and objects are skipped without building them.
 enum Scalar<'a> {
     Str(Cow<'a, str>),

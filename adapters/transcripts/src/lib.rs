@@ -12,25 +12,40 @@
 //! - [`claude`]: Claude Code. [`claude::ClaudeReader`] reads a transcript line by line into
 //!   completed calls (pure: bytes in, calls out; serializable to continue after a restart);
 //!   [`claude::read_claude_sessions`] reads a whole file; [`claude::sniff`] recognises one.
-//! - [`discover`]: where the transcripts are (`projects/*/<session>.jsonl`, the subagents'
-//!   files beside them) with their size and modification time.
-//!
-//! Codex CLI and Gemini CLI readers go beside [`claude`], sharing [`tail`] and [`discover`].
+//! - [`codex`]: Codex CLI rollouts, both eras. [`codex::CodexReader`] has the same shape;
+//!   [`codex::read_codex_sessions`], [`codex::sniff`].
+//! - [`gemini`]: Gemini CLI sessions, whose history is edited as well as appended to (upserts
+//!   by message id, `$set` checkpoints, `$rewindTo`, the older whole-file `.json`).
+//!   [`gemini::GeminiReader`] has the same shape and says when the history it handed out
+//!   changed ([`gemini::GeminiReader::rewound`]); [`gemini::read_gemini_sessions`],
+//!   [`gemini::sniff`].
+//! - [`discover`]: where each agent's transcripts are, with their size and modification
+//!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]).
 #![forbid(unsafe_code)]
 
 pub mod claude;
+pub mod codex;
+mod common;
 pub mod discover;
+pub mod gemini;
 mod lenient;
 pub mod tail;
 pub mod watch;
 
 pub use claude::{
-    ClaudeReader, Counters, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
+    ClaudeReader, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
     read_claude_sessions, sniff, subagent_session_id,
 };
+pub use codex::{CodexMeta, CodexReader, CodexSpawn, read_codex_sessions};
+pub use common::{Counters, MAX_PENDING, TITLE_CHARS};
 pub use discover::{
-    Discovery, SubagentMeta, Transcript, TranscriptKind, discover_claude, discover_claude_project,
-    parse_subagent_meta, read_subagent_meta,
+    Discovery, GeminiHead, SubagentMeta, Transcript, TranscriptKind, codex_thread_id,
+    discover_claude, discover_claude_project, discover_codex, discover_gemini, parse_subagent_meta,
+    peek_codex, peek_gemini, read_subagent_meta, read_transcript,
+};
+pub use gemini::{
+    AgentVerdict, GeminiFile, GeminiMeta, GeminiReader, GeminiSpawn, GeminiTitleSource,
+    read_gemini_sessions,
 };
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};
@@ -41,4 +56,10 @@ pub enum Error {
     /// The bytes are not a Claude Code transcript.
     #[error("{file}: not a Claude Code transcript: {reason}")]
     NotClaude { file: String, reason: String },
+    /// The bytes are not a Codex CLI rollout.
+    #[error("{file}: not a Codex CLI rollout: {reason}")]
+    NotCodex { file: String, reason: String },
+    /// The bytes are not a Gemini CLI session.
+    #[error("{file}: not a Gemini CLI session: {reason}")]
+    NotGemini { file: String, reason: String },
 }

@@ -2,7 +2,9 @@
 //! and read as it grows gives what reading it whole gives; a file truncated or replaced
 //! under the reader is read again from the start.
 
-use agentwatch_transcripts::{ClaudeReader, FileCursor, FileKind, read_new};
+mod common;
+
+use agentwatch_transcripts::{ClaudeReader, FileCursor, FileKind};
 use proptest::prelude::*;
 use std::io::Write;
 use std::path::Path;
@@ -51,28 +53,6 @@ fn whole(bytes: &[u8]) -> ClaudeReader {
     reader
 }
 
-/// Read what is new in `path` into `reader`, resetting it when the tail restarted.
-fn catch_up(
-    path: &Path,
-    cursor: &mut FileCursor,
-    reader: &mut ClaudeReader,
-    budget: usize,
-) -> bool {
-    let mut restarted = false;
-    loop {
-        let new = read_new(path, cursor, budget).unwrap();
-        if new.restarted {
-            reader.reset();
-            restarted = true;
-        }
-        reader.push_text(&new);
-        *cursor = new.cursor;
-        if !new.more {
-            return restarted;
-        }
-    }
-}
-
 fn longest_line(bytes: &[u8]) -> usize {
     bytes
         .split(|b| *b == b'\n')
@@ -108,7 +88,7 @@ proptest! {
         for (i, cut) in cuts.into_iter().enumerate() {
             file.write_all(&bytes[written..cut]).unwrap();
             written = cut;
-            prop_assert!(!catch_up(&path, &mut cursor, &mut reader, budget));
+            prop_assert!(!common::catch_up(&path, &mut cursor, &mut reader, budget));
             calls.extend(reader.take_calls());
             if round_trip_at == Some(i) {
                 // A restart of agentwatch: the reader and cursor come back from the store.
@@ -131,7 +111,7 @@ fn a_truncated_transcript_is_read_again_from_its_start() {
     std::fs::write(&path, &bytes).unwrap();
     let mut reader = ClaudeReader::new(kind());
     let mut cursor = FileCursor::default();
-    assert!(!catch_up(&path, &mut cursor, &mut reader, 1 << 20));
+    assert!(!common::catch_up(&path, &mut cursor, &mut reader, 1 << 20));
     // Claude Code truncates in place to drop lines (2.1.69), then appends.
     let keep = bytes.len() / 2;
     let keep = bytes[..keep].iter().rposition(|b| *b == b'\n').unwrap() + 1;
@@ -142,7 +122,7 @@ fn a_truncated_transcript_is_read_again_from_its_start() {
         .set_len(keep as u64)
         .unwrap();
     assert!(
-        catch_up(&path, &mut cursor, &mut reader, 1 << 20),
+        common::catch_up(&path, &mut cursor, &mut reader, 1 << 20),
         "a shrink restarts"
     );
     let mut expected = whole(&bytes[..keep]);
@@ -158,14 +138,14 @@ fn a_replaced_transcript_is_read_again_from_its_start() {
     std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
     let mut reader = ClaudeReader::new(kind());
     let mut cursor = FileCursor::default();
-    catch_up(&path, &mut cursor, &mut reader, 1 << 20);
+    common::catch_up(&path, &mut cursor, &mut reader, 1 << 20);
     let _ = reader.take_calls();
     // Written again elsewhere and renamed over it (a new inode), longer than before.
     let tmp = dir.path().join("t.new");
     std::fs::write(&tmp, &bytes).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
     assert!(
-        catch_up(&path, &mut cursor, &mut reader, 1 << 20),
+        common::catch_up(&path, &mut cursor, &mut reader, 1 << 20),
         "a new inode restarts"
     );
     let mut expected = whole(&bytes);
@@ -188,7 +168,7 @@ fn a_torn_last_line_is_read_once_its_newline_arrives() {
     std::fs::write(&path, &bytes[..torn]).unwrap();
     let mut reader = ClaudeReader::new(kind());
     let mut cursor = FileCursor::default();
-    catch_up(&path, &mut cursor, &mut reader, 1 << 20);
+    common::catch_up(&path, &mut cursor, &mut reader, 1 << 20);
     assert_eq!(reader.pending_calls(), 2);
     assert_eq!(
         reader.meta().counters.corrupt_lines,
@@ -200,7 +180,7 @@ fn a_torn_last_line_is_read_once_its_newline_arrives() {
         .open(&path)
         .unwrap();
     file.write_all(&bytes[torn..]).unwrap();
-    catch_up(&path, &mut cursor, &mut reader, 1 << 20);
+    common::catch_up(&path, &mut cursor, &mut reader, 1 << 20);
     assert_eq!(reader.pending_calls(), 1);
     let mut expected = whole(&bytes);
     assert_eq!(reader.meta(), expected.meta());

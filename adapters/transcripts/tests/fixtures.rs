@@ -7,7 +7,7 @@ mod common;
 use agentwatch_transcripts::{
     ClaudeReader, TranscriptKind, discover_claude, read_claude_sessions, read_subagent_meta,
 };
-use detect_core::{CallStatus, DetectConfig, Session, judge_sessions};
+use detect_core::{CallStatus, DetectConfig, Session};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -51,15 +51,6 @@ fn tools(session: &Session) -> Vec<&str> {
     session.calls.iter().map(|c| c.tool.as_str()).collect()
 }
 
-fn flagged(sessions: &[Session]) -> Vec<String> {
-    judge_sessions(sessions, &DetectConfig::default())
-        .trees
-        .into_iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root)
-        .collect()
-}
-
 #[test]
 fn the_real_loop_reads_its_45_calls_and_is_flagged() {
     let read = read_scenario("loop");
@@ -92,7 +83,7 @@ fn the_real_loop_reads_its_45_calls_and_is_flagged() {
         (45, 45, 0)
     );
     assert_eq!(
-        flagged(std::slice::from_ref(session)),
+        common::flagged(std::slice::from_ref(session), &DetectConfig::default()),
         vec![session.id.clone()]
     );
 }
@@ -123,7 +114,7 @@ fn the_real_healthy_session_lands_and_is_not_flagged() {
     assert!(commits.iter().all(|c| c.metadata == json!({"exit": 0})));
     // One response with two reads: two lines of one message, both read.
     assert_eq!(tools(session)[..2], ["read", "read"]);
-    assert!(flagged(std::slice::from_ref(session)).is_empty());
+    assert!(common::flagged(std::slice::from_ref(session), &DetectConfig::default()).is_empty());
 }
 
 #[test]
@@ -186,7 +177,7 @@ fn the_real_subagent_is_linked_to_its_parent_and_its_loop_flags_the_parent() {
         Some("AW-SUBLOOP: read the notes until they make sense")
     );
     assert_eq!(
-        flagged(&[main.1.clone(), sub.1.clone()]),
+        common::flagged(&[main.1.clone(), sub.1.clone()], &DetectConfig::default()),
         vec![main.1.id.clone()]
     );
 }

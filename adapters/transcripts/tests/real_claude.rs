@@ -11,13 +11,12 @@ mod common;
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::claude::{ClaudeRun, ModelServer, Script, Turn, require_binary};
 use agentwatch_transcripts::{
-    ClaudeReader, Transcript, TranscriptKind, discover_claude, read_claude_sessions,
+    ClaudeReader, FileKind, Transcript, TranscriptKind, discover_claude, read_claude_sessions,
     read_subagent_meta,
 };
 use detect_core::{CallStatus, DetectConfig, Session, judge_sessions};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// A finished run of the CLI.
@@ -33,12 +32,7 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)]) -> Played {
     let root = TempDir::new("aw-claude");
     let server = ModelServer::start(script);
     let run = ClaudeRun::new(require_binary(), &server, &root.path, prompt);
-    for (name, text) in files {
-        std::fs::write(run.dir.join(name), text).unwrap();
-    }
-    git(&run.dir, &["init", "-q", "-b", "main"]);
-    git(&run.dir, &["add", "-A"]);
-    git(&run.dir, &["commit", "-qm", "start"]);
+    common::init_repo(&run.dir, files);
     let done = run.run(Duration::from_secs(240)).expect("claude ran");
     assert!(
         done.status.success(),
@@ -52,29 +46,6 @@ fn play(script: Script, prompt: &str, files: &[(&str, &str)]) -> Played {
         run,
         server,
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The transcripts discover finds, each with its bytes and its sessions as read whole.
@@ -121,17 +92,6 @@ fn assert_reads_every_call(bytes: &[u8], session: &Session, script: &Script, mar
         |c: &detect_core::Call| c.time.is_some_and(|t| t.start.is_some() && t.end.is_some());
     assert!(session.calls.iter().all(timed));
     // The reader fed by the tail in small reads agrees with the whole-file read.
-    let tailed = tail_in_pieces(bytes, session);
-    assert_eq!(tailed, session.calls);
-}
-
-/// Read `bytes` through a file grown a few kilobytes at a time, tailed with a small budget.
-fn tail_in_pieces(bytes: &[u8], session: &Session) -> Vec<detect_core::Call> {
-    use agentwatch_transcripts::{FileCursor, FileKind, read_new};
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("t.jsonl");
-    let mut file = std::fs::File::create(&path).unwrap();
     let kind = match &session.parent_id {
         None => FileKind::Main {
             session_id: Some(session.id.clone()),
@@ -142,32 +102,8 @@ fn tail_in_pieces(bytes: &[u8], session: &Session) -> Vec<detect_core::Call> {
             agent_type: None,
         },
     };
-    let mut reader = ClaudeReader::new(kind);
-    let mut cursor = FileCursor::default();
-    let mut calls = Vec::new();
-    for piece in bytes.chunks(4093) {
-        file.write_all(piece).unwrap();
-        loop {
-            let new = read_new(&path, &cursor, 1 << 20).unwrap();
-            assert!(!new.restarted);
-            reader.push_text(&new);
-            calls.extend(reader.take_calls());
-            cursor = new.cursor;
-            if !new.more {
-                break;
-            }
-        }
-    }
-    calls
-}
-
-fn flagged(sessions: &[Session]) -> Vec<String> {
-    judge_sessions(sessions, &DetectConfig::default())
-        .trees
-        .iter()
-        .filter(|t| t.flagged)
-        .map(|t| t.root.clone())
-        .collect()
+    let (tailed, _) = common::tail_in_pieces(bytes, ClaudeReader::new(kind), 4093);
+    assert_eq!(tailed, session.calls);
 }
 
 fn session_of(
@@ -234,7 +170,10 @@ fn a_scripted_loop_is_read_call_by_call_and_flagged() {
         );
         assert_eq!(bash.metadata, json!({"exit": 1}));
     }
-    assert_eq!(flagged(sessions), vec![session.id.clone()]);
+    assert_eq!(
+        common::flagged(sessions, &DetectConfig::default()),
+        vec![session.id.clone()]
+    );
     save_fixture(&played, "loop");
 }
 
@@ -315,7 +254,7 @@ fn a_scripted_healthy_session_lands_its_edits_and_is_not_flagged() {
         ("write", &json!("create"))
     );
     assert!(
-        flagged(sessions).is_empty(),
+        common::flagged(sessions, &DetectConfig::default()).is_empty(),
         "a healthy session is not flagged"
     );
     save_fixture(&played, "healthy");
@@ -392,7 +331,10 @@ fn a_subagent_loop_is_found_and_linked_to_its_parent() {
     assert_eq!(sub_session.parent_id.as_deref(), Some(main_id.as_str()));
     // The subagent's loop flags the tree of its parent.
     let all = [main_sessions[0].clone(), sub_session.clone()];
-    assert_eq!(flagged(&all), vec![main_id.clone()]);
+    assert_eq!(
+        common::flagged(&all, &DetectConfig::default()),
+        vec![main_id.clone()]
+    );
     let judgement = judge_sessions(&all, &DetectConfig::default());
     let tree = &judgement.trees[0];
     assert!(tree.flagged_sessions.iter().any(|s| s.id == sub_session.id));

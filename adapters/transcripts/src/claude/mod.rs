@@ -15,16 +15,17 @@ mod record;
 pub mod tools;
 
 use crate::Error;
+use crate::common::{
+    Finished, count_line, file_lines, first_object_line, prompt_title, trimmed_title, unix_ms,
+};
 use crate::tail::NewText;
-use detect_core::{Call, CallStatus, CallTime, Session, output_hash};
+use detect_core::{Call, CallStatus, Session, output_hash};
 use record::{Block, Content, Line, ToolUseResult, parse_line};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use tools::{Outcome, map_call, map_unanswered, spawned_agent};
 
-/// Calls waiting for their result at most; the oldest is dropped (an orphan) past it.
-pub const MAX_PENDING: usize = 512;
 /// Completed call ids remembered, so a `tool_use` written twice is read once.
 const RECENT_IDS: usize = 1024;
 /// Inline sidechains (child sessions) kept per file, and their line ids remembered.
@@ -32,8 +33,7 @@ const MAX_SIDECHAINS: usize = 1024;
 const SIDECHAIN_UUIDS: usize = 65_536;
 /// Spawns (Task / Agent calls) remembered in [`TranscriptMeta::spawns`].
 const MAX_SPAWNS: usize = 4096;
-/// Characters of a prompt kept as a title.
-pub const TITLE_CHARS: usize = 100;
+pub use crate::common::{Counters, MAX_PENDING, TITLE_CHARS};
 
 /// The id of a subagent's session: unique and stable, and its parent is `session_id`, so a
 /// subagent's loop rolls up to the session that spawned it.
@@ -92,28 +92,6 @@ pub enum TitleSource {
     CustomTitle,
 }
 
-/// What the reader counted in a file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    /// Non-blank lines read.
-    pub lines: u64,
-    /// Lines that are not a JSON object: skipped.
-    pub corrupt_lines: u64,
-    /// Lines too long for the tail's budget: dropped unread.
-    pub oversized_lines: u64,
-    /// Lines of inline sidechains past [`MAX_SIDECHAINS`]: dropped.
-    pub dropped_lines: u64,
-    /// Tool calls read (`tool_use` blocks with distinct ids).
-    pub calls: u64,
-    /// Calls paired with their result.
-    pub completed: u64,
-    /// Calls that never got a result: dropped past [`MAX_PENDING`], or still waiting when the
-    /// whole file was read ([`ClaudeReader::finish`]).
-    pub orphans: u64,
-    /// Results whose call was not seen (or was already answered).
-    pub unmatched_results: u64,
-}
-
 /// A subagent started by a `Task` / `Agent` call of this transcript.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spawn {
@@ -150,36 +128,6 @@ pub struct TranscriptMeta {
     line_session_id: Option<String>,
     #[serde(default)]
     line_agent_id: Option<String>,
-}
-
-/// A call completed (or, at [`ClaudeReader::finish`], left without a result), kept until taken.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Finished {
-    tool: String,
-    input: Value,
-    status: CallStatus,
-    #[serde(default)]
-    metadata: Value,
-    start: Option<i64>,
-    end: Option<i64>,
-    output_hash: Option<String>,
-}
-
-impl From<Finished> for Call {
-    fn from(f: Finished) -> Call {
-        let time = (f.start.is_some() || f.end.is_some()).then_some(CallTime {
-            start: f.start,
-            end: f.end,
-        });
-        Call {
-            tool: f.tool,
-            input: f.input,
-            status: f.status,
-            metadata: f.metadata,
-            time,
-            output_hash: f.output_hash,
-        }
-    }
 }
 
 /// A call waiting for its result.
@@ -312,10 +260,9 @@ impl ClaudeReader {
     /// Read one line (without its newline). Blank lines are ignored; a line that is not a JSON
     /// object is counted in [`Counters::corrupt_lines`].
     pub fn push_line(&mut self, line: &[u8]) {
-        if line.iter().all(u8::is_ascii_whitespace) {
+        if !count_line(line, &mut self.meta.counters) {
             return;
         }
-        self.meta.counters.lines += 1;
         let Some(line) = parse_line(line) else {
             self.meta.counters.corrupt_lines += 1;
             return;
@@ -661,44 +608,6 @@ impl ClaudeReader {
 /// A sidechain that would pass [`MAX_SIDECHAINS`].
 struct Dropped;
 
-/// A prompt's title: its whitespace collapsed, at most [`TITLE_CHARS`] characters; `None` for
-/// text Claude Code writes itself (`<command-name>`, `<system-reminder>`, task notifications).
-fn prompt_title(text: &str) -> Option<String> {
-    let text = text.trim_start();
-    if text.starts_with('<') {
-        return None;
-    }
-    trimmed_title(text, TITLE_CHARS)
-}
-
-fn trimmed_title(text: &str, max_chars: usize) -> Option<String> {
-    let mut title = String::new();
-    let mut chars = 0;
-    for word in text.split_whitespace() {
-        if !title.is_empty() {
-            title.push(' ');
-            chars += 1;
-        }
-        for c in word.chars() {
-            if chars >= max_chars {
-                title.push('…');
-                return Some(title);
-            }
-            title.push(c);
-            chars += 1;
-        }
-    }
-    (!title.is_empty()).then_some(title)
-}
-
-/// Unix milliseconds of an RFC 3339 timestamp (`2026-12-06T00:28:08.631Z`).
-fn unix_ms(timestamp: &str) -> Option<i64> {
-    timestamp
-        .parse::<jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
-}
-
 /// Whether `bytes` look like a Claude Code transcript: the first line that is a JSON object
 /// (among the first 64) has a string `type` and a `sessionId`, `uuid` or `leafUuid`, and no
 /// `payload` (Codex's envelope). Cheap: it reads a few lines.
@@ -721,33 +630,19 @@ fn first_record(bytes: &[u8]) -> Result<(), String> {
         #[serde(default)]
         payload: Option<serde::de::IgnoredAny>,
     }
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(64) {
-        let Ok(crate::lenient::Obj(Some(probe))) =
-            serde_json::from_slice::<crate::lenient::Obj<Probe<'_>>>(line)
-        else {
-            continue;
-        };
-        let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
-            .iter()
-            .any(|t| t.as_str().is_some());
-        return if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
-            Ok(())
-        } else {
-            Err(
-                "its first JSON line is not a Claude Code record (one with `type` and \
-                 `sessionId`, `uuid` or `leafUuid`)"
-                    .to_owned(),
-            )
-        };
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
+    let probe: Probe<'_> = first_object_line(bytes, |_| false)?;
+    let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
+        .iter()
+        .any(|t| t.as_str().is_some());
+    if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
+        Ok(())
     } else {
-        "none of its first 64 lines is a JSON object".to_owned()
-    })
+        Err(
+            "its first JSON line is not a Claude Code record (one with `type` and \
+             `sessionId`, `uuid` or `leafUuid`)"
+                .to_owned(),
+        )
+    }
 }
 
 /// Read a whole Claude Code transcript into sessions (for `agentwatch detect`): the file's own
@@ -761,8 +656,8 @@ pub fn read_claude_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         reason,
     })?;
     let mut reader = ClaudeReader::new(FileKind::from_file_name(file_name));
-    for line in bytes.split(|b| *b == b'\n') {
-        reader.push_line(line.strip_suffix(b"\r").unwrap_or(line));
+    for line in file_lines(bytes) {
+        reader.push_line(line);
     }
     reader.finish();
     Ok(reader.take_sessions())

@@ -14,6 +14,7 @@
 //! | anything else | lowercased | as sent | |
 
 use super::record::{Hunk, ResultFields, ToolUseResult};
+use crate::common::{as_object, number_after, object_or_null, renamed};
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 
@@ -124,29 +125,6 @@ const NOTEBOOK_KEYS: &[(&str, &str)] = &[
     ("edit_mode", "editMode"),
 ];
 
-/// The detector reads an input object; anything else the model sent is kept under `value`.
-fn as_object(input: Value) -> Value {
-    match input {
-        Value::Object(_) => input,
-        Value::Null => Value::Object(Map::new()),
-        other => json!({ "value": other }),
-    }
-}
-
-/// `input` with keys renamed (a key already present under the new name is left alone).
-fn renamed(mut input: Value, renames: &[(&str, &str)]) -> Value {
-    if let Value::Object(map) = &mut input {
-        for (from, to) in renames {
-            if !map.contains_key(*to)
-                && let Some(value) = map.remove(*from)
-            {
-                map.insert((*to).to_owned(), value);
-            }
-        }
-    }
-    input
-}
-
 fn read_metadata(outcome: &Outcome<'_>) -> Value {
     let mut meta = Map::new();
     if let Some(file) = outcome.fields().and_then(|f| f.file.0.as_ref())
@@ -221,14 +199,6 @@ pub(crate) fn spawned_agent(outcome: &Outcome<'_>) -> Option<String> {
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
     (!id.is_empty()).then_some(id)
-}
-
-fn object_or_null(map: Map<String, Value>) -> Value {
-    if map.is_empty() {
-        Value::Null
-    } else {
-        Value::Object(map)
-    }
 }
 
 /// What a landed edit changed.
@@ -343,21 +313,8 @@ fn exit_code(outcome: &Outcome<'_>) -> Option<i64> {
         });
         return (!unfinished).then_some(0);
     }
-    exit_in_text(outcome.text).or_else(|| outcome.detail.text().and_then(exit_in_text))
-}
-
-/// `N` of the first `Exit code N` in `text`.
-fn exit_in_text(text: &str) -> Option<i64> {
-    let at = text.find("Exit code ")?;
-    let rest = &text[at + "Exit code ".len()..];
-    let negative = rest.starts_with('-');
-    let digits: String = rest[usize::from(negative)..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .take(18)
-        .collect();
-    let code: i64 = digits.parse().ok()?;
-    Some(if negative { -code } else { code })
+    let exit = |text: &str| number_after(text, "Exit code ");
+    exit(outcome.text).or_else(|| outcome.detail.text().and_then(exit))
 }
 
 #[cfg(test)]

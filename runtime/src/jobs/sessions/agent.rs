@@ -30,6 +30,13 @@ impl Agent {
         }
     }
 
+    /// The agent whose alert keys are of `family` (`claude`).
+    pub fn from_family(family: &str) -> Option<Self> {
+        [Self::Opencode, Self::Claude, Self::Codex, Self::Gemini]
+            .into_iter()
+            .find(|a| a.family() == family)
+    }
+
     /// Its name as a person reads it.
     pub fn display_name(self) -> &'static str {
         match self {

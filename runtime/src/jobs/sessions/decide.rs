@@ -261,6 +261,7 @@ fn beside<'a>(collected: &'a Collected, root: &str) -> notice::Beside<'a> {
             collected.agent_of(&s.source)
         }),
         branch: session.and_then(|s| s.branch.as_deref()),
+        agent_verdict: session.and_then(|s| s.agent_verdict.as_deref()),
     }
 }
 

@@ -33,6 +33,9 @@ pub fn headline(session: &Session) -> String {
 pub struct Beside<'a> {
     pub agent: Agent,
     pub branch: Option<&'a str>,
+    /// The agent's own verdict that the session loops (Gemini CLI's "Potential loop
+    /// detected"), said after ours.
+    pub agent_verdict: Option<&'a str>,
 }
 
 /// [`headline`] with what is [`Beside`] it: `Claude Code: Fix the money rounding in
@@ -162,6 +165,16 @@ pub fn rewrite(
         },
         (_, None) => reason.clone(),
     };
+    if let Some(own) = beside
+        .agent_verdict
+        .filter(|_| event.state != EventState::Resolve)
+    {
+        event.summary = format!(
+            "{} {}'s own loop detector agrees: {own}",
+            event.summary,
+            beside.agent.display_name()
+        );
+    }
     if !event.details.is_object() {
         let old = std::mem::take(&mut event.details);
         event.details = serde_json::json!({});
@@ -315,5 +328,46 @@ mod tests {
             ));
         }
         insta::assert_snapshot!(out);
+    }
+
+    #[test]
+    fn geminis_own_verdict_is_said_after_ours_until_the_alert_closes() {
+        let root = session("s1", None, "Make the check pass", "");
+        let sessions: BTreeMap<&str, &Session> = [("s1", &root)].into_iter().collect();
+        let tree = TreeVerdict {
+            root: "s1".to_owned(),
+            dedup_key: "gemini-loop:s1".to_owned(),
+            flagged: true,
+            sessions: vec!["s1".to_owned()],
+            flagged_sessions: vec![verdict(
+                "s1",
+                &[Signal::Top],
+                reason("bash sh check.sh", 12, 20, 20, false),
+            )],
+            notes: Vec::new(),
+        };
+        let beside = Beside {
+            agent: Agent::Gemini,
+            branch: None,
+            agent_verdict: Some("Potential loop detected. Details: repeated tool calls."),
+        };
+        let mut trigger = event(EventState::Trigger);
+        rewrite(&mut trigger, Some(&tree), &sessions, beside);
+        assert!(
+            trigger
+                .title
+                .starts_with("Looping: Gemini CLI: Make the check pass")
+        );
+        assert!(
+            trigger.summary.ends_with(
+                "Gemini CLI's own loop detector agrees: Potential loop detected. Details: \
+                 repeated tool calls."
+            ),
+            "{}",
+            trigger.summary
+        );
+        let mut resolve = event(EventState::Resolve);
+        rewrite(&mut resolve, Some(&tree), &sessions, beside);
+        assert!(!resolve.summary.contains("own loop detector"));
     }
 }

@@ -35,6 +35,9 @@ pub struct Tracked {
     pub fresh: bool,
     /// The git branch it works on, when its source says (transcripts).
     pub branch: Option<String>,
+    /// The agent's own verdict that it loops, when it wrote one (Gemini CLI's "Potential loop
+    /// detected"): shown in the alert beside ours.
+    pub agent_verdict: Option<String>,
     state: State,
 }
 
@@ -87,6 +90,8 @@ struct VerdictMeta {
     newest_call_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent_verdict: Option<String>,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -113,6 +118,7 @@ impl Tracked {
             newest_call_ms: newest_call(session.calls.iter(), None),
             fresh: true,
             branch: None,
+            agent_verdict: None,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -145,6 +151,7 @@ impl Tracked {
             newest_call_ms: meta.newest_call_ms,
             fresh: false,
             branch: meta.branch.clone(),
+            agent_verdict: meta.agent_verdict.clone(),
             state: State::Stored {
                 row: Box::new(row),
                 meta: Box::new(meta),
@@ -172,6 +179,7 @@ impl Tracked {
             newest_call_ms,
             fresh,
             branch: None,
+            agent_verdict: None,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -374,6 +382,7 @@ pub fn judge(
                     spend: t.spend.clone(),
                     newest_call_ms: t.newest_call_ms,
                     branch: t.branch.clone(),
+                    agent_verdict: t.agent_verdict.clone(),
                 };
                 verdicts.push(verdict);
                 entry.written.push(SessionCacheRow {

@@ -12,26 +12,20 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
+use super::transcript::{Found, Reading, base_info, marker, read_listed, tail};
+use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{
-    self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
-};
-use agentwatch_opencode::lite::Spend;
+use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
     ClaudeReader, FileCursor, Transcript, TranscriptKind, discover_claude, read_new,
     read_subagent_meta, subagent_session_id,
 };
-use detect_core::{Call, Session, SessionDetector};
+use detect_core::Session;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-
-/// Bytes of a transcript read per call of the tail (a line longer than this is dropped and
-/// counted: tool results this large are not worth judging).
-const CHUNK_BYTES: usize = 8 << 20;
 
 /// The Claude Code transcripts of one configuration directory.
 #[derive(Debug)]
@@ -71,14 +65,6 @@ struct FileState {
     reader: ClaudeReader,
 }
 
-/// A transcript and the session it is.
-#[derive(Debug)]
-struct Found {
-    transcript: Transcript,
-    id: String,
-    parent: Option<String>,
-}
-
 impl Source for ClaudeSource {
     fn name(&self) -> &str {
         &self.name
@@ -102,28 +88,12 @@ impl Source for ClaudeSource {
             .into_iter()
             .filter_map(identify)
             .collect();
-        let keep = active(&found, ctx);
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let mut read = SourceRead {
-            cached: true,
-            problems: discovery.problems,
-            ..SourceRead::default()
-        };
-        for file in &found {
-            if !keep.contains(file.id.as_str()) {
-                read.stale.push(file.id.clone());
-                continue;
-            }
+        let read = read_listed("claude", &found, discovery.problems, ctx, |file| {
             let row = cache.remove(&file.id);
             let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
-            match self.read_file(file, row, sidechains, ctx) {
-                Ok(sessions) => read.sessions.extend(sessions),
-                Err(e) => read
-                    .problems
-                    .push(format!("{}: {e}", file.transcript.path.display())),
-            }
-        }
-        read.line = format!("claude {}", count(read.sessions.len(), "session"));
+            self.read_file(file, row, sidechains, ctx)
+        });
         Answer::Read(read)
     }
 }
@@ -137,12 +107,14 @@ fn identify(transcript: Transcript) -> Option<Found> {
             id: subagent_session_id(&parent, agent_id),
             parent: Some(parent),
             transcript,
+            row: None,
         });
     }
     Some(Found {
         id: transcript.session_id()?,
         parent: transcript.parent_session_id().map(str::to_owned),
         transcript,
+        row: None,
     })
 }
 
@@ -161,16 +133,6 @@ fn peek_session_id(path: &Path) -> Option<String> {
     None
 }
 
-/// The sessions to read: written since the stale cutoff, and their ancestors.
-fn active<'a>(found: &'a [Found], ctx: &ReadContext<'_>) -> HashSet<&'a str> {
-    active_with_ancestors(found.iter().map(|f| {
-        let active = ctx
-            .cutoff_ms
-            .is_none_or(|cutoff| f.transcript.mtime_ms >= cutoff);
-        (f.id.as_str(), f.parent.as_deref(), active)
-    }))
-}
-
 /// The stored rows of a main transcript's inline sidechains: ids `{main}:…` that no file of
 /// their own claims.
 fn take_sidechain_rows(
@@ -185,54 +147,6 @@ fn take_sidechain_rows(
         .cloned()
         .collect();
     ids.into_iter().filter_map(|id| cache.remove(&id)).collect()
-}
-
-/// A file's change marker, kept as the row's `updated_ms`: its size and modification time.
-fn marker(transcript: &Transcript) -> i64 {
-    let size = i64::try_from(transcript.size).unwrap_or(i64::MAX);
-    transcript
-        .mtime_ms
-        .wrapping_mul(1_000_003)
-        .wrapping_add(size)
-}
-
-/// One session being read: its detector and what is known of it.
-struct Reading {
-    detector: SessionDetector,
-    info: Session,
-    spend: Spend,
-    newest: Option<i64>,
-    fresh: bool,
-}
-
-impl Reading {
-    fn from_restored(restored: Restored) -> Self {
-        Self {
-            detector: restored.detector,
-            info: restored.info,
-            spend: restored.spend,
-            newest: restored.newest_call_ms,
-            fresh: false,
-        }
-    }
-
-    fn new(info: Session, ctx: &ReadContext<'_>) -> Self {
-        Self {
-            detector: SessionDetector::new(&info, ctx.detector),
-            info,
-            spend: Spend::default(),
-            newest: None,
-            fresh: true,
-        }
-    }
-
-    fn push(&mut self, calls: &[Call]) {
-        for call in calls {
-            self.detector.push(call);
-            self.newest = newest_call(std::iter::once(call), self.newest);
-            self.fresh = true;
-        }
-    }
 }
 
 impl ClaudeSource {
@@ -264,24 +178,26 @@ impl ClaudeSource {
         });
         let (mut state, mut main) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
-            None => (self.new_state(file), Reading::new(base_info(file), ctx)),
+            None => (
+                self.new_state(file),
+                Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
+            ),
         };
         let mut children: HashMap<String, Reading> = HashMap::new();
-        loop {
-            let new = read_new(&file.transcript.path, &state.file, CHUNK_BYTES)?;
+        let FileState {
+            file: cursor,
+            reader,
+        } = &mut state;
+        tail(&file.transcript.path, cursor, |new| {
             if new.restarted {
-                state.reader.reset();
-                main = Reading::new(base_info(file), ctx);
+                reader.reset();
+                main = Reading::new(base_info(&file.id, file.parent.as_deref()), ctx);
                 children.clear();
             }
-            state.reader.push_text(&new);
-            state.file = new.cursor.clone();
-            main.push(&state.reader.take_calls());
-            self.push_sidechains(&mut state.reader, &mut children, &sidechains, ctx);
-            if !new.more {
-                break;
-            }
-        }
+            reader.push_text(new);
+            main.push(&reader.take_calls());
+            self.push_sidechains(reader, &mut children, &sidechains, ctx);
+        })?;
         let cursor = serde_json::to_string(&state).ok();
         let mut sessions = vec![self.live(main, &state.reader, cursor, marker)];
         let read_children: HashSet<String> = children.keys().cloned().collect();
@@ -366,48 +282,24 @@ impl ClaudeSource {
             main.spend.model_id = Some(model.clone());
             main.spend.provider = Some("anthropic".to_owned());
         }
-        let mut tracked = Tracked::live(
-            &self.name,
-            main.info,
-            main.spend,
-            main.newest,
-            main.fresh,
-            main.detector,
-            cursor,
-            Some(marker),
-        );
+        let mut tracked = main.into_tracked(&self.name, cursor, marker);
         tracked.branch = meta.git_branch.clone().filter(|b| !b.is_empty());
         tracked
     }
 
     /// An inline sidechain's session as read this tick.
     fn live_child(&self, child: Reading, marker: i64) -> Tracked {
-        Tracked::live(
-            &self.name,
-            child.info,
-            child.spend,
-            child.newest,
-            child.fresh,
-            child.detector,
-            None,
-            Some(marker),
-        )
+        child.into_tracked(&self.name, None, marker)
     }
-}
-
-/// What a transcript's path says of its session.
-fn base_info(file: &Found) -> Session {
-    let mut info = Session::new(&file.id);
-    info.parent_id = file.parent.clone();
-    info
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::SourceRead;
+    use super::super::transcript::testing::{self, now_s};
     use super::*;
-    use crate::jobs::sessions::tracked::judge;
     use agentwatch_store::Store;
-    use detect_core::{DetectConfig, Judgement};
+    use detect_core::Judgement;
     use proptest::prelude::*;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/claude/2.1.328");
@@ -436,27 +328,7 @@ mod tests {
 
         /// One tick's read and judgement, its cache rows stored as the job stores them.
         fn tick(&mut self, now_s: i64) -> (SourceRead, Judgement) {
-            let config = DetectConfig::default();
-            let watched = HashSet::new();
-            let ctx = ReadContext {
-                store: Some(&self.store),
-                detector: &config,
-                full_read: false,
-                cutoff_ms: Some((now_s - 3600) * 1000),
-                now: now_s,
-                focus: None,
-                watched: &watched,
-            };
-            let Answer::Read(mut read) = self.source.read(&ctx) else {
-                panic!("the directory reads");
-            };
-            let (judged, mut rows) = judge(&mut read.sessions, &config, now_s, Some(&self.store));
-            let rows = rows.remove(self.source.name()).unwrap_or_default();
-            let kept: HashSet<&str> = rows.kept.iter().map(String::as_str).collect();
-            self.store
-                .update_session_cache(self.source.name(), &rows.written, &kept)
-                .unwrap();
-            (read, judged)
+            testing::tick(&self.source, &mut self.store, now_s)
         }
     }
 
@@ -470,10 +342,6 @@ mod tests {
             .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .unwrap();
         std::fs::read(file).unwrap()
-    }
-
-    fn now_s() -> i64 {
-        crate::clock::now_or_clock(None)
     }
 
     /// What the whole file judges to, read at once.

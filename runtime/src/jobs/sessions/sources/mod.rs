@@ -10,11 +10,16 @@
 //! - [`opencode_db`]: opencode's own SQLite database, read-only.
 //! - [`files`]: session files and exports (`--sessions`), and the built-in demo.
 //! - [`claude`]: Claude Code's transcripts, on whenever its directory exists.
+//! - [`codex`]: Codex CLI's rollouts, on whenever its directory exists.
+//! - [`gemini`]: Gemini CLI's chat recordings, on whenever its directory exists.
 
 pub mod claude;
+pub mod codex;
 pub mod files;
+pub mod gemini;
 pub mod opencode_db;
 pub mod servers;
+mod transcript;
 
 use super::Options;
 use super::agent::Agent;
@@ -257,6 +262,8 @@ pub fn sources(
     if configured_sources(config, args) {
         out.extend(opencode_db::DbSource::configured(config, env));
         out.extend(claude::ClaudeSource::configured(config, env));
+        out.extend(codex::CodexSource::configured(config, env));
+        out.extend(gemini::GeminiSource::configured(config, env));
     }
     out.extend(files::configured(args));
     out

@@ -1,125 +1,12 @@
-//! Where the transcripts are.
-//!
-//! Claude Code (`agents.md` §1.1), under its config directory (`$CLAUDE_CONFIG_DIR` or
-//! `~/.claude`: the caller resolves the environment and passes the path):
-//!
-//! - `projects/<project>/<session>.jsonl`: a session;
-//! - `projects/<project>/<session>/subagents/agent-<id>.jsonl`: a subagent of that session,
-//!   with `agent-<id>.meta.json` beside it naming the spawning call (`toolUseId`);
-//! - `projects/<project>/agent-<id>.jsonl`: a subagent in the older flat layout (≤ 2.0), its
-//!   parent session named only in its lines;
-//! - `agent-acompact-*.jsonl` (compaction workers) are skipped.
-//!
-//! The project directory's name (a slug of the working directory) is never decoded: the
-//! records' `cwd` is the truth. Each transcript comes with its size and modification time,
-//! so a caller can skip files not written within its `stale_after_s` without opening them.
+//! Claude Code's transcripts under its config directory.
 
-use crate::claude::{FileKind, subagent_session_id};
+use super::{Discovery, TranscriptKind, push_file};
 use serde::Deserialize;
 use std::io;
-use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
+use std::path::Path;
 
 /// Bytes of a `.meta.json` read at most.
 const META_MAX_BYTES: u64 = 64 * 1024;
-
-/// One transcript file found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transcript {
-    pub path: PathBuf,
-    pub kind: TranscriptKind,
-    pub size: u64,
-    /// Last modification, unix milliseconds.
-    pub mtime_ms: i64,
-}
-
-/// What a transcript file is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TranscriptKind {
-    /// `projects/<project>/<session>.jsonl`.
-    ClaudeMain { session_id: String },
-    /// `projects/<project>/<session>/subagents/agent-<id>.jsonl`.
-    ClaudeSubagent {
-        parent_session_id: String,
-        agent_id: String,
-    },
-    /// `projects/<project>/agent-<id>.jsonl`: the parent session is in its lines.
-    ClaudeFlatAgent { agent_id: String },
-}
-
-impl Transcript {
-    /// The detector's id of the transcript's session, when the path tells it (a flat agent's
-    /// parent is only in its lines: see [`crate::ClaudeReader::meta`]).
-    pub fn session_id(&self) -> Option<String> {
-        match &self.kind {
-            TranscriptKind::ClaudeMain { session_id } => Some(session_id.clone()),
-            TranscriptKind::ClaudeSubagent {
-                parent_session_id,
-                agent_id,
-            } => Some(subagent_session_id(parent_session_id, agent_id)),
-            TranscriptKind::ClaudeFlatAgent { .. } => None,
-        }
-    }
-
-    /// The session that spawned this one, when the path tells it.
-    pub fn parent_session_id(&self) -> Option<&str> {
-        match &self.kind {
-            TranscriptKind::ClaudeSubagent {
-                parent_session_id, ..
-            } => Some(parent_session_id),
-            _ => None,
-        }
-    }
-
-    /// The kind to read it with ([`crate::ClaudeReader::new`]); `agent_type` from the
-    /// subagent's [`SubagentMeta`] when the caller read it.
-    pub fn file_kind(&self, agent_type: Option<String>) -> FileKind {
-        match &self.kind {
-            TranscriptKind::ClaudeMain { session_id } => FileKind::Main {
-                session_id: Some(session_id.clone()),
-            },
-            TranscriptKind::ClaudeSubagent {
-                parent_session_id,
-                agent_id,
-            } => FileKind::Subagent {
-                agent_id: Some(agent_id.clone()),
-                parent_session_id: Some(parent_session_id.clone()),
-                agent_type,
-            },
-            TranscriptKind::ClaudeFlatAgent { agent_id } => FileKind::Subagent {
-                agent_id: Some(agent_id.clone()),
-                parent_session_id: None,
-                agent_type,
-            },
-        }
-    }
-
-    /// A subagent's `agent-<id>.meta.json` (current layout only).
-    pub fn meta_path(&self) -> Option<PathBuf> {
-        match &self.kind {
-            TranscriptKind::ClaudeSubagent { agent_id, .. } => Some(
-                self.path
-                    .with_file_name(format!("agent-{agent_id}.meta.json")),
-            ),
-            _ => None,
-        }
-    }
-
-    /// Whether it was written within `window_s` seconds before `now_ms` (unix ms).
-    pub fn modified_within(&self, now_ms: i64, window_s: u64) -> bool {
-        let window_ms = i64::try_from(window_s.saturating_mul(1000)).unwrap_or(i64::MAX);
-        now_ms.saturating_sub(self.mtime_ms) <= window_ms
-    }
-}
-
-/// The transcripts found, and what could not be looked at (named, never silently skipped).
-#[derive(Debug, Default)]
-pub struct Discovery {
-    /// Sorted by path.
-    pub transcripts: Vec<Transcript>,
-    /// Directories or files that could not be read, with the reason.
-    pub problems: Vec<String>,
-}
 
 /// List the Claude Code transcripts under `config_dir`. A missing directory (or one without
 /// `projects/`) has none; an unreadable `projects/` is an error; an unreadable project or
@@ -146,8 +33,7 @@ pub fn discover_claude(config_dir: &Path) -> io::Result<Discovery> {
             Err(e) => found.problems.push(format!("{}: {e}", projects.display())),
         }
     }
-    found.transcripts.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(found)
+    Ok(found.sorted())
 }
 
 /// [`discover_claude`] for one project directory (`projects/<project>/`): its sessions, their
@@ -223,26 +109,6 @@ fn agent_id(stem: &str) -> Option<Option<String>> {
     Some((!id.is_empty() && !id.starts_with("acompact-")).then(|| id.to_owned()))
 }
 
-fn push_file(path: PathBuf, kind: TranscriptKind, found: &mut Discovery) {
-    match std::fs::metadata(&path) {
-        Ok(meta) if meta.is_file() => {
-            let mtime_ms = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            found.transcripts.push(Transcript {
-                path,
-                kind,
-                size: meta.len(),
-                mtime_ms,
-            });
-        }
-        Ok(_) => {}
-        Err(e) => found.problems.push(format!("{}: {e}", path.display())),
-    }
-}
-
 /// A subagent's `agent-<id>.meta.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -295,11 +161,8 @@ pub fn read_subagent_meta(path: &Path) -> io::Result<SubagentMeta> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn touch(path: &Path, text: &str) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
+    use crate::discover::TranscriptKind;
+    use crate::discover::tests::touch;
 
     #[test]
     fn every_documented_layout_is_found_and_compaction_workers_are_not() {

@@ -1,0 +1,314 @@
+//! What the agents' readers share: a call kept until taken, titles from prompts, timestamps,
+//! the small reshaping of tool inputs, numbers read out of result texts.
+
+use detect_core::{Call, CallStatus, CallTime};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+/// Calls waiting for their result at most; the oldest is dropped (an orphan) past it.
+pub const MAX_PENDING: usize = 512;
+
+/// What a reader counted in a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Non-blank lines read.
+    pub lines: u64,
+    /// Lines that are not a JSON object: skipped.
+    pub corrupt_lines: u64,
+    /// Lines too long for the tail's budget: dropped unread.
+    pub oversized_lines: u64,
+    /// Lines dropped past a reader's bound (Claude Code's inline sidechains past their limit,
+    /// Gemini messages past theirs).
+    pub dropped_lines: u64,
+    /// Tool calls read (distinct ids).
+    pub calls: u64,
+    /// Calls paired with their result.
+    pub completed: u64,
+    /// Calls that never got a result: dropped past [`MAX_PENDING`], or still waiting when the
+    /// whole file was read (a reader's `finish`).
+    pub orphans: u64,
+    /// Results whose call was not seen (or was already answered).
+    pub unmatched_results: u64,
+}
+
+/// Lines of a file looked at, at most, to tell its format.
+const SNIFF_LINES: usize = 64;
+
+/// The first line of `bytes` (among the first 64 that are not blank) that is a JSON object
+/// `T` reads and `skip` does not pass over; else why there is none (empty, no JSON object).
+pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
+    bytes: &'b [u8],
+    skip: impl Fn(&T) -> bool,
+) -> Result<T, String> {
+    let lines = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    for line in lines.take(SNIFF_LINES) {
+        if let Ok(crate::lenient::Obj(Some(record))) =
+            serde_json::from_slice::<crate::lenient::Obj<T>>(line)
+            && !skip(&record)
+        {
+            return Ok(record);
+        }
+    }
+    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
+        "it is empty".to_owned()
+    } else {
+        format!("none of its first {SNIFF_LINES} lines is a JSON object")
+    })
+}
+
+/// The lines of a whole file, without their `\n` (and a `\r` before it).
+pub(crate) fn file_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// Count a line a reader was pushed: `false` for a blank one (ignored, not counted).
+pub(crate) fn count_line(line: &[u8], counters: &mut Counters) -> bool {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return false;
+    }
+    counters.lines += 1;
+    true
+}
+
+/// Characters of a prompt kept as a title.
+pub const TITLE_CHARS: usize = 100;
+
+/// A call completed (or, at a reader's `finish`, left without a result), kept until taken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Finished {
+    pub tool: String,
+    pub input: Value,
+    pub status: CallStatus,
+    #[serde(default)]
+    pub metadata: Value,
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub output_hash: Option<String>,
+}
+
+impl From<Finished> for Call {
+    fn from(f: Finished) -> Call {
+        let time = (f.start.is_some() || f.end.is_some()).then_some(CallTime {
+            start: f.start,
+            end: f.end,
+        });
+        Call {
+            tool: f.tool,
+            input: f.input,
+            status: f.status,
+            metadata: f.metadata,
+            time,
+            output_hash: f.output_hash,
+        }
+    }
+}
+
+/// A prompt's title: its whitespace collapsed, at most [`TITLE_CHARS`] characters; `None` for
+/// text an agent writes itself into the user's turn (`<command-name>`, `<system-reminder>`,
+/// `<environment_context>`, `<session_context>`, …).
+pub(crate) fn prompt_title(text: &str) -> Option<String> {
+    let text = text.trim_start();
+    if text.starts_with('<') {
+        return None;
+    }
+    trimmed_title(text, TITLE_CHARS)
+}
+
+/// `text` with its whitespace collapsed, cut at `max_chars` characters (with `…`); `None` when
+/// blank.
+pub(crate) fn trimmed_title(text: &str, max_chars: usize) -> Option<String> {
+    let mut title = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        if !title.is_empty() {
+            title.push(' ');
+            chars += 1;
+        }
+        for c in word.chars() {
+            if chars >= max_chars {
+                title.push('…');
+                return Some(title);
+            }
+            title.push(c);
+            chars += 1;
+        }
+    }
+    (!title.is_empty()).then_some(title)
+}
+
+/// Unix milliseconds of an RFC 3339 timestamp (`2026-12-06T00:28:08.631Z`).
+pub(crate) fn unix_ms(timestamp: &str) -> Option<i64> {
+    timestamp
+        .parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
+}
+
+/// The detector reads an input object; anything else the model sent is kept under `value`.
+pub(crate) fn as_object(input: Value) -> Value {
+    match input {
+        Value::Object(_) => input,
+        Value::Null => Value::Object(Map::new()),
+        other => json!({ "value": other }),
+    }
+}
+
+/// `input` with keys renamed (a key already present under the new name is left alone).
+pub(crate) fn renamed(mut input: Value, renames: &[(&str, &str)]) -> Value {
+    if let Value::Object(map) = &mut input {
+        for (from, to) in renames {
+            if !map.contains_key(*to)
+                && let Some(value) = map.remove(*from)
+            {
+                map.insert((*to).to_owned(), value);
+            }
+        }
+    }
+    input
+}
+
+pub(crate) fn object_or_null(map: Map<String, Value>) -> Value {
+    if map.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(map)
+    }
+}
+
+/// The whole number written right after the first `label` in `text` (`Exit code 1`,
+/// `Process exited with code 0`, `Exit Code: -1`), at most 18 digits.
+pub(crate) fn number_after(text: &str, label: &str) -> Option<i64> {
+    let at = text.find(label)?;
+    let rest = &text[at + label.len()..];
+    let negative = rest.starts_with('-');
+    let digits: String = rest[usize::from(negative)..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .take(18)
+        .collect();
+    let code: i64 = digits.parse().ok()?;
+    Some(if negative { -code } else { code })
+}
+
+/// A shell command from an argv: the script of `bash -lc SCRIPT` (and `sh -c`, `zsh -lc`, …),
+/// else the words joined, each quoted when it needs it.
+pub(crate) fn argv_command(argv: &[Value]) -> Option<String> {
+    let words: Vec<&str> = argv.iter().map(Value::as_str).collect::<Option<_>>()?;
+    if let [shell, flag, script] = words.as_slice() {
+        let shell = shell.rsplit('/').next().unwrap_or(shell);
+        let is_shell = matches!(shell, "bash" | "sh" | "zsh" | "dash");
+        if is_shell && matches!(*flag, "-c" | "-lc" | "-ic" | "-l -c") {
+            return Some((*script).to_owned());
+        }
+    }
+    let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
+    (!quoted.is_empty()).then(|| quoted.join(" "))
+}
+
+/// One word for a shell: as is when it is plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A string longer than this, in a tool input a reader keeps for a whole session (Gemini's,
+/// replayed after a rewind), is kept as its length and hash: the call's identity still tells
+/// equal inputs from different ones, without holding a written file's text.
+pub(crate) const KEPT_STRING_BYTES: usize = 4096;
+
+/// `value` with every string longer than [`KEPT_STRING_BYTES`] replaced by
+/// `"(N bytes, fnv HASH)"`, except the values of the keys in `keep` (a bash `command`, which
+/// the detector parses).
+pub(crate) fn compact_long_strings(value: &mut Value, keep: &[&str]) {
+    match value {
+        Value::String(s) if s.len() > KEPT_STRING_BYTES => {
+            *s = format!("({} bytes, fnv {})", s.len(), detect_core::output_hash(s));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| compact_long_strings(v, keep)),
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if !keep.contains(&key.as_str()) {
+                    compact_long_strings(v, keep);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_after_labels() {
+        for (text, label, want) in [
+            ("Exit code 1", "Exit code ", Some(1)),
+            (
+                "x\nProcess exited with code 127\n",
+                "Process exited with code ",
+                Some(127),
+            ),
+            ("Exit Code: -1", "Exit Code: ", Some(-1)),
+            ("Exit code: none", "Exit code: ", None),
+            ("nothing", "Exit code ", None),
+            (
+                "Exit code 99999999999999999999999",
+                "Exit code ",
+                Some(999_999_999_999_999_999),
+            ),
+        ] {
+            assert_eq!(number_after(text, label), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn argv_commands() {
+        let argv = |words: &[&str]| -> Vec<Value> { words.iter().map(|w| json!(w)).collect() };
+        assert_eq!(
+            argv_command(&argv(&["bash", "-lc", "cargo test && ls"])).as_deref(),
+            Some("cargo test && ls")
+        );
+        assert_eq!(
+            argv_command(&argv(&["/bin/sh", "-c", "ls"])).as_deref(),
+            Some("ls")
+        );
+        assert_eq!(
+            argv_command(&argv(&["rg", "-n", "fn main", "src"])).as_deref(),
+            Some("rg -n 'fn main' src")
+        );
+        assert_eq!(
+            argv_command(&argv(&["echo", "it's"])).as_deref(),
+            Some(r"echo 'it'\''s'")
+        );
+        assert_eq!(argv_command(&[json!(1)]), None);
+        assert_eq!(argv_command(&[]), None);
+    }
+
+    #[test]
+    fn long_strings_are_kept_as_their_hash_except_kept_keys() {
+        let long = "x".repeat(KEPT_STRING_BYTES + 1);
+        let mut v = json!({"content": long, "command": long, "list": [long], "short": "s"});
+        compact_long_strings(&mut v, &["command"]);
+        let hashed = format!(
+            "({} bytes, fnv {})",
+            KEPT_STRING_BYTES + 1,
+            detect_core::output_hash(&long)
+        );
+        assert_eq!(v["content"], json!(hashed));
+        assert_eq!(v["list"][0], json!(hashed));
+        assert_eq!(v["command"], json!(long));
+        assert_eq!(v["short"], "s");
+    }
+}

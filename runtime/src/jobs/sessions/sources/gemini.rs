@@ -1,0 +1,313 @@
+//! Gemini CLI's chat recordings: `$GEMINI_CLI_HOME/.gemini` or `~/.gemini`, every
+//! `tmp/<project>/chats/session-*.jsonl`, a subagent's `chats/<parent session id>/<id>.jsonl`
+//! and the older whole-file `session-*.json` ([`agentwatch_transcripts::GeminiReader`]). On
+//! whenever the directory exists.
+//!
+//! - A `.jsonl` is tailed by byte offset; a `.json` (rewritten whole, replaced by rename) is
+//!   read whole when it changes. Gemini edits its history (a message re-appended with the same
+//!   id, `$set` checkpoints, `$rewindTo`): when the history already judged changed, the
+//!   reader says so and the session's detector starts again from the whole history.
+//! - A session's id is its first line's `sessionId` (the file name holds 8 characters of it); a
+//!   subagent's is its file's name, its parent the directory it is in.
+//! - Gemini's own "Potential loop detected" is kept with the session and said in its alert.
+//! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
+
+use super::transcript::{Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, tail};
+use super::{Answer, ReadContext, Source, WakeOn};
+use crate::config::{Config, Env};
+use crate::jobs::sessions::agent::Agent;
+use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
+use agentwatch_store::SessionCacheRow;
+use agentwatch_transcripts::{
+    FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini, read_transcript,
+};
+use detect_core::Call;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The Gemini CLI sessions of one `.gemini` directory.
+#[derive(Debug)]
+pub struct GeminiSource {
+    dir: PathBuf,
+    name: String,
+}
+
+impl GeminiSource {
+    /// The directory `[gemini]` names (`$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`).
+    pub fn directory(config: &Config, env: Env<'_>) -> PathBuf {
+        config
+            .gemini
+            .directory_under("GEMINI_CLI_HOME", ".gemini", "~/.gemini", env)
+    }
+
+    /// The source, when `[gemini]` is enabled and its directory exists.
+    pub fn configured(config: &Config, env: Env<'_>) -> Option<Box<dyn Source>> {
+        let dir = Self::directory(config, env);
+        (config.gemini.enabled && dir.is_dir()).then(|| Box::new(Self::at(dir)) as Box<dyn Source>)
+    }
+
+    /// The sessions under `dir`.
+    pub fn at(dir: PathBuf) -> Self {
+        Self {
+            name: dir.display().to_string(),
+            dir,
+        }
+    }
+}
+
+/// What a session's cache row keeps as its cursor: where the tail stands and the reader's
+/// state (the history as Gemini would load it, the calls handed to the detector).
+#[derive(Debug, Serialize, Deserialize)]
+struct FileState {
+    file: FileCursor,
+    reader: GeminiReader,
+}
+
+impl Source for GeminiSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn agent(&self) -> Agent {
+        Agent::Gemini
+    }
+
+    fn wake_on(&self) -> WakeOn {
+        WakeOn::Directory(self.dir.clone())
+    }
+
+    fn read(&self, ctx: &ReadContext<'_>) -> Answer {
+        let discovery = match discover_gemini(&self.dir) {
+            Ok(discovery) => discovery,
+            Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
+        };
+        let found: Vec<Found> = discovery
+            .transcripts
+            .into_iter()
+            .filter_map(identify)
+            .collect();
+        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
+        let read = read_listed("gemini", &found, discovery.problems, ctx, |file| {
+            self.read_file(file, cache.remove(&file.id), ctx)
+                .map(|session| vec![session])
+        });
+        Answer::Read(read)
+    }
+}
+
+/// A session file's id (a subagent's from its path, a session's from its first line) and
+/// parent; `None` until its first line says.
+fn identify(transcript: Transcript) -> Option<Found> {
+    let id = match transcript.session_id() {
+        Some(id) => id,
+        None => peek_gemini(&transcript.path).ok()?.session_id?,
+    };
+    Some(Found {
+        parent: transcript.parent_session_id().map(str::to_owned),
+        id,
+        transcript,
+        row: None,
+    })
+}
+
+impl GeminiSource {
+    /// One session: kept from the store when the file is unchanged, else read from the stored
+    /// cursor and reader (or from the start).
+    fn read_file(
+        &self,
+        file: &Found,
+        row: Option<SessionCacheRow>,
+        ctx: &ReadContext<'_>,
+    ) -> std::io::Result<Tracked> {
+        let marker = marker(&file.transcript);
+        if let Some(row) = row.as_ref().filter(|r| r.updated_ms == Some(marker))
+            && let Some(stored) = Tracked::stored(&self.name, row.clone())
+        {
+            return Ok(stored);
+        }
+        let restored = row.as_ref().and_then(|r| {
+            let state: FileState = serde_json::from_str(r.cursor.as_deref()?).ok()?;
+            Some((state, tracked::restore(ctx.store, r, ctx.detector)?))
+        });
+        let (mut state, mut session) = match restored {
+            Some((state, restored)) => (state, Reading::from_restored(restored)),
+            None => (
+                FileState {
+                    file: FileCursor::default(),
+                    reader: GeminiReader::new(file.transcript.gemini_file()),
+                },
+                Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
+            ),
+        };
+        let FileState {
+            file: cursor,
+            reader,
+        } = &mut state;
+        if file.transcript.read_whole() {
+            // Rewritten whole on every update: the reader compares the new history with the
+            // one it handed out.
+            reader.push_document(&read_transcript(&file.transcript.path, WHOLE_BYTES)?);
+            take(reader, &mut session, ctx);
+        } else {
+            tail(&file.transcript.path, cursor, |new| {
+                if new.restarted {
+                    reader.reset();
+                }
+                reader.push_text(new);
+                take(reader, &mut session, ctx);
+            })?;
+        }
+        let cursor = serde_json::to_string(&state).ok();
+        Ok(self.live(session, &state.reader, cursor, marker))
+    }
+
+    /// The session as read this tick, with what its lines say of it.
+    fn live(
+        &self,
+        mut session: Reading,
+        reader: &GeminiReader,
+        cursor: Option<String>,
+        marker: i64,
+    ) -> Tracked {
+        let meta = reader.meta();
+        let info = &mut session.info;
+        if meta.title.is_some() {
+            info.title.clone_from(&meta.title);
+        }
+        if meta.cwd.is_some() {
+            info.directory.clone_from(&meta.cwd);
+        }
+        if meta.kind.as_deref() == Some("subagent") {
+            info.agent = Some("subagent".to_owned());
+        }
+        if meta.model.is_some() {
+            session.spend.model_id.clone_from(&meta.model);
+            session.spend.provider = Some("google".to_owned());
+        }
+        let mut tracked = session.into_tracked(&self.name, cursor, marker);
+        tracked.agent_verdict = meta.agent_loop_verdict.as_ref().map(|v| v.text.clone());
+        tracked
+    }
+}
+
+/// Hand the reader's new calls to the session, from the start again when the history it had
+/// handed out changed (the reader's contract).
+fn take(reader: &mut GeminiReader, session: &mut Reading, ctx: &ReadContext<'_>) {
+    let calls: Vec<Call> = reader.take_calls();
+    if reader.rewound() {
+        session.restart(ctx);
+    }
+    session.push(&calls);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::transcript::testing::{Bench, files};
+    use super::*;
+    use detect_core::Judgement;
+    use proptest::prelude::*;
+    use std::path::Path;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gemini/0.61.0");
+
+    type World = Bench<GeminiSource>;
+
+    fn world(fixture: &str) -> World {
+        Bench::of(&Path::new(FIXTURES).join(fixture), GeminiSource::at)
+    }
+
+    fn whole(fixture: &str) -> Judgement {
+        world(fixture).tick().1
+    }
+
+    #[test]
+    fn the_real_loop_is_flagged_and_the_healthy_session_is_not() {
+        let mut looping = world("loop");
+        let (read, judged) = looping.tick();
+        assert_eq!(read.sessions.len(), 1);
+        let session = &read.sessions[0].info;
+        assert!(
+            session.id.len() > 8,
+            "the full id from the first line: {}",
+            session.id
+        );
+        assert!(session.title.is_some() && session.directory.is_some());
+        assert!(judged.trees[0].flagged);
+        let (idle, again) = looping.tick();
+        assert!(!idle.sessions[0].was_read(), "an idle tick reads nothing");
+        assert_eq!(again, judged);
+        let (_, healthy) = world("healthy").tick();
+        assert!(!healthy.trees[0].flagged, "{:?}", healthy.trees[0]);
+    }
+
+    #[test]
+    fn geminis_own_verdict_is_kept_with_the_session() {
+        let mut world = world("verdict");
+        let (read, _) = world.tick();
+        let own = read.sessions[0]
+            .agent_verdict
+            .as_deref()
+            .unwrap_or_default();
+        assert!(own.contains("Potential loop detected"), "{own:?}");
+        let (idle, _) = world.tick();
+        assert_eq!(
+            idle.sessions[0].agent_verdict, read.sessions[0].agent_verdict,
+            "the stored row keeps it"
+        );
+    }
+
+    #[test]
+    fn a_subagent_rolls_up_to_its_parent() {
+        let (read, judged) = world("subagent").tick();
+        assert_eq!(read.sessions.len(), 2);
+        let child = read
+            .sessions
+            .iter()
+            .find(|s| s.info.parent_id.is_some())
+            .expect("the subagent's directory names its parent");
+        assert_eq!(judged.trees.len(), 1, "one tree: {:?}", judged.trees);
+        assert_eq!(Some(&judged.trees[0].root), child.info.parent_id.as_ref());
+    }
+
+    #[test]
+    fn a_rewind_under_the_tail_judges_as_the_history_left() {
+        let mut world = world("loop");
+        let path = files(&world.home, ".jsonl").remove(0);
+        assert!(world.tick().1.trees[0].flagged);
+        // Gemini rewinds to its first gemini message: the history left has no loop.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first_model = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["type"] == "gemini")
+            .and_then(|v| v["id"].as_str().map(str::to_owned))
+            .unwrap();
+        let rewind = format!("{}\n", serde_json::json!({ "$rewindTo": first_model }));
+        std::fs::write(&path, format!("{text}{rewind}")).unwrap();
+        let (read, judged) = world.tick();
+        assert!(read.sessions[0].was_read());
+        assert!(!judged.trees[0].flagged, "{:?}", judged.trees[0]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// A session written in pieces (torn lines, re-appended messages), read at every
+        /// tick, judges as the whole file read once.
+        #[test]
+        fn read_in_pieces_equals_read_whole(cuts in prop::collection::vec(0.0f64..1.0, 1..6)) {
+            let mut world = world("loop");
+            let path = files(&world.home, ".jsonl").remove(0);
+            let bytes = std::fs::read(&path).unwrap();
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| (c * bytes.len() as f64) as usize).collect();
+            cuts.sort_unstable();
+            for cut in cuts {
+                std::fs::write(&path, &bytes[..cut]).unwrap();
+                world.tick();
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let (_, judged) = world.tick();
+            prop_assert_eq!(judged, whole("loop"));
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! What the transcript sources (Claude Code, Codex CLI, Gemini CLI) share: a file's change
+//! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
+
+use super::{ReadContext, SourceRead, count};
+use crate::jobs::sessions::tracked::{Restored, Tracked, active_with_ancestors, newest_call};
+use agentwatch_opencode::lite::Spend;
+use agentwatch_store::SessionCacheRow;
+use agentwatch_transcripts::{FileCursor, NewText, Transcript, read_new};
+use detect_core::{Call, Session, SessionDetector};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// Bytes of a transcript read per call of the tail (a line longer than this is dropped and
+/// counted: tool results this large are not worth judging).
+pub(crate) const CHUNK_BYTES: usize = 8 << 20;
+
+/// Bytes of a transcript read whole at most (a `.jsonl.zst` rollout, a Gemini `.json`).
+pub(crate) const WHOLE_BYTES: u64 = 256 << 20;
+
+/// A file's change marker, kept as the row's `updated_ms`: its size and modification time.
+pub(crate) fn marker(transcript: &Transcript) -> i64 {
+    let size = i64::try_from(transcript.size).unwrap_or(i64::MAX);
+    transcript
+        .mtime_ms
+        .wrapping_mul(1_000_003)
+        .wrapping_add(size)
+}
+
+/// The sessions to read, from `(id, parent, file)`: written since the stale cutoff, and
+/// their ancestors.
+pub(crate) fn active<'a>(
+    found: impl Iterator<Item = (&'a str, Option<&'a str>, &'a Transcript)>,
+    ctx: &ReadContext<'_>,
+) -> HashSet<&'a str> {
+    active_with_ancestors(found.map(|(id, parent, transcript)| {
+        let active = ctx
+            .cutoff_ms
+            .is_none_or(|cutoff| transcript.mtime_ms >= cutoff);
+        (id, parent, active)
+    }))
+}
+
+/// A transcript file and the session it is.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub transcript: Transcript,
+    pub id: String,
+    pub parent: Option<String>,
+    /// Its stored row, when the source took it while identifying the file.
+    pub row: Option<SessionCacheRow>,
+}
+
+/// A transcript source's answer: the files written since the stale cutoff (and their
+/// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
+/// its part of the tick's `sources=` line (`{agent} 3 sessions`).
+pub(crate) fn read_listed(
+    agent: &str,
+    found: &[Found],
+    problems: Vec<String>,
+    ctx: &ReadContext<'_>,
+    mut read_one: impl FnMut(&Found) -> std::io::Result<Vec<Tracked>>,
+) -> SourceRead {
+    let keep = active(
+        found
+            .iter()
+            .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
+        ctx,
+    );
+    let mut read = SourceRead {
+        cached: true,
+        problems,
+        ..SourceRead::default()
+    };
+    for file in found {
+        if !keep.contains(file.id.as_str()) {
+            read.stale.push(file.id.clone());
+            continue;
+        }
+        match read_one(file) {
+            Ok(sessions) => read.sessions.extend(sessions),
+            Err(e) => read
+                .problems
+                .push(format!("{}: {e}", file.transcript.path.display())),
+        }
+    }
+    read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
+    read
+}
+
+/// The parent a stored row names (what the file's lines said when it was last read).
+pub(crate) fn stored_parent(row: Option<&SessionCacheRow>) -> Option<String> {
+    serde_json::from_str::<Session>(&row?.info).ok()?.parent_id
+}
+
+/// What a transcript's path (and first lines) say of its session: its id and parent.
+pub(crate) fn base_info(id: &str, parent: Option<&str>) -> Session {
+    let mut info = Session::new(id);
+    info.parent_id = parent.map(str::to_owned);
+    info
+}
+
+/// Read a file from `cursor` to its end, a chunk at a time, `push` with every chunk (whose
+/// `restarted` says the file was replaced or shrunk: read again from its start, so reset
+/// what was built from it).
+pub(crate) fn tail(
+    path: &Path,
+    cursor: &mut FileCursor,
+    mut push: impl FnMut(&NewText),
+) -> std::io::Result<()> {
+    loop {
+        let new = read_new(path, cursor, CHUNK_BYTES)?;
+        push(&new);
+        *cursor = new.cursor.clone();
+        if !new.more {
+            return Ok(());
+        }
+    }
+}
+
+/// One session being read: its detector and what is known of it.
+pub(crate) struct Reading {
+    pub detector: SessionDetector,
+    pub info: Session,
+    pub spend: Spend,
+    pub newest: Option<i64>,
+    pub fresh: bool,
+}
+
+impl Reading {
+    pub(crate) fn from_restored(restored: Restored) -> Self {
+        Self {
+            detector: restored.detector,
+            info: restored.info,
+            spend: restored.spend,
+            newest: restored.newest_call_ms,
+            fresh: false,
+        }
+    }
+
+    pub(crate) fn new(info: Session, ctx: &ReadContext<'_>) -> Self {
+        Self {
+            detector: SessionDetector::new(&info, ctx.detector),
+            info,
+            spend: Spend::default(),
+            newest: None,
+            fresh: true,
+        }
+    }
+
+    /// Start again from nothing (the history changed under the calls pushed so far),
+    /// keeping what is known of the session.
+    pub(crate) fn restart(&mut self, ctx: &ReadContext<'_>) {
+        self.detector = SessionDetector::new(&self.info, ctx.detector);
+        self.newest = None;
+        self.fresh = true;
+    }
+
+    pub(crate) fn push(&mut self, calls: &[Call]) {
+        for call in calls {
+            self.detector.push(call);
+            self.newest = newest_call(std::iter::once(call), self.newest);
+            self.fresh = true;
+        }
+    }
+
+    /// The session as read this tick, its row's cursor and change marker.
+    pub(crate) fn into_tracked(self, source: &str, cursor: Option<String>, marker: i64) -> Tracked {
+        Tracked::live(
+            source,
+            self.info,
+            self.spend,
+            self.newest,
+            self.fresh,
+            self.detector,
+            cursor,
+            Some(marker),
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! One tick of a transcript source against a real store, as the job runs it.
+
+    use super::super::{Answer, ReadContext, Source, SourceRead};
+    use crate::jobs::sessions::tracked::judge;
+    use agentwatch_store::Store;
+    use detect_core::{DetectConfig, Judgement};
+    use std::collections::HashSet;
+    use std::path::Path;
+
+    /// One tick's read and judgement, its cache rows stored as the job stores them (sessions
+    /// written more than an hour before `now_s` are stale).
+    pub(crate) fn tick(
+        source: &dyn Source,
+        store: &mut Store,
+        now_s: i64,
+    ) -> (SourceRead, Judgement) {
+        let config = DetectConfig::default();
+        let watched = HashSet::new();
+        let ctx = ReadContext {
+            store: Some(&*store),
+            detector: &config,
+            full_read: false,
+            cutoff_ms: Some((now_s - 3600) * 1000),
+            now: now_s,
+            focus: None,
+            watched: &watched,
+        };
+        let Answer::Read(mut read) = source.read(&ctx) else {
+            panic!("the directory reads");
+        };
+        let (judged, mut rows) = judge(&mut read.sessions, &config, now_s, Some(&*store));
+        let rows = rows.remove(source.name()).unwrap_or_default();
+        let kept: HashSet<&str> = rows.kept.iter().map(String::as_str).collect();
+        store
+            .update_session_cache(source.name(), &rows.written, &kept)
+            .unwrap();
+        (read, judged)
+    }
+
+    /// Copy a fixture's directory tree (an agent's home as the CLI left it) to `to`.
+    pub(crate) fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy_tree(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+
+    /// The files under `dir` whose names end with `suffix`, sorted.
+    pub(crate) fn files(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(files(&path, suffix));
+            } else if path.to_string_lossy().ends_with(suffix) {
+                out.push(path);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// An agent's directory made of a fixture's files, the source reading it and its store.
+    pub(crate) struct Bench<S> {
+        _dir: agentwatch_testkit::TempDir,
+        pub home: std::path::PathBuf,
+        pub store: Store,
+        pub source: S,
+    }
+
+    impl<S: Source> Bench<S> {
+        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
+        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+            let dir = agentwatch_testkit::TempDir::new("aw-transcript-source");
+            let home = dir.path.join("agent");
+            copy_tree(fixture, &home);
+            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+            Self {
+                source: source(home.clone()),
+                _dir: dir,
+                home,
+                store,
+            }
+        }
+
+        pub(crate) fn tick(&mut self) -> (SourceRead, Judgement) {
+            tick(&self.source, &mut self.store, now_s())
+        }
+    }
+
+    /// The clock now, unix seconds.
+    pub(crate) fn now_s() -> i64 {
+        crate::clock::now_or_clock(None)
+    }
+}
