@@ -12,7 +12,7 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::transcript::{Found, Reading, base_info, marker, read_listed, tail};
+use super::transcript::{Found, Reading, base_info, marker, read_listed, restore_file, tail};
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
@@ -171,11 +171,7 @@ impl ClaudeSource {
             );
             return Ok(kept);
         }
-        let restored = row.as_ref().and_then(|r| {
-            let restored = tracked::restore(ctx.store, r, ctx.detector)?;
-            let state: FileState = serde_json::from_str(restored.cursor.as_deref()?).ok()?;
-            Some((state, restored))
-        });
+        let restored = row.as_ref().and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut main) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
             None => (

@@ -11,12 +11,12 @@
 //!   stored reader and detector.
 
 use super::transcript::{
-    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, stored_parent, tail,
+    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored_parent, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
+use crate::jobs::sessions::tracked::{Tracked, cached_rows};
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
     CodexReader, FileCursor, Transcript, discover_codex, peek_codex, read_transcript,
@@ -139,10 +139,7 @@ impl CodexSource {
             .row
             .as_ref()
             .filter(|_| !file.transcript.read_whole())
-            .and_then(|r| {
-                let state: FileState = serde_json::from_str(r.cursor.as_deref()?).ok()?;
-                Some((state, tracked::restore(ctx.store, r, ctx.detector)?))
-            });
+            .and_then(|r| restore_file::<FileState>(r, ctx));
         let fresh = || FileState {
             file: FileCursor::default(),
             reader: CodexReader::new(Some(file.id.clone())),

@@ -12,11 +12,13 @@
 //! - Gemini's own "Potential loop detected" is kept with the session and said in its alert.
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
-use super::transcript::{Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, tail};
+use super::transcript::{
+    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, tail,
+};
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
+use crate::jobs::sessions::tracked::{Tracked, cached_rows};
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
     FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini, read_transcript,
@@ -125,10 +127,7 @@ impl GeminiSource {
         {
             return Ok(stored);
         }
-        let restored = row.as_ref().and_then(|r| {
-            let state: FileState = serde_json::from_str(r.cursor.as_deref()?).ok()?;
-            Some((state, tracked::restore(ctx.store, r, ctx.detector)?))
-        });
+        let restored = row.as_ref().and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut session) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
             None => (

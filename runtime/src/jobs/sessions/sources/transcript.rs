@@ -2,7 +2,7 @@
 //! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
 
 use super::{ReadContext, SourceRead, count};
-use crate::jobs::sessions::tracked::{Restored, Tracked, active_with_ancestors, newest_call};
+use crate::jobs::sessions::tracked::{self, Restored, Tracked, active_with_ancestors, newest_call};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{FileCursor, NewText, Transcript, read_new};
@@ -24,6 +24,18 @@ pub(crate) fn marker(transcript: &Transcript) -> i64 {
         .mtime_ms
         .wrapping_mul(1_000_003)
         .wrapping_add(size)
+}
+
+/// A stored row's session and its file state (the tail's place and the reader, the row's
+/// cursor, read from the store when the heads left it out), to read the file on from; `None`
+/// (no row, or one that does not restore): read it from its start.
+pub(crate) fn restore_file<S: serde::de::DeserializeOwned>(
+    row: &SessionCacheRow,
+    ctx: &ReadContext<'_>,
+) -> Option<(S, Restored)> {
+    let restored = tracked::restore(ctx.store, row, ctx.detector)?;
+    let state = serde_json::from_str(restored.cursor.as_deref()?).ok()?;
+    Some((state, restored))
 }
 
 /// The sessions to read, from `(id, parent, file)`: written since the stale cutoff, and
