@@ -44,6 +44,8 @@ mod json;
 mod matcher;
 mod model;
 mod names;
+mod output;
+mod progress;
 mod scan;
 mod shell;
 mod tree;
@@ -53,8 +55,8 @@ pub use bash::normalize_bash;
 pub use config::{ConfigError, DETECT_KEYS, DetectConfig, Profile, Rule, Rules};
 pub use detector::{
     CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS, DetectorSnapshot, SessionDetector, is_read_only,
-    judge_facts, judge_session, judging_profile, latest_own_landing, no_progress_calls,
-    session_facts, subagent_name,
+    judge_facts, judge_session, latest_own_landing, no_progress_calls, session_facts,
+    subagent_name,
 };
 pub use matcher::{
     CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, ViewRange,
@@ -63,9 +65,10 @@ pub use matcher::{
 pub use model::{
     Call, CallStatus, CallTime, CallWatcher, Label, NewDetector, ParseError, SESSION_FILE_FORMAT,
     Session, SessionCalls, SessionFile, SessionText, SharedText, Streamed, counted_sessions,
-    detect_session_text, output_hash, parse_judged_session_text, parse_session_text,
-    scanned_cleanly, stream_session_texts, watch_session_text,
+    detect_session_text, parse_judged_session_text, parse_session_text, scanned_cleanly,
+    stream_session_texts, watch_session_text,
 };
+pub use output::{COMMITTED_KEY, normalize_output, output_hash, output_shows_commit, text_hash};
 pub use scan::{Scanned, scan_session_texts};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
 pub use verdict::{DEDUP_KEY_PREFIX, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};

@@ -7,6 +7,7 @@ use crate::bash::{normalize_bash, normalize_bash_into};
 use crate::config::{DetectConfig, Rule};
 use crate::json::{CowStr, Json, write_json_string, write_object};
 use crate::model::{Call, CallStatus, CallTime, MapOnly};
+use crate::output::COMMITTED_KEY;
 use crate::shell;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
@@ -172,9 +173,9 @@ pub struct CallFacts {
     /// The `top` key: `tool` and what the call is about (basename, first words, pattern).
     pub target: String,
     pub landed: bool,
-    /// The landing is a bash command that writes files (`precise` only). The detector demotes a
-    /// repeat of an earlier one (the same `sed -i` again changes nothing); [`CallFacts::of`] sees
-    /// one call alone and cannot.
+    /// The landing is a bash command that writes files, or a write tool's (`precise` only). The
+    /// detector demotes a repeat of an earlier one (the same `sed -i` or the same content written
+    /// to the same file again changes nothing); [`CallFacts::of`] sees one call alone and cannot.
     pub write: bool,
     /// Set for reads of a file whose length is known.
     pub read: Option<ReadFacts>,
@@ -188,6 +189,12 @@ pub struct CallFacts {
     /// The call failed: status `error`, or a non-zero `metadata.exit` (`precise`, rule `repeat`;
     /// `false` when the rule is off).
     pub failed: bool,
+    /// A bash write whose exit is unknown: the file it writes (`precise`, rule
+    /// `output_landings`). It lands when a view of that file then shows new content.
+    pub unconfirmed_write: Option<String>,
+    /// The file the call shows (a viewer or a reader tool), resolved (`precise`, rule
+    /// `output_landings`).
+    pub shows_file: Option<String>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -319,6 +326,8 @@ pub(crate) struct MetaFacts<'a> {
     pub lines_read: Option<u64>,
     /// A non-blank `diff`, or a `filediff` or one of `files` with added or deleted lines.
     pub changed: bool,
+    /// `committed`: the adapter saw the output show a commit ([`crate::output_shows_commit`]).
+    pub committed: bool,
 }
 
 impl<'a> MetaFacts<'a> {
@@ -341,11 +350,21 @@ impl<'a> MetaFacts<'a> {
             total_lines: meta.get("total_lines").and_then(Value::as_u64),
             lines_read: meta.get("lines_read").and_then(Value::as_u64),
             changed: has_diff || filediff || files,
+            committed: meta.get(COMMITTED_KEY).is_some_and(committed),
         }
     }
 
     fn exit_code(&self) -> Option<i64> {
         self.exit.as_deref().and_then(Value::as_i64)
+    }
+}
+
+/// `committed`: `true`, or a non-blank string (a commit's hash, as some adapters keep it).
+fn committed(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.trim().is_empty(),
+        _ => false,
     }
 }
 
@@ -440,6 +459,7 @@ impl<'de> Shape<'de> for Meta {
                 "diff" => diff = map.next_value_seed(Lenient(NonBlank))?,
                 "filediff" => filediff = map.next_value_seed(Lenient(ChangedLines))?,
                 "files" => files = map.next_value_seed(Lenient(AnyChanged))?,
+                "committed" => facts.committed = committed(&map.next_value::<Value>()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -510,6 +530,8 @@ pub(crate) struct Scratch {
     read_path: String,
     view_path: String,
     result: String,
+    shows_path: String,
+    written_path: String,
 }
 
 /// [`CallFacts`] borrowed from a [`Scratch`].
@@ -527,6 +549,10 @@ pub(crate) struct Facts<'s> {
     pub result: &'s str,
     /// See [`CallFacts::failed`].
     pub failed: bool,
+    /// See [`CallFacts::unconfirmed_write`].
+    pub unconfirmed_write: Option<&'s str>,
+    /// See [`CallFacts::shows_file`].
+    pub shows_file: Option<&'s str>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -551,6 +577,8 @@ impl Facts<'_> {
             }),
             result: self.result.to_owned(),
             failed: self.failed,
+            unconfirmed_write: self.unconfirmed_write.map(str::to_owned),
+            shows_file: self.shows_file.map(str::to_owned),
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -591,6 +619,8 @@ impl CallFacts {
                 .map(|v| (v.path.as_str(), v.first, v.last)),
             result: &self.result,
             failed: self.failed,
+            unconfirmed_write: self.unconfirmed_write.as_deref(),
+            shows_file: self.shows_file.as_deref(),
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -628,12 +658,17 @@ pub(crate) fn facts<'s>(
     let mut shape = shell::Shape::default();
     let target = &mut scratch.target;
     target.clear();
-    if config.is_reader(tool)
-        && let Some(path) = str_input("filePath")
-    {
+    let reader = config.is_reader(tool);
+    if reader && let Some(path) = str_input("filePath") {
         target.push_str(tool);
         target.push(' ');
-        target.push_str(basename(path));
+        if config.applies(Rule::PathTargets) {
+            // The file, not its basename: reads of two `mod.rs` are different work.
+            resolve_path_into(ctx.directory, path, &mut scratch.read_path);
+            target.push_str(&scratch.read_path);
+        } else {
+            target.push_str(basename(path));
+        }
     } else if let Some(command) = normalized {
         target.push_str("bash ");
         if config.applies(Rule::PathTargets) {
@@ -657,17 +692,54 @@ pub(crate) fn facts<'s>(
         target.push_str(identity);
     }
     let mut landed = is_landed(call, normalized, config);
-    let mut write = false;
+    let output_landings = config.applies(Rule::OutputLandings);
+    // A commit the output shows was made, whatever the exit (`git commit && pytest` failing).
+    if !landed
+        && output_landings
+        && call.meta.committed
+        && normalized.is_some_and(|c| c.contains("git"))
+    {
+        landed = true;
+    }
+    // A write tool's landing is a write too: the same content written again changes nothing.
+    let mut write = landed && config.is_write(tool) && config.applies(Rule::RepeatedWrites);
+    let mut unconfirmed_write = false;
     if !landed
         && tool == "bash"
         && config.applies(Rule::BashWrites)
-        && call.meta.exit_code() == Some(0)
         && let Some(command) = command
-        && shell::writes_files(command)
     {
-        landed = true;
-        write = true;
+        let exit = call.meta.exit_code();
+        if exit == Some(0) && shell::writes_files(command) {
+            landed = true;
+            write = true;
+        } else if output_landings
+            && !call.error
+            && exit.is_none()
+            && call.meta.exit.as_deref().is_none_or(Value::is_null)
+            && let Some(file) = shell::written_file(command)
+        {
+            // No exit status (an opencode `/shell` call records none): the write lands once a
+            // view of its file shows new content (the detector decides).
+            resolve_path_into(ctx.directory, &file, &mut scratch.written_path);
+            unconfirmed_write = true;
+        }
     }
+    let shows_file = output_landings
+        && match (&shape.view, config.is_reader(tool)) {
+            (Some((file, _)), _) => {
+                resolve_path_into(ctx.directory, file, &mut scratch.shows_path);
+                true
+            }
+            (None, true) => match str_input("filePath") {
+                Some(path) => {
+                    resolve_path_into(ctx.directory, path, &mut scratch.shows_path);
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        };
     let read = if config.is_reader(tool) {
         read_facts(call, ctx, &mut scratch.read_path)
     } else {
@@ -678,6 +750,14 @@ pub(crate) fn facts<'s>(
     } else {
         None
     };
+    // A read of known lines is its own target, as a bash view is (paging is no loop).
+    if reader
+        && config.applies(Rule::PathTargets)
+        && let Some((first, last)) = view
+        && !scratch.target.is_empty()
+    {
+        let _ = write!(scratch.target, " lines {first}-{last}");
+    }
     if config.applies(Rule::Repeat) {
         call_result(call, &mut scratch.result);
     } else {
@@ -689,11 +769,13 @@ pub(crate) fn facts<'s>(
         landed,
         write,
         read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
-        wait: shape.wait && config.applies(Rule::Waits),
+        wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
         view: view.map(|(first, last)| (scratch.view_path.as_str(), first, last)),
         result: &scratch.result,
         failed: config.applies(Rule::Repeat)
             && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
+        unconfirmed_write: unconfirmed_write.then_some(scratch.written_path.as_str()),
+        shows_file: shows_file.then_some(scratch.shows_path.as_str()),
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
@@ -714,6 +796,7 @@ pub(crate) struct ReadMetadata {
     diff: Option<Value>,
     filediff: Option<MapOnly<Changed>>,
     files: Option<Vec<MapOnly<Changed>>>,
+    committed: Option<Value>,
 }
 
 /// What [`is_landed`] reads of a changed file.
@@ -747,6 +830,7 @@ impl ReadMetadata {
             ("total_lines", self.total_lines),
             ("lines_read", self.lines_read),
             ("diff", self.diff),
+            (COMMITTED_KEY, self.committed),
         ];
         for (key, value) in scalars {
             if let Some(value) = value {
@@ -781,8 +865,8 @@ fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &Dete
 
 /// The lines a call showed, `(first, last)` of the file written into `path`: a bash viewer's
 /// (from its command; a whole-file view when the file's length is known), or a reader tool's
-/// with an `offset` or `limit` (a limit alone from line 1; no limit: to the end of a file of
-/// known length).
+/// with an `offset` or `limit` (a limit alone from line 1; no limit: the reader's default of
+/// 2000 lines, to the end of a file of known length).
 fn view_range(
     call: &CallRef<'_>,
     shown: Option<(String, Option<(u64, u64)>)>,
@@ -801,6 +885,8 @@ fn view_range(
         resolve_path_into(ctx.directory, call.input.get("filePath")?.as_str()?, path);
         let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
         let (offset, limit) = (number("offset"), number("limit"));
+        // A whole-file read is no view: it says nothing of which lines the agent looks at
+        // (rereading a region of a file read whole is how work goes on).
         if offset.is_none() && limit.is_none() {
             return None;
         }
@@ -808,7 +894,8 @@ fn view_range(
         let last = match limit {
             // Saturating: offset and limit come from the model and can be any u64.
             Some(l) => first.saturating_add(l.max(1) - 1),
-            None => known_length(path)?,
+            // No limit: the reader's default, to the end of a file of known length.
+            None => known_length(path)?.min(first.saturating_add(DEFAULT_READ_LIMIT - 1)),
         };
         let last = known_length(path).map_or(last, |n| last.min(n.max(first)));
         (first, last)
@@ -997,6 +1084,10 @@ mod tests {
             r#"{"files":{"additions":1}}"#,
             r#"{"files":[{"additions":1}],"files":[]}"#,
             r#"{"diff":null,"filediff":null,"files":null,"exit":0,"truncated":false}"#,
+            r#"{"committed":true}"#,
+            r#"{"committed":"4e1f0a2","exit":1}"#,
+            r#"{"committed":" "}"#,
+            r#"{"committed":[true],"committed":false}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let read: MetaFacts<'_> = serde_json::from_str(text).unwrap();

@@ -518,7 +518,14 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
         return shape;
     };
     let program = program_name(program_word);
-    shape.wait = slept && POLL_LOOKS.contains(&program);
+    // A poll: a sleep, then a look; or a sleep alone (waiting between polls of a job).
+    shape.wait = (slept && POLL_LOOKS.contains(&program))
+        || (program == "sleep"
+            && words
+                .clone()
+                .next()
+                .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+            && words.clone().nth(1).is_none());
     if program == "git"
         && let Some(sub) = words.clone().find(|w| !w.starts_with('-'))
         && sub == "grep"
@@ -763,6 +770,72 @@ pub(crate) fn writes_files(command: &str) -> bool {
     writes
 }
 
+/// The file a bash write writes (the first that is not scratch), when the command names one:
+/// the file of an output redirection (`> f`, `cat > f <<EOF`), of `tee`, the last operand of
+/// `sed -i` / `perl -i`, `mv` and `cp`. `None` for writes whose file the command does not name
+/// (`patch`, `git apply`, a python script).
+pub(crate) fn written_file(command: &str) -> Option<String> {
+    if !may_write(command) {
+        return None;
+    }
+    let mut lexer = Lexer::new(command);
+    let mut command_start = true;
+    let mut program: Option<&str> = None;
+    let mut args: Vec<&str> = Vec::new();
+    let named = |program: Option<&str>, args: &[&str]| -> Option<String> {
+        let operands: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|w| !w.starts_with('-'))
+            .collect();
+        let file = match program? {
+            "sed" | "perl" if args.iter().copied().any(is_in_place_flag) => operands.last(),
+            "tee" => operands.first(),
+            "mv" | "cp" if operands.len() >= 2 => operands.last(),
+            _ => None,
+        }?;
+        let file = unquote(file);
+        (!is_scratch(&file)).then(|| file.into_owned())
+    };
+    while let Some(tok) = lexer.next() {
+        match tok {
+            Tok::Separator => {
+                if let Some(file) = named(program.take(), &args) {
+                    return Some(file);
+                }
+                args.clear();
+                command_start = true;
+            }
+            Tok::RedirectOut(fd) => {
+                if let Some(Tok::Word(file)) = lexer.next()
+                    && matches!(fd, None | Some(1))
+                {
+                    let file = unquote(file);
+                    if !is_scratch(&file) {
+                        return Some(file.into_owned());
+                    }
+                }
+            }
+            Tok::RedirectIn | Tok::Heredoc { .. } => {
+                let _ = lexer.next();
+            }
+            Tok::Dup => {}
+            Tok::Word(w) => {
+                if command_start {
+                    if is_assignment(w) || matches!(program_name(w), "sudo" | "time" | "nohup") {
+                        continue;
+                    }
+                    program = Some(program_name(w));
+                    command_start = false;
+                } else {
+                    args.push(w);
+                }
+            }
+        }
+    }
+    named(program, &args)
+}
+
 fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
     let operands = || args.iter().filter(|w| !w.starts_with('-'));
     match program {
@@ -953,6 +1026,26 @@ mod tests {
         ];
         for command in reads {
             assert!(!writes_files(command), "{command:?}");
+        }
+    }
+
+    #[test]
+    fn written_files_are_named() {
+        for (command, file) in [
+            ("sed -i 's/a/b/' src/a.py", Some("src/a.py")),
+            (
+                "cat > src/new.py <<'EOF'\nprint(1)\nEOF",
+                Some("src/new.py"),
+            ),
+            ("echo x >> notes.md", Some("notes.md")),
+            ("python gen.py | tee out/report.txt", Some("out/report.txt")),
+            ("cp a.py 'b c.py'", Some("b c.py")),
+            ("echo x > /tmp/scratch", None),
+            ("git apply <<'EOF'\n--- a/x\nEOF", None),
+            ("sed -n 1,5p a.py", None),
+            ("ls", None),
+        ] {
+            assert_eq!(written_file(command).as_deref(), file, "{command}");
         }
     }
 

@@ -4,7 +4,7 @@
 //! Exit codes: 0 success; 1 the backtest missed a label (or `gen-corpus --check` found the
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
-use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
+use agentwatch_fixtures_gen::{big, corpus, devset, peers, trajectories};
 use agentwatch_runtime::config::detector_from_flags;
 use agentwatch_runtime::input::{
     map_placed_session_texts, map_session_stubs, map_session_texts, read_judged_sessions,
@@ -500,6 +500,12 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
             devset::default_latency_path(),
             devset::generate_latency(&converted),
         ),
+        (devset::default_tools_path(), devset::generate_tools()),
+        (
+            devset::default_tools_latency_path(),
+            devset::generate_tools_latency(),
+        ),
+        (peers::default_peers_path(), peers::generate()),
     ];
     let mut code = EXIT_OK;
     for (path, file) in sets {

@@ -65,10 +65,12 @@ fn seed_endpoints_answer_from_the_store() {
         .iter()
         .find(|s| s["verdict"]["session_id"] == "ses_demo_explore")
         .unwrap();
-    assert_eq!(explore["verdict"]["top"], 22);
+    // The default profile: the reads of money.py are ranges of their own, the tests run 11
+    // times are the top target; the same calls and results fire `repeat`.
+    assert_eq!(explore["verdict"]["top"], 11);
     assert_eq!(
         explore["verdict"]["signals"],
-        serde_json::json!(["top", "coverage"])
+        serde_json::json!(["top", "coverage", "reread", "repeat"])
     );
     assert_eq!(tree["thresholds"]["top_min"], 12);
     assert_eq!(tree["alert"]["severity"], "critical");
@@ -381,7 +383,15 @@ fn a_config_edit_changes_the_next_ticks_verdicts() {
     filled(&dir);
     let server = start(options(&dir));
     let url = server.url();
-    // The looping session is an `explore` agent: read-only, judged against `top_min_ro`.
+    // The looping session is an `explore` agent: read-only, judged against `top_min_ro` (under
+    // the design's rules, which wait for these thresholds alone).
+    let config = dir.path.join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[watchdog.detector]\nprofile = \"design\"\n"),
+    )
+    .unwrap();
     for (key, value) in [("top_min_ro", "30"), ("cover_min", "20")] {
         let r = post(
             &format!("{url}/admin/api/config/watchdog.detector.{key}"),
