@@ -203,7 +203,7 @@ fn indexed_session_facts(session: &Session, config: &DetectConfig) -> Vec<(usize
 }
 
 /// Which calls of `session` make no progress as `repeat` counts them (they *echo*, see
-/// [`Staleness`]): one flag per call of `session.calls`, `false` for a call not counted. For
+/// `Staleness`): one flag per call of `session.calls`, `false` for a call not counted. For
 /// tools that build or measure sessions (the latency set's loops are as long as the issue asks
 /// in these calls), so they count what the detector counts.
 pub fn no_progress_calls(session: &Session, config: &DetectConfig) -> Vec<bool> {
@@ -814,7 +814,11 @@ impl SessionDetector {
             self.poll_key.push_str(facts.result);
             self.names.intern(&self.poll_key)
         } else {
-            self.names.intern(facts.identity)
+            match key {
+                // Hashed once for the history and the names.
+                Some(key) => self.names.intern_hashed(facts.identity, key.call),
+                None => self.names.intern(facts.identity),
+            }
         };
         let span_call = SpanCall {
             identity,

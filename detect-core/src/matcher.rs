@@ -530,7 +530,6 @@ pub(crate) struct Scratch {
     read_path: String,
     view_path: String,
     result: String,
-    shows_path: String,
     written_path: String,
 }
 
@@ -658,13 +657,18 @@ pub(crate) fn facts<'s>(
     let mut shape = shell::Shape::default();
     let target = &mut scratch.target;
     target.clear();
-    let reader = config.is_reader(tool);
-    if reader && let Some(path) = str_input("filePath") {
+    // A reader's file, resolved once (its target, its read and its view name it).
+    let read_path = if config.is_reader(tool) {
+        str_input("filePath")
+    } else {
+        None
+    };
+    if let Some(path) = read_path {
+        resolve_path_into(ctx.directory, path, &mut scratch.read_path);
         target.push_str(tool);
         target.push(' ');
         if config.applies(Rule::PathTargets) {
             // The file, not its basename: reads of two `mod.rs` are different work.
-            resolve_path_into(ctx.directory, path, &mut scratch.read_path);
             target.push_str(&scratch.read_path);
         } else {
             target.push_str(basename(path));
@@ -725,39 +729,38 @@ pub(crate) fn facts<'s>(
             unconfirmed_write = true;
         }
     }
-    let shows_file = output_landings
-        && match (&shape.view, config.is_reader(tool)) {
-            (Some((file, _)), _) => {
-                resolve_path_into(ctx.directory, file, &mut scratch.shows_path);
-                true
-            }
-            (None, true) => match str_input("filePath") {
-                Some(path) => {
-                    resolve_path_into(ctx.directory, path, &mut scratch.shows_path);
-                    true
-                }
-                None => false,
-            },
-            _ => false,
-        };
-    let read = if config.is_reader(tool) {
-        read_facts(call, ctx, &mut scratch.read_path)
+    // The file a bash viewer shows, resolved when a rule needs it.
+    let bash_view = shape.view.take();
+    let bash_view_file = if output_landings || config.applies(Rule::Rereads) {
+        bash_view.as_ref().map(|(file, _)| {
+            resolve_path_into(ctx.directory, file, &mut scratch.view_path);
+        })
     } else {
         None
     };
-    let view = if config.applies(Rule::Rereads) {
-        view_range(call, shape.view, ctx, config, &mut scratch.view_path)
+    let shows_file = output_landings && (read_path.is_some() || bash_view_file.is_some());
+    let read = read_path.and_then(|_| read_facts(call, ctx, &scratch.read_path));
+    let view = if !config.applies(Rule::Rereads) {
+        None
+    } else if let Some((_, lines)) = bash_view {
+        view_lines(call, lines, ctx, &scratch.view_path)
+    } else if read_path.is_some() {
+        read_lines(call, ctx, &scratch.read_path)
     } else {
         None
     };
     // A read of known lines is its own target, as a bash view is (paging is no loop).
-    if reader
+    if read_path.is_some()
         && config.applies(Rule::PathTargets)
         && let Some((first, last)) = view
-        && !scratch.target.is_empty()
     {
         let _ = write!(scratch.target, " lines {first}-{last}");
     }
+    let (view_path, shown_path) = if read_path.is_some() {
+        (scratch.read_path.as_str(), scratch.read_path.as_str())
+    } else {
+        (scratch.view_path.as_str(), scratch.view_path.as_str())
+    };
     if config.applies(Rule::Repeat) {
         call_result(call, &mut scratch.result);
     } else {
@@ -770,12 +773,12 @@ pub(crate) fn facts<'s>(
         write,
         read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
         wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
-        view: view.map(|(first, last)| (scratch.view_path.as_str(), first, last)),
+        view: view.map(|(first, last)| (view_path, first, last)),
         result: &scratch.result,
         failed: config.applies(Rule::Repeat)
             && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
         unconfirmed_write: unconfirmed_write.then_some(scratch.written_path.as_str()),
-        shows_file: shows_file.then_some(scratch.shows_path.as_str()),
+        shows_file: shows_file.then_some(shown_path),
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
@@ -863,45 +866,40 @@ fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &Dete
     false
 }
 
-/// The lines a call showed, `(first, last)` of the file written into `path`: a bash viewer's
-/// (from its command; a whole-file view when the file's length is known), or a reader tool's
-/// with an `offset` or `limit` (a limit alone from line 1; no limit: the reader's default of
-/// 2000 lines, to the end of a file of known length).
-fn view_range(
+/// The lines a bash viewer showed of the file at `path` (resolved): those its command names, or
+/// the whole file when its length is known.
+fn view_lines(
     call: &CallRef<'_>,
-    shown: Option<(String, Option<(u64, u64)>)>,
+    lines: Option<(u64, u64)>,
     ctx: Context<'_>,
-    config: &DetectConfig,
-    path: &mut String,
+    path: &str,
 ) -> Option<(u64, u64)> {
-    let known_length = |path: &str| call.meta.total_lines.or_else(|| ctx.line_counts.get(path));
-    let (first, last) = if let Some((file, lines)) = shown {
-        resolve_path_into(ctx.directory, &file, path);
-        match lines {
-            Some(range) => range,
-            None => (1, known_length(path)?),
-        }
-    } else if config.is_reader(call.tool) {
-        resolve_path_into(ctx.directory, call.input.get("filePath")?.as_str()?, path);
-        let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
-        let (offset, limit) = (number("offset"), number("limit"));
-        // A whole-file read is no view: it says nothing of which lines the agent looks at
-        // (rereading a region of a file read whole is how work goes on).
-        if offset.is_none() && limit.is_none() {
-            return None;
-        }
-        let first = offset.unwrap_or(1).max(1);
-        let last = match limit {
-            // Saturating: offset and limit come from the model and can be any u64.
-            Some(l) => first.saturating_add(l.max(1) - 1),
-            // No limit: the reader's default, to the end of a file of known length.
-            None => known_length(path)?.min(first.saturating_add(DEFAULT_READ_LIMIT - 1)),
-        };
-        let last = known_length(path).map_or(last, |n| last.min(n.max(first)));
-        (first, last)
-    } else {
-        return None;
+    let (first, last) = match lines {
+        Some(range) => range,
+        None => (1, call.meta.total_lines.or_else(|| ctx.line_counts.get(path))?),
     };
+    (last >= first).then_some((first, last))
+}
+
+/// The lines a reader tool's call showed of the file at `path` (resolved), when it says which:
+/// with an `offset` or `limit` (a limit alone from line 1; no limit: the reader's default of
+/// 2000 lines, to the end of a file of known length). A whole-file read is no view: it says
+/// nothing of which lines the agent looks at (rereading a region of a file read whole is how
+/// work goes on).
+fn read_lines(call: &CallRef<'_>, ctx: Context<'_>, path: &str) -> Option<(u64, u64)> {
+    let known_length = || call.meta.total_lines.or_else(|| ctx.line_counts.get(path));
+    let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
+    let (offset, limit) = (number("offset"), number("limit"));
+    if offset.is_none() && limit.is_none() {
+        return None;
+    }
+    let first = offset.unwrap_or(1).max(1);
+    let last = match limit {
+        // Saturating: offset and limit come from the model and can be any u64.
+        Some(l) => first.saturating_add(l.max(1) - 1),
+        None => known_length()?.min(first.saturating_add(DEFAULT_READ_LIMIT - 1)),
+    };
+    let last = known_length().map_or(last, |n| last.min(n.max(first)));
     (last >= first).then_some((first, last))
 }
 
@@ -921,11 +919,9 @@ pub const MAX_FILE_LINES: u64 = 1 << 40;
 
 /// Lines returned by a read: `metadata.lines_read` when known, else
 /// `min(limit or 2000, L - offset + 1)`, always capped at the file length `L`. `L` is the read's
-/// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`. The
-/// resolved path is written into `path`; the answer is `(lines, L)`.
-fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &mut String) -> Option<(u64, u64)> {
-    let raw_path = call.input.get("filePath")?.as_str()?;
-    resolve_path_into(ctx.directory, raw_path, path);
+/// `metadata.total_lines`, else the session's `line_counts` at `path` (resolved); unknown `L`
+/// gives `None`. The answer is `(lines, L)`.
+fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &str) -> Option<(u64, u64)> {
     // Capped at 2^40 lines (no real file comes near): the window sums lines over its reads
     // and takes them away again as reads leave it, so each term must keep every sum in range.
     let file_lines = call

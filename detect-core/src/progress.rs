@@ -7,8 +7,9 @@
 //! - [`Progress::settle`]: the landings only a session's history shows (rules
 //!   `repeated_writes` and `output_landings`).
 //!
-//! Calls and results are kept as 64-bit FNV-1a hashes of their text ([`Key`]), so that looking
-//! back costs no allocation and no string comparison; a snapshot keeps the hashes.
+//! Calls, results and viewed files are kept as 64-bit hashes of their text ([`Key`], [`hash`]),
+//! so that looking back costs no allocation and no string comparison; a snapshot keeps the
+//! hashes.
 
 use crate::config::{DetectConfig, Rule};
 use crate::matcher::Facts;
@@ -69,8 +70,8 @@ pub(crate) struct Key {
 
 impl Key {
     pub(crate) fn of(identity: &str, result: &str) -> Self {
-        let call = fnv(FNV_START, identity);
-        let seen = fnv(fnv(call, "\u{1f}"), result);
+        let call = hash(identity);
+        let seen = mix(call, result);
         Self {
             call,
             seen,
@@ -87,17 +88,33 @@ impl Key {
     }
 }
 
-const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
 /// The result of a call whose output, without its noise, is empty (`#` and the hash of "").
 const EMPTY_OUTPUT: &str = "#cbf29ce484222325";
 
-fn fnv(mut hash: u64, text: &str) -> u64 {
-    for byte in text.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+/// A 64-bit hash of `text`, eight bytes at a time. Written here rather than taken from a hasher
+/// crate because snapshots keep these hashes: the function must never change with a dependency.
+pub(crate) fn hash(text: &str) -> u64 {
+    mix(0x243f_6a88_85a3_08d3, text)
+}
+
+/// `text` folded into `state` (a different `state` gives a different hash of the same text).
+fn mix(state: u64, text: &str) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let step = |h: u64, word: u64| (h.rotate_left(5) ^ word).wrapping_mul(K);
+    let bytes = text.as_bytes();
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = state;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        h = step(h, u64::from_le_bytes(word));
     }
-    hash
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = step(h, u64::from_le_bytes(tail));
+    // The length last, so that texts that differ only in trailing zero bytes differ.
+    let h = step(h, bytes.len() as u64);
+    h ^ (h >> 29)
 }
 
 /// One call as [`Staleness`] remembers it.
@@ -113,9 +130,9 @@ pub(crate) struct Echo {
     call: u64,
     #[serde(rename = "h", skip_serializing_if = "std::ops::Not::not")]
     hashed: bool,
-    /// The lines of one file it showed, until the session lands.
+    /// The lines of one file it showed (the file's [`hash`]), until the session lands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    view: Option<(String, u64, u64)>,
+    view: Option<(u64, u64, u64)>,
     /// The call failed ([`crate::CallFacts::failed`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     failed: bool,
@@ -140,13 +157,21 @@ struct EchoForm {
     #[serde(default)]
     key: Option<String>,
     #[serde(default)]
-    view: Option<(String, u64, u64)>,
+    view: Option<(PathForm, u64, u64)>,
     #[serde(default)]
     failed: bool,
     #[serde(default)]
     p: bool,
     #[serde(default)]
     r: bool,
+}
+
+/// A viewed file as snapshots hold it: its hash, or its path (before the hashes).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PathForm {
+    Hash(u64),
+    Text(String),
 }
 
 impl From<EchoForm> for Echo {
@@ -156,7 +181,13 @@ impl From<EchoForm> for Echo {
             seen: form.k.or(old.map(|k| k.seen)),
             call: form.i.or(old.map(|k| k.call)).unwrap_or(0),
             hashed: form.h || old.is_some_and(|k| k.hashed),
-            view: form.view,
+            view: form.view.map(|(path, a, b)| {
+                let path = match path {
+                    PathForm::Hash(h) => h,
+                    PathForm::Text(text) => hash(&text),
+                };
+                (path, a, b)
+            }),
             failed: form.failed,
             poll: form.p,
             repeated: form.r,
@@ -190,14 +221,17 @@ impl Staleness {
         // A poll is remembered only by an output hash: a job that shows nothing new is seen so,
         // a status alone cannot say.
         let seen = (!facts.wait || key.hashed).then_some(key.seen);
-        let view = if facts.wait { None } else { facts.view };
+        let view = if facts.wait {
+            None
+        } else {
+            facts.view.map(|(path, a, b)| (hash(path), a, b))
+        };
         let repeated = seen.is_some() && self.seen(key);
         let echoed = repeated
             || view.is_some_and(|(path, a, b)| {
                 self.history.iter().any(|e| {
                     e.view
-                        .as_ref()
-                        .is_some_and(|(p, x, y)| p == path && shows_half_again(a, b, *x, *y))
+                        .is_some_and(|(p, x, y)| p == path && shows_half_again(a, b, x, y))
                 })
             });
         if facts.landed {
@@ -217,7 +251,7 @@ impl Staleness {
             seen,
             call: key.call,
             hashed: key.hashed,
-            view: view.map(|(path, a, b)| (path.to_owned(), a, b)),
+            view,
             failed: facts.failed,
             poll: facts.wait,
             repeated,
@@ -368,7 +402,9 @@ pub(crate) struct PollRun {
 impl PollRun {
     fn push(&mut self, facts: &Facts<'_>, key: &Key) {
         if !facts.wait {
-            *self = Self::default();
+            if self.polls > 0 {
+                *self = Self::default();
+            }
             return;
         }
         let same_call = self.seen.iter().find(|(call, _)| *call == key.call);

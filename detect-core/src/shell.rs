@@ -695,7 +695,7 @@ fn may_write(command: &str) -> bool {
                 })
         })
     };
-    command.contains('>')
+    redirects_into_a_file(command)
         || command.contains("tee")
         || command.contains("patch")
         || command.contains("apply")
@@ -704,6 +704,32 @@ fn may_write(command: &str) -> bool {
         || command.contains("write")
         || command.contains("git am")
         || ((command.contains("sed") || command.contains("perl")) && in_place())
+}
+
+/// Cheap test: a `>` that may redirect into a file, not a descriptor duplication (`2>&1`,
+/// `>&2`) nor a scratch path (`> /dev/null`, `>/tmp/x`). Never `false` when the lexer would find
+/// such a redirection (quotes are not looked at: a `>` inside them only costs the lexer's look).
+fn redirects_into_a_file(command: &str) -> bool {
+    let bytes = command.as_bytes();
+    let mut from = 0;
+    while let Some(at) = bytes[from..].iter().position(|b| *b == b'>') {
+        let mut i = from + at + 1;
+        if bytes.get(i) == Some(&b'>') {
+            i += 1;
+        }
+        from = i;
+        if bytes.get(i) == Some(&b'&') {
+            continue;
+        }
+        let target = command[i..].trim_start_matches([' ', '\t']);
+        if !["/dev/", "/tmp/", "/proc/"]
+            .iter()
+            .any(|scratch| target.starts_with(scratch))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether a bash command writes files that are not scratch: `sed -i` / `perl -i`, output
@@ -1026,6 +1052,28 @@ mod tests {
         ];
         for command in reads {
             assert!(!writes_files(command), "{command:?}");
+        }
+    }
+
+    /// The prefilter never hides a write the lexer finds.
+    #[test]
+    fn redirections_into_files_pass_the_prefilter() {
+        for (command, may) in [
+            ("cargo build 2>&1 | tail -20", false),
+            ("make >/dev/null 2>&1", false),
+            ("run > /tmp/out.log", false),
+            ("echo x >&2", false),
+            ("echo x > notes.md", true),
+            ("echo x >> notes.md", true),
+            ("cmd &> all.log", true),
+            ("cmd 2> err.log", true),
+            ("echo x >| f", true),
+            ("cat > f <<'EOF'\nx\nEOF", true),
+        ] {
+            assert_eq!(redirects_into_a_file(command), may, "{command}");
+            if !may {
+                assert!(!writes_files(command), "{command}");
+            }
         }
     }
 

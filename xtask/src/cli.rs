@@ -110,7 +110,7 @@ struct BacktestArgs {
     /// when flagged within K calls of it (use with --step 1 for exact latencies).
     #[arg(long, value_name = "K", default_value_t = backtest::DEFAULT_WITHIN)]
     within: usize,
-    /// Detection profile: `design` (the default), `precise` or `auto` (docs/detection.md);
+    /// Detection profile: `precise` (the default) or `design` (docs/detection.md);
     /// `--set` applies on top of it.
     #[arg(long, value_name = "PROFILE")]
     profile: Option<String>,
@@ -546,7 +546,17 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let corpus = load(default_corpus_path())?;
     let dev = load(devset::default_dev_path())?;
     let latency = load(devset::default_latency_path())?;
-    let text = report::render(&corpus, &dev, &latency);
+    let tools = load(devset::default_tools_path())?;
+    let tools_latency = load(devset::default_tools_latency_path())?;
+    let peers = load(peers::default_peers_path())?;
+    let text = report::render(&report::Sets {
+        corpus: &corpus,
+        dev: &dev,
+        latency: &latency,
+        tools: &tools,
+        tools_latency: &tools_latency,
+        peers: &peers,
+    });
     match args.check {
         None => {
             out.write_all(text.as_bytes())
