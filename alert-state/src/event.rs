@@ -112,14 +112,46 @@ impl AlertEvent {
     }
 }
 
-/// The prefix of every dedup key this crate builds (detect-core's, where the literal lives).
+/// The prefix of an opencode loop's dedup key (detect-core's, where the literal lives).
 pub use detect_core::DEDUP_KEY_PREFIX;
 
-/// The dedup key of a root session's alert: `opencode-loop:{root}`, the same key the detector puts
-/// on its tree verdicts ([`detect_core::dedup_key`], which this delegates to).
+/// What follows the agent's name in a loop's dedup key: `claude-loop:{root}`.
+pub const LOOP_KEY_MARK: &str = "-loop:";
+
+/// The dedup key of an opencode root session's alert: `opencode-loop:{root}`, the same key the
+/// detector puts on its tree verdicts ([`detect_core::dedup_key`], which this delegates to).
 #[must_use]
 pub fn dedup_key_for_root(root: &str) -> String {
     detect_core::dedup_key(root)
+}
+
+/// The dedup key of a loop of `family`'s root session: `{family}-loop:{root}` (`claude`,
+/// `codex`, `gemini`); an empty family is opencode's.
+#[must_use]
+pub fn loop_key(family: &str, root: &str) -> String {
+    if family.is_empty() {
+        dedup_key_for_root(root)
+    } else {
+        format!("{family}{LOOP_KEY_MARK}{root}")
+    }
+}
+
+/// The root session of a loop's dedup key (any agent's: `{family}-loop:{root}`, the family
+/// lowercase letters and digits); `None` for another alert's key (`blind:…`, `deck:…`).
+#[must_use]
+pub fn loop_root(key: &str) -> Option<&str> {
+    let (family, root) = key.split_once(LOOP_KEY_MARK)?;
+    let named = !family.is_empty()
+        && family
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    named.then_some(root)
+}
+
+/// Whether a dedup key is a loop's (any agent's), not a blind source's or a deck alarm's.
+#[must_use]
+pub fn is_loop_key(key: &str) -> bool {
+    loop_root(key).is_some()
 }
 
 /// The alert title for an agent: `opencode loop: {agent}`; a blank agent name reads
@@ -159,6 +191,23 @@ mod tests {
             (e.details["root"].as_str(), e.link()),
             (Some("r"), Some("http://h/x"))
         );
+    }
+
+    #[test]
+    fn loop_keys_of_every_agent() {
+        for (key, root) in [
+            ("opencode-loop:ses_a", Some("ses_a")),
+            ("claude-loop:4d56-aa", Some("4d56-aa")),
+            ("codex-loop:019a:b", Some("019a:b")),
+            ("blind:source:http://127.0.0.1:4096", None),
+            ("blind:job:deck", None),
+            ("deck:worker-loop:x", None),
+            ("-loop:x", None),
+        ] {
+            assert_eq!(loop_root(key), root, "{key}");
+        }
+        assert_eq!(loop_key("", "ses_a"), dedup_key_for_root("ses_a"));
+        assert_eq!(loop_key("gemini", "s1"), "gemini-loop:s1");
     }
 
     #[test]

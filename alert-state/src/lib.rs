@@ -127,7 +127,8 @@ pub use config::{
     DEFAULT_MAX_LLM_OPINIONS_PER_TICK, DEFAULT_RATE_LIMIT_S, DEFAULT_SOURCE, source_for_host,
 };
 pub use event::{
-    AlertEvent, DEDUP_KEY_PREFIX, EventState, Severity, dedup_key_for_root, title_for_agent,
+    AlertEvent, DEDUP_KEY_PREFIX, EventState, LOOP_KEY_MARK, Severity, dedup_key_for_root,
+    is_loop_key, loop_key, loop_root, title_for_agent,
 };
 pub use lifecycle::{
     Alert, AlertState, Decision, DecisionKind, Dispatch, RootObservation, Tick, TickError,

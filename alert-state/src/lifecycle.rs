@@ -1,7 +1,7 @@
 //! The per-dedup-key alert state machine and the one-call-per-tick entry point.
 
 use crate::config::{AlertConfig, ConfigError};
-use crate::event::{AlertEvent, EventState, Severity, dedup_key_for_root, title_for_agent};
+use crate::event::{AlertEvent, EventState, Severity, is_loop_key, loop_key, title_for_agent};
 use crate::opinion::{LlmOpinion, OpinionDecision, OpinionPlan, OpinionVerdict, plan_llm_opinions};
 use crate::router::{Route, RouterState};
 use serde::{Deserialize, Serialize};
@@ -108,7 +108,15 @@ impl AlertState {
     /// The open alert of a root session, if any.
     #[must_use]
     pub fn open_alert_for_root(&self, root: &str) -> Option<&Alert> {
-        self.open_alerts.get(&dedup_key_for_root(root))
+        self.open_alerts
+            .values()
+            .find(|a| a.root == root && is_loop_key(&a.dedup_key))
+    }
+
+    /// Take the open loop alert of a root session out of the state.
+    fn take_loop_alert(&mut self, root: &str) -> Option<Alert> {
+        let key = self.open_alert_for_root(root)?.dedup_key.clone();
+        self.open_alerts.remove(&key)
     }
 }
 
@@ -135,9 +143,26 @@ pub struct RootObservation {
     /// Where the tree was seen (a server URL, a database path); recorded on its alert.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// The agent family whose key the alert takes (`claude`: `claude-loop:{root}`); empty:
+    /// opencode's `opencode-loop:{root}`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub family: String,
 }
 
 impl RootObservation {
+    /// The dedup key of this root's loop alert.
+    #[must_use]
+    pub fn dedup_key(&self) -> String {
+        loop_key(&self.family, &self.root)
+    }
+
+    /// The same observation, of an agent family's sessions (see [`RootObservation::family`]).
+    #[must_use]
+    pub fn of_family(mut self, family: impl Into<String>) -> Self {
+        self.family = family.into();
+        self
+    }
+
     /// A flagged root without an LLM opinion.
     #[must_use]
     pub fn flagged(
@@ -153,6 +178,7 @@ impl RootObservation {
             summary: summary.into(),
             details: Value::Null,
             source: String::new(),
+            family: String::new(),
         }
     }
 
@@ -167,6 +193,7 @@ impl RootObservation {
             summary: String::new(),
             details: Value::Null,
             source: String::new(),
+            family: String::new(),
         }
     }
 
@@ -411,7 +438,7 @@ pub fn process_tick(
 
     let stale: BTreeSet<&str> = tick.stale.iter().map(String::as_str).collect();
     for root in &stale {
-        if let Some(alert) = next.open_alerts.remove(&dedup_key_for_root(root)) {
+        if let Some(alert) = next.take_loop_alert(root) {
             let (decision, event) = resolve(alert, config, now, ResolveCause::Stale);
             pending.push((decisions.len(), event));
             decisions.push(decision);
@@ -419,7 +446,7 @@ pub fn process_tick(
     }
     let gone: BTreeSet<&str> = tick.gone.iter().map(String::as_str).collect();
     for root in gone.difference(&stale) {
-        if let Some(alert) = next.open_alerts.remove(&dedup_key_for_root(root)) {
+        if let Some(alert) = next.take_loop_alert(root) {
             let (decision, event) = resolve(alert, config, now, ResolveCause::Gone);
             pending.push((decisions.len(), event));
             decisions.push(decision);
@@ -525,7 +552,7 @@ fn observe_root(
     now: i64,
 ) -> Vec<Step> {
     let root = observation.root.as_str();
-    let dedup_key = dedup_key_for_root(root);
+    let dedup_key = observation.dedup_key();
     let planned = plan.decision_for(root);
     let asked = planned.is_some_and(|d| d.verdict == OpinionVerdict::Ask);
     let used = if asked { observation.opinion } else { None };
@@ -607,7 +634,7 @@ fn open_alert(
     } else {
         (Severity::Warning, format!("as warning; {note}"))
     };
-    let dedup_key = dedup_key_for_root(&observation.root);
+    let dedup_key = observation.dedup_key();
     let alert = Alert {
         dedup_key: dedup_key.clone(),
         root: observation.root.clone(),

@@ -194,7 +194,9 @@ pub fn plan_llm_opinions<'a>(
     let mut skipped: Vec<OpinionDecision> = Vec::new();
 
     for root in roots {
-        let dedup_key = dedup_key_for_root(root);
+        let dedup_key = state
+            .open_alert_for_root(root)
+            .map_or_else(|| dedup_key_for_root(root), |a| a.dedup_key.clone());
         let skip = |why: OpinionSkip, reason: String| OpinionDecision {
             root: root.to_owned(),
             dedup_key: dedup_key.clone(),

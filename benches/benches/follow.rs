@@ -14,7 +14,7 @@
 //! so the figures are the work, not the pause between two judgements.
 
 use agentwatch_benches::{cpu_seconds, rss_kib};
-use agentwatch_runtime::jobs::opencode::{self, follow};
+use agentwatch_runtime::jobs::sessions::{self, follow};
 use agentwatch_runtime::run::{Clock, Wake};
 use agentwatch_testkit::opencode::{ExportBuilder, serve_live};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
@@ -147,10 +147,10 @@ fn follower(c: &mut Criterion) {
         ),
     )
     .unwrap();
-    let options = opencode::Options {
+    let options = sessions::Options {
         config: Some(config),
         db: Some(tmp.path.join("agentwatch.db")),
-        ..opencode::Options::default()
+        ..sessions::Options::default()
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (tick_tx, ticks): (Sender<(&'static str, u64)>, _) = channel();

@@ -1,5 +1,5 @@
 //! A full `agentwatch opencode --once` tick, called in-process through the runtime
-//! (`agentwatch_runtime::jobs::opencode::run`, what the binary and `agentwatch run` call), over
+//! (`agentwatch_runtime::jobs::sessions::run`, what the binary and `agentwatch run` call), over
 //! 200 sessions served from 127.0.0.1: the first tick (empty store), an idle tick after it
 //! (nothing new: the incremental path), and the same idle tick forced to re-read every history
 //! (`--full-read`), so the ratio of the two shows what the stored cursors save. Then idle ticks
@@ -13,8 +13,8 @@
 //! tick after events named one session.
 
 use agentwatch_benches::{cpu_seconds, rss_kib};
-use agentwatch_runtime::jobs::opencode;
-use agentwatch_runtime::jobs::opencode::tracked::Focus;
+use agentwatch_runtime::jobs::sessions;
+use agentwatch_runtime::jobs::sessions::tracked::Focus;
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::opencode::{ExportBuilder, serve_exports};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -79,15 +79,15 @@ fn focused_tick(
     config: &Path,
     full_read: bool,
     focus: Option<Focus>,
-) -> opencode::TickReport {
-    let report = opencode::run(&opencode::Options {
+) -> sessions::TickReport {
+    let report = sessions::run(&sessions::Options {
         once: true,
         config: Some(config.to_owned()),
         db: Some(home.join("agentwatch.db")),
         now: Some(1_796_001_000),
         full_read,
         focus,
-        ..opencode::Options::default()
+        ..sessions::Options::default()
     })
     .expect("tick runs");
     report.expect("the watchdog is enabled")

@@ -313,7 +313,7 @@ macro_rules! same_fields {
     };
 }
 
-impl From<OpencodeArgs> for jobs::opencode::Options {
+impl From<OpencodeArgs> for jobs::sessions::Options {
     fn from(a: OpencodeArgs) -> Self {
         Self {
             once: a.once,

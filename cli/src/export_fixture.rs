@@ -1,12 +1,17 @@
-//! `agentwatch export-fixture --opencode-db PATH --labels FILE --out FILE [--commit REV] [--repo DIR]`:
-//! labelled sessions from opencode's own database, with their descendants, as a scrubbed session
-//! file for the backtest (`cargo xtask backtest --fixture FILE`).
+//! `agentwatch export-fixture --opencode-db PATH --labels FILE --out FILE [--commit REV] [--repo DIR]`
+//! or `agentwatch export-fixture --claude PATH... --labels FILE --out FILE`: labelled sessions
+//! from opencode's own database, or from Claude Code transcripts (files or directories, read as
+//! `agentwatch detect` reads them: [`agentwatch_runtime::input::claude::claude_fixture`]), with
+//! their descendants, as a scrubbed session file for the backtest (`cargo xtask backtest
+//! --fixture FILE`).
 //!
 //! - The database is opened read-only with a busy timeout and read in one snapshot
 //!   ([`agentwatch_opencode::db`]).
 //! - The labels file is a JSON object from session id to `"must_flag"`, `"must_not_flag"`, `null`
 //!   (export unlabelled) or `{"label": …, "note": "why"}`. Every id must exist; children are
 //!   followed through `session.parent_id` and exported unlabelled unless labelled too.
+//! - Claude Code's reads state the file's length in their results: `--commit` and `--repo` are
+//!   for the database only.
 //! - Files read whose length the read's output did not state get it from disk (the path as
 //!   recorded, or under `--repo DIR`), or with `--commit REV` from `git show REV:PATH` (PATH
 //!   relative to the session's worktree root; run in `--repo DIR`, else in that root): the
@@ -19,7 +24,8 @@ use agentwatch_opencode::db::{
     Export, FileRef, OpencodeDb, count_lines, export_fixture, parse_labels,
 };
 use agentwatch_runtime::Error;
-use detect_core::DetectConfig;
+use agentwatch_runtime::input::claude::claude_fixture;
+use detect_core::{DetectConfig, SessionFile};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -29,8 +35,18 @@ use std::time::Duration;
 pub struct ExportFixtureArgs {
     /// opencode's database, e.g. ~/.local/share/opencode/opencode.db (opened read-only).
     /// `--db` is the old name (every other command's `--db` is agentwatch's own store).
-    #[arg(long = "opencode-db", alias = "db", value_name = "PATH")]
-    pub db: PathBuf,
+    #[arg(
+        long = "opencode-db",
+        alias = "db",
+        value_name = "PATH",
+        required_unless_present = "claude",
+        conflicts_with = "claude"
+    )]
+    pub db: Option<PathBuf>,
+    /// Claude Code transcripts instead of a database: a `.jsonl` file or a directory (a project
+    /// directory, `projects/` or a Claude configuration directory such as ~/.claude); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub claude: Vec<String>,
     /// JSON object: session id -> "must_flag" | "must_not_flag" | null | {"label", "note"}.
     #[arg(long, value_name = "FILE")]
     pub labels: PathBuf,
@@ -38,10 +54,10 @@ pub struct ExportFixtureArgs {
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Take file lengths from this git revision (`git show REV:PATH`) instead of the disk.
-    #[arg(long, value_name = "REV")]
+    #[arg(long, value_name = "REV", conflicts_with = "claude")]
     pub commit: Option<String>,
     /// The work tree the sessions' files live in now [default: where the session recorded them].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "claude")]
     pub repo: Option<PathBuf>,
     /// How long to wait for a database another process holds, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
@@ -53,7 +69,11 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
         .map_err(|e| Error::read(format_args!("labels {}", args.labels.display()), e))?;
     let labels = parse_labels(&labels_text)
         .map_err(|e| Error::data(format!("labels {}: {e}", args.labels.display())))?;
-    let db = OpencodeDb::open(&args.db, Duration::from_millis(args.busy_timeout_ms))
+    let Some(db_path) = &args.db else {
+        let file = claude_fixture(&args.claude, &labels, &DetectConfig::default())?;
+        return write_fixture(&args.out, &file);
+    };
+    let db = OpencodeDb::open(db_path, Duration::from_millis(args.busy_timeout_ms))
         .map_err(Error::from)?;
     let mut source = LineSource::new(args.commit.clone(), args.repo.clone());
     let mut bar = agentwatch_runtime::progress::Progress::items("export-fixture");
@@ -67,21 +87,7 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
         unknown_lengths,
     } = export.map_err(Error::from)?;
     bar.finish();
-    let mut text = file.to_json_pretty();
-    text.push('\n');
-    write_atomic(&args.out, &text)?;
-
-    let labelled = file.sessions.iter().filter(|s| s.label.is_some()).count();
-    crate::write_stdout(
-        "export-fixture",
-        &format!(
-            "wrote {}: {} sessions ({labelled} labelled, {} descendants), {} calls\n",
-            args.out.display(),
-            file.sessions.len(),
-            file.sessions.len() - labelled,
-            file.sessions.iter().map(|s| s.calls.len()).sum::<usize>(),
-        ),
-    )?;
+    write_fixture(&args.out, &file)?;
     if !unknown_lengths.is_empty() {
         let shown: Vec<&str> = unknown_lengths
             .iter()
@@ -105,6 +111,25 @@ pub fn run(args: ExportFixtureArgs) -> CliResult {
             }
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write the session file atomically and say what it holds.
+fn write_fixture(out: &Path, file: &SessionFile) -> CliResult {
+    let mut text = file.to_json_pretty();
+    text.push('\n');
+    write_atomic(out, &text)?;
+    let labelled = file.sessions.iter().filter(|s| s.label.is_some()).count();
+    crate::write_stdout(
+        "export-fixture",
+        &format!(
+            "wrote {}: {} sessions ({labelled} labelled, {} descendants), {} calls\n",
+            out.display(),
+            file.sessions.len(),
+            file.sessions.len() - labelled,
+            file.sessions.iter().map(|s| s.calls.len()).sum::<usize>(),
+        ),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

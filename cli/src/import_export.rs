@@ -1,12 +1,17 @@
-//! `agentwatch import-export FILE... [--out FILE]`: `opencode export` JSON files (one session
-//! each, e.g. `opencode export ses_… > s.json`) into one session file (`agentwatch-sessions/1`),
-//! on standard output or written atomically to `--out`, each file's sessions written out as soon
-//! as that file is read (the document is never built whole in memory).
+//! `agentwatch import-export FILE|DIR... [--out FILE]`: `opencode export` JSON files (one session
+//! each, e.g. `opencode export ses_… > s.json`) and Claude Code transcripts (a `.jsonl` file, or
+//! a directory of them: a project directory, `projects/` or a Claude configuration directory)
+//! into one session file (`agentwatch-sessions/1`), on standard output or written atomically to
+//! `--out`, each file's sessions written out as soon as that file is read (the document is never
+//! built whole in memory).
 //!
 //! Children may be exported separately and imported together with their parent: the session file
-//! keeps `parent_id`, so the detector judges them as one tree. Session files given as input are
-//! passed through. Nothing is scrubbed (use `export-fixture` for fixtures you share); `agentwatch
-//! detect` also reads export JSON directly.
+//! keeps `parent_id`, so the detector judges them as one tree (a Claude Code subagent is the child
+//! of the session that spawned it). Session files given as input are passed through. Claude Code
+//! transcripts hold whole prompts and file contents, so their sessions are scrubbed as
+//! `export-fixture` scrubs (every string the detector does not read hashed; paths and commands
+//! kept); opencode exports are not (use `export-fixture` for fixtures you share). `agentwatch
+//! detect` also reads export JSON and transcripts directly.
 
 use crate::CliResult;
 use agentwatch_runtime::Error;
@@ -16,7 +21,8 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportExportArgs {
-    /// `opencode export` JSON files; `-` reads standard input.
+    /// `opencode export` JSON files or Claude Code transcripts (files or directories); `-` reads
+    /// standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
     /// Write the session file here (atomically) instead of standard output.

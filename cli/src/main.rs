@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod backtest;
 mod detect;
 mod export_fixture;
 mod import_export;
@@ -37,8 +38,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Judge the sessions of a session file (built-in sample when FILE is omitted).
+    /// Judge the sessions of session files, exports or Claude Code transcripts (built-in sample
+    /// when FILE is omitted).
     Detect(detect::DetectArgs),
+    /// Replay a labelled session file through the detector as the watchdog sees it grow (a
+    /// prefix every --step calls) and score the labels: `# backtest complete: N/M flagged`.
+    Backtest(backtest::BacktestArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
     Replay(ReplayArgs),
     /// One tick of the opencode loop watchdog: read sessions, judge trees, alert, store.
@@ -53,9 +58,10 @@ enum Command {
     TestAlert(TestAlertArgs),
     /// Print the effective configuration.
     Config(ConfigArgs),
-    /// Export labelled sessions from opencode's database as a scrubbed fixture (session file).
+    /// Export labelled sessions from opencode's database or Claude Code transcripts as a scrubbed
+    /// fixture (session file).
     ExportFixture(export_fixture::ExportFixtureArgs),
-    /// Turn `opencode export` JSON files into one session file.
+    /// Turn `opencode export` JSON files and Claude Code transcripts into one session file.
     ImportExport(import_export::ImportExportArgs),
     /// Restart a service once its watchdog's loop report is confirmed (one check; a timer repeats it).
     Recover(RecoverArgs),
@@ -89,6 +95,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
+        Command::Backtest(args) => backtest::run(args),
         Command::Replay(args) => run_replay(&args),
         Command::Opencode(args) => opencode(args),
         Command::Status(args) => shown(operator::status(&args.into())),
@@ -146,14 +153,14 @@ fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(),
 
 fn opencode(args: OpencodeArgs) -> CliResult {
     let (json, verbose, follow) = (args.json, args.verbose, args.follow);
-    let args: jobs::opencode::Options = args.into();
+    let args: jobs::sessions::Options = args.into();
     if let Some(daemon) = args.daemon()? {
         return agentwatch_runtime::run::run(&daemon).map(ExitCode::from);
     }
     if follow {
         // Each tick that fired an event is printed as it happens.
         let mut failed = None;
-        jobs::opencode::follow::follow_until_signal(&args, |report| {
+        jobs::sessions::follow::follow_until_signal(&args, |report| {
             if report.fired() == 0 || failed.is_some() {
                 return;
             }
@@ -166,7 +173,7 @@ fn opencode(args: OpencodeArgs) -> CliResult {
         })?;
         return failed.map_or(Ok(ExitCode::SUCCESS), Err);
     }
-    if let Some(report) = jobs::opencode::run(&args)? {
+    if let Some(report) = jobs::sessions::run(&args)? {
         if json {
             print_json("opencode", &report.to_json(), false)?;
         } else {
@@ -247,7 +254,10 @@ fn serve(args: ServeArgs) -> CliResult {
     std::io::stdout()
         .flush()
         .map_err(|e| Error::io(format!("serve: cannot write output: {e}")))?;
-    server.run();
+    // It returns only when it cannot serve: an error, so `Restart=on-failure` starts it again.
+    server
+        .run()
+        .map_err(|e| Error::unavailable(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 

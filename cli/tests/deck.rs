@@ -1006,6 +1006,86 @@ fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
         .find(|s| s["id"] == "c-live")
         .unwrap();
     assert_eq!(live["pollers"], 1);
+    // watchdog.log: the dedupe decision once, when it began (statuses never changed).
+    let log = world.log("watchdog.log");
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!(log[0]["event"], "dedupe");
+    assert_eq!(log[0]["decision"], "poller-dedup");
+    assert_eq!(log[0]["session"], "c-deaf");
+    assert_eq!(log[0]["ts"], T0 + 61);
+}
+
+#[test]
+fn watchdog_log_has_transitions_and_verbose_ticks_and_restart_log_says_why_it_was_critical() {
+    let world = World::new("watchdog-log");
+    let script = |cond: &str, worker: Option<&str>| {
+        let mut listed = vec![conductor_listed(COND)];
+        let mut script = DeckScript::new().show(COND, &conductor_shown(COND, cond));
+        if let Some(status) = worker {
+            listed.push(worker_listed());
+            script = script.show(WORKER, &worker_shown(status));
+        }
+        world.deck.script(&script.list(&json!(listed)));
+    };
+    script("running", Some("running"));
+    world.once(T0, &[]);
+    assert!(world.log("watchdog.log").is_empty(), "nothing changed yet");
+    // The conductor crashes: one transition, and a restart that says why.
+    script("error", Some("running"));
+    world.once(T0 + 15, &[]);
+    let log = world.log("watchdog.log");
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!(
+        (
+            &log[0]["event"],
+            &log[0]["session"],
+            &log[0]["from"],
+            &log[0]["to"]
+        ),
+        (
+            &json!("transition"),
+            &json!(COND),
+            &json!("running"),
+            &json!("error")
+        )
+    );
+    assert_eq!(log[0]["title"], "conductor-travel");
+    let restarts = world.log("restart.log");
+    assert_eq!(restarts.len(), 1);
+    assert_eq!(restarts[0]["critical"], "conductor- title");
+    let why = restarts[0]["why"].as_str().unwrap();
+    assert!(
+        why.contains("in error since") && why.contains("critical: conductor- title"),
+        "{why}"
+    );
+    // Back up, the worker gone from the listing, and --verbose: a line for the tick too.
+    script("running", None);
+    world.once(T0 + 90, &["--verbose"]);
+    let log = world.log("watchdog.log");
+    let events: Vec<(&str, &str, &str)> = log[1..]
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap(),
+                r["session"].as_str().unwrap_or(""),
+                r["to"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        // Sessions in id order.
+        [
+            ("transition", WORKER, "gone"),
+            ("transition", COND, "running"),
+            ("tick", "", "")
+        ]
+    );
+    assert_eq!(log[3]["sessions"], 1);
+    assert_eq!(log[3]["ts"], T0 + 90);
+    // A dry run writes none of it.
+    world.once(T0 + 120, &["--dry-run", "--verbose"]);
+    assert_eq!(world.log("watchdog.log").len(), 4);
 }
 
 #[test]

@@ -1,26 +1,10 @@
 //! `agentwatch detect` end to end: the built binary on files, standard input and bad input.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn agentwatch(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentwatch"));
+    agentwatch_testkit::output_with_stdin(command.args(args), stdin)
 }
 
 fn stdout(o: &Output) -> String {
@@ -65,6 +49,16 @@ fn json_has_sessions_and_trees() {
         "calls_since_landed",
     ] {
         assert!(explore["reason"].get(key).is_some(), "reason.{key}");
+    }
+    // What was read of each session, in every input format.
+    assert_eq!(explore["agent"], "opencode");
+    assert_eq!(explore["calls"], 44);
+    let first = explore["first_flag_at_call"].as_u64().unwrap();
+    assert!((1..=44).contains(&first), "{first}");
+    for s in v["sessions"].as_array().unwrap() {
+        assert!(s["calls"].as_u64().is_some(), "{s}");
+        assert!(s.get("first_flag_at_call").is_some(), "{s}");
+        assert_eq!(s["agent"], "opencode");
     }
     let tree = &v["trees"][0];
     assert_eq!(tree["root"], "ses_demo_build");
@@ -187,7 +181,8 @@ fn profiles_select_the_rules() {
     let input = twelve_views();
     let design = agentwatch(&["detect", "--profile", "design", "-"], Some(&input));
     assert!(
-        stdout(&design).contains("FLAGGED signals=top"),
+        stdout(&design).contains("FLAGGED agent=opencode calls=42 first_flag_at_call=")
+            && stdout(&design).contains(" signals=top "),
         "{}",
         stdout(&design)
     );

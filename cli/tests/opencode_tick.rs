@@ -521,6 +521,82 @@ fn an_unreachable_model_is_logged_once_per_outage() {
     assert!(err.contains("llm_opinion=yes"), "{err}");
 }
 
+/// The design's router keys: `watchdog.model` unset (or `null`) asks `verification.model`, and
+/// `local_compute.enabled = false` keeps the local model off whatever `local_llm_enabled` says.
+#[test]
+fn the_model_falls_back_to_verification_model_and_local_compute_gates_it() {
+    let model = HttpServer::start(|_: &Request| {
+        Reply::json(
+            200,
+            &json!({"model": "m", "message": {"role": "assistant", "content": "yes"}, "done": true}),
+        )
+    });
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sample.json");
+    for (name, extra, sets, asked_with) in [
+        ("fallback", "", &[][..], Some("verifier:7b")),
+        (
+            "null",
+            "[watchdog]\nmodel = \"mine:1b\"\n",
+            &["watchdog.model=null"][..],
+            Some("verifier:7b"),
+        ),
+        (
+            "own",
+            "[watchdog]\nmodel = \"mine:1b\"\n",
+            &[][..],
+            Some("mine:1b"),
+        ),
+        ("gated", "[local_compute]\nenabled = false\n", &[][..], None),
+    ] {
+        let tmp = TempDir::new(&format!("aw-llm-{name}"));
+        write_config(
+            &tmp.path,
+            &format!(
+                "{extra}[verification]\nmodel = \"verifier:7b\"\n[watchdog.llm]\nurl = \"{}\"\ndialect = \"ollama\"\n",
+                model.url()
+            ),
+        );
+        let before = model.requests().len();
+        let mut args = vec![
+            "opencode",
+            "--once",
+            "--sessions",
+            sample,
+            "--now",
+            "1790000000",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let run = agentwatch(&tmp.path, None, &args);
+        assert_eq!(run.code(), Some(0), "{name}: {}", run.stderr());
+        let asked: Vec<String> = model.requests()[before..]
+            .iter()
+            .map(|r| {
+                r.body_json()["model"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        match asked_with {
+            Some(want) => {
+                assert!(!asked.is_empty(), "{name}: the model is asked");
+                assert!(asked.iter().all(|m| m == want), "{name}: {asked:?}");
+            }
+            None => assert!(asked.is_empty(), "{name}: no model asked: {asked:?}"),
+        }
+        // `null` unsets the key: never stored as the text "null".
+        let mut config_args = vec!["config", "--json"];
+        for set in sets {
+            config_args.extend(["--set", set]);
+        }
+        let shown = agentwatch(&tmp.path, None, &config_args);
+        let json: Value = serde_json::from_str(&shown.stdout()).unwrap();
+        assert_ne!(json["config"]["watchdog"]["model"], "null", "{name}");
+    }
+}
+
 #[test]
 fn channels_set_and_test_alert_through_a_stand_in() {
     let tmp = TempDir::new("aw-channels");

@@ -436,3 +436,55 @@ fn a_one_tick_flag_without_once_is_a_usage_error_naming_it() {
     );
     assert!(!world.db().exists(), "nothing was started");
 }
+
+/// Writes the overlay as an editor that renames into place would: a tick never reads half of it.
+fn write_overlay(world: &World, text: &str) {
+    let overlay = world.config.with_file_name("config.local.toml");
+    let temp = world.config.with_file_name(".config.local.toml.tmp");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::rename(&temp, overlay).unwrap();
+}
+
+#[test]
+fn watchdog_enabled_is_read_at_every_tick_so_the_switch_works_both_ways_live() {
+    let opencode = HttpServer::start(opencode_like);
+    let world = World::new(
+        "switch",
+        &format!(
+            "[opencode]\nservers = [{:?}]\n\n[run]\njobs = [\"opencode\"]\nopencode_interval_s = 1\n",
+            opencode.url()
+        ),
+    );
+    // Off when `run` starts: the job is scheduled all the same, and its ticks do nothing.
+    write_overlay(&world, "[watchdog]\nenabled = false\n");
+    let mut daemon = world.start(&[]);
+    let disabled = |d: &Daemon| d.stderr().matches(" job=opencode result=disabled ").count();
+    until(&daemon, "a disabled tick", || disabled(&daemon) == 1);
+    assert!(
+        daemon.stderr().contains(" state=start jobs=opencode:1s "),
+        "{}",
+        daemon.stderr()
+    );
+    assert!(
+        world.tick_of("opencode").is_none(),
+        "a disabled tick reads nothing"
+    );
+    // Switched on in the overlay (as the admin page does): the next tick runs, no restart.
+    write_overlay(&world, "[watchdog]\nenabled = true\n");
+    until(&daemon, "an opencode tick", || {
+        world.tick_of("opencode").is_some()
+    });
+    // And off again: ticks stop.
+    write_overlay(&world, "[watchdog]\nenabled = false\n");
+    until(&daemon, "disabled again", || disabled(&daemon) == 2);
+    let ran = world.tick_of("opencode").unwrap().count;
+    daemon.signal("TERM");
+    assert_eq!(daemon.wait().code(), Some(0), "{}", daemon.stderr());
+    assert_eq!(
+        world.tick_of("opencode").unwrap().count,
+        ran,
+        "no tick once off"
+    );
+    // One journal line each time the job becomes disabled, not one per disabled tick.
+    assert_eq!(disabled(&daemon), 2, "{}", daemon.stderr());
+}

@@ -277,7 +277,7 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
 }
 
 #[test]
-fn beyond_loopback_needs_the_token_and_then_every_post_does() {
+fn beyond_loopback_needs_the_token_and_then_every_request_does() {
     let dir = TempDir::new("aw-serve-token");
     let db = dir.path.join("agentwatch.db");
     let db_arg = db.to_str().unwrap();
@@ -308,11 +308,37 @@ fn beyond_loopback_needs_the_token_and_then_every_post_does() {
     let (code, _) = post(&url, &[], r#"{"value":false}"#);
     assert_eq!(code, 401);
     let bearer = format!("Bearer {token}");
-    let (code, body) = post(&url, &[("Authorization", &bearer)], r#"{"value":false}"#);
-    assert_eq!(code, 409, "no config file: nowhere to write ({body})");
+    // Beyond loopback every request needs the token, GET included (issue 38).
+    let status = format!("http://127.0.0.1:{port}/api/watchdog/status");
+    assert_eq!(get(&status).0, 401);
+    let mut r = agent()
+        .get(&status)
+        .header("Authorization", &bearer)
+        .call()
+        .unwrap();
     assert_eq!(
-        get(&format!("http://127.0.0.1:{port}/api/watchdog/status")).0,
-        200
+        r.status().as_u16(),
+        200,
+        "{}",
+        r.body_mut().read_to_string().unwrap()
+    );
+    // No config file: the edit goes to the user's configuration directory (issue 40), 0600, and
+    // the next command reads it.
+    let (code, body) = post(&url, &[("Authorization", &bearer)], r#"{"value":false}"#);
+    let overlay = dir.path.join("config/agentwatch/config.local.toml");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["file"], overlay.display().to_string());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&overlay).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let out = run(&dir.path, &["config"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("\nenabled = false\nlocal_llm_enabled"),
+        "{shown}"
     );
 }
 

@@ -90,11 +90,60 @@ fn a_job_silent_for_three_intervals_is_stale_and_named() {
         "opencode-loop:ses_demo_build"
     );
 
-    // 71 days later every job is stale.
+    // 71 days later every job that is switched on is stale; recover, with no `recover.unit`
+    // in this configuration, is disabled.
     let (code, text) = status(&tmp.path, &db, T0 + 71 * 86_400, false);
     assert_eq!(code, Some(69));
-    assert_eq!(text.matches("is stale").count(), 3, "{text}");
+    assert_eq!(text.matches("is stale").count(), 2, "{text}");
     assert!(text.contains("71 days ago"), "{text}");
+    assert!(
+        text.contains("disabled (recover.unit is not set)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_switched_off_job_is_disabled_never_stale() {
+    let tmp = TempDir::new("aw-status-disabled");
+    let db = filled_store(&tmp.path);
+    let config = tmp.path.join("off.toml");
+    std::fs::write(
+        &config,
+        "[watchdog]\nenabled = false\n[recover]\nunit = \"agent.service\"\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let now = (T0 + 71 * 86_400).to_string();
+    let run = |json: bool| {
+        let mut args = vec!["status", "--db", &db, "--config", &config, "--now", &now];
+        if json {
+            args.push("--json");
+        }
+        let out = agentwatch(&tmp.path, &args);
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (code, text) = run(false);
+    // deck and recover are stale (exit 69); opencode, switched off, is neither stale nor named.
+    assert_eq!(code, Some(69), "{text}");
+    assert!(!text.contains("opencode job is stale"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("opencode")).unwrap();
+    assert!(
+        row.contains("disabled (watchdog.enabled = false)") && !row.contains("STALE"),
+        "{row}"
+    );
+    let (_, text) = run(true);
+    let json: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        json["stale"],
+        serde_json::json!(["deck", "recover"]),
+        "{json}"
+    );
+    assert_eq!(json["jobs"][0]["disabled"], true);
+    assert_eq!(
+        json["jobs"][0]["disabled_because"],
+        "watchdog.enabled = false"
+    );
+    assert_eq!(json["jobs"][1]["disabled"], false);
 }
 
 #[test]

@@ -26,10 +26,17 @@ pub struct Config {
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
     pub deck: DeckSection,
     pub recover: RecoverSection,
+    /// `[verification]`: the design's router verification model, which `watchdog.model`
+    /// falls back to.
+    pub verification: VerificationSection,
+    /// `[local_compute]`: the design's global switch of local model calls.
+    pub local_compute: LocalComputeSection,
     /// `[serve]`: the admin pages and API (`agentwatch serve`, or inside `agentwatch run`).
     pub serve: ServeSection,
     /// `[run]`: which jobs `agentwatch run` runs, and how often.
     pub run: RunSection,
+    /// `[claude]`: Claude Code's transcripts.
+    pub claude: TranscriptsSection,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
     /// Which parts are the defaults for a configuration that does not name them (set by
@@ -66,8 +73,10 @@ pub struct WatchdogSection {
     pub enabled: bool,
     /// Ask the local LLM for a second opinion on flagged trees.
     pub local_llm_enabled: bool,
-    /// The model asked for second opinions.
-    pub model: String,
+    /// The model asked for second opinions; unset (or `--set watchdog.model=null`): the
+    /// design's fallback, `verification.model`, else [`DEFAULT_LLM_MODEL`] ([`Config::llm_model`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub escalate_after_ticks: u32,
     pub max_llm_opinions_per_tick: u32,
     /// Agent names with the lower `top` threshold (the design's `watchdog.read_only_agents`).
@@ -97,7 +106,7 @@ impl Default for WatchdogSection {
         Self {
             enabled: true,
             local_llm_enabled: true,
-            model: "qwen2.5-coder-router:14b".to_owned(),
+            model: None,
             escalate_after_ticks: alert_state::DEFAULT_ESCALATE_AFTER_TICKS,
             max_llm_opinions_per_tick: alert_state::DEFAULT_MAX_LLM_OPINIONS_PER_TICK,
             read_only_agents: None,
@@ -109,6 +118,32 @@ impl Default for WatchdogSection {
             detector: DetectConfig::default(),
             llm: LlmSection::default(),
         }
+    }
+}
+
+/// The model asked when neither `watchdog.model` nor `verification.model` names one.
+pub const DEFAULT_LLM_MODEL: &str = "qwen2.5-coder-router:14b";
+
+/// `[verification]`: the design's router verification settings; only `model` is read here
+/// (the second opinion's model when `watchdog.model` is unset).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VerificationSection {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `[local_compute]`: `enabled = false` keeps every local model call off, whatever
+/// `watchdog.local_llm_enabled` says (the design's global gate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalComputeSection {
+    pub enabled: bool,
+}
+
+impl Default for LocalComputeSection {
+    fn default() -> Self {
+        Self { enabled: true }
     }
 }
 
@@ -200,6 +235,39 @@ impl Default for OpencodeSection {
     }
 }
 
+/// `[claude]` (and the other agents' sections): where an agent writes its session transcripts,
+/// read where they are with nothing to configure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TranscriptsSection {
+    /// Read the agent's transcripts whenever its directory exists.
+    pub enabled: bool,
+    /// The agent's directory (`[claude]`: `$CLAUDE_CONFIG_DIR`, else `~/.claude`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+}
+
+impl Default for TranscriptsSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dir: None,
+        }
+    }
+}
+
+impl TranscriptsSection {
+    /// The directory to read: `dir` when set, else the agent's variable (`env_var`), else
+    /// `default` under the home directory.
+    pub fn directory(&self, env_var: &str, default: &str, env: Env<'_>) -> PathBuf {
+        match (&self.dir, env(env_var)) {
+            (Some(dir), _) => expand_home(dir, env),
+            (None, Some(dir)) => PathBuf::from(dir),
+            (None, None) => expand_home(default, env),
+        }
+    }
+}
+
 /// `[follow]`: `agentwatch opencode --follow`, the servers' event streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -238,8 +306,13 @@ pub struct ServeSection {
     /// `ADDR:PORT`. Anything but a loopback address needs a token.
     pub listen: String,
     /// The environment variable holding the token: when set, every POST needs
-    /// `Authorization: Bearer <token>`, and the server may listen beyond loopback.
+    /// `Authorization: Bearer <token>`, and the server may listen beyond loopback (where every
+    /// request needs it).
     pub token_env: String,
+    /// Host names the server may be reached by, besides its IP addresses and `localhost` (a
+    /// request addressed to any other name is refused: DNS rebinding).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The address `serve` listens on by default.
@@ -251,6 +324,7 @@ impl Default for ServeSection {
             enabled: false,
             listen: DEFAULT_SERVE_LISTEN.to_owned(),
             token_env: "AGENTWATCH_SERVE_TOKEN".to_owned(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -366,6 +440,18 @@ impl JobName {
         }
     }
 
+    /// Why the job has nothing to do under `config`, if it has not: opencode while
+    /// `watchdog.enabled = false`, recover while `recover.unit` names no unit. `agentwatch run`
+    /// asks at every tick (so the switch works both ways without a restart) and `status` shows
+    /// such a job as disabled, never as stale.
+    pub fn disabled_because(self, config: &Config) -> Option<&'static str> {
+        match self {
+            Self::Opencode if !config.watchdog.enabled => Some("watchdog.enabled = false"),
+            Self::Recover if config.recover.unit.is_empty() => Some("recover.unit is not set"),
+            _ => None,
+        }
+    }
+
     /// Seconds between the job's ticks: `run.opencode_interval_s`, `deck.interval_s`,
     /// `run.recover_interval_s`.
     pub fn interval_s(self, config: &Config) -> u64 {
@@ -381,7 +467,9 @@ impl JobName {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSection {
-    /// The jobs to run (`opencode`, `deck`, `recover`); opencode also needs `watchdog.enabled`.
+    /// The jobs to run (`opencode`, `deck`, `recover`), each scheduled from the start; a tick of
+    /// opencode while `watchdog.enabled = false`, or of recover while `recover.unit` is empty, does
+    /// nothing (`result=disabled`).
     pub jobs: Vec<JobName>,
     /// Seconds between opencode ticks (the timer's 5 minutes).
     pub opencode_interval_s: u64,
@@ -400,14 +488,8 @@ impl Default for RunSection {
 }
 
 impl RunSection {
-    /// Checks what no type can: each interval within (0, 1 day], each job listed once.
+    /// Checks what no type can: each job listed once (the intervals are in [`BOUNDS`]).
     pub fn validate(&self) -> Result<(), Error> {
-        for (key, value) in [
-            ("run.opencode_interval_s", self.opencode_interval_s),
-            ("run.recover_interval_s", self.recover_interval_s),
-        ] {
-            check_seconds(key, value as f64)?;
-        }
         for (i, job) in self.jobs.iter().enumerate() {
             if self.jobs[..i].contains(job) {
                 return Err(config_err(format!(
@@ -678,11 +760,16 @@ fn without_value(message: &str) -> String {
 /// Read and check one TOML file on its own.
 fn read_table(path: &Path) -> Result<Table, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::read(path.display(), e))?;
-    let table: Table = toml::from_str(&text).map_err(|e| {
+    read_text(path, &text)
+}
+
+/// Check the text of `path` on its own.
+fn read_text(path: &Path, text: &str) -> Result<Table, Error> {
+    let table: Table = toml::from_str(text).map_err(|e| {
         config_err(format!(
             "{}: {}",
             path.display(),
-            shown_toml_error(&e, Some(&text))
+            shown_toml_error(&e, Some(text))
         ))
     })?;
     Config::deserialize(Value::Table(table.clone())).map_err(|e| {
@@ -692,7 +779,7 @@ fn read_table(path: &Path) -> Result<Table, Error> {
             shown_toml_error(&e, None)
         ))
     })?;
-    warn_if_readable_secrets(path, &text);
+    warn_if_readable_secrets(path, text);
     Ok(table)
 }
 
@@ -797,6 +884,20 @@ pub(crate) fn set_path(table: &mut Table, dotted: &str, value: Value) -> Result<
     Ok(())
 }
 
+/// Removes `a.b.c` from a table, if it is there.
+fn remove_path(table: &mut Table, dotted: &str) {
+    match dotted.split_once('.') {
+        None => {
+            table.remove(dotted);
+        }
+        Some((head, rest)) => {
+            if let Some(Value::Table(inner)) = table.get_mut(head) {
+                remove_path(inner, rest);
+            }
+        }
+    }
+}
+
 /// A `--set` value: a TOML literal (`10`, `true`, `["a"]`, `"x"`), else a plain string.
 fn parse_value(text: &str) -> Value {
     toml::from_str::<Table>(&format!("v = {text}"))
@@ -855,22 +956,56 @@ pub fn detector_from_flags(profile: Option<&str>, sets: &[String]) -> Result<Det
 /// Load the effective configuration.
 ///
 /// `explicit`: `--config FILE` (must exist). Otherwise the default file if it exists. The overlay
-/// is `config.local.toml` beside the main file. `sets`: `--set key=value` flags (dotted keys;
-/// the detector's short keys such as `top_min` are accepted too).
+/// is `config.local.toml` beside the main file, or in the user's configuration directory when
+/// there is none ([`overlay_path`]). `sets`: `--set key=value` flags (dotted keys; the
+/// detector's short keys such as `top_min` are accepted too).
 pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Loaded, Error> {
+    load_layers(explicit, None, sets, env)
+}
+
+/// The configuration as it would load with `text` in the overlay's place: what a live edit
+/// checks before it writes.
+pub fn load_with_overlay(
+    explicit: Option<&Path>,
+    text: &str,
+    env: Env<'_>,
+) -> Result<Loaded, Error> {
+    load_layers(explicit, Some(text), &[], env)
+}
+
+/// `config.local.toml`, the machine-local overlay live edits write: beside `--config FILE`, else
+/// beside the default `config.toml` (`$XDG_CONFIG_HOME/agentwatch/`), whether or not it exists.
+pub fn overlay_path(explicit: Option<&Path>, env: Env<'_>) -> Option<PathBuf> {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| default_config_path(env))
+        .map(|main| main.with_file_name("config.local.toml"))
+}
+
+fn load_layers(
+    explicit: Option<&Path>,
+    overlay_text: Option<&str>,
+    sets: &[String],
+    env: Env<'_>,
+) -> Result<Loaded, Error> {
     let mut table = Table::new();
     let mut files = Vec::new();
     let main = match explicit {
         Some(p) => Some(p.to_path_buf()),
         None => default_config_path(env).filter(|p| p.is_file()),
     };
-    if let Some(main) = main {
-        merge(&mut table, read_table(&main)?);
+    if let Some(main) = &main {
+        merge(&mut table, read_table(main)?);
         files.push(main.clone());
-        let overlay = main.with_file_name("config.local.toml");
-        if overlay.is_file() {
-            merge(&mut table, read_table(&overlay)?);
-            files.push(overlay);
+    }
+    if let Some(overlay) = overlay_path(explicit, env) {
+        match overlay_text {
+            Some(text) => merge(&mut table, read_text(&overlay, text)?),
+            None if overlay.is_file() => {
+                merge(&mut table, read_table(&overlay)?);
+                files.push(overlay);
+            }
+            None => {}
         }
     }
     if let Some(db) = env("AGENTWATCH_DB") {
@@ -902,7 +1037,13 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
     }
     for item in sets {
         let (key, value) = parse_set(item)?;
-        set_path(&mut table, &key, value)?;
+        // `KEY=null` (TOML has no null): the key unset, as if absent (`watchdog.model=null`
+        // falls back to `verification.model`), never the text "null".
+        if value.as_str() == Some("null") {
+            remove_path(&mut table, &key);
+        } else {
+            set_path(&mut table, &key, value)?;
+        }
     }
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
@@ -914,48 +1055,17 @@ pub fn load(explicit: Option<&Path>, sets: &[String], env: Env<'_>) -> Result<Lo
 impl Config {
     /// Check the values no type can: ranges, known names, required companions.
     pub fn validate(&self) -> Result<(), Error> {
+        check_bounds(self)?;
         self.detector()
             .validate()
             .map_err(|e| config_err(format!("watchdog.detector: {e}")))?;
         self.alert_config("check")
             .validate()
             .map_err(|e| config_err(format!("watchdog: {e}")))?;
-        for (key, value) in [
-            (
-                "opencode.connect_timeout_s",
-                self.opencode.connect_timeout_s,
-            ),
-            (
-                "opencode.request_timeout_s",
-                self.opencode.request_timeout_s,
-            ),
-            ("watchdog.llm.timeout_s", self.watchdog.llm.timeout_s),
-            ("recover.restart_timeout_s", self.recover.restart_timeout_s),
-            ("recover.router_timeout_s", self.recover.router_timeout_s),
-        ] {
-            check_seconds(key, value)?;
-        }
-        if self.watchdog.repeat_interval_s > MAX_STALE_AFTER_S {
-            return Err(config_err(format!(
-                "watchdog.repeat_interval_s: must be 0 (never) or a number of seconds at most {MAX_STALE_AFTER_S}"
-            )));
-        }
-        for (key, value) in [
-            ("follow.min_interval_s", self.follow.min_interval_s),
-            ("follow.heartbeat_s", self.follow.heartbeat_s),
-            ("follow.max_backoff_s", self.follow.max_backoff_s),
-        ] {
-            check_seconds(key, value as f64)?;
-        }
         if !["alert", "abort"].contains(&self.opencode.on_loop.as_str()) {
             return Err(config_err(
                 "opencode.on_loop: must be alert or abort".to_owned(),
             ));
-        }
-        if self.watchdog.stale_after_s > MAX_STALE_AFTER_S {
-            return Err(config_err(format!(
-                "watchdog.stale_after_s: must be 0 (no limit) or a number of seconds at most {MAX_STALE_AFTER_S}"
-            )));
         }
         for url in &self.opencode.servers {
             check_server_url(url).map_err(|e| config_err(format!("opencode.servers: {e}")))?;
@@ -1021,18 +1131,12 @@ impl Config {
                         agentwatch_channels::shown_url(url)
                     )));
                 }
-                if ch.ends_after_s == Some(0) {
-                    return Err(config_err(format!(
-                        "{at}.ends_after_s = 0: must be at least 1 second (default 900)"
-                    )));
-                }
             }
             if ch.channel_type == "telegram" && (ch.token_env.is_none() || ch.chat_id.is_none()) {
                 return Err(config_err(format!(
                     "{at}: telegram needs token_env and chat_id"
                 )));
             }
-            check_seconds(&format!("{at}.timeout_s"), ch.timeout_s)?;
         }
         self.deck.validate(&self.channels)?;
         if self.serve.listen.parse::<std::net::SocketAddr>().is_err() {
@@ -1058,12 +1162,28 @@ impl Config {
         detector
     }
 
+    /// The second opinion's model: `watchdog.model`, else `verification.model`, else
+    /// [`DEFAULT_LLM_MODEL`] (an empty name counts as unset).
+    pub fn llm_model(&self) -> &str {
+        [&self.watchdog.model, &self.verification.model]
+            .into_iter()
+            .filter_map(|m| m.as_deref().map(str::trim))
+            .find(|m| !m.is_empty())
+            .unwrap_or(DEFAULT_LLM_MODEL)
+    }
+
+    /// Whether a second opinion may be asked: both the global `local_compute.enabled` and
+    /// `watchdog.local_llm_enabled` (the design's two gates).
+    pub fn local_llm_enabled(&self) -> bool {
+        self.local_compute.enabled && self.watchdog.local_llm_enabled
+    }
+
     /// The alert pipeline's config; `host` fills the default source `agentwatch@<host>`.
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
             escalate_after_ticks: self.watchdog.escalate_after_ticks,
             max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
-            local_llm_enabled: self.watchdog.local_llm_enabled,
+            local_llm_enabled: self.local_llm_enabled(),
             source: self
                 .watchdog
                 .source
@@ -1110,22 +1230,568 @@ impl Config {
     }
 }
 
+/// Every secret the configuration leads to: the values of the variables it names for tokens,
+/// keys and passwords (`*_env`, the router key), and the secret parts of its URLs (user-info,
+/// query values, path keys). What [`scrub_secrets`] removes.
+pub fn secret_values(config: &Config, env: Env<'_>) -> Vec<String> {
+    let mut vars: Vec<&str> = vec![
+        &config.opencode.password_env,
+        &config.serve.token_env,
+        &config.deck.telegram_token_env,
+        "FLY_LOOP_ROUTER_KEY",
+    ];
+    vars.extend(config.watchdog.llm.api_key_env.as_deref());
+    for ch in &config.channels {
+        vars.extend(ch.token_env.as_deref());
+        vars.extend(ch.routing_key_env.as_deref());
+    }
+    let mut secrets: Vec<String> = vars
+        .into_iter()
+        .filter_map(env)
+        .flat_map(|v| [v.trim().to_owned(), v])
+        .collect();
+    let mut urls: Vec<&str> = config.opencode.servers.iter().map(String::as_str).collect();
+    urls.push(&config.watchdog.llm.url);
+    urls.push(&config.deck.telegram_api_base);
+    urls.extend(config.recover.router_url.as_deref());
+    for ch in &config.channels {
+        urls.extend(ch.url.as_deref());
+        urls.extend(ch.api_base.as_deref());
+        urls.extend(ch.urls.iter().flatten().map(String::as_str));
+    }
+    for url in urls {
+        secrets.extend(agentwatch_http::url_parts(url).secrets);
+    }
+    // Longest first, so a secret that contains another is removed whole.
+    secrets.retain(|s| s.trim().len() >= 4);
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    secrets
+}
+
+/// `text` (an error a channel, a server or a file gave) as it may be shown, stored or logged:
+/// every secret of the configuration removed, then what looks like one
+/// ([`agentwatch_http::redact_text`]).
+pub fn scrub_secrets(config: &Config, env: Env<'_>, text: &str) -> String {
+    agentwatch_http::redact_text(&agentwatch_http::scrub(text, &secret_values(config, env)))
+}
+
 /// The longest timeout a key may set: one day.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-
-/// A timeout in seconds must be a finite number in (0, [`MAX_TIMEOUT_S`]]; the error names the key.
-fn check_seconds(key: &str, value: f64) -> Result<(), Error> {
-    if value.is_finite() && value > 0.0 && value <= MAX_TIMEOUT_S {
-        return Ok(());
-    }
-    Err(config_err(format!(
-        "{key}: must be a number of seconds > 0 and at most {MAX_TIMEOUT_S}"
-    )))
-}
 
 /// A validated timeout as a [`Duration`]; total (an out-of-range value saturates, never panics).
 pub fn duration(seconds: f64) -> std::time::Duration {
     std::time::Duration::try_from_secs_f64(seconds.clamp(0.0, MAX_TIMEOUT_S)).unwrap_or_default()
+}
+
+// ------------------------------------------------------------------------------------------------
+// Bounds: one table of every number a file or a live edit may set
+
+/// The range of one numeric key, and why its upper end is there: past it a tick could stall,
+/// a signal could never fire, or memory would grow with the value. [`Config::validate`] checks
+/// every row (a file, `--set`, the environment), and the live edits of `agentwatch serve` check
+/// their key against the same row before they write; the README's table is [`bounds_table`].
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The dotted key; `channels[].x` is every channel's `x`.
+    pub key: &'static str,
+    pub min: f64,
+    /// `min` itself is refused (a timeout of 0 s).
+    pub min_exclusive: bool,
+    pub max: f64,
+    /// What the upper end keeps alive.
+    pub why: &'static str,
+    /// The values the key has in a configuration (none when unset).
+    values: fn(&Config) -> Vec<f64>,
+}
+
+impl Bound {
+    /// Whether `value` lies within the range.
+    pub fn admits(&self, value: f64) -> bool {
+        let above_min = if self.min_exclusive {
+            value > self.min
+        } else {
+            value >= self.min
+        };
+        value.is_finite() && above_min && value <= self.max
+    }
+
+    /// The range in words: `from 1 to 10000`, `> 0 and at most 600`.
+    pub fn range(&self) -> String {
+        if self.min_exclusive {
+            format!("> {} and at most {}", self.min, self.max)
+        } else {
+            format!("from {} to {}", self.min, self.max)
+        }
+    }
+
+    /// The error for a value outside the range, naming the key and the bound (not the value).
+    pub fn refusal(&self, key: &str) -> String {
+        format!("{key}: must be {} ({})", self.range(), self.why)
+    }
+}
+
+/// The longest a detector count may be: the window and every count within it.
+pub const MAX_DETECTOR_COUNT: f64 = 10_000.0;
+/// The longest a network or process timeout may be: a tick waits for it.
+pub const MAX_CALL_TIMEOUT_S: f64 = 600.0;
+/// A day in seconds: the longest interval or hold.
+const DAY: f64 = 86_400.0;
+
+macro_rules! bound {
+    ($key:literal, $min:expr, $excl:expr, $max:expr, $why:literal, |$c:ident| $values:expr) => {
+        Bound {
+            key: $key,
+            min: $min,
+            min_exclusive: $excl,
+            max: $max,
+            why: $why,
+            values: |$c: &Config| $values,
+        }
+    };
+}
+
+/// Every numeric key of the configuration with its range.
+pub const BOUNDS: &[Bound] = &[
+    bound!(
+        "watchdog.detector.window",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "the window is kept and scanned for every session each tick",
+        |c| vec![c.watchdog.detector.window as f64]
+    ),
+    bound!(
+        "watchdog.detector.min_calls",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "no signal fires before a span holds this many calls",
+        |c| vec![c.watchdog.detector.min_calls as f64]
+    ),
+    bound!(
+        "watchdog.detector.top_min",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "`top` counts within the window: at most `window`",
+        |c| vec![f64::from(c.watchdog.detector.top_min)]
+    ),
+    bound!(
+        "watchdog.detector.top_min_ro",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "`top` counts within the window: at most `window`",
+        |c| vec![f64::from(c.watchdog.detector.top_min_ro)]
+    ),
+    bound!(
+        "watchdog.detector.cum_min",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "`slow` must be reachable by a session",
+        |c| vec![f64::from(c.watchdog.detector.cum_min)]
+    ),
+    bound!(
+        "watchdog.detector.cycle_min",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "`cycle` must be reachable by a session",
+        |c| vec![f64::from(c.watchdog.detector.cycle_min)]
+    ),
+    bound!(
+        "watchdog.detector.repeat_min",
+        1.0,
+        false,
+        MAX_DETECTOR_COUNT,
+        "`repeat` must be reachable by a session",
+        |c| vec![f64::from(c.watchdog.detector.repeat_min)]
+    ),
+    bound!(
+        "watchdog.detector.dup_min",
+        0.0,
+        true,
+        1.0,
+        "a share of the window",
+        |c| vec![c.watchdog.detector.dup_min]
+    ),
+    bound!(
+        "watchdog.detector.cover_min",
+        0.0,
+        true,
+        1_000.0,
+        "`coverage` must be reachable within a window",
+        |c| vec![c.watchdog.detector.cover_min]
+    ),
+    bound!(
+        "watchdog.detector.reread_min",
+        0.0,
+        true,
+        1_000.0,
+        "`reread` must be reachable within a window",
+        |c| vec![c.watchdog.detector.reread_min]
+    ),
+    bound!(
+        "watchdog.escalate_after_ticks",
+        1.0,
+        false,
+        1_000.0,
+        "an alert escalates within days, not never",
+        |c| vec![f64::from(c.watchdog.escalate_after_ticks)]
+    ),
+    bound!(
+        "watchdog.max_llm_opinions_per_tick",
+        0.0,
+        false,
+        100.0,
+        "each opinion is a call the tick waits for",
+        |c| vec![f64::from(c.watchdog.max_llm_opinions_per_tick)]
+    ),
+    bound!(
+        "watchdog.blind_after_ticks",
+        0.0,
+        false,
+        1_000.0,
+        "0: never; a failing source is reported within days",
+        |c| vec![f64::from(c.watchdog.blind_after_ticks)]
+    ),
+    bound!(
+        "watchdog.stale_after_s",
+        0.0,
+        false,
+        MAX_STALE_AFTER_S as f64,
+        "0: no limit; else 30 days",
+        |c| vec![c.watchdog.stale_after_s as f64]
+    ),
+    bound!(
+        "watchdog.repeat_interval_s",
+        0.0,
+        false,
+        MAX_STALE_AFTER_S as f64,
+        "0: never; else a reminder within 30 days",
+        |c| vec![c.watchdog.repeat_interval_s as f64]
+    ),
+    bound!(
+        "watchdog.llm.timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for it",
+        |c| vec![c.watchdog.llm.timeout_s]
+    ),
+    bound!(
+        "opencode.connect_timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for it",
+        |c| vec![c.opencode.connect_timeout_s]
+    ),
+    bound!(
+        "opencode.request_timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for it",
+        |c| vec![c.opencode.request_timeout_s]
+    ),
+    bound!(
+        "follow.min_interval_s",
+        1.0,
+        false,
+        3_600.0,
+        "the alert lifecycle runs at least hourly",
+        |c| vec![c.follow.min_interval_s as f64]
+    ),
+    bound!(
+        "follow.heartbeat_s",
+        1.0,
+        false,
+        3_600.0,
+        "a silent stream is reopened within an hour",
+        |c| vec![c.follow.heartbeat_s as f64]
+    ),
+    bound!(
+        "follow.max_backoff_s",
+        1.0,
+        false,
+        3_600.0,
+        "a dropped stream is retried within an hour",
+        |c| vec![c.follow.max_backoff_s as f64]
+    ),
+    bound!(
+        "run.opencode_interval_s",
+        1.0,
+        false,
+        DAY,
+        "a tick at least daily",
+        |c| vec![c.run.opencode_interval_s as f64]
+    ),
+    bound!(
+        "run.recover_interval_s",
+        1.0,
+        false,
+        DAY,
+        "a check at least daily",
+        |c| vec![c.run.recover_interval_s as f64]
+    ),
+    bound!(
+        "recover.restart_timeout_s",
+        0.0,
+        true,
+        3_600.0,
+        "the check waits for the restart",
+        |c| vec![c.recover.restart_timeout_s]
+    ),
+    bound!(
+        "recover.router_timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the check waits for it",
+        |c| vec![c.recover.router_timeout_s]
+    ),
+    bound!(
+        "recover.countdown",
+        0.0,
+        false,
+        3_600.0,
+        "the restart comes within an hour of its notice",
+        |c| vec![f64::from(c.recover.countdown)]
+    ),
+    bound!(
+        "recover.cooldown",
+        0.0,
+        false,
+        7.0 * DAY,
+        "recovery acts again within a week",
+        |c| vec![f64::from(c.recover.cooldown)]
+    ),
+    bound!(
+        "recover.min_probe_gap",
+        0.0,
+        false,
+        DAY,
+        "two probes can confirm within a day",
+        |c| vec![f64::from(c.recover.min_probe_gap)]
+    ),
+    bound!(
+        "recover.max_report_age",
+        1.0,
+        false,
+        DAY,
+        "a report older than a day is not fresh",
+        |c| vec![f64::from(c.recover.max_report_age)]
+    ),
+    bound!(
+        "recover.report_window",
+        0.0,
+        false,
+        DAY,
+        "a duration shown on the notice",
+        |c| vec![f64::from(c.recover.report_window)]
+    ),
+    bound!(
+        "recover.veto_limit",
+        0.0,
+        false,
+        100.0,
+        "vetoes delay, never deny",
+        |c| c.recover.veto_limit.map(f64::from).into_iter().collect()
+    ),
+    bound!(
+        "deck.interval_s",
+        1.0,
+        false,
+        DAY,
+        "a tick at least daily",
+        |c| vec![c.deck.interval_s as f64]
+    ),
+    bound!(
+        "deck.min_tick_gap_s",
+        0.0,
+        false,
+        3_600.0,
+        "hook changes are looked at within an hour",
+        |c| vec![c.deck.min_tick_gap_s as f64]
+    ),
+    bound!(
+        "deck.hook_poll_s",
+        1.0,
+        false,
+        3_600.0,
+        "hook files are polled at least hourly",
+        |c| vec![c.deck.hook_poll_s as f64]
+    ),
+    bound!(
+        "deck.command_timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for it",
+        |c| vec![c.deck.command_timeout_s]
+    ),
+    bound!(
+        "deck.restart_timeout_s",
+        0.0,
+        true,
+        3_600.0,
+        "the tick waits for the restart",
+        |c| vec![c.deck.restart_timeout_s]
+    ),
+    bound!(
+        "deck.telegram_timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for it",
+        |c| vec![c.deck.telegram_timeout_s]
+    ),
+    bound!(
+        "deck.restart_guard.per_session_limit",
+        1.0,
+        false,
+        100.0,
+        "restarts in one window",
+        |c| vec![f64::from(c.deck.restart_guard.per_session_limit)]
+    ),
+    bound!(
+        "deck.restart_guard.window",
+        1.0,
+        false,
+        DAY,
+        "the limit's window",
+        |c| vec![f64::from(c.deck.restart_guard.window)]
+    ),
+    bound!(
+        "deck.restart_guard.global_spacing",
+        0.0,
+        false,
+        DAY,
+        "a restart can come within a day",
+        |c| vec![f64::from(c.deck.restart_guard.global_spacing)]
+    ),
+    bound!(
+        "deck.restart_guard.quiet_after_restart",
+        0.0,
+        false,
+        DAY,
+        "a session is watched again within a day",
+        |c| vec![f64::from(c.deck.restart_guard.quiet_after_restart)]
+    ),
+    bound!(
+        "deck.restart_guard.rate_limit_backoff",
+        0.0,
+        false,
+        DAY,
+        "a rate-limited session is looked at within a day",
+        |c| vec![f64::from(c.deck.restart_guard.rate_limit_backoff)]
+    ),
+    bound!(
+        "deck.restart_guard.poller_dedup",
+        0.0,
+        false,
+        7.0 * DAY,
+        "a poller is restarted again within a week",
+        |c| vec![f64::from(c.deck.restart_guard.poller_dedup)]
+    ),
+    bound!(
+        "deck.restart_guard.failures_before_escalation",
+        0.0,
+        false,
+        100.0,
+        "failed restarts escalate",
+        |c| vec![f64::from(c.deck.restart_guard.failures_before_escalation)]
+    ),
+    bound!(
+        "deck.waiting_patrol.threshold",
+        1.0,
+        false,
+        DAY,
+        "a waiting pane is nudged within a day",
+        |c| vec![f64::from(c.deck.waiting_patrol.threshold)]
+    ),
+    bound!(
+        "deck.waiting_patrol.nudge_dedup",
+        0.0,
+        false,
+        7.0 * DAY,
+        "a pane is nudged again within a week",
+        |c| vec![f64::from(c.deck.waiting_patrol.nudge_dedup)]
+    ),
+    bound!(
+        "channels[].rate_limit_s",
+        0.0,
+        false,
+        DAY,
+        "a channel hears of a new alert within a day",
+        |c| c.channels.iter().map(|ch| ch.rate_limit_s as f64).collect()
+    ),
+    bound!(
+        "channels[].timeout_s",
+        0.0,
+        true,
+        MAX_CALL_TIMEOUT_S,
+        "the tick waits for the delivery",
+        |c| c.channels.iter().map(|ch| ch.timeout_s).collect()
+    ),
+    bound!(
+        "channels[].ends_after_s",
+        1.0,
+        false,
+        DAY,
+        "Alertmanager resolves an alert no tick re-asserts",
+        |c| c
+            .channels
+            .iter()
+            .filter_map(|ch| ch.ends_after_s)
+            .map(|s| s as f64)
+            .collect()
+    ),
+];
+
+/// The row of `key` (`channels[0].timeout_s` is the row of `channels[].timeout_s`).
+pub fn bound_of(key: &str) -> Option<&'static Bound> {
+    let general = match (key.find('['), key.find(']')) {
+        (Some(open), Some(close)) if open < close => {
+            format!("{}[]{}", &key[..open], &key[close + 1..])
+        }
+        _ => key.to_owned(),
+    };
+    BOUNDS.iter().find(|b| b.key == general)
+}
+
+/// Check every row of [`BOUNDS`], and that `top` can fire within the window.
+fn check_bounds(config: &Config) -> Result<(), Error> {
+    for bound in BOUNDS {
+        for (i, value) in (bound.values)(config).into_iter().enumerate() {
+            if !bound.admits(value) {
+                let key = bound.key.replace("[]", &format!("[{i}]"));
+                return Err(config_err(bound.refusal(&key)));
+            }
+        }
+    }
+    let d = &config.watchdog.detector;
+    for (key, value) in [("top_min", d.top_min), ("top_min_ro", d.top_min_ro)] {
+        if value as usize > d.window {
+            return Err(config_err(format!(
+                "watchdog.detector.{key}: must be at most window ({}): `top` counts within the window, so it could never fire",
+                d.window
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The README's table of [`BOUNDS`]: key, range, why.
+pub fn bounds_table() -> String {
+    let mut out = String::from("| key | range | why the upper end |\n|---|---|---|\n");
+    for b in BOUNDS {
+        out.push_str(&format!("| `{}` | {} | {} |\n", b.key, b.range(), b.why));
+    }
+    out
 }
 
 /// `info`, `warning` or `critical`.
@@ -1275,26 +1941,6 @@ impl DeckSection {
     /// Checks what no type can.
     pub fn validate(&self, channels: &[ChannelSection]) -> Result<(), Error> {
         let bad = |m: String| Err(Error::config(m));
-        for (key, value) in [
-            ("deck.interval_s", self.interval_s),
-            ("deck.hook_poll_s", self.hook_poll_s),
-        ] {
-            if value == 0 {
-                return bad(format!("{key} = 0: must be at least 1 second"));
-            }
-        }
-        for (key, value) in [
-            ("deck.command_timeout_s", self.command_timeout_s),
-            ("deck.restart_timeout_s", self.restart_timeout_s),
-            ("deck.telegram_timeout_s", self.telegram_timeout_s),
-        ] {
-            check_seconds(key, value)?;
-        }
-        if self.restart_guard.per_session_limit == 0 || self.restart_guard.window == 0 {
-            return bad(
-                "deck.restart_guard: per_session_limit and window must be at least 1".to_owned(),
-            );
-        }
         let message = &self.waiting_patrol.message;
         if message.trim().is_empty() || message.starts_with('-') {
             return bad(format!(
@@ -1680,6 +2326,62 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The README's table of bounds is the code's (`AGENTWATCH_BLESS_README=1` rewrites it).
+    #[test]
+    fn the_readme_lists_every_bound() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let start = "<!-- bounds:start (runtime/src/config.rs BOUNDS; a test keeps this table in step) -->\n";
+        let end = "<!-- bounds:end -->";
+        let (head, rest) = readme
+            .split_once(start)
+            .expect("the README's bounds section");
+        let (table, tail) = rest.split_once(end).expect("its end");
+        if std::env::var_os("AGENTWATCH_BLESS_README").is_some() {
+            std::fs::write(&path, format!("{head}{start}{}{end}{tail}", bounds_table())).unwrap();
+            return;
+        }
+        assert_eq!(table, bounds_table(), "run with AGENTWATCH_BLESS_README=1");
+    }
+
+    /// Each bound refuses the value past it and takes the value at it, by file and by `--set`.
+    #[test]
+    fn every_bound_is_enforced_at_both_ends() {
+        for b in BOUNDS {
+            let key = b.key.replace("channels[].", "channels.0.");
+            if key.starts_with("channels.") {
+                continue;
+            }
+            for (value, ok) in [
+                (b.max, true),
+                (b.max + 1.0, false),
+                (b.min, !b.min_exclusive),
+            ] {
+                let literal = if b.max.fract() == 0.0 && b.min.fract() == 0.0 && !b.min_exclusive {
+                    format!("{}", value as i64)
+                } else {
+                    format!("{value:?}")
+                };
+                let mut sets = vec![format!("{key}={literal}")];
+                if key == "watchdog.detector.top_min" || key == "watchdog.detector.top_min_ro" {
+                    sets.push(format!(
+                        "watchdog.detector.window={}",
+                        MAX_DETECTOR_COUNT as i64
+                    ));
+                }
+                if key == "watchdog.detector.window" && value < 12.0 {
+                    sets.push("top_min=1".to_owned());
+                    sets.push("top_min_ro=1".to_owned());
+                }
+                let got = load(None, &sets, &no_env);
+                assert_eq!(got.is_ok(), ok, "{sets:?}: {got:?}");
+                if let Err(e) = got {
+                    assert!(e.to_string().contains(&key), "{key}: {e}");
+                }
+            }
+        }
+    }
+
     /// What counts as a secret worth a warning in a readable config file.
     #[test]
     fn secrets_in_config_text_are_recognised() {
@@ -1719,6 +2421,44 @@ mod tests {
         assert!(c.defaulted.channels && !back.defaulted.channels);
         back.defaulted = c.defaulted;
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn the_design_model_fallback_and_local_compute_gate() {
+        let effective = |text: &str, sets: &[&str]| {
+            let dir = temp("model");
+            let path = write(&dir, "config.toml", text);
+            let sets: Vec<String> = sets.iter().map(|s| (*s).to_owned()).collect();
+            load(Some(&path), &sets, &no_env).unwrap().config
+        };
+        let c = effective("", &[]);
+        assert_eq!(c.llm_model(), DEFAULT_LLM_MODEL);
+        assert!(c.local_llm_enabled());
+        let both = "[watchdog]\nmodel = \"mine\"\n[verification]\nmodel = \"verifier\"\n";
+        assert_eq!(effective(both, &[]).llm_model(), "mine");
+        // `null` (TOML has none) or an absent key falls back to `verification.model`.
+        let unset = effective(both, &["watchdog.model=null"]);
+        assert_eq!(unset.watchdog.model, None, "never the text \"null\"");
+        assert_eq!(unset.llm_model(), "verifier");
+        assert_eq!(
+            effective("[verification]\nmodel = \"verifier\"\n", &[]).llm_model(),
+            "verifier"
+        );
+        assert_eq!(
+            effective(both, &["watchdog.model=\"\""]).llm_model(),
+            "verifier"
+        );
+        // Either gate off keeps the local model off.
+        let off = effective("[local_compute]\nenabled = false\n", &[]);
+        assert!(off.watchdog.local_llm_enabled && !off.local_llm_enabled());
+        assert!(!off.alert_config("h").local_llm_enabled);
+        let off = effective("", &["watchdog.local_llm_enabled=false"]);
+        assert!(!off.alert_config("h").local_llm_enabled);
+        // Printed, the keys load back the same.
+        let printed = unset.to_toml();
+        let back: Config = toml::from_str(&printed).unwrap();
+        assert_eq!(back.verification, unset.verification);
+        assert_eq!(back.watchdog.model, None);
     }
 
     #[test]

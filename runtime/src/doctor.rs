@@ -12,7 +12,7 @@
 use crate::clock::iso8601;
 use crate::config::{self, Config, Env, Loaded};
 use crate::error::{Error, code};
-use crate::jobs::opencode::{Collected, Options as TickOptions, server_urls};
+use crate::jobs::sessions::{Collected, Options as TickOptions, server_urls};
 use crate::stored::store_path;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_store::{EventKind, Store};
@@ -289,6 +289,9 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
             }
         }
     }
+    let (agents, watched) = agent_checks(config, env);
+    checks.extend(agents);
+    answering += watched;
     if answering == 0 && !checks.iter().any(|c| c.status == Status::Fail) {
         checks.push(fail(
             "source",
@@ -300,6 +303,50 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
         ));
     }
     checks
+}
+
+/// One line per agent whose transcripts are read from disk: where, how many sessions, how many
+/// written within `watchdog.stale_after_s` (those a tick reads). Returns the lines and how many
+/// directories are there to read.
+fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
+    use crate::jobs::sessions::sources::claude::ClaudeSource;
+    let dir = ClaudeSource::directory(config, env);
+    let name = "Claude Code";
+    if !config.claude.enabled {
+        let why = "off ([claude] enabled = false)".to_owned();
+        return (vec![check("source", name, Status::Ok, why)], 0);
+    }
+    if !dir.is_dir() {
+        let why = format!(
+            "no {}: read when it exists ($CLAUDE_CONFIG_DIR or [claude] dir to move it)",
+            dir.display()
+        );
+        return (vec![check("source", name, Status::Ok, why)], 0);
+    }
+    match agentwatch_transcripts::discover_claude(&dir) {
+        Ok(found) => {
+            let now_ms = crate::clock::now_or_clock(None).saturating_mul(1000);
+            let window = config.watchdog.stale_after_s;
+            let active = found
+                .transcripts
+                .iter()
+                .filter(|t| window == 0 || t.modified_within(now_ms, window))
+                .count();
+            let mut line = format!(
+                "{}: {} transcript(s), {active} written within watchdog.stale_after_s, read-only",
+                dir.display(),
+                found.transcripts.len()
+            );
+            if let Some(problem) = found.problems.first() {
+                line.push_str(&format!("; cannot read {problem}"));
+            }
+            (vec![check("source", name, Status::Ok, line)], 1)
+        }
+        Err(e) => (
+            vec![fail("source", name, code::UNAVAILABLE, e.to_string())],
+            0,
+        ),
+    }
 }
 
 /// `host:port` of an `http(s)://` URL (the scheme's port when none is given).

@@ -1,16 +1,20 @@
-//! Reading sessions from disk: session files (`agentwatch-sessions/1`) and `opencode export` JSON.
+//! Reading sessions from disk: session files (`agentwatch-sessions/1`), `opencode export` JSON
+//! and Claude Code's transcripts (a `.jsonl` file, or every transcript under a directory:
+//! [`claude`]), told apart by their first lines ([`agentwatch_transcripts::sniff`]).
 //!
 //! Files are read in large chunks one session at a time ([`detect_core::scan_session_texts`]):
 //! no JSON tree of a whole file is built. One thread cuts out each session's text; the others
-//! parse it, typed and borrowed, where it is used (in parallel, on every core), and [`judge_files`]
+//! parse it, typed and borrowed, where it is used (in parallel, on every core), and [`detect_files`]
 //! pushes each call into its session's detector as it is parsed and drops it (issue 19).
+
+pub mod claude;
 
 use crate::error::Error;
 use detect_core::{
     DetectConfig, Judgement, ParseError, SESSION_FILE_FORMAT, Scanned, Session, SessionDetector,
-    SessionText, Streamed, counted_sessions, detect_session_text, judge_detectors,
-    parse_judged_session_text, parse_session_text, scan_session_texts, scanned_cleanly,
-    stream_session_texts,
+    SessionText, Streamed, counted_sessions, judge_detectors, parse_judged_session_text,
+    parse_session_text, scan_session_texts, scanned_cleanly, stream_session_texts,
+    watch_session_text,
 };
 use rayon::iter::{ParallelBridge, ParallelIterator};
 use serde_json::Value;
@@ -49,6 +53,16 @@ impl<'a> Source<'a> {
         }
     }
 
+    /// The name a Claude Code transcript read from it goes by (its session id, or a
+    /// subagent's, is in it: [`agentwatch_transcripts::FileKind::from_file_name`]); `None` when
+    /// only its lines name the session.
+    fn transcript_name(&self) -> Option<&'a str> {
+        match self {
+            Source::Path(path) => Some(path),
+            Source::Stdin | Source::Text(..) => None,
+        }
+    }
+
     /// How errors name it.
     fn origin(&self) -> &'a str {
         match self {
@@ -67,6 +81,37 @@ impl<'a> Source<'a> {
             }
             Source::Stdin => Ok(Box::new(std::io::stdin())),
             Source::Text(_, bytes) => Ok(Box::new(bytes)),
+        }
+    }
+}
+
+/// What a document was read as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A session file (`agentwatch-sessions/1`).
+    SessionFile,
+    /// The JSON of `opencode export <session-id>`.
+    OpencodeExport,
+    /// Claude Code's JSON Lines transcripts: one file, or every transcript under a directory.
+    ClaudeTranscript,
+}
+
+/// What one document (or, for a directory, one transcript in it) gave: its format, what each
+/// of its sessions turned into, in order, and what a person should know about it (lines
+/// skipped, calls without a result).
+#[derive(Debug)]
+pub struct Batch<T> {
+    pub format: Format,
+    pub items: Vec<T>,
+    pub notes: Vec<String>,
+}
+
+impl<T> Batch<T> {
+    fn of(format: Format, items: Vec<T>) -> Self {
+        Self {
+            format,
+            items,
+            notes: Vec::new(),
         }
     }
 }
@@ -163,20 +208,59 @@ struct Reading<'a, T> {
     /// A session's text (its place in its list, the text, where the text is in the file when
     /// the scan cut it out) into a `T`, on any core.
     parse: &'a PlacedParse<'a, T>,
-    /// The session of an `opencode export` into a `T`.
-    export: &'a dyn Fn(Session) -> T,
+    /// A session read whole (of an `opencode export`, or of a Claude Code transcript) into a
+    /// `T`, on any core.
+    export: &'a (dyn Fn(Session) -> T + Sync),
     /// The id of the session a `T` holds.
     id: fn(&T) -> &str,
 }
 
-/// Read one document: the scan ([`scan_reader`]) reads it in large chunks and cuts out each
+/// Read what a path names: a directory's Claude Code transcripts, one at a time, each handed to
+/// `sink` as it is read ([`claude::read_directory`]), or one document ([`read_document`]).
+fn read_path<T: Send>(
+    source: Source<'_>,
+    how: &Reading<'_, T>,
+    sink: &mut dyn FnMut(Batch<T>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    match source {
+        Source::Path(path) if Path::new(path).is_dir() => {
+            claude::read_directory(Path::new(path), how.export, sink)
+        }
+        _ => sink(read_document(source, how)?),
+    }
+}
+
+/// Read one document. Its first lines tell a Claude Code transcript
+/// ([`agentwatch_transcripts::sniff`]), read line by line ([`claude::read_transcript`]), from a
+/// JSON document: the scan ([`scan_reader`]) reads that in large chunks and cuts out each
 /// session's text, and the other cores `parse` each as it comes (a small queue keeps the reader a
 /// few sessions ahead, never a file); a document the scan does not read, or one whose sessions
 /// turn out not to be JSON, is read again through serde's reader ([`stream_reader`]) for the
 /// exact error. The sessions that count, in order, or the first error, as when read one by one.
-fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
+fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Batch<T>, Error> {
     let origin = source.origin();
-    if !matches!(source, Source::Stdin) {
+    let mut opened = BufReader::with_capacity(1 << 16, source.open()?);
+    let head = claude::read_head(&mut opened).map_err(|e| Error::read(origin, e))?;
+    let whole = std::io::Cursor::new(head).chain(opened);
+    if agentwatch_transcripts::sniff(whole.get_ref().0.get_ref()) {
+        return claude::read_transcript(source.transcript_name(), origin, whole, how.export);
+    }
+    // Standard input cannot be opened again: what the sniff read goes first.
+    let stdin: Option<Box<dyn Read + Send + '_>> = match source {
+        Source::Stdin => Some(Box::new(whole)),
+        _ => None,
+    };
+    read_json_document(source, stdin, how)
+}
+
+/// [`read_document`] for a JSON document (`stdin`: standard input, read once, as it stands).
+fn read_json_document<'a, T: Send>(
+    source: Source<'a>,
+    stdin: Option<Box<dyn Read + Send + 'a>>,
+    how: &Reading<'_, T>,
+) -> Result<Batch<T>, Error> {
+    let origin = source.origin();
+    if stdin.is_none() {
         let reader = source.open()?;
         let (document, parsed) =
             parse_in_parallel(origin, how, |on_text| scan_reader(origin, reader, on_text))?;
@@ -187,7 +271,10 @@ fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Ve
             _ => {}
         }
     }
-    let reader = source.open()?;
+    let reader = match stdin {
+        Some(stdin) => stdin,
+        None => source.open()?,
+    };
     let (document, parsed) = parse_in_parallel(origin, how, |on_text| {
         stream_reader(origin, reader, on_text).map(Some)
     })?;
@@ -235,10 +322,14 @@ fn counted<T>(
     how: &Reading<'_, T>,
     document: Document,
     parsed: Parsed<T>,
-) -> Result<Vec<T>, Error> {
+) -> Result<Batch<T>, Error> {
     match document {
-        Document::Export(session) => Ok(vec![(how.export)(*session)]),
+        Document::Export(session) => Ok(Batch::of(
+            Format::OpencodeExport,
+            vec![(how.export)(*session)],
+        )),
         Document::SessionFile(streamed) => counted_sessions(&streamed, parsed, how.id)
+            .map(|items| Batch::of(Format::SessionFile, items))
             .map_err(|e| Error::data(format!("{origin}: {e}"))),
     }
 }
@@ -250,9 +341,10 @@ const WHOLE: Reading<'static, Session> = Reading {
     id: |session| session.id.as_str(),
 };
 
-/// The sessions of one document: a session file, or an `opencode export` of one session.
+/// The sessions of one document: a session file, an `opencode export` of one session, or a
+/// Claude Code transcript.
 pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
-    read_document(Source::Text(origin, text.as_bytes()), &WHOLE)
+    read_document(Source::Text(origin, text.as_bytes()), &WHOLE).map(|batch| batch.items)
 }
 
 /// Sessions whose calls keep only the metadata the matcher reads.
@@ -292,11 +384,12 @@ pub fn map_judged_sessions<T: Send>(
 /// [`map_judged_sessions`] for a caller that reads each session's text itself: `parse` turns a
 /// session's text (and its place in its list) into a `T` on the core that parsed it, with the
 /// errors of [`detect_core::parse_session_text`] (the backtest reads the calls borrowed,
-/// [`detect_core::SessionCalls`]); `export` turns the session of an `opencode export`.
+/// [`detect_core::SessionCalls`]); `export` turns a session read whole (of an `opencode
+/// export` or a Claude Code transcript).
 pub fn map_session_texts<T: Send>(
     paths: &[String],
     parse: &(dyn Fn(usize, &str) -> Result<T, ParseError> + Sync),
-    export: &dyn Fn(Session) -> T,
+    export: &(dyn Fn(Session) -> T + Sync),
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>, Error> {
     let parse = |index, text: &str, _| parse(index, text);
@@ -317,7 +410,7 @@ pub fn map_session_texts<T: Send>(
 pub fn map_placed_session_texts<T: Send>(
     path: &str,
     parse: &PlacedParse<'_, T>,
-    export: &dyn Fn(Session) -> T,
+    export: &(dyn Fn(Session) -> T + Sync),
     id: fn(&T) -> &str,
 ) -> Result<Vec<T>, Error> {
     read_all(&[path.to_owned()], &Reading { parse, export, id })
@@ -463,18 +556,19 @@ fn leading_id_and_parent(text: &str) -> Option<(String, Option<String>)> {
 fn read_all<T: Send>(paths: &[String], how: &Reading<'_, T>) -> Result<Vec<T>, Error> {
     let mut sessions: Vec<T> = Vec::new();
     read_each(paths, how, |mut read| {
-        sessions.append(&mut read);
+        sessions.append(&mut read.items);
         Ok(())
     })?;
     Ok(sessions)
 }
 
 /// [`read_sessions`] one file at a time: `each` gets a file's sessions (ids unique across the
-/// files so far) as soon as that file is read, so a caller can write them out and drop them
-/// before the next file is read (`agentwatch import-export`).
+/// files so far; a directory's, one transcript at a time) as soon as that file is read, so a
+/// caller can write them out and drop them before the next file is read (`agentwatch
+/// import-export`).
 pub fn read_sessions_each(
     paths: &[String],
-    each: impl FnMut(Vec<Session>) -> Result<(), Error>,
+    each: impl FnMut(Batch<Session>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     read_each(paths, &WHOLE, each)
 }
@@ -482,15 +576,16 @@ pub fn read_sessions_each(
 fn read_each<T: Send>(
     paths: &[String],
     how: &Reading<'_, T>,
-    mut each: impl FnMut(Vec<T>) -> Result<(), Error>,
+    mut each: impl FnMut(Batch<T>) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let mut origin_of = HashMap::new();
     for path in paths {
-        let sessions = read_document(Source::of(path), how)?;
-        for session in &sessions {
-            check_unique(&mut origin_of, (how.id)(session), path)?;
-        }
-        each(sessions)?;
+        read_path(Source::of(path), how, &mut |batch| {
+            for session in &batch.items {
+                check_unique(&mut origin_of, (how.id)(session), path)?;
+            }
+            each(batch)
+        })?;
     }
     Ok(())
 }
@@ -508,57 +603,175 @@ fn check_unique(
     Ok(())
 }
 
-/// Judge the sessions of several files (as [`read_sessions`] reads them) without holding their
-/// calls: each session's calls are pushed into its detector as they are parsed, on every core,
-/// and dropped; the verdicts are [`detect_core::judge_sessions`]'s, in the same order.
-pub fn judge_files(paths: &[String], config: &DetectConfig) -> Result<Judgement, Error> {
-    let mut stubs: Vec<Session> = Vec::new();
-    let mut detectors: Vec<SessionDetector> = Vec::new();
-    let mut origin_of = HashMap::new();
-    for path in paths {
-        for (session, detector) in detect_document(Source::of(path), config)? {
-            check_unique(&mut origin_of, &session.id, path)?;
-            stubs.push(session);
-            detectors.push(detector);
+/// What `agentwatch detect` found: the verdicts, and what was read of each session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detection {
+    pub judgement: Judgement,
+    /// One per session of [`Judgement::sessions`], in the same order.
+    pub sessions: Vec<SessionRead>,
+    /// What a person should know about the input (lines skipped, calls without a result).
+    pub notes: Vec<String>,
+}
+
+/// What was read of one session, besides its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRead {
+    /// The format of the document it came from (which tells the agent that wrote it).
+    pub format: Format,
+    /// Tool calls read (those the detector counts and those it does not).
+    pub calls: usize,
+    /// The call (1-based, of [`SessionRead::calls`]) at which a watcher reading the session call
+    /// by call would first have flagged it: the first prefix of its own calls whose verdict
+    /// ([`SessionDetector`], which equals the batch judgement of every prefix) is flagged.
+    /// Descendants' landings, which the final verdict takes into account, are not. `None`
+    /// when no prefix is flagged.
+    pub first_flag_at_call: Option<usize>,
+}
+
+/// A session judged as it was read: its stub (no calls), its detector, and the watch on it.
+struct Detected {
+    session: Session,
+    detector: SessionDetector,
+    watch: Watch,
+}
+
+/// Counts a session's calls as they are pushed, and notes the first that leaves it flagged.
+#[derive(Debug, Default, Clone, Copy)]
+struct Watch {
+    calls: usize,
+    first_flag_at_call: Option<usize>,
+}
+
+impl Watch {
+    /// `calls` calls are read, the last one pushed into `detector`.
+    fn at_call(&mut self, calls: usize, detector: &SessionDetector) {
+        self.calls = calls;
+        // `figures` is the verdict without names: nothing is allocated unless a signal fires.
+        if self.first_flag_at_call.is_none() && detector.figures().flagged {
+            self.first_flag_at_call = Some(calls);
         }
     }
-    Ok(judge_detectors(&stubs, detectors))
 }
 
-/// Judge the built-in sample (or any text) the same way.
+/// Judge the sessions of several files (as [`read_sessions`] reads them) without holding their
+/// calls: each session's calls are pushed into its detector as they are parsed, on every core,
+/// and dropped; the verdicts are [`detect_core::judge_sessions`]'s, in the same order. A
+/// directory is read for its Claude Code transcripts ([`claude::read_directory`]).
+pub fn detect_files(paths: &[String], config: &DetectConfig) -> Result<Detection, Error> {
+    let mut read = Vec::new();
+    with_detecting(config, |how| {
+        read_each(paths, how, |batch| {
+            read.push(batch);
+            Ok(())
+        })
+    })?;
+    Ok(detection(read))
+}
+
+/// Detect the built-in sample (or any text) the same way.
+pub fn detect_text(origin: &str, text: &str, config: &DetectConfig) -> Result<Detection, Error> {
+    let source = Source::Text(origin, text.as_bytes());
+    let batch = with_detecting(config, |how| read_document(source, how))?;
+    Ok(detection(vec![batch]))
+}
+
+/// [`detect_files`]' verdicts alone.
+pub fn judge_files(paths: &[String], config: &DetectConfig) -> Result<Judgement, Error> {
+    detect_files(paths, config).map(|d| d.judgement)
+}
+
+/// [`detect_text`]'s verdicts alone.
 pub fn judge_text(origin: &str, text: &str, config: &DetectConfig) -> Result<Judgement, Error> {
-    let (stubs, detectors): (Vec<Session>, Vec<SessionDetector>) =
-        detect_document(Source::Text(origin, text.as_bytes()), config)?
-            .into_iter()
-            .unzip();
-    Ok(judge_detectors(&stubs, detectors))
+    detect_text(origin, text, config).map(|d| d.judgement)
 }
 
-fn detect_document(
-    source: Source<'_>,
-    config: &DetectConfig,
-) -> Result<Vec<(Session, SessionDetector)>, Error> {
-    // Every detector is kept until the trees are judged: each forgets, once its calls are
-    // pushed, what only further calls would read (`detect_session_text` hands them over so).
-    let how = Reading {
-        parse: &|index, text, _| detect_session_text(index, text, config),
-        export: &|mut session: Session| {
-            let mut detector = SessionDetector::taking_line_counts(&mut session, config);
-            for call in &session.calls {
-                detector.push(call);
-            }
-            detector.calls_done();
-            session.calls = Vec::new();
-            (session, detector)
+/// The verdicts of every session read, trees included, with what was read of each.
+fn detection(batches: Vec<Batch<Detected>>) -> Detection {
+    let mut stubs = Vec::new();
+    let mut detectors = Vec::new();
+    let mut sessions = Vec::new();
+    let mut notes = Vec::new();
+    for batch in batches {
+        notes.extend(batch.notes);
+        for detected in batch.items {
+            sessions.push(SessionRead {
+                format: batch.format,
+                calls: detected.watch.calls,
+                first_flag_at_call: detected.watch.first_flag_at_call,
+            });
+            stubs.push(detected.session);
+            detectors.push(detected.detector);
+        }
+    }
+    Detection {
+        judgement: judge_detectors(&stubs, detectors),
+        sessions,
+        notes,
+    }
+}
+
+/// `read` with `detect`'s way of reading: every call pushed into its session's detector as it
+/// is read and dropped, the watch looking on. Every detector is kept until the trees are
+/// judged: each forgets, once its calls are pushed, what only further calls would read
+/// ([`SessionDetector::calls_done`]).
+fn with_detecting<R>(config: &DetectConfig, read: impl FnOnce(&Reading<'_, Detected>) -> R) -> R {
+    let parse = |index: usize, text: &str, _: Option<u64>| detect_session(index, text, config);
+    let export = |session: Session| detect_whole(session, config);
+    read(&Reading {
+        parse: &parse,
+        export: &export,
+        id: |detected| detected.session.id.as_str(),
+    })
+}
+
+/// A session of a session file judged as its calls are read borrowed from its text
+/// ([`watch_session_text`]: no list of calls); one that read does not take is read the usual
+/// way ([`parse_judged_session_text`]), for its answer or its exact error.
+fn detect_session(index: usize, text: &str, config: &DetectConfig) -> Result<Detected, ParseError> {
+    let mut watch = Watch::default();
+    let watched = watch_session_text(
+        text,
+        &|session| SessionDetector::taking_line_counts(session, config),
+        &mut |_, calls, _, detector| {
+            watch.at_call(calls, detector);
+            true
         },
-        id: |(session, _)| session.id.as_str(),
-    };
-    read_document(source, &how)
+    );
+    match watched {
+        Some((session, mut detector)) => {
+            detector.calls_done();
+            Ok(Detected {
+                session,
+                detector,
+                watch,
+            })
+        }
+        None => parse_judged_session_text(index, text).map(|session| detect_whole(session, config)),
+    }
+}
+
+/// A session read whole judged call by call; it comes back without its calls.
+fn detect_whole(mut session: Session, config: &DetectConfig) -> Detected {
+    let mut detector = SessionDetector::taking_line_counts(&mut session, config);
+    let mut watch = Watch::default();
+    for (i, call) in session.calls.iter().enumerate() {
+        detector.push(call);
+        watch.at_call(i + 1, &detector);
+    }
+    detector.calls_done();
+    session.calls = Vec::new();
+    Detected {
+        session,
+        detector,
+        watch,
+    }
 }
 
 /// `agentwatch import-export`: the files' sessions as one session file, on standard output or
 /// written atomically to `out`, each file's sessions written as soon as that file is read (the
-/// document is never built whole in memory); returns how many sessions were written.
+/// document is never built whole in memory); returns how many sessions were written. Sessions
+/// of Claude Code transcripts are scrubbed as `export-fixture` scrubs ([`claude::scrubbed`]);
+/// session files and `opencode export` JSON are passed through.
 pub fn import_exports(files: &[String], out: Option<&Path>) -> Result<usize, Error> {
     match out {
         Some(path) => {
@@ -581,7 +794,15 @@ fn convert(
     failed: &dyn Fn(std::io::Error) -> Error,
 ) -> Result<usize, Error> {
     let mut writer = SessionFileWriter::new(out).map_err(failed)?;
-    read_sessions_each(files, |sessions| {
+    let config = DetectConfig::default();
+    read_sessions_each(files, |batch| {
+        for note in &batch.notes {
+            eprintln!("agentwatch: note: {note}");
+        }
+        let sessions = match batch.format {
+            Format::ClaudeTranscript => claude::scrubbed(batch.items, &config)?,
+            Format::SessionFile | Format::OpencodeExport => batch.items,
+        };
         for s in &sessions {
             if s.calls.iter().all(|c| !c.status.is_counted()) {
                 eprintln!(
@@ -825,9 +1046,11 @@ mod tests {
         let config = DetectConfig::default();
         let missing = judge_files(&["/nonexistent/x.json".to_owned()], &config).unwrap_err();
         assert!(matches!(missing, Error::Read { .. }), "{missing}");
-        let dir = std::env::temp_dir();
-        let not_a_file = judge_files(&[dir.to_string_lossy().into_owned()], &config).unwrap_err();
-        assert!(matches!(not_a_file, Error::Read { .. }), "{not_a_file}");
+        let dir = std::env::temp_dir().join(format!("agentwatch-no-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = judge_files(&[dir.to_string_lossy().into_owned()], &config).unwrap_err();
+        assert!(matches!(empty, Error::NoInput(_)), "{empty}");
+        std::fs::remove_dir_all(&dir).unwrap();
         let bad = judge_text("t", r#"{"format":"x/2","sessions":[]}"#, &config).unwrap_err();
         assert!(
             bad.to_string().contains("t: ") && bad.to_string().contains("x/2"),

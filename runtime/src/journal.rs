@@ -58,6 +58,7 @@ const NAMES: &[&str] = &[
     "deliveries",
     "delivery",
     "detail",
+    "directories",
     "down_for",
     "dry_run",
     "enabled",
@@ -134,6 +135,7 @@ const NAMES: &[&str] = &[
     "unperformed",
     "wake",
     "warning",
+    "watch",
     "watchdog_s",
 ];
 

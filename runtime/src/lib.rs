@@ -7,7 +7,7 @@
 //!
 //! - [`drive`]: the one driver of the recovery policies (feed an event, perform the actions,
 //!   feed the outcomes back), used by the recover and deck jobs, `replay` and the property tests.
-//! - [`jobs::opencode`]: the opencode loop watchdog (sources, the incremental session forest, the
+//! - [`jobs::sessions`]: the opencode loop watchdog (sources, the incremental session forest, the
 //!   alert lifecycle, delivery).
 //! - [`jobs::recover`]: the confirmed-loop restart of a service.
 //! - [`jobs::deck`]: the agent-deck watchdog (restart guard, waiting patrol, escalations).
@@ -17,12 +17,16 @@
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
 //!   configuration (also started in the background by a long-running process).
+//! - [`live_config`]: the live config edits of `serve` (bounds, comments kept, atomic writes).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
+//! - [`backtest`]: the design's backtest of a labelled session file (`agentwatch backtest`, also
+//!   `cargo xtask backtest`).
 //! - [`progress`]: the progress bar of long reads and runs (standard error, on a terminal only).
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
 #![forbid(unsafe_code)]
 
+pub mod backtest;
 pub mod clock;
 pub mod config;
 pub mod doctor;
@@ -32,14 +36,18 @@ pub mod fleet;
 pub mod input;
 pub mod jobs;
 pub mod journal;
+pub mod live_config;
+pub mod liveness;
 pub mod notify;
 pub mod operator;
 pub mod progress;
 pub mod replay;
 pub mod run;
+pub mod run_options;
 pub mod serve;
 pub mod stored;
 pub mod text;
+pub mod wake;
 
 pub use error::{Error, Result};
 

@@ -216,10 +216,16 @@ pub fn send(
         alert_line(event, now).emit();
         return report("sent", None);
     }
-    match channel_kind(section, env) {
+    let mut sent = match channel_kind(section, env) {
         Ok(kind) => deliver_report(name, &kind, event),
         Err(e) => report("failed", Some(e)),
-    }
+    };
+    // What a channel answered goes to the journal, the outbox and the test-alert answer: free of
+    // every secret the configuration names, not only the channel's own.
+    sent.message = sent
+        .message
+        .map(|m| crate::config::scrub_secrets(config, env, &m));
+    sent
 }
 
 /// A delivery's journal line for `job`: an error when it failed, a warning when it went out with

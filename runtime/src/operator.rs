@@ -2,8 +2,9 @@
 //! `status`, `alerts`, `channels`, `test-alert` and `config`. Each has `--json`.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, Config, Env, JobName, parse_severity};
+use crate::config::{self, Config, Env, parse_severity};
 use crate::error::{Error, code};
+use crate::liveness::{JobTick, STALE_INTERVALS, job_ticks};
 use crate::notify::{
     ALERT_NOTES_KEY, AlertNote, SendReport, alert_notes, apply_stored_settings, send,
 };
@@ -66,90 +67,15 @@ pub struct StatusArgs {
     pub colour: bool,
 }
 
-/// How many of its intervals a job's last tick may age before `status` calls it stale.
-pub const STALE_INTERVALS: i64 = 3;
-
 /// How many restarts `status` lists.
 const RESTARTS_SHOWN: usize = 5;
 
-/// One job's last tick as `status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct JobTick {
-    job: &'static str,
-    interval_s: i64,
-    last_at: Option<i64>,
-    outcome: Option<String>,
-    stale: bool,
-}
-
-/// Every job's last tick (from `agentwatch_events`; opencode's falls back to its ticks table),
-/// stale when older than [`STALE_INTERVALS`] intervals.
-fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec<JobTick>, Error> {
-    let mut out = Vec::new();
-    for job in JobName::ALL {
-        let interval_s = i64::try_from(job.interval_s(config)).unwrap_or(i64::MAX);
-        let mut last = match store {
-            Some(s) => s
-                .recent_events(EventKind::Tick, Some(job.as_str()), 1)
-                .map_err(Error::from)?
-                .into_iter()
-                .next()
-                .map(|e| (e.at, e.result)),
-            None => None,
-        };
-        if let (None, JobName::Opencode, Some(s)) = (&last, job, store) {
-            last = s
-                .last_tick()
-                .map_err(Error::from)?
-                .map(|t| (t.ticked_at, t.outcome));
-        }
-        let stale = last.as_ref().is_some_and(|(at, _)| {
-            now.saturating_sub(*at) > interval_s.saturating_mul(STALE_INTERVALS)
-        });
-        out.push(JobTick {
-            job: job.as_str(),
-            interval_s,
-            last_at: last.as_ref().map(|(at, _)| *at),
-            outcome: last.map(|(_, o)| o),
-            stale,
-        });
-    }
-    Ok(out)
-}
-
-/// A job whose last tick is older than [`STALE_INTERVALS`] of its intervals: a blind watchdog.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StaleJob {
-    pub job: &'static str,
-    pub last_at: i64,
-    pub interval_s: i64,
-}
-
-/// The jobs other than `except` that have ticked before and are stale at `now` (what `status`
-/// warns about; the opencode job raises each as an alert).
-pub fn stale_jobs(
-    store: &Store,
-    config: &Config,
-    now: i64,
-    except: JobName,
-) -> Result<Vec<StaleJob>, Error> {
-    Ok(job_ticks(Some(store), config, now)?
-        .into_iter()
-        .filter(|j| j.stale && j.job != except.as_str())
-        .filter_map(|j| {
-            Some(StaleJob {
-                job: j.job,
-                last_at: j.last_at?,
-                interval_s: j.interval_s,
-            })
-        })
-        .collect())
-}
-
 /// One opencode source as `status` shows it: up at the last tick, or failing since when.
 struct SourceState {
+    /// Sessions it gave at the last tick (not known for a state stored before they were).
+    sessions: Option<usize>,
     name: String,
-    down: Option<crate::jobs::opencode::blind::Failing>,
+    down: Option<crate::jobs::sessions::blind::Failing>,
 }
 
 /// The sources the last opencode tick read (up) and those failing tick after tick (down, from
@@ -158,7 +84,7 @@ fn source_states(
     store: Option<&Store>,
     tick: Option<&agentwatch_store::TickRow>,
 ) -> Vec<SourceState> {
-    use crate::jobs::opencode::blind::{SOURCES_STATE_KEY, SourceHealth};
+    use crate::jobs::sessions::blind::{SOURCES_STATE_KEY, SourceHealth};
     let health: SourceHealth = store
         .and_then(|s| s.load_state(SOURCES_STATE_KEY).ok().flatten())
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -169,11 +95,13 @@ fn source_states(
         .iter()
         .filter(|name| !health.failing.contains_key(*name))
         .map(|name| SourceState {
+            sessions: health.sessions.get(name).copied(),
             name: name.clone(),
             down: None,
         })
         .collect();
     out.extend(health.failing.into_iter().map(|(name, f)| SourceState {
+        sessions: None,
         name,
         down: Some(f),
     }));
@@ -234,7 +162,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             .collect();
         let jobs_json: Vec<serde_json::Value> = jobs
             .iter()
-            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale}))
+            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale, "disabled": j.disabled.is_some(), "disabled_because": j.disabled}))
             .collect();
         let mut shown = Shown::json(&json!({
             "db": db.display().to_string(),
@@ -243,7 +171,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             "verdicts": counts,
             "jobs": jobs_json,
             "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
-            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
+            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "sessions": src.sessions, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
             "open_alerts": open.len(),
             "alerts": open,
             "restarts": restarts,
@@ -275,7 +203,11 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
                 j.last_at.map_or_else(String::new, iso8601),
                 j.outcome.clone().unwrap_or_default(),
                 format!("every {}", duration(j.interval_s)),
-                if j.stale { "STALE" } else { "" }.to_owned(),
+                match (j.stale, j.disabled) {
+                    (true, _) => "STALE".to_owned(),
+                    (false, Some(why)) => format!("disabled ({why})"),
+                    (false, None) => String::new(),
+                },
             ]
         })
         .collect();
@@ -293,7 +225,13 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         let rows: Vec<Vec<String>> = sources
             .iter()
             .map(|src| match &src.down {
-                None => vec![src.name.clone(), "up".to_owned(), String::new()],
+                None => vec![
+                    src.name.clone(),
+                    "up".to_owned(),
+                    src.sessions
+                        .map(|n| format!("{n} active session{}", if n == 1 { "" } else { "s" }))
+                        .unwrap_or_default(),
+                ],
                 Some(f) => vec![
                     src.name.clone(),
                     "DOWN".to_owned(),
@@ -760,7 +698,7 @@ pub fn send_test_alert(
 fn keeps_open_alerts(section: &config::ChannelSection) -> bool {
     match section.channel_type.as_str() {
         "alertmanager" => true,
-        "webhook" => !crate::jobs::opencode::deliver::groups(section),
+        "webhook" => !crate::jobs::sessions::deliver::groups(section),
         _ => false,
     }
 }
@@ -810,6 +748,18 @@ pub const OPTIONAL_KEYS: &[(&str, &str, &str, &str)] = &[
         "source",
         r#""agentwatch@devbox""#,
         "agentwatch@HOST",
+    ),
+    (
+        "watchdog",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "verification.model, else qwen2.5-coder-router:14b",
+    ),
+    (
+        "verification",
+        "model",
+        r#""qwen2.5-coder-router:14b""#,
+        "qwen2.5-coder-router:14b",
     ),
     (
         "watchdog.llm",

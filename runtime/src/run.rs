@@ -15,8 +15,10 @@
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
-//! * **Follow**: with `follow.enabled`, opencode leaves the schedule: its follower
-//!   ([`crate::jobs::opencode::follow`]) runs on a thread of its own and ticks as events come,
+//! * **Follow**: with `follow.enabled`, or when an agent's transcript directory is there to
+//!   watch, the sessions job leaves the schedule: its follower
+//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come
+//!   (a server's stream with `follow.enabled`, a transcript written),
 //!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
@@ -45,202 +47,17 @@ use crate::config::{self, Config, Env, JobName};
 use crate::error::{Error, code};
 use crate::jobs;
 use crate::journal::{Line, Priority};
+pub use crate::run_options::Options;
 use crate::stored::{job_event, record_events, store_path};
+pub use crate::wake::{Clock, SignalScope, SystemClock, Wake};
 use agentwatch_store::{EventKind, LockError, Store};
 use agentwatch_systemd::Notifier;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The longest interval the loop schedules (one day); longer values are clamped.
 const MAX_INTERVAL_S: i64 = 86_400;
-
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
-    pub config: Option<PathBuf>,
-    /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
-    pub db: Option<PathBuf>,
-    /// Override a configuration key (repeatable), for every job.
-    pub set: Vec<String>,
-    /// Every job decides and performs nothing, and nothing is stored.
-    pub dry_run: bool,
-    /// One job alone, whatever `run.jobs` says, and no web server: what `agentwatch opencode`
-    /// and `agentwatch recover` are without `--once`.
-    pub only: Option<JobName>,
-}
-
-impl Options {
-    /// A job command without `--once` (`agentwatch opencode`, `agentwatch recover`): the same
-    /// daemon as `agentwatch run`, with that job alone. `one_tick_flags` are the command's flags
-    /// that describe a single tick, with whether each was given: any of them is a usage error
-    /// here, naming the flag, rather than silently ignored.
-    pub fn job_alone(
-        job: JobName,
-        one_tick_flags: &[(&str, bool)],
-        config: Option<PathBuf>,
-        db: Option<PathBuf>,
-        set: Vec<String>,
-        dry_run: bool,
-    ) -> Result<Self, Error> {
-        if let Some((flag, _)) = one_tick_flags.iter().find(|(_, given)| *given) {
-            return Err(Error::usage(format!(
-                "{flag} needs --once: without it, `agentwatch {job}` keeps running (as \
-                 `agentwatch run` does, with this job alone)",
-                job = job.as_str()
-            )));
-        }
-        Ok(Self {
-            config,
-            db,
-            set,
-            dry_run,
-            only: Some(job),
-        })
-    }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Time
-
-/// Why a wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
-    /// The time waited for came.
-    Due,
-    /// Stop was asked for (a signal); the loop ends.
-    Stop,
-}
-
-/// The loop's clock: what time it is, and a wait that a stop request cuts short.
-pub trait Clock {
-    /// Unix seconds.
-    fn now(&self) -> i64;
-    /// Wait until `at` (unix seconds) or a stop request, whichever comes first. A stop asked for
-    /// earlier (during a tick) is returned at once.
-    fn wait_until(&mut self, at: i64) -> Wake;
-}
-
-/// The system clock, woken early by whatever is sent on its channel (the signal thread).
-#[derive(Debug)]
-pub struct SystemClock {
-    stop: Receiver<i32>,
-}
-
-impl SystemClock {
-    /// A clock woken by anything sent on `stop`.
-    pub fn new(stop: Receiver<i32>) -> Self {
-        Self { stop }
-    }
-
-    /// A clock woken by SIGTERM or SIGINT. A second signal ends the process at once
-    /// (128 + the signal's number).
-    pub fn with_signals() -> Result<Self, Error> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let (tx, rx) = channel();
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-            .map_err(|e| Error::io(format!("run: cannot handle signals: {e}")))?;
-        std::thread::Builder::new()
-            .name("agentwatch-signals".to_owned())
-            .spawn(move || forward_signals(signals.forever(), &tx))
-            .map_err(|e| Error::io(format!("run: cannot start the signal thread: {e}")))?;
-        Ok(Self::new(rx))
-    }
-}
-
-/// A system clock that SIGTERM and SIGINT wake for as long as the scope lives (a `recover`
-/// countdown). Dropped, its thread ends and its handlers are removed; a process that outlives it
-/// then ignores those signals (signal-hook cannot restore the default), so it is for the end of a
-/// oneshot run or inside `agentwatch run`, whose own handlers stay.
-#[derive(Debug)]
-pub struct SignalScope {
-    clock: SystemClock,
-    handle: signal_hook::iterator::Handle,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl SignalScope {
-    /// Handles SIGTERM and SIGINT from now on.
-    pub fn new() -> Result<Self, Error> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let (tx, rx) = channel();
-        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
-            .map_err(|e| Error::io(format!("cannot handle signals: {e}")))?;
-        let handle = signals.handle();
-        let thread = std::thread::Builder::new()
-            .name("agentwatch-signals".to_owned())
-            .spawn(move || {
-                for signal in signals.forever() {
-                    let _ = tx.send(signal);
-                }
-            })
-            .map_err(|e| Error::io(format!("cannot start the signal thread: {e}")))?;
-        Ok(Self {
-            clock: SystemClock::new(rx),
-            handle,
-            thread: Some(thread),
-        })
-    }
-
-    /// The clock the signals wake.
-    pub fn clock(&mut self) -> &mut SystemClock {
-        &mut self.clock
-    }
-}
-
-impl Drop for SignalScope {
-    fn drop(&mut self) {
-        self.handle.close();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-/// The first signal asks the loop to stop; a second one exits at once.
-fn forward_signals(signals: impl Iterator<Item = i32>, stop: &Sender<i32>) {
-    let mut asked = false;
-    for signal in signals {
-        if asked {
-            Line::warning("run", now_or_clock(None))
-                .field("state", "abort")
-                .field("signal", signal)
-                .field("reason", "second signal")
-                .emit();
-            std::process::exit(128 + signal);
-        }
-        asked = true;
-        let _ = stop.send(signal);
-    }
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> i64 {
-        now_or_clock(None)
-    }
-
-    fn wait_until(&mut self, at: i64) -> Wake {
-        let target = UNIX_EPOCH + Duration::from_secs(u64::try_from(at).unwrap_or(0));
-        loop {
-            let left = target
-                .duration_since(SystemTime::now())
-                .unwrap_or(Duration::ZERO);
-            match self.stop.recv_timeout(left) {
-                Ok(_) => return Wake::Stop,
-                Err(RecvTimeoutError::Timeout) if SystemTime::now() >= target => return Wake::Due,
-                // Woken a little early (the clock was set back or the timer slack): wait again.
-                Err(RecvTimeoutError::Timeout) => {}
-                // Nobody can ask to stop any more: only time is left to wait for.
-                Err(RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(left);
-                    return Wake::Due;
-                }
-            }
-        }
-    }
-}
 
 // ------------------------------------------------------------------------------------------------
 // The schedule
@@ -418,9 +235,18 @@ struct JobRunner<'a> {
 impl Jobs for JobRunner<'_> {
     fn tick(&mut self, job: JobName, now: i64) -> TickOutcome {
         let o = self.options;
+        // The switch is read at every tick: a job turned off (or on) in the config or its
+        // overlay is off (or on) from its next tick, without a restart.
+        match config::load(o.config.as_deref(), &o.set, &config::process_env) {
+            Ok(loaded) if job.disabled_because(&loaded.config).is_some() => {
+                return TickOutcome::new("disabled", code::OK);
+            }
+            Ok(_) => {}
+            Err(err) => return TickOutcome::failed(&err),
+        }
         let result = match job {
             JobName::Opencode => {
-                let result = jobs::opencode::run(&jobs::opencode::Options {
+                let result = jobs::sessions::run(&jobs::sessions::Options {
                     now: Some(now),
                     ..opencode_options(o)
                 });
@@ -470,8 +296,8 @@ impl Jobs for JobRunner<'_> {
 }
 
 /// The opencode job's options inside `run` (its tick and its follower).
-fn opencode_options(o: &Options) -> jobs::opencode::Options {
-    jobs::opencode::Options {
+fn opencode_options(o: &Options) -> jobs::sessions::Options {
+    jobs::sessions::Options {
         once: true,
         dry_run: o.dry_run,
         config: o.config.clone(),
@@ -482,7 +308,7 @@ fn opencode_options(o: &Options) -> jobs::opencode::Options {
 }
 
 /// What an opencode tick came to, for the loop.
-fn opencode_outcome(result: Result<Option<&jobs::opencode::TickReport>, &Error>) -> TickOutcome {
+fn opencode_outcome(result: Result<Option<&jobs::sessions::TickReport>, &Error>) -> TickOutcome {
     match result {
         Ok(Some(report)) => TickOutcome {
             next_wakeup: report.next_wakeup,
@@ -491,6 +317,14 @@ fn opencode_outcome(result: Result<Option<&jobs::opencode::TickReport>, &Error>)
         Ok(None) => TickOutcome::new("disabled", code::OK),
         Err(err) => TickOutcome::failed(err),
     }
+}
+
+/// Whether a source of the sessions job has a directory to watch (an agent's transcripts).
+fn watches_directories(config: &config::Config, options: &Options, env: Env<'_>) -> bool {
+    use jobs::sessions::sources::{WakeOn, wakers};
+    wakers(config, &opencode_options(options), env)
+        .iter()
+        .any(|(_, wake)| matches!(wake, WakeOn::Directory(_)))
 }
 
 /// With `follow.enabled`, opencode's ticks come from its follower on a thread of their own
@@ -505,7 +339,7 @@ fn start_follower(
     std::thread::Builder::new()
         .name("agentwatch-follow".to_owned())
         .spawn(move || {
-            let followed = jobs::opencode::follow::follow_on_system_clock(&args, &stop, |tick| {
+            let followed = jobs::sessions::follow::follow_on_system_clock(&args, &stop, |tick| {
                 let record = TickRecord {
                     job: JobName::Opencode,
                     started: tick.started,
@@ -549,12 +383,23 @@ fn lock(reporter: &Mutex<Reporter>) -> MutexGuard<'_, Reporter> {
 struct Reporter {
     store: Option<Store>,
     notifier: Notifier,
+    /// Jobs whose last tick was `disabled`: a disabled job's line is written when it becomes
+    /// disabled, not at every tick it stays so.
+    disabled: std::collections::BTreeSet<JobName>,
 }
 
 impl Observer for Reporter {
     fn tick(&mut self, r: &TickRecord) {
         let took_ms = i64::try_from(r.took.as_millis()).unwrap_or(i64::MAX);
-        tick_line(r, took_ms).emit();
+        let still_disabled = if r.outcome.result == "disabled" {
+            !self.disabled.insert(r.job)
+        } else {
+            self.disabled.remove(&r.job);
+            false
+        };
+        if !still_disabled {
+            tick_line(r, took_ms).emit();
+        }
         // A job that ran records its own tick; one that could not start cannot.
         if let Some(store) = self.store.as_mut().filter(|_| r.outcome.error.is_some()) {
             let event = job_event(
@@ -603,14 +448,13 @@ pub fn tick_line(r: &TickRecord, took_ms: i64) -> Line {
         .field_opt("error", r.outcome.error.as_ref())
 }
 
-/// Each listed job with its interval; opencode only while `watchdog.enabled`, recover only
-/// once `recover.unit` names a unit.
+/// Each listed job with its interval. A job disabled now (`watchdog.enabled = false`, no
+/// `recover.unit`) is scheduled all the same: each tick asks again
+/// ([`JobName::disabled_because`]), so switching it on takes effect at its next tick.
 pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
     JobName::ALL
         .into_iter()
         .filter(|job| config.run.jobs.contains(job))
-        .filter(|job| *job != JobName::Opencode || config.watchdog.enabled)
-        .filter(|job| *job != JobName::Recover || !config.recover.unit.is_empty())
         .map(|job| (job, job.interval_s(config)))
         .collect()
 }
@@ -625,7 +469,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         loaded.config.serve.enabled = false;
     }
     let mut cadences = cadences(&loaded.config);
-    if let (Some(job), true) = (options.only, cadences.is_empty()) {
+    // A job command without `--once` with its job switched off has nothing to keep running.
+    if let Some(job) = options
+        .only
+        .filter(|job| job.disabled_because(&loaded.config).is_some())
+    {
         return Err(Error::config(match job {
             JobName::Recover => {
                 "recover.unit: not set; nothing to restart (see `agentwatch config`)"
@@ -634,9 +482,10 @@ pub fn run(options: &Options) -> Result<u8, Error> {
             JobName::Deck => "the deck job is not enabled",
         }));
     }
-    // The follower does opencode's ticks: it leaves the schedule.
-    let follow =
-        loaded.config.follow.enabled && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
+    // The follower does the sessions job's ticks (it leaves the schedule): with
+    // `follow.enabled`, or when a source's directory can wake it (an agent's transcripts).
+    let live = loaded.config.follow.enabled || watches_directories(&loaded.config, options, env);
+    let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
     let mut clock = SystemClock::with_signals()?;
     let notifier = match Notifier::from_env(env, std::process::id()) {
         Ok(n) => n,
@@ -680,7 +529,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    let reporter = Arc::new(Mutex::new(Reporter { store, notifier }));
+    let reporter = Arc::new(Mutex::new(Reporter {
+        store,
+        notifier,
+        disabled: std::collections::BTreeSet::new(),
+    }));
     let mut shared = Shared(Arc::clone(&reporter));
     let _ = lock(&reporter)
         .notifier
@@ -723,6 +576,7 @@ pub fn run(options: &Options) -> Result<u8, Error> {
 mod tests {
     use super::*;
     use std::collections::VecDeque;
+    use std::sync::mpsc::channel;
 
     /// A clock that jumps to whatever is waited for, and stops at `stop_at`.
     struct Simulated {
@@ -945,11 +799,6 @@ mod tests {
     #[test]
     fn cadences_follow_the_config() {
         let mut c = Config::default();
-        // Recover runs once it has a unit to restart.
-        assert_eq!(
-            cadences(&c),
-            [(JobName::Opencode, 300), (JobName::Deck, 15)]
-        );
         c.recover.unit = "agent.service".to_owned();
         assert_eq!(
             cadences(&c),
@@ -959,9 +808,23 @@ mod tests {
                 (JobName::Recover, 60)
             ]
         );
+        // A job switched off stays scheduled: its ticks ask again (the switch works live).
         c.watchdog.enabled = false;
         c.run.jobs = vec![JobName::Recover, JobName::Opencode];
-        assert_eq!(cadences(&c), [(JobName::Recover, 60)]);
+        assert_eq!(
+            cadences(&c),
+            [(JobName::Opencode, 300), (JobName::Recover, 60)]
+        );
+        assert_eq!(
+            JobName::Opencode.disabled_because(&c),
+            Some("watchdog.enabled = false")
+        );
+        c.recover.unit.clear();
+        assert_eq!(
+            JobName::Recover.disabled_because(&c),
+            Some("recover.unit is not set")
+        );
+        assert_eq!(JobName::Deck.disabled_because(&c), None);
     }
 
     #[test]

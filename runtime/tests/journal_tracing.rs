@@ -3,7 +3,7 @@
 //! of the line's priority) with its fields, and none of it reaches standard error through
 //! agentwatch's own formatter.
 
-use agentwatch_runtime::jobs::opencode;
+use agentwatch_runtime::jobs::sessions;
 use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -74,13 +74,13 @@ fn an_embedders_subscriber_receives_the_journal_with_its_fields() {
     std::fs::write(&config, "").unwrap();
     let recorder = Recorder::default();
     let report = tracing::subscriber::with_default(recorder.clone(), || {
-        opencode::run(&opencode::Options {
+        sessions::run(&sessions::Options {
             once: true,
             demo: true,
             config: Some(config.clone()),
             db: Some(dir.join("agentwatch.db")),
             now: Some(T),
-            ..opencode::Options::default()
+            ..sessions::Options::default()
         })
     });
     let _ = std::fs::remove_dir_all(&dir);

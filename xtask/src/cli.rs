@@ -5,14 +5,10 @@
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
 use agentwatch_fixtures_gen::{big, corpus, devset, peers, trajectories};
-use agentwatch_runtime::config::detector_from_flags;
-use agentwatch_runtime::input::{
-    map_placed_session_texts, map_session_stubs, map_session_texts, read_judged_sessions,
-    read_text_at,
-};
+use agentwatch_runtime::backtest::Request;
 use clap::{Parser, Subcommand};
-use detect_core::{Session, SessionCalls, SessionFile, parse_judged_session_text};
-use detect_eval::backtest::{self, Options};
+use detect_core::SessionFile;
+use detect_eval::backtest;
 use detect_eval::report;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -185,201 +181,24 @@ where
 }
 
 fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
-    if args.step == 0 {
-        return Err("--step must be at least 1".to_owned());
-    }
-    // The one `--set` dialect of every agentwatch command (agentwatch_runtime::config).
-    let config =
-        detector_from_flags(args.profile.as_deref(), &args.set).map_err(|e| e.to_string())?;
-    let paths = [args
-        .fixture
-        .unwrap_or_else(default_corpus_path)
-        .to_string_lossy()
-        .into_owned()];
-    let options = Options {
-        config,
+    // The installed binary's `agentwatch backtest` is the same code (agentwatch_runtime).
+    let request = Request {
+        fixture: args
+            .fixture
+            .unwrap_or_else(default_corpus_path)
+            .to_string_lossy()
+            .into_owned(),
+        json: args.json,
         step: args.step,
         within: args.within,
+        profile: args.profile,
+        set: args.set,
+        sweep: args.sweep,
     };
-    let write = |out: &mut dyn Write, text: &str| {
-        out.write_all(text.as_bytes())
-            .map_err(|e| format!("writing the output: {e}"))
-    };
-    if let Some(spec) = &args.sweep {
-        let (key, values) = backtest::parse_sweep(spec)?;
-        // Several configurations over the same sessions: read once, kept (of each call only
-        // what the detector reads), parsed on every core.
-        let sessions = read_judged_sessions(&paths).map_err(|e| e.to_string())?;
-        let rows = backtest::sweep(&sessions, &options, &key, &values)
-            .map_err(|e| format!("--sweep {spec}: {e}"))?;
-        let text = if args.json {
-            format!("{:#}\n", backtest::sweep_to_json(&key, &rows))
-        } else {
-            backtest::render_sweep(&key, &rows)
-        };
-        write(out, &text)?;
-        return Ok(EXIT_OK);
-    }
-    let report = streamed_backtest(&paths, &options).map_err(|e| e.to_string())?;
-    let text = if args.json {
-        backtest::to_json_text(&report)
-    } else {
-        backtest::render_table(&report)
-    };
-    write(out, &text)?;
-    Ok(if report.passed() {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
-    })
-}
-
-/// [`backtest::run`] on the sessions of `paths` without holding them: each session's prefixes
-/// judged on the core that parsed it, keeping only its result (issue 19: memory does not grow
-/// with the file). A file is read once ([`one_pass_backtest`]); standard input (or several
-/// files) in two passes ([`two_pass_backtest`]).
-fn streamed_backtest(
-    paths: &[String],
-    options: &Options,
-) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
-    match paths {
-        [path] if path != "-" => match one_pass_backtest(path, options)? {
-            Some(report) => Ok(report),
-            None => two_pass_backtest(paths, options),
-        },
-        _ => two_pass_backtest(paths, options),
-    }
-}
-
-/// Judge every prefix of the session of `text` under `plan`: as its calls are read borrowed
-/// from its text (no `Call`, no `Value`, no list of calls); a session that does not read so, or
-/// whose detector must start over (times out of order), with its calls read borrowed and kept;
-/// failing that, the usual way, for its answer or its exact error. The session comes back
-/// without its calls, its result with its own landings.
-fn judge_session_text(
-    plan: &backtest::Plan,
-    index: usize,
-    text: &str,
-    options: &Options,
-) -> Result<(Session, backtest::Judged), detect_core::ParseError> {
-    if let Some(judged) = plan.judge_text(text, options) {
-        return Ok(judged);
-    }
-    match SessionCalls::read(text) {
-        Some((session, calls)) => {
-            let judged = plan.judge_calls(&session, &calls, options);
-            Ok((session, judged))
-        }
-        None => parse_judged_session_text(index, text).map(|mut session| {
-            let judged = plan.judge_calls(&session, session.calls.as_slice(), options);
-            session.calls = Vec::new();
-            (session, judged)
-        }),
-    }
-}
-
-/// One session of a one-pass backtest: its result as if it had no descendants, its parent, its
-/// own landings (of a session with a parent), and where its text is in the file.
-struct FirstJudged {
-    result: backtest::SessionResult,
-    parent_id: Option<String>,
-    landings: Vec<i64>,
-    place: Option<(u64, usize)>,
-}
-
-/// The backtest of one file read once: each session judged as if it had no descendants, its
-/// own landings kept when it has a parent; then the few sessions whose descendants landed are
-/// read again alone, where the scan found them, and judged with those landings. `None` when a
-/// session to judge again was not placed (the file was read through serde's reader): read it
-/// in two passes.
-fn one_pass_backtest(
-    path: &str,
-    options: &Options,
-) -> Result<Option<backtest::Report>, agentwatch_runtime::error::Error> {
-    use rayon::iter::{IntoParallelRefMutIterator, ParallelIterator};
-    let alone = backtest::Plan::default();
-    let first = |session: Session, judged: backtest::Judged| FirstJudged {
-        result: judged.result,
-        parent_id: session.parent_id,
-        landings: judged.own_landings,
-        place: None,
-    };
-    let mut judged = map_placed_session_texts(
-        path,
-        &|index, text, offset| {
-            let (session, judged) = judge_session_text(&alone, index, text, options)?;
-            let mut judged = first(session, judged);
-            judged.place = offset.map(|at| (at, text.len()));
-            Ok(judged)
-        },
-        &|session| {
-            let judged = alone.judge_calls(&session, session.calls.as_slice(), options);
-            first(session, judged)
-        },
-        |judged| judged.result.id.as_str(),
-    )?;
-    let stubs: Vec<Session> = judged
-        .iter()
-        .map(|j| Session {
-            parent_id: j.parent_id.clone(),
-            ..Session::new(j.result.id.clone())
-        })
-        .collect();
-    let landings = judged.iter_mut().map(|j| std::mem::take(&mut j.landings));
-    let plan = backtest::Plan::new(&stubs, landings.collect());
-    drop(stubs);
-    let again = |j: &FirstJudged| !plan.below(&j.result.id).is_empty();
-    if judged.iter().any(|j| again(j) && j.place.is_none()) {
-        return Ok(None);
-    }
-    judged
-        .par_iter_mut()
-        .try_for_each(|j| -> Result<(), agentwatch_runtime::error::Error> {
-            if let (true, Some((offset, len))) = (again(j), j.place) {
-                let text = read_text_at(path, offset, len)?;
-                let (_, judged) = judge_session_text(&plan, 0, &text, options)
-                    .map_err(|e| agentwatch_runtime::error::Error::data(format!("{path}: {e}")))?;
-                j.result = judged.result;
-            } else {
-                j.result.root = plan.root(&j.result.id);
-            }
-            Ok(())
-        })?;
-    let results = judged.into_iter().map(|j| j.result).collect();
-    Ok(Some(backtest::report(results, options)))
-}
-
-/// The backtest of several files (or standard input) in two passes: the first keeps each
-/// session's id, parent and own landings (reading the calls of sessions with a parent only),
-/// the second judges each session with its descendants' landings.
-fn two_pass_backtest(
-    paths: &[String],
-    options: &Options,
-) -> Result<backtest::Report, agentwatch_runtime::error::Error> {
-    let config = &options.config;
-    let known = map_session_stubs(
-        paths,
-        &backtest::lands_for_others,
-        &|session| {
-            let landings = backtest::own_landings(&session, config);
-            let mut stub = Session::new(session.id);
-            stub.parent_id = session.parent_id;
-            (stub, landings)
-        },
-        |(stub, _)| stub.id.as_str(),
-    )?;
-    let (stubs, landings): (Vec<Session>, Vec<Vec<i64>>) = known.into_iter().unzip();
-    let plan = backtest::Plan::new(&stubs, landings);
-    drop(stubs);
-    let results = map_session_texts(
-        paths,
-        &|index, text| {
-            judge_session_text(&plan, index, text, options).map(|(_, judged)| judged.result)
-        },
-        &|session| plan.judge(&session, options),
-        |result| result.id.as_str(),
-    )?;
-    Ok(backtest::report(results, options))
+    let outcome = agentwatch_runtime::backtest::run(&request).map_err(|e| e.to_string())?;
+    out.write_all(outcome.text.as_bytes())
+        .map_err(|e| format!("writing the output: {e}"))?;
+    Ok(if outcome.passed { EXIT_OK } else { EXIT_FAILED })
 }
 
 fn run_gen_corpus(args: GenCorpusArgs, out: &mut dyn Write) -> Result<u8, String> {

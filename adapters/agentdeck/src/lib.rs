@@ -7,7 +7,7 @@
 //! | [`cli`] | runs the agent-deck CLI: `list --all --json`, `[-p P] session show ID --json`, `session restart ID --json`, `session send ID MSG --no-wait`; reads `null`, plain-text and `NOT_FOUND` answers |
 //! | [`tmux`] | `tmux [-S PATH \| -L NAME] capture-pane -p -t =SESSION:` and the SHA-256 of the pane |
 //! | [`hooks`] | a watch (inotify, through `notify`) on the hook status directory: wakes the deck daemon when a hook writes a status file |
-//! | [`pollers`] | Telegram pollers (`bun … telegram …`) and the state dir each owns, from `/proc`; a conductor's expected state dir from its env file |
+//! | [`pollers`] | Telegram pollers (`bun … telegram …`) and the state dir each owns, from `/proc`, else (macOS) through `sysinfo`; a conductor's expected state dir from its env file |
 //!
 //! Every program runs as an argv, never through a shell, with a timeout; stdin is `/dev/null`.
 //! Values taken from agent-deck's own output (session ids, profiles) are checked before they go

@@ -1,5 +1,7 @@
 //! Telegram poller liveness: which `bun … telegram …` processes run, and which state dir each
-//! owns (`TELEGRAM_STATE_DIR` in its environment), read from `/proc`.
+//! owns (`TELEGRAM_STATE_DIR` in its environment): read from `/proc` where there is one (Linux),
+//! else through the `sysinfo` crate's process listing (macOS, where agent-deck runs, and the
+//! BSDs), the same facts by the system's own API ([`scan_system`]).
 //!
 //! A conductor's expected state dir comes from its env file: agent-deck's `config.toml`
 //! `[conductors.<name>.claude] env_file` (the name is the title without `conductor-`), or an
@@ -26,6 +28,58 @@ pub fn is_telegram_poller(cmdline: &str) -> bool {
     lower
         .find("bun")
         .is_some_and(|at| lower[at + 3..].contains("telegram"))
+}
+
+/// Every Telegram poller of this machine: [`scan`] of `/proc` where it is mounted, else
+/// [`scan_portable`].
+pub fn scan_system() -> Vec<Poller> {
+    let proc_root = Path::new("/proc");
+    if proc_root.join("self").is_dir() {
+        scan(proc_root)
+    } else {
+        scan_portable()
+    }
+}
+
+/// Every Telegram poller, through `sysinfo`'s process listing (`sysctl` on macOS and the BSDs,
+/// `/proc` on Linux): each process's command line and environment. A process whose
+/// environment cannot be read (another user's) has no state dir, as with `/proc`.
+pub fn scan_portable() -> Vec<Poller> {
+    use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
+    let mut system = System::new();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::All,
+        true,
+        ProcessRefreshKind::nothing()
+            .with_cmd(UpdateKind::Always)
+            .with_environ(UpdateKind::Always),
+    );
+    let mut found: Vec<Poller> = system
+        .processes()
+        .iter()
+        .filter_map(|(pid, process)| {
+            let cmdline = process
+                .cmd()
+                .iter()
+                .map(|arg| arg.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ");
+            if !is_telegram_poller(&cmdline) {
+                return None;
+            }
+            let state_dir = process.environ().iter().find_map(|var| {
+                var.to_string_lossy()
+                    .strip_prefix("TELEGRAM_STATE_DIR=")
+                    .map(str::to_owned)
+            });
+            Some(Poller {
+                pid: pid.as_u32(),
+                state_dir,
+            })
+        })
+        .collect();
+    found.sort_by_key(|p| p.pid);
+    found
 }
 
 /// Every Telegram poller under `proc_root` (normally `/proc`).
@@ -150,6 +204,40 @@ mod tests {
         assert_eq!(conductor_env_file(config, "nope"), None);
         assert_eq!(conductor_env_file("not toml [", "travel"), None);
         assert_eq!(conductor_name("conductor-travel"), "travel");
+    }
+
+    /// A real process with `bun … telegram` in its command line and a state dir in its
+    /// environment, found by the portable listing (the one macOS uses) as `/proc` finds it.
+    #[test]
+    fn the_portable_listing_finds_a_poller_and_its_state_dir() {
+        use std::io::BufRead;
+        let dir = format!("/tmp/aw-portable-poller-{}", std::process::id());
+        let mut child = std::process::Command::new("sh")
+            // Waits for its standard input to close: no process outlives the test.
+            .args(["-c", "echo ready; read line", "bun", "run", "telegram"])
+            .env("TELEGRAM_STATE_DIR", &dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once it printed, the shell runs with its final command line.
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pid = child.id();
+        let portable = scan_portable();
+        let from_proc = scan(Path::new("/proc"));
+        drop(child.stdin.take());
+        let _ = child.wait();
+        let mine = |found: &[Poller]| found.iter().find(|p| p.pid == pid).cloned();
+        let want = Poller {
+            pid,
+            state_dir: Some(dir.clone()),
+        };
+        assert_eq!(mine(&portable), Some(want.clone()), "{portable:?}");
+        assert_eq!(mine(&from_proc), Some(want));
+        assert_eq!(owning(&portable, &dir), 1);
     }
 
     #[test]

@@ -68,11 +68,31 @@ pub fn url_parts(url: &str) -> UrlParts {
     };
     if let Some(query) = query {
         secrets.push(query.to_owned());
+        // Each value alone too: a server that refuses a token may echo it without its name.
+        secrets.extend(query_values(query));
         if !query.is_empty() {
             shown.push_str("?<redacted>");
         }
     }
     UrlParts { shown, secrets }
+}
+
+/// The values of a query's parameters (raw and percent-decoded) long enough to be credentials:
+/// six characters or more, so `?v=1` does not hide every `1` of an error.
+fn query_values(query: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for pair in query.split('&') {
+        let value = pair.split_once('=').map_or(pair, |(_, v)| v);
+        if value.len() < 6 {
+            continue;
+        }
+        let decoded = crate::encode::percent_decode(value);
+        if decoded != value && decoded.len() >= 6 {
+            values.push(decoded);
+        }
+        values.push(value.to_owned());
+    }
+    values
 }
 
 /// `path` with its key segments (see [`url_parts`]) replaced by `<redacted>` and pushed to
@@ -154,9 +174,13 @@ fn redact_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
+        // The scheme starts after the last character that cannot be in one (which may be
+        // several bytes long: a multi-byte character right before `://` is not a scheme).
         let scheme_start = rest[..at]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let after = &rest[at + 3..];
         let end = at + 3 + after.find(is_url_end).unwrap_or(after.len());
         out.push_str(&rest[..scheme_start]);
@@ -374,6 +398,15 @@ mod tests {
         assert_eq!(shown_url("http://h@"), "http://");
     }
 
+    /// Issue 38: a webhook that refuses `?token=…` and echoes the token alone ("bad token X").
+    #[test]
+    fn a_query_value_echoed_alone_is_scrubbed() {
+        let target = Target::new("http://127.0.0.1:9/hook?token=s3cr3t-T0KEN&v=1&who=ops%2Deast");
+        let echoed = target.scrub("401: bad token s3cr3t-T0KEN for ops-east, v1");
+        assert_eq!(echoed, "401: bad token <redacted> for <redacted>, v1");
+        assert!(!target.shown().contains("s3cr3t"));
+    }
+
     #[test]
     fn path_keys_are_redacted_in_shown_urls() {
         for (url, shown) in [
@@ -426,6 +459,8 @@ mod tests {
             ),
             ("monkey=3 key=", "monkey=3 key="),
             ("a://b ://c é=1 basic ", "a://b ://c é=1 basic "),
+            // A multi-byte character right before `://` (a proptest finding: it panicked).
+            ("𑙐:// token=a0aaaaaA0AAA", "𑙐:// token=<redacted>"),
         ] {
             assert_eq!(redact_text(text), redacted, "{text}");
             assert_eq!(redact_text(redacted), redacted, "idempotent: {redacted}");

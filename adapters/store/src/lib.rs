@@ -9,7 +9,8 @@
 //!   verdict counts;
 //! - `watchdog_alerts`: the alert lifecycle, one row per dedup key;
 //! - `watchdog_channel_settings`: per-channel overrides (enabled, min severity) set at run time;
-//! - `agentwatch_state`: the policies' serialised state, by key;
+//! - `agentwatch_state`: the policies' serialised state, by key, and the models a person
+//!   blocked from the models page ([`Store::blocked_models`], `models.blocked`);
 //! - `agentwatch_events`: what each job did (ticks with their duration, deliveries, restarts),
 //!   for the metrics of `agentwatch serve`.
 //! - `watchdog_outbox`: events a tick decided, one row per channel, written in the tick's
@@ -27,7 +28,9 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+mod models;
 mod outbox;
+pub use models::{BLOCKED_MODELS_KEY, BlockError, BlockedModel, MAX_BLOCKED};
 pub use outbox::{OutboxEvent, OutboxRow, TickWrite};
 
 /// Why the store cannot be used.

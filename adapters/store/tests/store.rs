@@ -574,3 +574,52 @@ fn session_cache_heads_leave_the_snapshots_to_be_read_one_by_one() {
         2
     );
 }
+
+/// Issue 40: models blocked from the models page are stored, listed oldest first, blocked once
+/// each, and unblocked.
+#[test]
+fn blocked_models_are_kept_and_unblocked() {
+    use agentwatch_store::{BlockError, BlockedModel};
+    let dir = TempDir::new("aw-store-blocked");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let model = |provider: Option<&str>, id: &str, at| BlockedModel {
+        provider: provider.map(str::to_owned),
+        model_id: id.to_owned(),
+        blocked_at: at,
+        reason: Some("stalls in read loops".to_owned()),
+    };
+    assert!(store.blocked_models().unwrap().is_empty());
+    assert!(
+        store
+            .block_model(&model(Some("openai"), "gpt-5", 10))
+            .unwrap()
+    );
+    assert!(store.block_model(&model(None, "qwen3-coder", 20)).unwrap());
+    assert!(
+        !store
+            .block_model(&model(Some("openai"), "gpt-5", 30))
+            .unwrap()
+    );
+    let ids: Vec<(Option<String>, String, i64)> = store
+        .blocked_models()
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.provider, b.model_id, b.blocked_at))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (Some("openai".to_owned()), "gpt-5".to_owned(), 10),
+            (None, "qwen3-coder".to_owned(), 20)
+        ]
+    );
+    assert!(matches!(
+        store.block_model(&model(None, " ", 40)),
+        Err(BlockError::Invalid(_))
+    ));
+    assert!(store.unblock_model(Some("openai"), "gpt-5", 50).unwrap());
+    assert!(!store.unblock_model(Some("openai"), "gpt-5", 60).unwrap());
+    drop(store);
+    let store = Store::open_read_only(&dir.path.join("a.db")).unwrap();
+    assert_eq!(store.blocked_models().unwrap().len(), 1);
+}

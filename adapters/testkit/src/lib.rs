@@ -12,12 +12,16 @@
 //!   clustered), waits for it by polling its API, and reads its alerts.
 //! - [`agentdeck`]: a scripted `agent-deck` stand-in (answers per subcommand and id, records every
 //!   argv) and a tmux server on a private socket.
+//! - [`claude`]: the real Claude Code CLI run offline: a scripted Messages API server on
+//!   127.0.0.1 that plays tool calls turn by turn, and `claude -p` in a directory with its own
+//!   `CLAUDE_CONFIG_DIR`.
 //!
 //! Used only as a dev-dependency.
 #![forbid(unsafe_code)]
 
 pub mod agentdeck;
 pub mod alertmanager;
+pub mod claude;
 pub mod opencode;
 
 use std::collections::BTreeMap;
@@ -455,6 +459,28 @@ pub fn isolated_command(bin: &str, home: &Path) -> std::process::Command {
         .env("XDG_STATE_HOME", home.join("state"))
         .env("PATH", std::env::var("PATH").unwrap_or_default());
     command
+}
+
+/// Runs `command` with `stdin` written to its standard input (closed at once when `None`), and
+/// collects its output.
+pub fn output_with_stdin(
+    command: &mut std::process::Command,
+    stdin: Option<&str>,
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    let mut input = child.stdin.take().expect("stdin is piped");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("the command finishes")
 }
 
 pub fn stand_in(stand_ins: &StandIns, name: &str, stdout: &str, exit_code: i32) -> PathBuf {

@@ -105,29 +105,34 @@ async function loadChannels() {
   if (data.channels.length === 0) body.append(el("tr", {}, el("td", { colspan: "4", class: "empty" }, "No channels configured.")));
 }
 
+// Live configuration: each editable key with its range; an edit goes to `config.local.toml`
+// (created at the first edit when there is none) and each job reads it at its next tick.
 async function loadConfig() {
   const box = $("#config tbody");
   if (!box) return;
   const data = await api("GET", "/admin/api/config");
   box.replaceChildren();
-  if (!data.file) { box.append(el("tr", {}, el("td", { colspan: "3", class: "empty" }, "serve runs without --config: live edits are off."))); return; }
-  for (const key of data.keys) {
-    const short = key.replace("watchdog.detector.", "").replace("watchdog.", "");
-    const overlay = data.overlay[key];
-    const current = overlay !== null ? overlay : (key.startsWith("watchdog.detector.") ? data.detector[short] : null);
-    const isBool = key === "watchdog.enabled" || key === "watchdog.local_llm_enabled";
-    const input = isBool ? el("input", { type: "checkbox", "data-key": key }) : el("input", { type: "number", step: "any", "data-key": key, value: current === null ? "" : String(current) });
-    if (isBool) input.checked = current === null ? true : Boolean(current);
-    const save = el("button", { type: "button" }, "Save");
+  if (!data.file) { box.append(el("tr", {}, el("td", { colspan: "4", class: "empty" }, "This server takes no configuration edits."))); return; }
+  for (const k of data.keys) {
+    const isBool = k.kind === "bool";
+    const input = isBool
+      ? el("input", { type: "checkbox", "data-key": k.key })
+      : el("input", { type: "number", step: k.kind === "count" ? "1" : "any", min: k.min, max: k.max, "data-key": k.key, value: String(k.value) });
+    if (isBool) input.checked = Boolean(k.value);
+    const range = isBool ? "" : (k.min_exclusive ? "> " + k.min : String(k.min)) + " … " + k.max;
+    const save = el("button", { type: "button", "data-save": k.key }, "Save");
     save.addEventListener("click", async () => {
       const value = isBool ? input.checked : Number(input.value);
-      try { await api("POST", "/admin/api/config/" + key, { value }); showMessage(key + " saved: effective at the next tick"); }
-      catch (e) { showMessage(e.message, true); }
+      try {
+        const r = await api("POST", "/admin/api/config/" + k.key, { value });
+        showMessage(k.key + " = " + JSON.stringify(r.value) + " written to " + r.file + ": each job reads it at its next tick");
+      } catch (e) { showMessage(e.message, true); }
       await loadConfig();
     });
-    box.append(el("tr", { "data-key": key }, el("td", {}, el("code", {}, key)), el("td", {}, input), el("td", {}, save)));
+    box.append(el("tr", { "data-key": k.key, "data-in-file": String(k.in_file) },
+      el("td", {}, el("code", {}, k.key)), el("td", {}, input), el("td", { class: "range" }, range), el("td", {}, save)));
   }
-  $("#config-file").textContent = data.file;
+  $("#config-file").textContent = data.file + (data.exists ? "" : " (created at the first edit)");
 }
 
 async function refreshControls() {
@@ -143,15 +148,62 @@ async function sendTest() {
   } catch (e) { showMessage("test alert: " + e.message, true); }
 }
 
-// `?click=CHANNEL` (controls page): flip that channel's toggle once loaded, as a user would.
-async function clickFromQuery() {
-  const name = new URLSearchParams(location.search).get("click");
-  if (!name) return;
-  const toggle = document.querySelector('input.toggle[data-channel="' + CSS.escape(name) + '"]');
-  if (!toggle) { showMessage("no channel " + name, true); return; }
-  toggle.checked = !toggle.checked;
-  await setChannel(name, { enabled: toggle.checked });
-  $("#watchdog").dataset.clicked = name;
+// Models page: Block beside each model, Unblock in the Blocked list; the page reloads to show
+// the stored list.
+function modelButtons() {
+  for (const b of document.querySelectorAll("button.block, button.unblock")) {
+    b.addEventListener("click", async () => {
+      const block = b.classList.contains("block");
+      const body = { provider: b.dataset.provider || null, model_id: b.dataset.model };
+      if (block) body.reason = "blocked from the models page";
+      try {
+        await api("POST", "/api/watchdog/models/" + (block ? "block" : "unblock"), body);
+        location.reload();
+      } catch (e) { showMessage((block ? "block " : "unblock ") + b.dataset.model + ": " + e.message, true); }
+    });
+  }
+}
+
+// The recovery splash: asks the server once a second what to show (the server applies the
+// splash rule at its own time) and shows it, or nothing.
+function mmss(seconds) {
+  const s = Math.max(0, Math.ceil(seconds));
+  return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
+}
+
+function stuckText(seconds) {
+  if (!(seconds >= 60)) return "";
+  const m = Math.round(seconds / 60);
+  return "STUCK " + (m >= 60 ? Math.floor(m / 60) + " H " + (m % 60 ? (m % 60) + " MIN" : "") : m + " MIN");
+}
+
+async function pollSplash() {
+  const box = $("#splash");
+  try {
+    const s = await api("GET", "/api/recovery/splash");
+    const n = s.notice || {};
+    const to = n.action === "reset" ? (n.toLabel ? "Rewinding to " + n.toLabel : "Rewinding to the last milestone") : "Restarting it";
+    const copy = {
+      countdown: ["Stuck in a loop", to + " in", mmss(s.remaining_s || 0)],
+      acting: [n.action === "reset" ? "Rewinding" : "Restarting", n.action === "reset" && n.toLabel ? "Back to " + n.toLabel : "Same place, fresh start", ""],
+      done: [n.action === "reset" ? "Rewound" : "Back on track", "The loop is behind us", ""],
+      failed: ["That didn't work", "Trying something else next", ""],
+    }[s.phase];
+    box.dataset.phase = s.visible ? s.phase : "none";
+    box.dataset.hiddenBecause = s.hidden_because || "";
+    box.hidden = !(s.visible && copy);
+    if (copy) {
+      $("#splash-title").textContent = copy[0];
+      $("#splash-body").textContent = copy[1];
+      $("#splash-count").textContent = copy[2];
+      $("#splash-loop").textContent = (n.loop || []).slice(0, 4).map(x => String(x).slice(0, 16)).join(" > ");
+      $("#splash-stuck").textContent = stuckText(n.stuckSeconds);
+    }
+  } catch (e) {
+    box.hidden = true;
+    box.dataset.phase = "none";
+  }
+  document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
 }
 
 function saveToken() {
@@ -170,7 +222,11 @@ document.addEventListener("DOMContentLoaded", async () => {
     $("#send-test").addEventListener("click", sendTest);
     const t = $("#save-token"); if (t) t.addEventListener("click", saveToken);
     await refreshControls();
-    await clickFromQuery();
+  } else if (page === "models") {
+    modelButtons();
+  } else if (page === "splash") {
+    await pollSplash();
+    setInterval(pollSplash, 1000);
   }
   document.body.dataset.ready = "1";
 });

@@ -65,5 +65,8 @@ fn main() {
     options.listen = listen.parse().expect("ADDR");
     let server = Server::bind(options).expect("bind");
     println!("serving on http://{}", server.local_addr());
-    server.run();
+    if let Err(e) = server.run() {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
 }

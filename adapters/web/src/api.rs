@@ -1,6 +1,6 @@
 //! Routing, the request checks, and the JSON API over the store.
 
-use crate::{Incoming, Reply, ServeOptions, config_edit};
+use crate::{Incoming, Reply, ServeOptions};
 use agentwatch_http::{percent_decode, percent_encode};
 use agentwatch_store::{AlertRow, ChannelSetting, EventKind, Store, StoreError, TreeVerdict};
 use alert_state::Severity;
@@ -12,6 +12,8 @@ use std::sync::Mutex;
 pub const TREE_ROWS_MAX: usize = 10_000;
 /// Tree history rows returned by default.
 pub const TREE_ROWS_DEFAULT: usize = 2_000;
+/// The largest recovery notice served (the stage page's limit).
+pub const NOTICE_MAX_BYTES: u64 = 16_384;
 /// Restarts and checks of a job's history returned.
 pub const HISTORY_ROWS: usize = 50;
 
@@ -52,12 +54,7 @@ impl App {
     }
 
     pub fn handle(&self, req: &Incoming) -> Reply {
-        if let Err(reply) = self.check_host(req) {
-            return reply;
-        }
-        if req.method == "POST"
-            && let Err(reply) = self.check_post(req)
-        {
+        if let Err(reply) = crate::access::check(&self.options, req) {
             return reply;
         }
         // Pages are served under `/` and under `/admin/` (`watchdog.dashboard_base_url`).
@@ -79,6 +76,11 @@ impl App {
             ("POST", "/api/watchdog/channels") => self.set_channel(req),
             ("POST", "/api/watchdog/test-alert") => self.test_alert(req),
             ("GET", "/api/watchdog/models") => self.models(),
+            ("GET", "/api/watchdog/models/blocked") => self.blocked(),
+            ("POST", "/api/watchdog/models/block") => self.block(req),
+            ("POST", "/api/watchdog/models/unblock") => self.unblock(req),
+            ("GET", "/recovery-notice.json") => Ok(self.notice_file()),
+            ("GET", "/api/recovery/splash") => Ok(Reply::json(200, &self.splash())),
             ("GET", "/api/deck") => self.deck().map(|v| Reply::json(200, &v)),
             ("GET", "/api/recover") => self.recover().map(|v| Reply::json(200, &v)),
             ("GET", "/admin/api/config") => self.config_values(),
@@ -99,77 +101,6 @@ impl App {
             _ => Err(Reply::error(405, None, "method not allowed")),
         };
         result.unwrap_or_else(|reply| reply)
-    }
-
-    /// Without a token the server is loopback-only: a `Host` that is not a loopback name is a
-    /// page on another site reaching us through DNS rebinding.
-    fn check_host(&self, req: &Incoming) -> Result<(), Reply> {
-        if self.options.token.is_some() {
-            return Ok(());
-        }
-        let Some(host) = req.header("Host") else {
-            return Ok(());
-        };
-        if is_loopback_host(host) {
-            Ok(())
-        } else {
-            Err(Reply::error(
-                403,
-                None,
-                format!("Host {host:?} is not a loopback name"),
-            ))
-        }
-    }
-
-    fn check_post(&self, req: &Incoming) -> Result<(), Reply> {
-        if let Some(token) = self.options.token.as_deref() {
-            let given = req
-                .header("Authorization")
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .unwrap_or("");
-            if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
-                return Err(Reply::error(
-                    401,
-                    None,
-                    "this server needs its token: Authorization: Bearer <token>",
-                ));
-            }
-        }
-        if let Some(origin) = req.header("Origin") {
-            let own = req.header("Host").map(|h| format!("http://{h}"));
-            if own
-                .as_deref()
-                .is_none_or(|o| !o.eq_ignore_ascii_case(origin))
-            {
-                return Err(Reply::error(
-                    403,
-                    None,
-                    format!("cross-origin request from {origin:?} refused"),
-                ));
-            }
-        }
-        if let Some(site) = req.header("Sec-Fetch-Site")
-            && !matches!(site, "same-origin" | "none")
-        {
-            return Err(Reply::error(
-                403,
-                None,
-                format!("cross-site request ({site}) refused"),
-            ));
-        }
-        let json = req.header("Content-Type").is_some_and(|t| {
-            t.trim()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-        if !json {
-            return Err(Reply::error(
-                415,
-                None,
-                "the body must be JSON (Content-Type: application/json)",
-            ));
-        }
-        Ok(())
     }
 
     fn loops(&self) -> Handled {
@@ -343,66 +274,47 @@ impl App {
     }
 
     fn config_values(&self) -> Handled {
-        let Some(overlay) = &self.options.config_local else {
-            return Ok(Reply::json(200, &json!({ "file": null, "overlay": null })));
+        let Some(config) = &self.options.config else {
+            return Ok(Reply::json(
+                200,
+                &json!({ "file": null, "keys": [], "detector": detector_thresholds(&self.options.detector) }),
+            ));
         };
-        let values = config_edit::overlay_values(overlay)
-            .map_err(|e| Reply::error(500, None, e.to_string()))?;
-        let detector = self.detector();
-        Ok(Reply::json(
-            200,
-            &json!({
-                "file": overlay.display().to_string(),
-                "overlay": values,
-                "detector": detector_thresholds(&detector),
-                "keys": config_edit::CONFIG_KEYS,
-            }),
-        ))
+        config
+            .show()
+            .map(|v| Reply::json(200, &v))
+            .map_err(|r| refusal(&r))
     }
 
     fn set_config(&self, key: &str, req: &Incoming) -> Handled {
         let key = percent_decode(key);
-        if !config_edit::CONFIG_KEYS.contains(&key.as_str()) {
-            return Err(Reply::error(
-                400,
-                Some("key"),
-                config_edit::ConfigEditError::UnknownKey(key).to_string(),
-            ));
-        }
         let body = json_object(req, &["value"])?;
         let value = body
             .get("value")
             .ok_or_else(|| Reply::error(400, Some("value"), "value: required"))?;
-        let Some(overlay) = &self.options.config_local else {
+        let Some(config) = &self.options.config else {
             return Err(Reply::error(
                 409,
                 Some("key"),
-                "serve runs without a configuration file (--config FILE): nowhere to write",
+                "this server takes no configuration edits",
             ));
         };
         let _guard = self
             .config_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        config_edit::apply(overlay, &self.options.detector, &key, value).map_err(|e| match e {
-            config_edit::ConfigEditError::File { .. } => Reply::error(500, None, e.to_string()),
-            _ => Reply::error(400, Some("value"), e.to_string()),
-        })?;
-        Ok(Reply::json(
-            200,
-            &json!({
-                "key": key, "value": value, "file": overlay.display().to_string(),
-                "effective": "next tick",
-            }),
-        ))
+        config
+            .set(&key, value)
+            .map(|v| Reply::json(200, &v))
+            .map_err(|r| refusal(&r))
     }
 
-    /// The detector in force (start configuration plus the overlay's edits).
+    /// The detector in force (the caller's configuration with its edits).
     pub fn detector(&self) -> detect_core::DetectConfig {
-        config_edit::effective_detector(
-            &self.options.detector,
-            self.options.config_local.as_deref(),
-        )
+        match &self.options.config {
+            Some(config) => config.detector(),
+            None => self.options.detector.clone(),
+        }
     }
 
     /// One tree's verdicts tick by tick.
@@ -452,6 +364,130 @@ impl App {
             None => Vec::new(),
         };
         Ok(Reply::json(200, &json!({ "models": rollup })))
+    }
+
+    /// The models a person blocked, for a router to route away from.
+    fn blocked(&self) -> Handled {
+        let blocked = match self.read_store()? {
+            Some(store) => store.blocked_models().map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        Ok(Reply::json(200, &json!({ "blocked": blocked })))
+    }
+
+    /// `{provider, model_id}` of a block or unblock body (a `null` provider: every provider).
+    fn model_of(body: &serde_json::Map<String, Value>) -> Result<(Option<String>, String), Reply> {
+        let model_id = body
+            .get("model_id")
+            .and_then(Value::as_str)
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                Reply::error(400, Some("model_id"), "model_id: required, a model's name")
+            })?;
+        let provider = match body.get("provider") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(p)) => Some(p.clone()),
+            Some(_) => {
+                return Err(Reply::error(
+                    400,
+                    Some("provider"),
+                    "provider: a provider's name or null",
+                ));
+            }
+        };
+        Ok((provider, model_id.to_owned()))
+    }
+
+    fn block(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["provider", "model_id", "reason"])?;
+        let (provider, model_id) = Self::model_of(&body)?;
+        let reason = match body.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(Reply::error(400, Some("reason"), "reason: text or null")),
+        };
+        let model = agentwatch_store::BlockedModel {
+            provider,
+            model_id,
+            blocked_at: self.now(),
+            reason,
+        };
+        let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
+        let new = store.block_model(&model).map_err(|e| match e {
+            agentwatch_store::BlockError::Invalid(m) => Reply::error(400, Some("model_id"), m),
+            agentwatch_store::BlockError::Store(e) => store_error(&e),
+        })?;
+        Ok(Reply::json(200, &json!({ "blocked": model, "new": new })))
+    }
+
+    fn unblock(&self, req: &Incoming) -> Handled {
+        let body = json_object(req, &["provider", "model_id"])?;
+        let (provider, model_id) = Self::model_of(&body)?;
+        let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
+        let was = store
+            .unblock_model(provider.as_deref(), &model_id, self.now())
+            .map_err(|e| match e {
+                agentwatch_store::BlockError::Invalid(m) => Reply::error(400, Some("model_id"), m),
+                agentwatch_store::BlockError::Store(e) => store_error(&e),
+            })?;
+        Ok(Reply::json(
+            200,
+            &json!({ "provider": provider, "model_id": model_id, "was_blocked": was }),
+        ))
+    }
+
+    /// The recovery notice's text, if the file is a regular file of 1 to 16,384 bytes.
+    fn notice_text(&self) -> Option<String> {
+        let path = self.options.recover_notice.as_ref()?;
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() || meta.len() == 0 || meta.len() > NOTICE_MAX_BYTES {
+            return None;
+        }
+        let text = std::fs::read_to_string(path).ok()?;
+        (!text.is_empty() && text.len() as u64 <= NOTICE_MAX_BYTES).then_some(text)
+    }
+
+    /// `GET /recovery-notice.json`: the file as the recover job wrote it (the stage page's
+    /// contract), or 204 when there is none to show.
+    fn notice_file(&self) -> Reply {
+        match self.notice_text() {
+            Some(text) => Reply::text(200, "application/json; charset=utf-8", text),
+            None => Reply::text(204, "application/json; charset=utf-8", Vec::new()),
+        }
+    }
+
+    /// What the splash shows now: the notice read, and the splash rule
+    /// ([`recovery_policy::notice::splash_visibility`]) applied at the server's time.
+    pub fn splash(&self) -> Value {
+        use recovery_policy::notice::{HiddenBecause, Splash, parse_notice, splash_visibility};
+        let now = self.now();
+        let Some(notice) = self.notice_text().and_then(|t| parse_notice(&t).ok()) else {
+            return json!({ "now": now, "phase": "none", "visible": false, "notice": null });
+        };
+        let (phase, remaining, hidden) = match splash_visibility(&notice, now) {
+            Splash::Countdown { remaining } => ("countdown", Some(remaining), None),
+            Splash::Acting => ("acting", None, None),
+            Splash::Done => ("done", None, None),
+            Splash::Failed => ("failed", None, None),
+            Splash::Hidden(why) => (
+                "hidden",
+                None,
+                Some(match why {
+                    HiddenBecause::Stale => "stale",
+                    HiddenBecause::FromTheFuture => "from_the_future",
+                    HiddenBecause::PhaseOver => "phase_over",
+                }),
+            ),
+        };
+        json!({
+            "now": now,
+            "phase": phase,
+            "visible": hidden.is_none(),
+            "hidden_because": hidden,
+            "remaining_s": remaining,
+            "age_s": now - notice.updated_at,
+            "notice": notice,
+        })
     }
 
     /// The stored policy state whose envelope names `policy`: (state, saved at).
@@ -675,39 +711,6 @@ pub fn group_ticks(rows: &[TreeVerdict]) -> Vec<TreeTick<'_>> {
     ticks
 }
 
-fn is_loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_hosts_are_told_from_others() {
-        for (host, ok) in [
-            ("127.0.0.1:8080", true),
-            ("localhost:8080", true),
-            ("LOCALHOST", true),
-            ("[::1]:8080", true),
-            ("127.1.2.3:80", true),
-            ("evil.example:8080", false),
-            ("10.0.0.1:8080", false),
-            ("[::2]:8080", false),
-        ] {
-            assert_eq!(is_loopback_host(host), ok, "{host}");
-        }
-    }
+fn refusal(r: &crate::ConfigRefusal) -> Reply {
+    Reply::error(r.status, Some(r.field), r.message.clone())
 }

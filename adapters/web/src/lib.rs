@@ -1,47 +1,51 @@
 //! # agentwatch-web: `agentwatch serve`
 //!
 //! The admin surfaces over the SQLite store: the pages (Loops panel, Watchdog card, tree page,
-//! models, recovery), the JSON API with the seed's paths, live edits of the nine allowlisted
-//! config keys, and `GET /metrics` in the Prometheus text format.
+//! models, recovery, the recovery splash), the JSON API with the seed's paths, live edits of the
+//! allowlisted config keys (through the caller's [`LiveConfig`]), the recovery notice file, and
+//! `GET /metrics` in the Prometheus text format.
 //!
-//! The server is [`tiny_http`] with a few worker threads: blocking, no async runtime, which fits
-//! rusqlite's blocking calls. Every request opens its own read-only connection (WAL lets it read
-//! while a job writes, and never holds a lock a tick waits on); the only writes are a channel
-//! setting (one upsert) and the config overlay (temp file + rename).
+//! The server is hyper's HTTP/1.1 on a current-thread tokio runtime with tower-http's body limit
+//! and request timeout, a concurrency limit on the handlers, and size limits and timeouts on
+//! every connection ([`Limits`], module `http`): a request costs bounded memory and time, and no
+//! request ends the server. Handlers are blocking rusqlite reads on tokio's blocking pool; each
+//! opens its own read-only connection (WAL lets it read while a job writes, and never holds a
+//! lock a tick waits on); the writes are a channel setting and a blocked model (one upsert each)
+//! and the caller's config edits.
 //!
 //! ## Safety
-//! - Loopback by default. [`Server::bind`] refuses any other address unless a token is set.
-//! - Every POST needs `Authorization: Bearer <token>` when a token is set; a POST whose `Origin`
-//!   (or `Sec-Fetch-Site`) says it comes from another site is refused; a POST body must be JSON
-//!   (`Content-Type: application/json`, which a cross-site form cannot send without a preflight,
-//!   and no CORS header is ever sent).
-//! - Without a token, a request whose `Host` is not a loopback name is refused (DNS rebinding).
+//! - Loopback by default. [`Server::bind`] refuses any other address unless a token is set, and
+//!   beyond loopback every request (GET included) needs it: `Authorization: Bearer <token>`, or
+//!   Basic with the token as password (what a browser asks for).
+//! - On loopback with a token, every POST needs it.
+//! - The `Host` must be an IP address, `localhost`, or a name in [`ServeOptions::allowed_hosts`]:
+//!   a page on another site reaching us through DNS rebinding carries its own name.
+//! - A POST whose `Origin` (or `Sec-Fetch-Site`) says it comes from another site is refused; a
+//!   POST body must be JSON (`Content-Type: application/json`, which a cross-site form cannot
+//!   send without a preflight, and no CORS header is ever sent). No page acts on load.
 //! - Channel secrets never reach this crate: it gets names, types and gates ([`ChannelInfo`]),
 //!   and the test alert goes through the caller's [`TestAlert`].
 #![forbid(unsafe_code)]
 
+mod access;
 mod api;
-mod config_edit;
+mod http;
 mod metrics;
 mod pages;
 
-pub use config_edit::{CONFIG_KEYS, ConfigEditError};
+pub use http::Limits;
 
 use detect_core::DetectConfig;
 use serde::Serialize;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// The address `serve` listens on by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// The largest POST body read.
-pub const MAX_BODY: usize = 64 * 1024;
 
-/// Why the server did not start.
+/// Why the server did not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
     #[error(
@@ -50,6 +54,8 @@ pub enum WebError {
     NeedsToken(SocketAddr),
     #[error("cannot listen on {addr}: {message}")]
     Bind { addr: SocketAddr, message: String },
+    #[error("the server on {addr} stopped: {message}")]
+    Serve { addr: SocketAddr, message: String },
 }
 
 /// One configured channel as the browser may see it: no URL, no key, no token.
@@ -74,7 +80,8 @@ pub struct Delivery {
     pub message: Option<String>,
 }
 
-/// Sends a test alert through the configured channels; the caller owns the channels' secrets.
+/// Sends a test alert through the configured channels; the caller owns the channels' secrets
+/// (and scrubs them from the messages it returns).
 pub trait TestAlert: Send + Sync {
     /// Deliver a test event of `severity` to `channel` (or to every enabled channel whose gate
     /// the severity passes), with the stored channel settings applied. `Err`: no such channel.
@@ -84,6 +91,27 @@ pub trait TestAlert: Send + Sync {
         channel: Option<&str>,
         now: i64,
     ) -> Result<Vec<Delivery>, String>;
+}
+
+/// A refused config edit: its status (400 for a bad key or value, 500 for a file that cannot be
+/// read or written), the input it is about, and a message free of secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigRefusal {
+    pub status: u16,
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// Live edits of the configuration, owned by the caller: it knows the keys, their bounds and the
+/// files. Every text it returns is free of secrets.
+pub trait LiveConfig: Send + Sync {
+    /// `GET /admin/api/config`: `{file, keys: [{key, kind, min, max, value, in_file}], detector}`.
+    fn show(&self) -> Result<serde_json::Value, ConfigRefusal>;
+    /// `POST /admin/api/config/{key}`: validate and write; the answer's JSON.
+    fn set(&self, key: &str, value: &serde_json::Value)
+    -> Result<serde_json::Value, ConfigRefusal>;
+    /// The detector in force now (the configuration with its edits).
+    fn detector(&self) -> DetectConfig;
 }
 
 /// The link an alert carries: `watchdog.dashboard_base_url` (the pages are served under `/` and
@@ -112,22 +140,25 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// The store (it may not exist yet: pages then say no tick ran).
     pub db: PathBuf,
-    /// `config.local.toml`, where config edits go; `None` refuses edits (no config file).
-    pub config_local: Option<PathBuf>,
-    /// The detector configuration in force at start (edits in `config_local` apply over it).
+    /// Live config edits; `None` refuses them.
+    pub config: Option<Arc<dyn LiveConfig>>,
+    /// The detector configuration at start (what the pages show without [`ServeOptions::config`]).
     pub detector: DetectConfig,
-    /// Required on every POST when set; required to listen beyond loopback.
+    /// Required on every request beyond loopback, on every POST on loopback, when set.
     pub token: Option<String>,
+    /// Host names (besides IP addresses and `localhost`) requests may be addressed to.
+    pub allowed_hosts: Vec<String>,
     pub channels: Vec<ChannelInfo>,
     pub test_alert: Option<Arc<dyn TestAlert>>,
     /// Base of the links alerts carry (`watchdog.dashboard_base_url`), shown on pages.
     pub dashboard_base_url: String,
-    /// The recovery notice file of `agentwatch recover`, read by the recovery page.
+    /// The recovery notice file of `agentwatch recover`: served at `/recovery-notice.json`, read
+    /// by the recovery page and the splash.
     pub recover_notice: Option<PathBuf>,
     /// `recover.cooldown` in seconds.
     pub recover_cooldown_s: u32,
-    /// Worker threads (each serves one request at a time).
-    pub threads: usize,
+    /// What a request and a connection may cost.
+    pub limits: Limits,
     pub clock: Clock,
 }
 
@@ -136,10 +167,11 @@ impl std::fmt::Debug for ServeOptions {
         f.debug_struct("ServeOptions")
             .field("listen", &self.listen)
             .field("db", &self.db)
-            .field("config_local", &self.config_local)
+            .field("config", &self.config.is_some())
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("channels", &self.channels)
-            .field("threads", &self.threads)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -150,15 +182,16 @@ impl ServeOptions {
         Self {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             db,
-            config_local: None,
+            config: None,
             detector: DetectConfig::default(),
             token: None,
+            allowed_hosts: Vec::new(),
             channels: Vec::new(),
             test_alert: None,
             dashboard_base_url: "http://127.0.0.1:8080/admin".to_owned(),
             recover_notice: None,
             recover_cooldown_s: 3600,
-            threads: 4,
+            limits: Limits::default(),
             clock: Arc::new(system_clock),
         }
     }
@@ -166,10 +199,10 @@ impl ServeOptions {
 
 /// A bound server; [`Server::run`] serves until [`Server::stop`] (or [`Server::spawn`]).
 pub struct Server {
-    http: Arc<tiny_http::Server>,
+    listener: std::net::TcpListener,
     app: Arc<api::App>,
     addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Server {
@@ -185,16 +218,17 @@ impl Server {
         if !addr.ip().is_loopback() && options.token.as_deref().is_none_or(str::is_empty) {
             return Err(WebError::NeedsToken(addr));
         }
-        let http = tiny_http::Server::http(addr).map_err(|e| WebError::Bind {
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| WebError::Bind {
             addr,
             message: e.to_string(),
         })?;
-        let addr = http.server_addr().to_ip().unwrap_or(addr);
+        let addr = listener.local_addr().unwrap_or(addr);
+        let (stop, _) = tokio::sync::watch::channel(false);
         Ok(Self {
-            http: Arc::new(http),
+            listener,
             app: Arc::new(api::App::new(options)),
             addr,
-            stopping: Arc::new(AtomicBool::new(false)),
+            stop,
         })
     }
 
@@ -203,58 +237,61 @@ impl Server {
         self.addr
     }
 
-    /// Serve on the worker threads until stopped; returns when every worker has ended.
-    pub fn run(&self) {
-        let threads = self.app.options.threads.max(1);
-        let workers: Vec<JoinHandle<()>> = (0..threads)
-            .map(|_| {
-                let http = Arc::clone(&self.http);
-                let app = Arc::clone(&self.app);
-                let stopping = Arc::clone(&self.stopping);
-                std::thread::spawn(move || worker(&http, &app, &stopping))
-            })
-            .collect();
-        for w in workers {
-            let _ = w.join();
-        }
+    /// Serve until [`Server::stop`]. `Err`: the server could not run (no runtime, the listener
+    /// unusable); a request never ends it.
+    pub fn run(&self) -> Result<(), WebError> {
+        let failed = |e: std::io::Error| WebError::Serve {
+            addr: self.addr,
+            message: e.to_string(),
+        };
+        let listener = self.listener.try_clone().map_err(failed)?;
+        http::serve(listener, Arc::clone(&self.app), self.stop.subscribe()).map_err(failed)
     }
 
     /// Run on a background thread; the handle stops it.
     pub fn spawn(self) -> Running {
-        let http = Arc::clone(&self.http);
-        let stopping = Arc::clone(&self.stopping);
-        let threads = self.app.options.threads.max(1);
         let addr = self.addr;
-        let thread = std::thread::spawn(move || self.run());
+        let stop = self.stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("agentwatch-web".to_owned())
+            .spawn(move || self.run());
         Running {
             addr,
-            http,
-            stopping,
-            threads,
+            stop,
             thread: Some(thread),
         }
     }
 
-    /// Ask the workers to end after their current request.
+    /// Ask the server to stop: it takes no new connection and drops the open ones.
     pub fn stop(&self) {
-        stop(&self.http, &self.stopping, self.app.options.threads.max(1));
+        self.stop.send_replace(true);
+    }
+
+    /// A handle that stops this server from another thread.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.stop.clone())
     }
 }
 
-fn stop(http: &tiny_http::Server, stopping: &AtomicBool, threads: usize) {
-    stopping.store(true, Ordering::SeqCst);
-    for _ in 0..threads {
-        http.unblock();
+/// Stops a [`Server`] from another thread ([`Server::stopper`]).
+#[derive(Debug, Clone)]
+pub struct Stopper(tokio::sync::watch::Sender<bool>);
+
+impl Stopper {
+    /// Ask the server to stop: [`Server::run`] returns.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
     }
 }
+
+/// The server's thread, and what it ended with.
+type ServerThread = std::io::Result<JoinHandle<Result<(), WebError>>>;
 
 /// A server running on a background thread; dropping it stops it.
 pub struct Running {
     addr: SocketAddr,
-    http: Arc<tiny_http::Server>,
-    stopping: Arc<AtomicBool>,
-    threads: usize,
-    thread: Option<JoinHandle<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<ServerThread>,
 }
 
 impl std::fmt::Debug for Running {
@@ -272,28 +309,37 @@ impl Running {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
-}
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        stop(&self.http, &self.stopping, self.threads);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    /// Whether the server ended on its own (it failed, or its thread panicked).
+    pub fn has_ended(&self) -> bool {
+        match &self.thread {
+            Some(Ok(t)) => t.is_finished(),
+            _ => true,
+        }
+    }
+
+    /// Stop it and say how it ended: `Ok` when it was running until now, else what ended it.
+    pub fn finish(mut self) -> Result<(), WebError> {
+        self.end()
+    }
+
+    fn end(&mut self) -> Result<(), WebError> {
+        self.stop.send_replace(true);
+        let addr = self.addr;
+        let failed = |message: String| WebError::Serve { addr, message };
+        match self.thread.take() {
+            None => Ok(()),
+            Some(Err(e)) => Err(failed(format!("cannot start its thread: {e}"))),
+            Some(Ok(t)) => t
+                .join()
+                .unwrap_or_else(|_| Err(failed("its thread panicked".to_owned()))),
         }
     }
 }
 
-fn worker(http: &tiny_http::Server, app: &api::App, stopping: &AtomicBool) {
-    while !stopping.load(Ordering::SeqCst) {
-        let Ok(mut request) = http.recv() else {
-            continue;
-        };
-        if stopping.load(Ordering::SeqCst) {
-            let _ = request.respond(tiny_http::Response::empty(503));
-            return;
-        }
-        let reply = serve_one(app, &mut request);
-        let _ = request.respond(reply.into_response());
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.end();
     }
 }
 
@@ -308,6 +354,26 @@ pub(crate) struct Incoming {
 }
 
 impl Incoming {
+    /// From hyper's request head; a header value that is not text is kept as lossy UTF-8.
+    pub(crate) fn from_parts(parts: &hyper::http::request::Parts, body: Vec<u8>) -> Self {
+        Self {
+            method: parts.method.as_str().to_ascii_uppercase(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().unwrap_or("").to_owned(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body,
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -333,6 +399,9 @@ pub(crate) struct Reply {
     pub body: Vec<u8>,
     pub headers: Vec<(&'static str, String)>,
 }
+
+/// The page's policy: scripts and styles from the server only, no frames, no forms elsewhere.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'";
 
 impl Reply {
     pub fn json(status: u16, value: &impl Serialize) -> Self {
@@ -371,64 +440,26 @@ impl Reply {
         }
     }
 
-    fn into_response(self) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-        let mut response = tiny_http::Response::from_data(self.body).with_status_code(self.status);
+    /// This reply with one more header.
+    #[must_use]
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Every header the reply is sent with: its type, the fixed security headers, its own.
+    pub(crate) fn all_headers(&self) -> Vec<(&'static str, String)> {
         let fixed = [
-            ("Content-Type", self.content_type.to_owned()),
-            ("Cache-Control", "no-store".to_owned()),
-            ("X-Content-Type-Options", "nosniff".to_owned()),
-            ("X-Frame-Options", "DENY".to_owned()),
-            ("Referrer-Policy", "no-referrer".to_owned()),
+            ("content-type", self.content_type.to_owned()),
+            ("cache-control", "no-store".to_owned()),
+            ("x-content-type-options", "nosniff".to_owned()),
+            ("x-frame-options", "DENY".to_owned()),
+            ("referrer-policy", "no-referrer".to_owned()),
             (
-                "Content-Security-Policy",
-                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-                    .to_owned(),
+                "content-security-policy",
+                CONTENT_SECURITY_POLICY.to_owned(),
             ),
         ];
-        for (name, value) in fixed.into_iter().chain(self.headers) {
-            if let Ok(h) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-                response.add_header(h);
-            }
-        }
-        response
+        fixed.into_iter().chain(self.headers.clone()).collect()
     }
-}
-
-fn serve_one(app: &api::App, request: &mut tiny_http::Request) -> Reply {
-    let url = request.url().to_owned();
-    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
-    let headers = request
-        .headers()
-        .iter()
-        .map(|h| {
-            (
-                h.field.as_str().as_str().to_owned(),
-                h.value.as_str().to_owned(),
-            )
-        })
-        .collect();
-    let mut incoming = Incoming {
-        method: request.method().as_str().to_ascii_uppercase(),
-        path: path.to_owned(),
-        query: query.to_owned(),
-        headers,
-        body: Vec::new(),
-    };
-    if incoming.method == "POST" {
-        let mut body = Vec::new();
-        let limit = u64::try_from(MAX_BODY).unwrap_or(u64::MAX) + 1;
-        if request
-            .as_reader()
-            .take(limit)
-            .read_to_end(&mut body)
-            .is_err()
-        {
-            return Reply::error(400, None, "the request body could not be read");
-        }
-        if body.len() > MAX_BODY {
-            return Reply::error(413, None, format!("body over {MAX_BODY} bytes"));
-        }
-        incoming.body = body;
-    }
-    app.handle(&incoming)
 }

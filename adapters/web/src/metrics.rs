@@ -5,6 +5,7 @@
 use crate::Reply;
 use crate::api::App;
 use agentwatch_store::{EventKind, Store, StoreError};
+use prometheus_client::encoding::prometheus_text;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -155,55 +156,32 @@ fn collect(store: Option<&Store>) -> Result<Registry, StoreError> {
     Ok(registry)
 }
 
-/// The metrics text of the store (no store yet: zeros and no samples).
-pub fn text(store: Option<&Store>) -> Result<String, StoreError> {
+/// The metrics of the store as OpenMetrics text, or (`classic`) in the Prometheus text format
+/// 0.0.4: counters declared under their sample name (`…_total`), no `# UNIT`, no `# EOF`. Label
+/// values are escaped by the encoder (`\\`, `\"`, `\n`), so a channel of any name keeps the
+/// scrape valid. No store yet: zeros and no samples.
+pub fn text(store: Option<&Store>, classic: bool) -> Result<String, StoreError> {
     let registry = collect(store)?;
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = encode(&mut out, &registry);
+    let _ = if classic {
+        prometheus_text::encode(&mut out, &registry)
+    } else {
+        encode(&mut out, &registry)
+    };
     Ok(out)
-}
-
-/// The same metrics in the classic Prometheus text format (0.0.4): counters are declared under
-/// their sample name (`…_total`), no `# UNIT`, no `# EOF`.
-pub fn classic(openmetrics: &str) -> String {
-    let counters: Vec<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
-    let mut out = String::with_capacity(openmetrics.len());
-    for line in openmetrics.lines() {
-        if line == "# EOF" || line.starts_with("# UNIT ") {
-            continue;
-        }
-        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
-            let rest = line.strip_prefix(prefix)?;
-            let (name, tail) = rest.split_once(' ')?;
-            counters
-                .contains(&name)
-                .then(|| format!("{prefix}{name}_total {tail}"))
-        });
-        out.push_str(renamed.as_deref().unwrap_or(line));
-        out.push('\n');
-    }
-    out
 }
 
 /// OpenMetrics when the scraper asks for it (Prometheus does), else the classic text format.
 pub fn render(app: &App, accept: Option<&str>) -> Result<Reply, Reply> {
     let store = app.read_store()?;
-    let body = text(store.as_ref()).map_err(|e| Reply::error(500, None, format!("store: {e}")))?;
-    if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
-        Ok(Reply::text(
-            200,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            body,
-        ))
+    let openmetrics = accept.is_some_and(|a| a.contains("application/openmetrics-text"));
+    let body = text(store.as_ref(), !openmetrics)
+        .map_err(|e| Reply::error(500, None, format!("store: {e}")))?;
+    let content_type = if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
     } else {
-        Ok(Reply::text(
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            classic(&body),
-        ))
-    }
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    Ok(Reply::text(200, content_type, body))
 }

@@ -75,7 +75,7 @@ const CONTROLS: &str = r#"<section class="card" id="watchdog"><h2>Watchdog</h2>
 </section>
 <section class="card"><h2>Live configuration</h2>
 <p class="msg">Written to <code id="config-file">—</code>; each job reads it at its next tick.</p>
-<table id="config"><thead><tr><th>Key</th><th>Value</th><th></th></tr></thead><tbody></tbody></table>
+<table id="config"><thead><tr><th>Key</th><th>Value</th><th>Range</th><th></th></tr></thead><tbody></tbody></table>
 </section>"#;
 
 const TOKEN_FORM: &str = r#"<section class="card"><h2>Token</h2><div class="row">
@@ -97,6 +97,7 @@ pub fn page(app: &App, path: &str, req: &Incoming) -> Result<Reply, Reply> {
             ))
         }
         "/models.html" => models(app),
+        "/splash.html" => Ok(Reply::html(200, splash_layout())),
         "/recovery.html" => recovery(app),
         "/assets/style.css" => Ok(Reply::text(200, "text/css; charset=utf-8", STYLE)),
         "/assets/app.js" => Ok(Reply::text(200, "text/javascript; charset=utf-8", SCRIPT)),
@@ -320,20 +321,41 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
 }
 
 fn models(app: &App) -> Result<Reply, Reply> {
-    let rollup = match app.read_store()? {
-        Some(store) => store
-            .model_rollup()
-            .map_err(|e| Reply::error(500, None, format!("store: {e}")))?,
-        None => Vec::new(),
+    let (rollup, blocked) = match app.read_store()? {
+        Some(store) => {
+            let err =
+                |e: agentwatch_store::StoreError| Reply::error(500, None, format!("store: {e}"));
+            (
+                store.model_rollup().map_err(err)?,
+                store.blocked_models().map_err(err)?,
+            )
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let is_blocked = |provider: Option<&str>, id: &str| {
+        blocked.iter().any(|b| {
+            b.model_id == id && (b.provider.is_none() || b.provider.as_deref() == provider)
+        })
     };
     let mut body = String::from(
-        "<section class=\"card\" id=\"models\"><h2>Models</h2><p class=\"msg\">Verdicts by the model and provider of the session's assistant messages; a stall is a tree with a flagged verdict.</p>\
-         <table><thead><tr><th>Provider</th><th>Model</th><th>Verdicts</th><th>Flagged</th><th>Sessions</th><th>Stalled trees</th><th>Cost since landed (USD)</th><th>Last flagged</th></tr></thead><tbody>",
+        "<section class=\"card\" id=\"models\"><h2>Models</h2><p class=\"msg\">Verdicts by the model and provider of the session's assistant messages; a stall is a tree with a flagged verdict. Block a model to tell a router (<code>GET /api/watchdog/models/blocked</code>) to route away from it.</p>\
+         <table><thead><tr><th>Provider</th><th>Model</th><th>Verdicts</th><th>Flagged</th><th>Sessions</th><th>Stalled trees</th><th>Cost since landed (USD)</th><th>Last flagged</th><th></th></tr></thead><tbody>",
     );
     for m in &rollup {
+        let action = match (m.model_id.as_deref(), m.provider.as_deref()) {
+            (Some(id), provider) if is_blocked(provider, id) => {
+                "<span class=\"badge sev-info\">blocked</span>".to_owned()
+            }
+            (Some(id), provider) => format!(
+                "<button type=\"button\" class=\"block\" data-model=\"{}\" data-provider=\"{}\">Block</button>",
+                esc(id),
+                esc(provider.unwrap_or(""))
+            ),
+            (None, _) => String::new(),
+        };
         let _ = write!(
             body,
-            "<tr class=\"model\"><td>{p}</td><td>{id}</td><td>{v}</td><td>{f}</td><td>{s}</td><td>{t}</td><td>{c}</td><td>{at}</td></tr>",
+            "<tr class=\"model\"><td>{p}</td><td>{id}</td><td>{v}</td><td>{f}</td><td>{s}</td><td>{t}</td><td>{c}</td><td>{at}</td><td>{action}</td></tr>",
             p = esc(m.provider.as_deref().unwrap_or("(unknown)")),
             id = esc(m.model_id.as_deref().unwrap_or("(unknown)")),
             v = m.verdicts,
@@ -347,10 +369,41 @@ fn models(app: &App) -> Result<Reply, Reply> {
         );
     }
     if rollup.is_empty() {
-        body.push_str("<tr><td colspan=\"8\" class=\"empty\">No verdicts stored.</td></tr>");
+        body.push_str("<tr><td colspan=\"9\" class=\"empty\">No verdicts stored.</td></tr>");
+    }
+    body.push_str("</tbody></table></section>");
+    body.push_str(
+        "<section class=\"card\" id=\"blocked\"><h2>Blocked</h2><table><thead><tr><th>Provider</th><th>Model</th><th>Blocked at</th><th>Reason</th><th></th></tr></thead><tbody>",
+    );
+    for b in &blocked {
+        let _ = write!(
+            body,
+            "<tr class=\"blocked\"><td>{p}</td><td>{id}</td><td>{at}</td><td>{r}</td><td><button type=\"button\" class=\"unblock\" data-model=\"{id}\" data-provider=\"{pv}\">Unblock</button></td></tr>",
+            p = esc(b.provider.as_deref().unwrap_or("(any)")),
+            pv = esc(b.provider.as_deref().unwrap_or("")),
+            id = esc(&b.model_id),
+            at = time(Some(b.blocked_at)),
+            r = esc(b.reason.as_deref().unwrap_or("")),
+        );
+    }
+    if blocked.is_empty() {
+        body.push_str("<tr><td colspan=\"5\" class=\"empty\">No model blocked.</td></tr>");
     }
     body.push_str("</tbody></table></section>");
     Ok(Reply::html(200, layout("models", "Models", &body)))
+}
+
+/// The recovery splash: a page of its own (an overlay for a stream or a wall screen) that asks
+/// the server once a second what to show; the server applies the splash rule at its time.
+fn splash_layout() -> String {
+    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+     <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+     <title>Recovery · agentwatch</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
+     <script src=\"/assets/app.js\" defer></script></head>\
+     <body data-page=\"splash\" class=\"splash-page\"><div id=\"splash\" data-phase=\"none\" hidden>\
+     <h1 id=\"splash-title\"></h1><p id=\"splash-body\"></p><p id=\"splash-count\"></p>\
+     <p id=\"splash-loop\"></p><p id=\"splash-stuck\"></p></div></body></html>\n"
+        .to_owned()
 }
 
 fn recovery(app: &App) -> Result<Reply, Reply> {

@@ -3,14 +3,22 @@
 //! escalates through the channels.
 //!
 //! ```text
-//! list --all --json -> session show ID --json (each) -> pollers (/proc) -> restart guard
+//! list --all --json -> session show ID --json (each) -> pollers (/proc, else sysinfo) -> restart guard
 //!     recheck: session show again (+ pane tail) -> restart: session restart ID --json -> result
 //!     escalate: an alarm -> alert-state (deck:{session}, state deck.alerts): gates and rate
 //!       limits of [[channels]] + Telegram (TELEGRAM_ESCALATION_CHAT_ID), escalations.log;
 //!       resolved when the session is fine again
 //! waiting children: tmux capture-pane -> SHA-256 -> waiting patrol -> session send ID MSG --no-wait
-//! state: SQLite (deck.restart-guard, deck.waiting-patrol); audit: $AGENT_DECK_ROOT/watchdog/*.log
+//! state: SQLite (deck.restart-guard, deck.waiting-patrol, deck.alerts, deck.seen)
+//! audit: $AGENT_DECK_ROOT/watchdog/{restart,escalations,patrol,watchdog}.log
 //! ```
+//!
+//! The audit files are the design's, one JSON object per line: `restart.log` (every restart and
+//! every re-check that stood down, with why the session is critical and why it was restarted),
+//! `escalations.log`, `patrol.log` (nudges) and `watchdog.log`, the runtime events: one line per
+//! tick with `--verbose`, one per session state transition (its status changed between two ticks,
+//! or it left the listing) and one per dedupe decision (a poller restart or a nudge held back by
+//! its dedupe window: written when the hold begins, and at every tick with `--verbose`).
 //!
 //! The decisions are `recovery-policy`'s; this module only gathers observations and performs
 //! actions. Every decision is one `key=value` line on standard error. `--dry-run` performs no side
@@ -63,6 +71,10 @@ pub const GUARD_STATE_KEY: &str = "deck.restart-guard";
 pub const PATROL_STATE_KEY: &str = "deck.waiting-patrol";
 /// Store key of the deck alerts' state (alert-state's lifecycle and router).
 pub const ALERT_STATE_KEY: &str = "deck.alerts";
+/// Store key of what the last tick saw (statuses, decisions), for `watchdog.log`'s transitions.
+pub const SEEN_STATE_KEY: &str = "deck.seen";
+/// Decisions that hold an action back for a dedupe window (`watchdog.log`).
+const DEDUPE: &[&str] = &["poller-dedup", "nudge-deduped"];
 /// The dedup key of a session's deck alert is this and the session id.
 pub const DECK_KEY_PREFIX: &str = "deck:";
 /// The name under which Telegram's escalation chat is a channel.
@@ -129,12 +141,23 @@ struct Runtime<'a> {
     telegram: Telegram,
 }
 
-/// The guard's and the patrol's state, and the deck alerts.
+/// The guard's and the patrol's state, the deck alerts, and what the last tick saw.
 #[derive(Debug, Default)]
 struct States {
     guard: RestartGuardState,
     patrol: WaitingPatrolState,
     alerts: AlertState,
+    seen: Seen,
+}
+
+/// What the last tick saw, so the next one can tell what changed (`watchdog.log`).
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Seen {
+    /// Each listed session's status.
+    statuses: std::collections::BTreeMap<String, String>,
+    /// `policy:session` to the decision of the last tick that decided about it.
+    decisions: std::collections::BTreeMap<String, String>,
 }
 
 /// What one tick saw and did.
@@ -457,7 +480,7 @@ impl<'a> Runtime<'a> {
                 return None;
             }
         };
-        let found = scan.get_or_insert_with(|| pollers::scan(Path::new("/proc")));
+        let found = scan.get_or_insert_with(pollers::scan_system);
         let owners = pollers::owning(found, &dir);
         if owners > 1 {
             Line::warning("deck", report.now)
@@ -637,6 +660,7 @@ impl<'a> Runtime<'a> {
             watched,
             report,
             restarted: None,
+            why: None,
         };
         let Ok(driven) = drive(policy, config, event, now, &mut caller);
         if let Some(line) = driven.warning("deck", now) {
@@ -652,6 +676,8 @@ impl<'a> Runtime<'a> {
             "id": id,
             "title": seen.map(|w| w.info.title.as_str()).unwrap_or(""),
             "profile": seen.and_then(|w| w.profile.as_deref()),
+            // Why the session is one the watchdog may restart (conductor- title, group, flag...).
+            "critical": seen.and_then(|w| self.observation(&w.info).critical_because()),
             "dry_run": self.dry_run,
         });
         if let (Value::Object(record), Value::Object(extra)) = (&mut record, extra) {
@@ -967,6 +993,7 @@ impl<'a> Runtime<'a> {
                 self.problem(&mut report, format!("agent-deck list: {e}"));
                 let event = PatrolEvent::ListingUnavailable;
                 self.drive(&mut states.patrol, &self.patrol, &event, &[], &mut report);
+                self.log_tick(&mut report);
                 return report;
             }
         };
@@ -1028,8 +1055,89 @@ impl<'a> Runtime<'a> {
             &mut report,
         );
         self.alert(states, &watched, &mut report);
+        self.log_changes(&mut states.seen, &watched, &mut report);
+        self.log_tick(&mut report);
         report.next_wakeup = self.next_wakeup(states, now);
         report
+    }
+
+    /// `watchdog.log`, with `--verbose`: one line per tick.
+    fn log_tick(&self, report: &mut TickReport) {
+        if !self.verbose {
+            return;
+        }
+        let count = |kind: &str| report.actions.iter().filter(|a| a["kind"] == kind).count();
+        let record = json!({
+            "ts": report.now,
+            "at": iso8601(report.now),
+            "event": "tick",
+            "listing": report.listing,
+            "sessions": report.sessions.len(),
+            "decisions": report.decisions.len(),
+            "restarts": count("restart"),
+            "nudges": count("nudge"),
+            "escalations": report.escalations.len(),
+            "problems": report.problems.len(),
+        });
+        self.audit(report, "watchdog.log", &record);
+    }
+
+    /// `watchdog.log`: each session whose status changed since the last tick (or that left
+    /// the listing), and each dedupe decision that begins (every one with `--verbose`). `seen`
+    /// becomes what this tick saw.
+    fn log_changes(&self, seen: &mut Seen, watched: &[Watched], report: &mut TickReport) {
+        let now = report.now;
+        let title = |id: &str| {
+            watched
+                .iter()
+                .find(|w| w.info.id == id)
+                .map_or("", |w| w.info.title.as_str())
+                .to_owned()
+        };
+        let statuses: std::collections::BTreeMap<String, String> = watched
+            .iter()
+            .map(|w| {
+                let status = SessionStatus::parse(w.info.status.as_deref());
+                (w.info.id.clone(), status.as_str().to_owned())
+            })
+            .collect();
+        let mut records = Vec::new();
+        for (id, before) in &seen.statuses {
+            let after = statuses.get(id).map_or("gone", String::as_str);
+            if before != after {
+                records.push(json!({
+                    "ts": now, "at": iso8601(now), "event": "transition", "session": id,
+                    "title": title(id), "from": before, "to": after,
+                }));
+            }
+        }
+        let mut decisions = std::collections::BTreeMap::new();
+        for d in &report.decisions {
+            let (Some(policy), Some(name), Some(session)) = (
+                d["policy"].as_str(),
+                d["decision"].as_str(),
+                d["session"].as_str(),
+            ) else {
+                continue;
+            };
+            let key = format!("{policy}:{session}");
+            let begins = seen.decisions.get(&key).map(String::as_str) != Some(name);
+            if DEDUPE.contains(&name) && (begins || self.verbose) {
+                records.push(json!({
+                    "ts": now, "at": iso8601(now), "event": "dedupe", "policy": policy,
+                    "decision": name, "session": session, "title": title(session),
+                    "reason": d["reason"],
+                }));
+            }
+            decisions.insert(key, name.to_owned());
+        }
+        for record in &records {
+            self.audit(report, "watchdog.log", record);
+        }
+        *seen = Seen {
+            statuses,
+            decisions,
+        };
     }
 
     /// The earliest `next_wakeup` of the guard, the patrol and the deck alerts.
@@ -1072,6 +1180,9 @@ struct Caller<'a> {
     report: &'a mut TickReport,
     /// The audit record of the restart whose result is being fed back.
     restarted: Option<Value>,
+    /// The reason of the guard's decision to restart (the session's status, since when, why it
+    /// is critical, the limits), for `restart.log`.
+    why: Option<String>,
 }
 
 impl Perform<RestartGuardState> for Caller<'_> {
@@ -1113,6 +1224,9 @@ impl Perform<RestartGuardState> for Caller<'_> {
             }
             _ => {}
         }
+        if let Some(GuardAction::Restart { .. }) = &decision.action {
+            self.why = Some(decision.reason.clone());
+        }
         rt.log_decision(self.report, "restart-guard", decision);
         Ok(())
     }
@@ -1150,7 +1264,8 @@ impl Perform<RestartGuardState> for Caller<'_> {
                     kind_of(trigger),
                     *dry_run,
                 )
-                .map(|(result, record)| {
+                .map(|(result, mut record)| {
+                    record["why"] = json!(self.why.take());
                     self.restarted = Some(record);
                     (now, GuardEvent::RestartResult(result))
                 }),
@@ -1240,13 +1355,19 @@ fn load_policy<S: PolicyState>(
     Ok(state)
 }
 
-/// Loads the deck alerts' state; a corrupt one is set aside, with a warning.
-fn load_alerts(store: Option<&mut Store>, now: i64, dry_run: bool) -> Result<AlertState, Error> {
-    let (state, aside) = load_or_clean(store, ALERT_STATE_KEY, now, dry_run, |text| {
+/// Loads a JSON state (the deck alerts, what the last tick saw); a corrupt one is set aside,
+/// with a warning.
+fn load_json<T: serde::de::DeserializeOwned + Default>(
+    store: Option<&mut Store>,
+    key: &str,
+    now: i64,
+    dry_run: bool,
+) -> Result<T, Error> {
+    let (state, aside) = load_or_clean(store, key, now, dry_run, |text| {
         serde_json::from_str(text).map_err(|e| e.to_string())
     })?;
     if let Some(aside) = aside {
-        aside.line("deck", ALERT_STATE_KEY, now).emit();
+        aside.line("deck", key, now).emit();
     }
     Ok(state)
 }
@@ -1367,7 +1488,8 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
     let mut states = States {
         guard: load_policy(store.as_mut(), GUARD_STATE_KEY, start, dry_run)?,
         patrol: load_policy(store.as_mut(), PATROL_STATE_KEY, start, dry_run)?,
-        alerts: load_alerts(store.as_mut(), start, dry_run)?,
+        alerts: load_json(store.as_mut(), ALERT_STATE_KEY, start, dry_run)?,
+        seen: load_json(store.as_mut(), SEEN_STATE_KEY, start, dry_run)?,
     };
     let save = |store: &mut Option<Store>,
                 states: &States,
@@ -1382,6 +1504,11 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
                     .map_err(|e| Error::software(e.to_string()))?;
                 store
                     .save_state(ALERT_STATE_KEY, &alerts, report.now)
+                    .map_err(Error::from)?;
+                let seen = serde_json::to_string(&states.seen)
+                    .map_err(|e| Error::software(e.to_string()))?;
+                store
+                    .save_state(SEEN_STATE_KEY, &seen, report.now)
                     .map_err(Error::from)?;
                 store
                     .upsert_alerts(&report.alert_rows)

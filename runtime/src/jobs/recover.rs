@@ -41,11 +41,11 @@ use crate::config::{self, Config, Env, RecoverSection};
 use crate::drive::{Perform, drive};
 use crate::error::{Error, code};
 use crate::journal::{Line, Priority};
-use crate::run::{Clock as _, SignalScope, SystemClock, Wake};
 use crate::stored::{
     elapsed_ms, job_event, load_or_clean, open_existing_read_only, parse_policy, record_events,
     save_policy, store_path, take_lock,
 };
+use crate::wake::{Clock as _, SignalScope, SystemClock, Wake};
 use agentwatch_llm::{ChatEndpoint, Dialect, LlmError, complete};
 use agentwatch_store::{EventKind, JobEvent, Store};
 use agentwatch_systemd::{NOTICE_MODE, Systemctl, read_env_file, write_atomic};
@@ -94,12 +94,12 @@ pub struct Options {
 impl Options {
     /// Without `--once`, `agentwatch recover` keeps running: the recover job of `agentwatch run`
     /// alone, one check every `run.recover_interval_s` (`None` with `--once`).
-    pub fn daemon(&self) -> Result<Option<crate::run::Options>, Error> {
+    pub fn daemon(&self) -> Result<Option<crate::run_options::Options>, Error> {
         if self.once {
             return Ok(None);
         }
         let one_tick = [("--now", self.now.is_some()), ("--json", self.json)];
-        crate::run::Options::job_alone(
+        crate::run_options::Options::job_alone(
             config::JobName::Recover,
             &one_tick,
             self.config.clone(),

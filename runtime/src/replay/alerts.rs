@@ -149,6 +149,7 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
             summary: root.summary,
             details: root.details,
             source: String::new(),
+            family: String::new(),
         })
         .collect();
     Tick {

@@ -2,13 +2,17 @@
 //! server on 127.0.0.1, and a plain HTTP client.
 #![allow(dead_code)]
 
+pub mod cdp;
+
 use agentwatch_channels::{ChannelKind, LogChannel, Outcome, deliver};
 use agentwatch_testkit::TempDir;
-use agentwatch_web::{ChannelInfo, Delivery, Running, ServeOptions, Server, TestAlert};
+use agentwatch_web::{
+    ChannelInfo, ConfigRefusal, Delivery, LiveConfig, Running, ServeOptions, Server, TestAlert,
+};
 use alert_state::{AlertEvent, EventState, Severity};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The first tick's time.
 pub const T0: i64 = 1_790_000_000;
@@ -114,11 +118,68 @@ impl TestAlert for LogTestAlert {
     }
 }
 
+/// Live config edits kept in memory: the keys and ranges a page shows, and what it saved
+/// (the runtime's `ConfigFile` is tested with the files themselves).
+#[derive(Debug, Default)]
+pub struct MemoryConfig {
+    pub saved: Mutex<Vec<(String, serde_json::Value)>>,
+}
+
+impl LiveConfig for MemoryConfig {
+    fn show(&self) -> Result<serde_json::Value, ConfigRefusal> {
+        let saved = self.saved.lock().unwrap();
+        let value = |key: &str, default: serde_json::Value| {
+            saved
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map_or(default, |(_, v)| v.clone())
+        };
+        Ok(serde_json::json!({
+            "file": "/home/u/.config/agentwatch/config.local.toml",
+            "exists": !saved.is_empty(),
+            "keys": [
+                {"key": "watchdog.enabled", "kind": "bool", "min": null, "max": null,
+                 "in_file": null, "value": value("watchdog.enabled", true.into())},
+                {"key": "watchdog.detector.top_min", "kind": "count", "min": 1.0,
+                 "min_exclusive": false, "max": 10000.0, "in_file": null,
+                 "value": value("watchdog.detector.top_min", 12.into())},
+            ],
+            "detector": {"top_min": 12},
+        }))
+    }
+
+    fn set(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+    ) -> Result<serde_json::Value, ConfigRefusal> {
+        if value.as_u64().is_some_and(|n| n > 10_000) {
+            return Err(ConfigRefusal {
+                status: 400,
+                field: "value",
+                message: format!("{key}: must be from 1 to 10000"),
+            });
+        }
+        self.saved
+            .lock()
+            .unwrap()
+            .push((key.to_owned(), value.clone()));
+        Ok(serde_json::json!({
+            "key": key, "value": value,
+            "file": "/home/u/.config/agentwatch/config.local.toml", "effective": "next tick",
+        }))
+    }
+
+    fn detector(&self) -> detect_core::DetectConfig {
+        detect_core::DetectConfig::default()
+    }
+}
+
 /// Server options over `dir` as `filled` configured it.
 pub fn options(dir: &TempDir) -> ServeOptions {
     let mut o = ServeOptions::new(dir.path.join("agentwatch.db"));
     o.listen = "127.0.0.1:0".parse().unwrap();
-    o.config_local = Some(dir.path.join("config.local.toml"));
     o.channels = vec![
         ChannelInfo {
             name: "log".into(),
@@ -138,6 +199,7 @@ pub fn options(dir: &TempDir) -> ServeOptions {
     o.test_alert = Some(Arc::new(LogTestAlert {
         path: dir.path.join("test-alerts.jsonl"),
     }));
+    o.config = Some(Arc::new(MemoryConfig::default()));
     o.clock = Arc::new(|| T0 + 900);
     o
 }

@@ -28,13 +28,14 @@
 //!   to be called again (`TickReport::next_wakeup`: an event held by a channel's rate limit) is
 //!   run then even without an event.
 
+use super::sources::{self, WakeOn};
 use super::tracked::Focus;
-use super::{Collected, Options, TickReport, server_urls};
-use crate::config::{self, Env};
+use super::{Options, TickReport};
+use crate::config::{self, Config, Env};
 use crate::error::Error;
 use crate::journal::Line;
-use crate::run::Clock;
-use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
+use crate::wake::Clock;
+use agentwatch_opencode::http::{OpencodeServer, SourceError};
 use agentwatch_opencode::sse::Event;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -80,6 +81,8 @@ enum Note {
     Skipped(String, String),
     Dropped(String, String),
     NoStream(String, String),
+    /// A watched directory's files changed (or its watch failed: read it anyway).
+    Files(String, Result<(), String>),
 }
 
 /// What the loop must do at its next tick, from the notes so far.
@@ -89,6 +92,8 @@ pub struct Pending {
     pub resync: HashSet<String>,
     /// What the open streams said changed.
     pub focus: Focus,
+    /// Sources whose watched directory changed since the last tick.
+    pub files: HashSet<String>,
     /// Events taken, and of those the ones that changed something.
     pub events: u64,
     pub changes: u64,
@@ -121,7 +126,7 @@ impl Pending {
     /// Whether a tick has something to do.
     #[must_use]
     pub fn wants_tick(&self) -> bool {
-        !self.resync.is_empty() || !self.focus.is_empty()
+        !self.resync.is_empty() || !self.focus.is_empty() || !self.files.is_empty()
     }
 
     /// The focus of the next tick over the servers whose streams are open: those to resync are
@@ -134,6 +139,7 @@ impl Pending {
             .cloned()
             .collect();
         self.resync.clear();
+        self.files.clear();
         focus
     }
 }
@@ -174,130 +180,42 @@ pub fn follow(
     mut on_tick: impl FnMut(&FollowTick<'_>),
 ) -> Result<FollowReport, Error> {
     let env: Env<'_> = &config::process_env;
-    let loaded = config::load(args.config.as_deref(), &args.overrides(), env)?;
-    let config = loaded.config;
-    let mut collected = Collected::default();
-    let urls = server_urls(&config, args, env, &mut collected);
-    let heartbeat = Duration::from_secs(config.follow.heartbeat_s);
-    let max_backoff = Duration::from_secs(config.follow.max_backoff_s);
-    let poll_every = i64::try_from(config.run.opencode_interval_s).unwrap_or(300);
+    let config = config::load(args.config.as_deref(), &args.overrides(), env)?.config;
     let (tx, rx) = channel();
-    let mut threads = Vec::new();
-    for source in &urls {
-        let mut spec = ServerSpec::new(&source.url);
-        spec.username = config.opencode.username.clone();
-        spec.password = env(&config.opencode.password_env);
-        let timeouts = Timeouts {
-            connect: config::duration(config.opencode.connect_timeout_s),
-            request: config::duration(config.opencode.request_timeout_s),
-        };
-        let server = OpencodeServer::new(spec, timeouts);
-        let tx = tx.clone();
-        let stop = Arc::clone(stop);
-        threads.push(
-            std::thread::Builder::new()
-                .name("agentwatch-follow".to_owned())
-                .spawn(move || stream_server(&server, heartbeat, max_backoff, &stop, &tx))
-                .map_err(|e| Error::io(format!("follow: cannot start a stream thread: {e}")))?,
-        );
-    }
+    let streams = args.follow || config.follow.enabled;
+    let wakers = start_wakers(&config, args, env, streams, stop, &tx)?;
     drop(tx);
-    let mut report = FollowReport::default();
-    let mut pacer = Pacer::new(config.follow.min_interval_s);
-    let mut pending = Pending::default();
-    let mut streaming: HashSet<String> = HashSet::new();
-    let mut last_poll: Option<i64> = None;
-    // When the last tick asked to be called again (an outbox event held by a rate limit).
-    let mut wakeup: Option<i64> = None;
-    // The first tick reads everything.
-    let mut first = true;
+    let mut follower = Follower::new(&config);
     Line::info("watchdog", clock.now())
         .field("follow", "start")
-        .field("servers", urls.len())
+        .field("servers", wakers.threads.len())
+        .field("directories", wakers.watches.len())
         .emit();
     while !stop.load(Ordering::SeqCst) {
         let now = clock.now();
-        // Every source is read at least this often: a server without a stream, opencode.db,
-        // and the job's tick is never older than its interval (`status`, blind alerts).
-        let poll_due = last_poll.is_none_or(|l| now >= l.saturating_add(poll_every));
-        let wakeup_due = wakeup.is_some_and(|at| now >= at);
-        if (first || poll_due || wakeup_due || pending.wants_tick()) && pacer.due(now) {
-            let reason = if first {
-                "start"
-            } else if !pending.resync.is_empty() {
-                "resync"
-            } else if poll_due {
-                "poll"
-            } else if pending.wants_tick() {
-                "events"
-            } else {
-                "wakeup"
-            };
-            // Streams keep their focus; the other sources, and every one at the first tick,
-            // are read whole.
-            let mut focus = pending.take(&streaming);
-            if first {
-                focus.servers.clear();
-            }
-            if poll_due {
-                last_poll = Some(now);
-            }
-            first = false;
-            pacer.ran(now);
-            let tick_args = Options {
-                focus: Some(focus),
-                follow: false,
-                ..args.clone()
-            };
-            Line::info("watchdog", now)
-                .field("follow", "tick")
-                .field("reason", reason)
-                .emit();
-            report.ticks += 1;
-            let started = std::time::Instant::now();
-            let result = super::run(&tick_args);
-            wakeup = result
-                .as_ref()
-                .ok()
-                .and_then(Option::as_ref)
-                .and_then(|r| r.next_wakeup);
-            if let Err(e) = &result {
-                Line::warning("watchdog", now)
-                    .field("follow", "tick")
-                    .field("result", "error")
-                    .field("problem", e.to_string())
-                    .emit();
-            }
-            on_tick(&FollowTick {
-                started: now,
-                took: started.elapsed(),
-                reason,
-                events: pending.events,
-                result: result.as_ref().map(Option::as_ref),
-            });
+        if let Some(reason) = follower.due(now) {
+            follower.tick(args, reason, now, &mut on_tick);
             continue;
         }
-        // A tick wanted (held back by the pace) or a wakeup within the second: look again soon.
-        let soon = pending.wants_tick() || poll_due || wakeup.is_some_and(|at| at <= now + 1);
-        let wait = Duration::from_millis(if soon { 100 } else { 1000 });
+        let wait = follower.wait(now);
         match rx.recv_timeout(wait) {
-            Ok(note) => handle(note, &mut pending, &mut streaming, &mut report, clock),
+            Ok(note) => follower.handle(note, clock),
             Err(RecvTimeoutError::Timeout) => {}
             // No stream left (or none to open): only the polls remain.
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
         }
         // Everything that arrived meanwhile belongs to the same tick.
         while let Ok(note) = rx.try_recv() {
-            handle(note, &mut pending, &mut streaming, &mut report, clock);
+            follower.handle(note, clock);
         }
     }
     stop.store(true, Ordering::SeqCst);
     // A stream thread waiting for its next frame ends at that frame or its heartbeat limit, on
     // its own: the follower does not wait for it (a signal stops `run` at once).
-    for thread in threads.into_iter().filter(|t| t.is_finished()) {
+    for thread in wakers.threads.into_iter().filter(|t| t.is_finished()) {
         let _ = thread.join();
     }
-    report.events = pending.events;
+    let report = follower.finish();
     Line::info("watchdog", clock.now())
         .field("follow", "stop")
         .field("ticks", report.ticks)
@@ -307,50 +225,236 @@ pub fn follow(
     Ok(report)
 }
 
-fn handle(
-    note: Note,
-    pending: &mut Pending,
-    streaming: &mut HashSet<String>,
-    report: &mut FollowReport,
-    clock: &dyn Clock,
-) {
-    let now = clock.now();
-    match note {
-        Note::Event(server, event) => pending.event(&server, &event),
-        Note::Opened(server) => {
-            Line::info("watchdog", now)
-                .field("server", &server)
-                .field("stream", "open")
-                .emit();
-            pending.resync.insert(server.clone());
-            streaming.insert(server);
-        }
-        Note::Skipped(server, why) => {
-            Line::warning("watchdog", now)
-                .field("server", &server)
-                .field("stream", "skipped")
-                .field("reason", &why)
-                .emit();
-            pending.resync.insert(server);
-        }
-        Note::Dropped(server, why) => {
-            if streaming.remove(&server) {
-                report.reconnects += 1;
+/// What keeps the follower's wakers running: a stream thread per server (when `streams`), a
+/// watch per directory.
+#[derive(Debug, Default)]
+struct Wakers {
+    threads: Vec<std::thread::JoinHandle<()>>,
+    watches: Vec<agentwatch_transcripts::DirWatch>,
+}
+
+/// Start a stream thread per server the tick would read (when `streams`: `--follow` or
+/// `follow.enabled`) and a watch on every directory a source reads. A directory that cannot be
+/// watched is polled at the job's cadence, with a warning.
+fn start_wakers(
+    config: &Config,
+    args: &Options,
+    env: Env<'_>,
+    streams: bool,
+    stop: &Arc<AtomicBool>,
+    tx: &Sender<Note>,
+) -> Result<Wakers, Error> {
+    let heartbeat = Duration::from_secs(config.follow.heartbeat_s);
+    let max_backoff = Duration::from_secs(config.follow.max_backoff_s);
+    let mut wakers = Wakers::default();
+    for (name, wake) in sources::wakers(config, args, env) {
+        let tx = tx.clone();
+        match wake {
+            WakeOn::Stream(server) if streams => {
+                let stop = Arc::clone(stop);
+                let thread = std::thread::Builder::new()
+                    .name("agentwatch-follow".to_owned())
+                    .spawn(move || stream_server(&server, heartbeat, max_backoff, &stop, &tx))
+                    .map_err(|e| Error::io(format!("follow: cannot start a stream thread: {e}")))?;
+                wakers.threads.push(thread);
             }
+            WakeOn::Directory(dir) => {
+                let source = name.clone();
+                let watch = agentwatch_transcripts::DirWatch::new(&dir, move |change| {
+                    let _ = tx.send(Note::Files(source.clone(), change));
+                });
+                match watch {
+                    Ok(watch) => wakers.watches.push(watch),
+                    Err(e) => Line::warning("watchdog", crate::clock::now_or_clock(None))
+                        .field("source", &name)
+                        .field("watch", "none")
+                        .field("fallback", "poll")
+                        .field("problem", e.to_string())
+                        .emit(),
+                }
+            }
+            WakeOn::Stream(_) | WakeOn::Poll => {}
+        }
+    }
+    Ok(wakers)
+}
+
+/// The follower's loop state: what the streams said, when it last ticked and polled.
+#[derive(Debug)]
+struct Follower {
+    report: FollowReport,
+    pacer: Pacer,
+    pending: Pending,
+    streaming: HashSet<String>,
+    poll_every: i64,
+    last_poll: Option<i64>,
+    /// When the last tick asked to be called again (an outbox event held by a rate limit).
+    wakeup: Option<i64>,
+    /// The first tick reads everything.
+    first: bool,
+}
+
+impl Follower {
+    fn new(config: &Config) -> Self {
+        Self {
+            report: FollowReport::default(),
+            pacer: Pacer::new(config.follow.min_interval_s),
+            pending: Pending::default(),
+            streaming: HashSet::new(),
+            poll_every: i64::try_from(config.run.opencode_interval_s).unwrap_or(300),
+            last_poll: None,
+            wakeup: None,
+            first: true,
+        }
+    }
+
+    /// Every source is read at least every `run.opencode_interval_s` (a server without a
+    /// stream, opencode.db), so the job's tick is never older than its interval.
+    fn poll_due(&self, now: i64) -> bool {
+        self.last_poll
+            .is_none_or(|l| now >= l.saturating_add(self.poll_every))
+    }
+
+    /// Why a tick is due now, if one is (and the pace allows it).
+    fn due(&self, now: i64) -> Option<&'static str> {
+        let poll_due = self.poll_due(now);
+        let wakeup_due = self.wakeup.is_some_and(|at| now >= at);
+        let wanted = self.first || poll_due || wakeup_due || self.pending.wants_tick();
+        if !wanted || !self.pacer.due(now) {
+            return None;
+        }
+        Some(if self.first {
+            "start"
+        } else if !self.pending.resync.is_empty() {
+            "resync"
+        } else if poll_due {
+            "poll"
+        } else if !self.pending.files.is_empty() && self.pending.focus.is_empty() {
+            "files"
+        } else if self.pending.wants_tick() {
+            "events"
+        } else {
+            "wakeup"
+        })
+    }
+
+    /// How long to wait for a note: a tick wanted (held back by the pace) or a wakeup within
+    /// the second looks again soon.
+    fn wait(&self, now: i64) -> Duration {
+        let soon = self.pending.wants_tick()
+            || self.poll_due(now)
+            || self.wakeup.is_some_and(|at| at <= now + 1);
+        Duration::from_millis(if soon { 100 } else { 1000 })
+    }
+
+    /// Run one tick. Streams keep their focus; the other sources, and every one at the first
+    /// tick, are read whole.
+    fn tick(
+        &mut self,
+        args: &Options,
+        reason: &'static str,
+        now: i64,
+        on_tick: &mut impl FnMut(&FollowTick<'_>),
+    ) {
+        let mut focus = self.pending.take(&self.streaming);
+        if self.first {
+            focus.servers.clear();
+        }
+        if self.poll_due(now) {
+            self.last_poll = Some(now);
+        }
+        self.first = false;
+        self.pacer.ran(now);
+        let tick_args = Options {
+            focus: Some(focus),
+            follow: false,
+            ..args.clone()
+        };
+        Line::info("watchdog", now)
+            .field("follow", "tick")
+            .field("reason", reason)
+            .emit();
+        self.report.ticks += 1;
+        let started = std::time::Instant::now();
+        let result = super::run(&tick_args);
+        self.wakeup = result
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .and_then(|r| r.next_wakeup);
+        if let Err(e) = &result {
             Line::warning("watchdog", now)
-                .field("server", &server)
-                .field("stream", "dropped")
-                .field("problem", &why)
+                .field("follow", "tick")
+                .field("result", "error")
+                .field("problem", e.to_string())
                 .emit();
         }
-        Note::NoStream(server, why) => {
-            Line::warning("watchdog", now)
-                .field("server", &server)
-                .field("stream", "none")
-                .field("fallback", "poll")
-                .field("reason", &why)
-                .emit();
-            streaming.remove(&server);
+        on_tick(&FollowTick {
+            started: now,
+            took: started.elapsed(),
+            reason,
+            events: self.pending.events,
+            result: result.as_ref().map(Option::as_ref),
+        });
+    }
+
+    fn finish(mut self) -> FollowReport {
+        self.report.events = self.pending.events;
+        self.report
+    }
+
+    fn handle(&mut self, note: Note, clock: &dyn Clock) {
+        let (pending, streaming, report) =
+            (&mut self.pending, &mut self.streaming, &mut self.report);
+        let now = clock.now();
+        match note {
+            Note::Event(server, event) => pending.event(&server, &event),
+            Note::Opened(server) => {
+                Line::info("watchdog", now)
+                    .field("server", &server)
+                    .field("stream", "open")
+                    .emit();
+                pending.resync.insert(server.clone());
+                streaming.insert(server);
+            }
+            Note::Skipped(server, why) => {
+                Line::warning("watchdog", now)
+                    .field("server", &server)
+                    .field("stream", "skipped")
+                    .field("reason", &why)
+                    .emit();
+                pending.resync.insert(server);
+            }
+            Note::Dropped(server, why) => {
+                if streaming.remove(&server) {
+                    report.reconnects += 1;
+                }
+                Line::warning("watchdog", now)
+                    .field("server", &server)
+                    .field("stream", "dropped")
+                    .field("problem", &why)
+                    .emit();
+            }
+            Note::NoStream(server, why) => {
+                Line::warning("watchdog", now)
+                    .field("server", &server)
+                    .field("stream", "none")
+                    .field("fallback", "poll")
+                    .field("reason", &why)
+                    .emit();
+                streaming.remove(&server);
+            }
+            Note::Files(source, change) => {
+                if let Err(why) = change {
+                    Line::warning("watchdog", now)
+                        .field("source", &source)
+                        .field("watch", "lost_events")
+                        .field("action", "read")
+                        .field("problem", why)
+                        .emit();
+                }
+                pending.files.insert(source);
+            }
         }
     }
 }
@@ -437,7 +541,7 @@ pub fn follow_on_system_clock(
 ) -> Result<FollowReport, Error> {
     // Nobody sends on the clock's channel: the loop waits on its events, not on the clock.
     let (_never, rx) = channel();
-    let clock = crate::run::SystemClock::new(rx);
+    let clock = crate::wake::SystemClock::new(rx);
     follow(args, &clock, stop, on_tick)
 }
 

@@ -1,6 +1,6 @@
 //! A blind watchdog is an alert: a source the opencode job is told to read that failed
 //! `watchdog.blind_after_ticks` ticks in a row (`blind:{source}`), and another job whose last
-//! tick is older than [`crate::operator::STALE_INTERVALS`] of its intervals (`blind:job:{name}`),
+//! tick is older than [`crate::liveness::STALE_INTERVALS`] of its intervals (`blind:job:{name}`),
 //! are raised as alarms through the same lifecycle, gates and rate limits as the loop alerts
 //! ([`alert_state::process_alarms`]). Each resolves (`recovered`) once the source answers or the
 //! job ticks again.
@@ -11,8 +11,7 @@
 
 use crate::config::{Config, JobName};
 use crate::error::Error;
-use crate::operator::StaleJob;
-use crate::stored::load_or_clean;
+use crate::liveness::StaleJob;
 use agentwatch_store::Store;
 use alert_state::{Alarm, AlarmTick, AlertConfig, AlertState, Severity, TickOutcome};
 use serde::{Deserialize, Serialize};
@@ -33,6 +32,10 @@ const JOB_KEY_PREFIX: &str = "blind:job:";
 pub struct SourceHealth {
     #[serde(default)]
     pub failing: BTreeMap<String, Failing>,
+    /// The sessions each source that answered gave at the last tick (those active within the
+    /// stale age and their ancestors), for `status`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, usize>,
     /// Since when the LLM of the second opinion has not answered (its outage is logged once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm_down_since: Option<i64>,
@@ -122,7 +125,7 @@ pub fn alarm_tick(
              watching. Check its timer or `agentwatch run` (journalctl -u agentwatch).",
             job.job,
             crate::text::ago(now.saturating_sub(job.last_at)),
-            crate::operator::STALE_INTERVALS,
+            crate::liveness::STALE_INTERVALS,
             job.interval_s
         ),
         details: json!({"job": job.job, "last_tick_at": job.last_at, "interval_s": job.interval_s}),
@@ -141,23 +144,7 @@ pub fn alarm_tick(
     }
 }
 
-/// The sources' streaks as the last tick left them (a corrupt record is set aside, with a
-/// warning, and starts clean).
-///
-/// # Errors
-///
-/// The store cannot be read.
-pub fn load(store: Option<&mut Store>, now: i64, dry_run: bool) -> Result<SourceHealth, Error> {
-    let (health, aside) = load_or_clean(store, SOURCES_STATE_KEY, now, dry_run, |text| {
-        serde_json::from_str::<SourceHealth>(text).map_err(|e| e.to_string())
-    })?;
-    if let Some(aside) = aside {
-        aside.line("watchdog", SOURCES_STATE_KEY, now).emit();
-    }
-    Ok(health)
-}
-
-/// This tick's blindness: the sources' streaks (from [`load`]) updated with what answered and what failed, and
+/// This tick's blindness: the sources' streaks (loaded with the tick's [`super::memory::Memory`]) updated with what answered and what failed, and
 /// the lifecycle's outcome for the blindness alarms (`None` when there is nothing to raise or
 /// clear). The caller stores the streaks ([`SOURCES_STATE_KEY`]) with the tick and delivers the
 /// decisions as it delivers the loop alerts'.
@@ -176,7 +163,7 @@ pub fn step(
 ) -> Result<(SourceHealth, Option<TickOutcome>), Error> {
     health.observe(failed, now);
     let stale_jobs = match store {
-        Some(store) => crate::operator::stale_jobs(store, config, now, JobName::Opencode)?,
+        Some(store) => crate::liveness::stale_jobs(store, config, now, JobName::Opencode)?,
         None => Vec::new(),
     };
     let threshold = config.watchdog.blind_after_ticks;

@@ -3,6 +3,7 @@
 //! `watchdog.dashboard_base_url` is set. The full reason (every signal with its figures) stays in
 //! the journal, in `details.reason` and in `--json`.
 
+use super::agent::Agent;
 use alert_state::{AlertEvent, EventState};
 use detect_core::{Reason, Session, SessionVerdict, Signal, TreeVerdict};
 use serde_json::Value;
@@ -24,6 +25,27 @@ pub fn headline(session: &Session) -> String {
         Some(dir) => format!("{title} in {dir}"),
         None => title.to_owned(),
     }
+}
+
+/// What a notification says beside its session: the agent that runs it (named unless it is
+/// opencode, the default) and the git branch it works on, when known.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Beside<'a> {
+    pub agent: Agent,
+    pub branch: Option<&'a str>,
+}
+
+/// [`headline`] with what is [`Beside`] it: `Claude Code: Fix the money rounding in
+/// /home/me/shop (main)`.
+pub fn headline_beside(session: &Session, beside: Beside<'_>) -> String {
+    let mut line = headline(session);
+    if let Some(branch) = beside.branch.map(str::trim).filter(|b| !b.is_empty()) {
+        line.push_str(&format!(" ({branch})"));
+    }
+    if beside.agent != Agent::Opencode {
+        line = format!("{}: {line}", beside.agent.display_name());
+    }
+    line
 }
 
 /// `pytest -x` for `bash pytest -x`, `money.py` for `read money.py`: the verb and its object.
@@ -96,6 +118,7 @@ pub fn rewrite(
     event: &mut AlertEvent,
     tree: Option<&TreeVerdict>,
     sessions: &BTreeMap<&str, &Session>,
+    beside: Beside<'_>,
 ) {
     let prefix = match event.state {
         EventState::Trigger => "Looping",
@@ -105,7 +128,7 @@ pub fn rewrite(
     let reason = std::mem::take(&mut event.summary);
     let root = tree.and_then(|t| sessions.get(t.root.as_str()));
     event.title = match root {
-        Some(root) => format!("{prefix}: {}", headline(root)),
+        Some(root) => format!("{prefix}: {}", headline_beside(root, beside)),
         None => format!("{prefix}: {}", event.title),
     };
     event.summary = match (event.state, tree) {
@@ -281,7 +304,7 @@ mod tests {
             (EventState::Resolve, None),
         ] {
             let mut e = event(state);
-            rewrite(&mut e, tree, &sessions);
+            rewrite(&mut e, tree, &sessions, Beside::default());
             out.push_str(&format!(
                 "\n[{}]\ntitle: {}\nsummary: {}\nlink: {}\nreason: {}\n",
                 state.as_str(),

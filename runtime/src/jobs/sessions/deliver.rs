@@ -95,45 +95,11 @@ pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEven
         .filter(|e| e.state != EventState::Resolve)
         .count();
     let resolved = sorted.len() - alarms;
-    let sessions = |n: usize| format!("{n} session{}", if n == 1 { "" } else { "s" });
     let loops = sorted
         .iter()
-        .all(|e| e.dedup_key.starts_with(alert_state::DEDUP_KEY_PREFIX));
-    let title = match (alarms, resolved) {
-        // Blindness alerts among them: the title counts alerts, not sessions.
-        (a, r) if !loops => {
-            let alerts = format!("{a} alert{}", if a == 1 { "" } else { "s" });
-            match (a, r) {
-                (0, r) => format!("{r} resolved"),
-                (_, 0) => alerts,
-                (_, r) => format!("{alerts}, {r} resolved"),
-            }
-        }
-        (0, r) => format!("{} no longer looping", sessions(r)),
-        (a, 0) => format!("{} looping", sessions(a)),
-        (a, r) => format!("{} looping, {r} resolved", sessions(a)),
-    };
-    let mut summary = String::new();
-    for (named, event) in sorted.iter().enumerate() {
-        let root = event
-            .dedup_key
-            .strip_prefix(alert_state::DEDUP_KEY_PREFIX)
-            .unwrap_or(&event.dedup_key);
-        let mark = match event.state {
-            EventState::Resolve => "resolved: ",
-            _ if event.severity == Severity::Critical => "critical: ",
-            _ => "",
-        };
-        let line = format!("{mark}{} ({root})\n", event.title);
-        let more = sorted.len() - named;
-        // Room for this line and, if others would not fit after it, the closing count.
-        let tail = if more > 1 { 24 } else { 0 };
-        if summary.len() + line.len() + tail > MAX_GROUP_SUMMARY {
-            summary.push_str(&format!("… and {more} more\n"));
-            break;
-        }
-        summary.push_str(&line);
-    }
+        .all(|e| alert_state::is_loop_key(&e.dedup_key));
+    let title = group_title(alarms, resolved, loops);
+    let summary = group_summary(&sorted);
     let severity = sorted
         .iter()
         .map(|e| e.severity)
@@ -154,10 +120,54 @@ pub fn group_event(events: &[AlertEvent], dashboard_base_url: &str) -> AlertEven
         severity,
         state,
         title,
-        summary: summary.trim_end().to_owned(),
+        summary,
         details,
         source: sorted.first().map(|e| e.source.clone()).unwrap_or_default(),
     }
+}
+
+/// A grouped notification's title: `20 sessions looping`, `2 resolved`, or counting alerts when
+/// blindness alerts are among them (`loops` false).
+fn group_title(alarms: usize, resolved: usize, loops: bool) -> String {
+    let sessions = |n: usize| format!("{n} session{}", if n == 1 { "" } else { "s" });
+    match (alarms, resolved) {
+        // Blindness alerts among them: the title counts alerts, not sessions.
+        (a, r) if !loops => {
+            let alerts = format!("{a} alert{}", if a == 1 { "" } else { "s" });
+            match (a, r) {
+                (0, r) => format!("{r} resolved"),
+                (_, 0) => alerts,
+                (_, r) => format!("{alerts}, {r} resolved"),
+            }
+        }
+        (0, r) => format!("{} no longer looping", sessions(r)),
+        (a, 0) => format!("{} looping", sessions(a)),
+        (a, r) => format!("{} looping, {r} resolved", sessions(a)),
+    }
+}
+
+/// A grouped notification's summary: one line per event (its title and root, marked critical or
+/// resolved), within [`MAX_GROUP_SUMMARY`] characters.
+fn group_summary(sorted: &[&AlertEvent]) -> String {
+    let mut summary = String::new();
+    for (named, event) in sorted.iter().enumerate() {
+        let root = alert_state::loop_root(&event.dedup_key).unwrap_or(&event.dedup_key);
+        let mark = match event.state {
+            EventState::Resolve => "resolved: ",
+            _ if event.severity == Severity::Critical => "critical: ",
+            _ => "",
+        };
+        let line = format!("{mark}{} ({root})\n", event.title);
+        let more = sorted.len() - named;
+        // Room for this line and, if others would not fit after it, the closing count.
+        let tail = if more > 1 { 24 } else { 0 };
+        if summary.len() + line.len() + tail > MAX_GROUP_SUMMARY {
+            summary.push_str(&format!("… and {more} more\n"));
+            break;
+        }
+        summary.push_str(&line);
+    }
+    summary.trim_end().to_owned()
 }
 
 /// Dedup keys resolved this tick (their undelivered older events are superseded).
@@ -182,42 +192,8 @@ pub fn deliver_pending(
     now: i64,
     env: Env<'_>,
 ) -> Result<Vec<(String, SendReport)>, Error> {
-    let rows = store
-        .pending_deliveries(MAX_SENDS_PER_TICK)
-        .map_err(Error::from)?;
     let channels = config.alert_config("").channels;
-    let mut batches: Vec<(String, Vec<(OutboxRow, AlertEvent)>)> = Vec::new();
-    for row in rows {
-        let key = &row.event.dedup_key;
-        let channel = &row.event.channel;
-        let event: AlertEvent = match serde_json::from_str(&row.event.payload) {
-            Ok(event) => event,
-            Err(e) => {
-                store.drop_pending(row.id).map_err(Error::from)?;
-                Line::warning("watchdog", now)
-                    .field("dedup", key)
-                    .field("channel", channel)
-                    .field("delivery", "dropped")
-                    .field("reason", format!("the stored event does not load: {e}"))
-                    .emit();
-                continue;
-            }
-        };
-        if !config.channels.iter().any(|c| &c.name == channel) {
-            store.drop_pending(row.id).map_err(Error::from)?;
-            Line::warning("watchdog", now)
-                .field("dedup", key)
-                .field("channel", channel)
-                .field("delivery", "dropped")
-                .field("reason", "the channel is no longer configured")
-                .emit();
-            continue;
-        }
-        match batches.iter_mut().find(|(c, _)| c == channel) {
-            Some((_, batch)) => batch.push((row, event)),
-            None => batches.push((channel.clone(), vec![(row, event)])),
-        }
-    }
+    let batches = pending_batches(config, store, now)?;
     let mut reports = Vec::new();
     for (channel, batch) in batches {
         let (Some(section), Some(gates)) = (
@@ -262,6 +238,51 @@ pub fn deliver_pending(
     }
     Ok(reports)
 }
+
+/// The pending outbox rows (oldest first, at most [`MAX_SENDS_PER_TICK`]) by channel, each
+/// with its event. A row whose event does not load, or whose channel is no longer configured,
+/// is dropped with a warning.
+fn pending_batches(config: &Config, store: &mut Store, now: i64) -> Result<Batches, Error> {
+    let rows = store
+        .pending_deliveries(MAX_SENDS_PER_TICK)
+        .map_err(Error::from)?;
+    let mut batches: Batches = Vec::new();
+    for row in rows {
+        let key = &row.event.dedup_key;
+        let channel = &row.event.channel;
+        let event: AlertEvent = match serde_json::from_str(&row.event.payload) {
+            Ok(event) => event,
+            Err(e) => {
+                store.drop_pending(row.id).map_err(Error::from)?;
+                Line::warning("watchdog", now)
+                    .field("dedup", key)
+                    .field("channel", channel)
+                    .field("delivery", "dropped")
+                    .field("reason", format!("the stored event does not load: {e}"))
+                    .emit();
+                continue;
+            }
+        };
+        if !config.channels.iter().any(|c| &c.name == channel) {
+            store.drop_pending(row.id).map_err(Error::from)?;
+            Line::warning("watchdog", now)
+                .field("dedup", key)
+                .field("channel", channel)
+                .field("delivery", "dropped")
+                .field("reason", "the channel is no longer configured")
+                .emit();
+            continue;
+        }
+        match batches.iter_mut().find(|(c, _)| c == channel) {
+            Some((_, batch)) => batch.push((row, event)),
+            None => batches.push((channel.clone(), vec![(row, event)])),
+        }
+    }
+    Ok(batches)
+}
+
+/// Outbox rows by channel, in the order the channels first appear.
+type Batches = Vec<(String, Vec<(OutboxRow, AlertEvent)>)>;
 
 /// When the tick should come again for the outbox: the first rate-limited channel's free time
 /// ([`AlertState::next_wakeup`]) while any event waits there; `None` when nothing waits.

@@ -1,0 +1,586 @@
+//! Claude Code's transcripts: `$CLAUDE_CONFIG_DIR` or `~/.claude`, every
+//! `projects/*/<session>.jsonl` with its subagents' files, each tailed by byte offset
+//! ([`agentwatch_transcripts`]). On whenever the directory exists.
+//!
+//! - Every transcript is one session (a subagent's file a child of its parent's session; inline
+//!   `isSidechain` lines of the oldest layout are child sessions of the file's own).
+//! - Only transcripts written within `watchdog.stale_after_s`, and their ancestors, are read;
+//!   the others are listed as stale (an open alert on one resolves as stale). A file that is
+//!   gone is a session gone.
+//! - A file unchanged since the stored row (its size and modification time) keeps its stored
+//!   verdict: an idle tick is a directory listing and a `stat` per file. A changed one is read
+//!   from its stored cursor into its stored reader and detector; one that shrank or was
+//!   replaced is read again from the start.
+
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn, count};
+use crate::config::{Config, Env};
+use crate::jobs::sessions::agent::Agent;
+use crate::jobs::sessions::tracked::{
+    self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
+};
+use agentwatch_opencode::lite::Spend;
+use agentwatch_store::SessionCacheRow;
+use agentwatch_transcripts::{
+    ClaudeReader, FileCursor, Transcript, TranscriptKind, discover_claude, read_new,
+    read_subagent_meta, subagent_session_id,
+};
+use detect_core::{Call, Session, SessionDetector};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Bytes of a transcript read per call of the tail (a line longer than this is dropped and
+/// counted: tool results this large are not worth judging).
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// The Claude Code transcripts of one configuration directory.
+#[derive(Debug)]
+pub struct ClaudeSource {
+    dir: PathBuf,
+    name: String,
+}
+
+impl ClaudeSource {
+    /// The directory `[claude]` names (`$CLAUDE_CONFIG_DIR`, else `~/.claude`).
+    pub fn directory(config: &Config, env: Env<'_>) -> PathBuf {
+        config
+            .claude
+            .directory("CLAUDE_CONFIG_DIR", "~/.claude", env)
+    }
+
+    /// The source, when `[claude]` is enabled and its directory exists.
+    pub fn configured(config: &Config, env: Env<'_>) -> Option<Box<dyn Source>> {
+        let dir = Self::directory(config, env);
+        (config.claude.enabled && dir.is_dir()).then(|| Box::new(Self::at(dir)) as Box<dyn Source>)
+    }
+
+    /// The transcripts under `dir`.
+    pub fn at(dir: PathBuf) -> Self {
+        Self {
+            name: dir.display().to_string(),
+            dir,
+        }
+    }
+}
+
+/// What a transcript's cache row keeps as its cursor: where the tail stands and the reader's
+/// state (calls waiting for their result, the session's title and directory so far).
+#[derive(Debug, Serialize, Deserialize)]
+struct FileState {
+    file: FileCursor,
+    reader: ClaudeReader,
+}
+
+/// A transcript and the session it is.
+#[derive(Debug)]
+struct Found {
+    transcript: Transcript,
+    id: String,
+    parent: Option<String>,
+}
+
+impl Source for ClaudeSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn agent(&self) -> Agent {
+        Agent::Claude
+    }
+
+    fn wake_on(&self) -> WakeOn {
+        WakeOn::Directory(self.dir.clone())
+    }
+
+    fn read(&self, ctx: &ReadContext<'_>) -> Answer {
+        let discovery = match discover_claude(&self.dir) {
+            Ok(discovery) => discovery,
+            Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
+        };
+        let found: Vec<Found> = discovery
+            .transcripts
+            .into_iter()
+            .filter_map(identify)
+            .collect();
+        let keep = active(&found, ctx);
+        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
+        let mut read = SourceRead {
+            cached: true,
+            problems: discovery.problems,
+            ..SourceRead::default()
+        };
+        for file in &found {
+            if !keep.contains(file.id.as_str()) {
+                read.stale.push(file.id.clone());
+                continue;
+            }
+            let row = cache.remove(&file.id);
+            let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
+            match self.read_file(file, row, sidechains, ctx) {
+                Ok(sessions) => read.sessions.extend(sessions),
+                Err(e) => read
+                    .problems
+                    .push(format!("{}: {e}", file.transcript.path.display())),
+            }
+        }
+        read.line = format!("claude {}", count(read.sessions.len(), "session"));
+        Answer::Read(read)
+    }
+}
+
+/// A transcript's session id and parent; a flat subagent file's from its first lines (`None`
+/// when they do not say: the file is not read until they do).
+fn identify(transcript: Transcript) -> Option<Found> {
+    if let TranscriptKind::ClaudeFlatAgent { agent_id } = &transcript.kind {
+        let parent = peek_session_id(&transcript.path)?;
+        return Some(Found {
+            id: subagent_session_id(&parent, agent_id),
+            parent: Some(parent),
+            transcript,
+        });
+    }
+    Some(Found {
+        id: transcript.session_id()?,
+        parent: transcript.parent_session_id().map(str::to_owned),
+        transcript,
+    })
+}
+
+/// The `sessionId` of the first lines of a flat subagent file (its parent's).
+fn peek_session_id(path: &Path) -> Option<String> {
+    let new = read_new(path, &FileCursor::default(), 256 << 10).ok()?;
+    let mut reader = ClaudeReader::new(agentwatch_transcripts::FileKind::from_file_name(
+        &path.display().to_string(),
+    ));
+    for line in new.lines() {
+        reader.push_line(line);
+        if let Some(parent) = &reader.meta().parent_session_id {
+            return Some(parent.clone());
+        }
+    }
+    None
+}
+
+/// The sessions to read: written since the stale cutoff, and their ancestors.
+fn active<'a>(found: &'a [Found], ctx: &ReadContext<'_>) -> HashSet<&'a str> {
+    active_with_ancestors(found.iter().map(|f| {
+        let active = ctx
+            .cutoff_ms
+            .is_none_or(|cutoff| f.transcript.mtime_ms >= cutoff);
+        (f.id.as_str(), f.parent.as_deref(), active)
+    }))
+}
+
+/// The stored rows of a main transcript's inline sidechains: ids `{main}:…` that no file of
+/// their own claims.
+fn take_sidechain_rows(
+    cache: &mut HashMap<String, SessionCacheRow>,
+    main: &str,
+    found: &[Found],
+) -> Vec<SessionCacheRow> {
+    let prefix = format!("{main}:");
+    let ids: Vec<String> = cache
+        .keys()
+        .filter(|id| id.starts_with(&prefix) && !found.iter().any(|f| &f.id == *id))
+        .cloned()
+        .collect();
+    ids.into_iter().filter_map(|id| cache.remove(&id)).collect()
+}
+
+/// A file's change marker, kept as the row's `updated_ms`: its size and modification time.
+fn marker(transcript: &Transcript) -> i64 {
+    let size = i64::try_from(transcript.size).unwrap_or(i64::MAX);
+    transcript
+        .mtime_ms
+        .wrapping_mul(1_000_003)
+        .wrapping_add(size)
+}
+
+/// One session being read: its detector and what is known of it.
+struct Reading {
+    detector: SessionDetector,
+    info: Session,
+    spend: Spend,
+    newest: Option<i64>,
+    fresh: bool,
+}
+
+impl Reading {
+    fn from_restored(restored: Restored) -> Self {
+        Self {
+            detector: restored.detector,
+            info: restored.info,
+            spend: restored.spend,
+            newest: restored.newest_call_ms,
+            fresh: false,
+        }
+    }
+
+    fn new(info: Session, ctx: &ReadContext<'_>) -> Self {
+        Self {
+            detector: SessionDetector::new(&info, ctx.detector),
+            info,
+            spend: Spend::default(),
+            newest: None,
+            fresh: true,
+        }
+    }
+
+    fn push(&mut self, calls: &[Call]) {
+        for call in calls {
+            self.detector.push(call);
+            self.newest = newest_call(std::iter::once(call), self.newest);
+            self.fresh = true;
+        }
+    }
+}
+
+impl ClaudeSource {
+    /// One transcript's sessions: kept from the store when the file is unchanged, else read
+    /// from the stored cursor (or from the start).
+    fn read_file(
+        &self,
+        file: &Found,
+        row: Option<SessionCacheRow>,
+        sidechains: Vec<SessionCacheRow>,
+        ctx: &ReadContext<'_>,
+    ) -> std::io::Result<Vec<Tracked>> {
+        let marker = marker(&file.transcript);
+        if let Some(row) = row.as_ref().filter(|r| r.updated_ms == Some(marker))
+            && let Some(stored) = Tracked::stored(&self.name, row.clone())
+        {
+            let mut kept = vec![stored];
+            kept.extend(
+                sidechains
+                    .into_iter()
+                    .filter_map(|r| Tracked::stored(&self.name, r)),
+            );
+            return Ok(kept);
+        }
+        let restored = row.as_ref().and_then(|r| {
+            let state: FileState = serde_json::from_str(r.cursor.as_deref()?).ok()?;
+            Some((state, tracked::restore(ctx.store, r, ctx.detector)?))
+        });
+        let (mut state, mut main) = match restored {
+            Some((state, restored)) => (state, Reading::from_restored(restored)),
+            None => (self.new_state(file), Reading::new(base_info(file), ctx)),
+        };
+        let mut children: HashMap<String, Reading> = HashMap::new();
+        loop {
+            let new = read_new(&file.transcript.path, &state.file, CHUNK_BYTES)?;
+            if new.restarted {
+                state.reader.reset();
+                main = Reading::new(base_info(file), ctx);
+                children.clear();
+            }
+            state.reader.push_text(&new);
+            state.file = new.cursor.clone();
+            main.push(&state.reader.take_calls());
+            self.push_sidechains(&mut state.reader, &mut children, &sidechains, ctx);
+            if !new.more {
+                break;
+            }
+        }
+        let cursor = serde_json::to_string(&state).ok();
+        let mut sessions = vec![self.live(main, &state.reader, cursor, marker)];
+        let read_children: HashSet<String> = children.keys().cloned().collect();
+        sessions.extend(
+            children
+                .into_values()
+                .map(|child| self.live_child(child, marker)),
+        );
+        // Sidechains with nothing new keep their stored rows.
+        sessions.extend(
+            sidechains
+                .into_iter()
+                .filter(|r| !read_children.contains(&r.session_id))
+                .filter_map(|r| Tracked::stored(&self.name, r)),
+        );
+        Ok(sessions)
+    }
+
+    /// A reader for a file read from its start, knowing what its path says (a subagent's
+    /// type from its `.meta.json`).
+    fn new_state(&self, file: &Found) -> FileState {
+        let agent_type = file
+            .transcript
+            .meta_path()
+            .and_then(|path| read_subagent_meta(&path).ok())
+            .and_then(|meta| meta.agent_type);
+        FileState {
+            file: FileCursor::default(),
+            reader: ClaudeReader::new(file.transcript.file_kind(agent_type)),
+        }
+    }
+
+    /// Push the calls of inline sidechains into their sessions (restored from their rows, or
+    /// new).
+    fn push_sidechains(
+        &self,
+        reader: &mut ClaudeReader,
+        children: &mut HashMap<String, Reading>,
+        rows: &[SessionCacheRow],
+        ctx: &ReadContext<'_>,
+    ) {
+        for side in reader.take_sidechains() {
+            let child = children.entry(side.session_id.clone()).or_insert_with(|| {
+                let stored = rows
+                    .iter()
+                    .find(|r| r.session_id == side.session_id)
+                    .and_then(|r| tracked::restore(ctx.store, r, ctx.detector));
+                match stored {
+                    Some(restored) => Reading::from_restored(restored),
+                    None => {
+                        let mut info = Session::new(&side.session_id);
+                        info.parent_id = side.parent_session_id.clone();
+                        info.title = side.title.clone();
+                        info.agent = side.agent_type.clone();
+                        Reading::new(info, ctx)
+                    }
+                }
+            });
+            child.push(&side.calls);
+        }
+    }
+
+    /// The file's own session as read this tick, with what its lines say of it.
+    fn live(
+        &self,
+        mut main: Reading,
+        reader: &ClaudeReader,
+        cursor: Option<String>,
+        marker: i64,
+    ) -> Tracked {
+        let meta = reader.meta();
+        if meta.title.is_some() {
+            main.info.title.clone_from(&meta.title);
+        }
+        if meta.cwd.is_some() {
+            main.info.directory.clone_from(&meta.cwd);
+        }
+        if meta.agent_type.is_some() {
+            main.info.agent.clone_from(&meta.agent_type);
+        }
+        if let Some(model) = &meta.model {
+            main.spend.model_id = Some(model.clone());
+            main.spend.provider = Some("anthropic".to_owned());
+        }
+        let mut tracked = Tracked::live(
+            &self.name,
+            main.info,
+            main.spend,
+            main.newest,
+            main.fresh,
+            main.detector,
+            cursor,
+            Some(marker),
+        );
+        tracked.branch = meta.git_branch.clone().filter(|b| !b.is_empty());
+        tracked
+    }
+
+    /// An inline sidechain's session as read this tick.
+    fn live_child(&self, child: Reading, marker: i64) -> Tracked {
+        Tracked::live(
+            &self.name,
+            child.info,
+            child.spend,
+            child.newest,
+            child.fresh,
+            child.detector,
+            None,
+            Some(marker),
+        )
+    }
+}
+
+/// What a transcript's path says of its session.
+fn base_info(file: &Found) -> Session {
+    let mut info = Session::new(&file.id);
+    info.parent_id = file.parent.clone();
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::sessions::tracked::judge;
+    use agentwatch_store::Store;
+    use detect_core::{DetectConfig, Judgement};
+    use proptest::prelude::*;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/claude/2.1.328");
+
+    /// A Claude configuration directory in a temporary folder, its store beside it.
+    struct World {
+        dir: agentwatch_testkit::TempDir,
+        store: Store,
+        source: ClaudeSource,
+    }
+
+    impl World {
+        fn new() -> Self {
+            let dir = agentwatch_testkit::TempDir::new("aw-claude-source");
+            let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+            let source = ClaudeSource::at(dir.path.join("claude"));
+            std::fs::create_dir_all(dir.path.join("claude/projects/-p")).unwrap();
+            Self { dir, store, source }
+        }
+
+        fn file(&self, relative: &str) -> PathBuf {
+            let path = self.dir.path.join("claude/projects/-p").join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            path
+        }
+
+        /// One tick's read and judgement, its cache rows stored as the job stores them.
+        fn tick(&mut self, now_s: i64) -> (SourceRead, Judgement) {
+            let config = DetectConfig::default();
+            let watched = HashSet::new();
+            let ctx = ReadContext {
+                store: Some(&self.store),
+                detector: &config,
+                full_read: false,
+                cutoff_ms: Some((now_s - 3600) * 1000),
+                now: now_s,
+                focus: None,
+                watched: &watched,
+            };
+            let Answer::Read(mut read) = self.source.read(&ctx) else {
+                panic!("the directory reads");
+            };
+            let (judged, mut rows) = judge(&mut read.sessions, &config, now_s, Some(&self.store));
+            let rows = rows.remove(self.source.name()).unwrap_or_default();
+            let kept: HashSet<&str> = rows.kept.iter().map(String::as_str).collect();
+            self.store
+                .update_session_cache(self.source.name(), &rows.written, &kept)
+                .unwrap();
+            (read, judged)
+        }
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let dir = Path::new(FIXTURES)
+            .join(name)
+            .join("projects/-home-user-work-project");
+        let file = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .unwrap();
+        std::fs::read(file).unwrap()
+    }
+
+    fn now_s() -> i64 {
+        crate::clock::now_or_clock(None)
+    }
+
+    /// What the whole file judges to, read at once.
+    fn whole(bytes: &[u8]) -> Judgement {
+        let mut world = World::new();
+        std::fs::write(world.file("s.jsonl"), bytes).unwrap();
+        world.tick(now_s()).1
+    }
+
+    #[test]
+    fn an_unchanged_file_keeps_its_stored_verdict_and_a_grown_one_is_read_after_its_cursor() {
+        let bytes = fixture("loop");
+        let mut world = World::new();
+        let path = world.file("s.jsonl");
+        let half = bytes[..bytes.len() / 2]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .unwrap();
+        std::fs::write(&path, &bytes[..=half]).unwrap();
+        let (first, _) = world.tick(now_s());
+        assert!(first.sessions.iter().all(Tracked::was_read));
+        let (idle, _) = world.tick(now_s());
+        assert_eq!(idle.sessions.len(), 1);
+        assert!(!idle.sessions[0].was_read(), "an idle tick reads nothing");
+        std::fs::write(&path, &bytes).unwrap();
+        let (grown, judged) = world.tick(now_s());
+        assert!(grown.sessions[0].was_read() && grown.sessions[0].fresh);
+        assert_eq!(judged, whole(&bytes));
+        assert!(judged.trees[0].flagged, "the loop fixture loops");
+        assert!(
+            judged.trees[0].dedup_key.starts_with("opencode-loop:"),
+            "keys are the job's"
+        );
+    }
+
+    #[test]
+    fn a_truncated_file_is_read_again_from_its_start() {
+        let loop_bytes = fixture("loop");
+        let healthy = fixture("healthy");
+        let mut world = World::new();
+        let path = world.file("s.jsonl");
+        std::fs::write(&path, &loop_bytes).unwrap();
+        assert!(world.tick(now_s()).1.trees[0].flagged);
+        // Rewritten shorter with other lines (the session id is the file's name).
+        std::fs::write(&path, &healthy).unwrap();
+        let (_, judged) = world.tick(now_s());
+        assert_eq!(judged, whole(&healthy));
+        assert!(!judged.trees[0].flagged);
+    }
+
+    #[test]
+    fn old_files_are_stale_unless_a_child_works() {
+        let mut world = World::new();
+        let parent = world.file("p.jsonl");
+        std::fs::write(&parent, fixture("healthy")).unwrap();
+        let child = world.file("p/subagents/agent-a1.jsonl");
+        std::fs::write(&child, fixture("loop")).unwrap();
+        let old = world.file("old.jsonl");
+        std::fs::write(&old, fixture("healthy")).unwrap();
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        for path in [&parent, &child, &old] {
+            let file = std::fs::File::options().append(true).open(path).unwrap();
+            file.set_modified(two_hours_ago).unwrap();
+        }
+        let (read, judged) = world.tick(now_s());
+        assert_eq!(
+            read.stale.len(),
+            3,
+            "nothing written within the hour: {:?}",
+            read.stale
+        );
+        assert!(judged.trees.is_empty());
+        // The subagent writes: it and its parent are read, the old session stays stale.
+        let mut bytes = fixture("loop");
+        bytes.extend_from_slice(b"\n");
+        std::fs::write(&child, &bytes).unwrap();
+        let (read, judged) = world.tick(now_s());
+        let ids: HashSet<&str> = read.sessions.iter().map(|s| s.info.id.as_str()).collect();
+        assert_eq!(ids, HashSet::from(["p", "p:agent-a1"]));
+        assert_eq!(read.stale, vec!["old".to_owned()]);
+        assert_eq!(
+            judged.trees.len(),
+            1,
+            "one tree: the subagent rolls up to its parent"
+        );
+        assert_eq!(judged.trees[0].root, "p");
+        assert!(judged.trees[0].flagged);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// A transcript written in pieces (torn lines included), read at every tick, judges as
+        /// the whole file read once.
+        #[test]
+        fn read_in_pieces_equals_read_whole(cuts in prop::collection::vec(0.0f64..1.0, 1..6)) {
+            let bytes = fixture("loop");
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| (c * bytes.len() as f64) as usize).collect();
+            cuts.sort_unstable();
+            let mut world = World::new();
+            let path = world.file("s.jsonl");
+            for cut in cuts {
+                std::fs::write(&path, &bytes[..cut]).unwrap();
+                world.tick(now_s());
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            let (_, judged) = world.tick(now_s());
+            prop_assert_eq!(judged, whole(&bytes));
+        }
+    }
+}
