@@ -876,7 +876,12 @@ fn view_lines(
 ) -> Option<(u64, u64)> {
     let (first, last) = match lines {
         Some(range) => range,
-        None => (1, call.meta.total_lines.or_else(|| ctx.line_counts.get(path))?),
+        None => (
+            1,
+            call.meta
+                .total_lines
+                .or_else(|| ctx.line_counts.get(path))?,
+        ),
     };
     (last >= first).then_some((first, last))
 }

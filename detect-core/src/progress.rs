@@ -142,6 +142,12 @@ pub(crate) struct Echo {
     /// It was one of the calls before it again, with the same result (not a view alone).
     #[serde(default, rename = "r", skip_serializing_if = "std::ops::Not::not")]
     repeated: bool,
+    /// It succeeded and the session landed after it: a check that passes the same way after
+    /// a change landed confirms the change (edit, test `ok`, edit, test `ok` is work), so
+    /// `recur` and `circle` count it no longer. It still echoes, as the same failure after a
+    /// landing still counts everywhere (the change did not help).
+    #[serde(default, rename = "a", skip_serializing_if = "std::ops::Not::not")]
+    confirmed: bool,
 }
 
 /// An [`Echo`] as snapshots hold it: hashed (`k`, `i`, `h`), or as text (`key`, before the
@@ -164,6 +170,8 @@ struct EchoForm {
     p: bool,
     #[serde(default)]
     r: bool,
+    #[serde(default)]
+    a: bool,
 }
 
 /// A viewed file as snapshots hold it: its hash, or its path (before the hashes).
@@ -191,6 +199,7 @@ impl From<EchoForm> for Echo {
             failed: form.failed,
             poll: form.p,
             repeated: form.r,
+            confirmed: form.a,
         }
     }
 }
@@ -242,6 +251,7 @@ impl Staleness {
                 if !e.hashed {
                     e.seen = None;
                 }
+                e.confirmed |= !e.failed;
             }
         }
         if self.history.len() == ECHO_HISTORY {
@@ -255,6 +265,7 @@ impl Staleness {
             failed: facts.failed,
             poll: facts.wait,
             repeated,
+            confirmed: false,
         });
         if self.recent.len() == STALE_LONG_WINDOW {
             self.recent.pop_front();
@@ -301,7 +312,12 @@ impl Staleness {
         let from = self.history.len().saturating_sub(CIRCLE_WINDOW);
         let mut distinct: [u64; CIRCLE_CALLS] = [0; CIRCLE_CALLS];
         let (mut kinds, mut others, mut waits) = (0, 0u32, 0u32);
-        for e in self.history.iter().skip(from).filter(|e| e.repeated) {
+        for e in self
+            .history
+            .iter()
+            .skip(from)
+            .filter(|e| e.repeated && !e.confirmed)
+        {
             // A repeat by status alone that a landing forgave counts no longer.
             let Some(seen) = e.seen else { continue };
             if e.poll {
@@ -338,15 +354,18 @@ impl Staleness {
         u32::try_from(run).unwrap_or(u32::MAX)
     }
 
-    /// `repeat`'s figure `recur`: the most times one call and result occurs among the last
+    /// `repeat`'s figure `recur` (successes a landing confirmed not counted): the most times
+    /// one call and result occurs among the last
     /// [`ECHO_HISTORY`] calls, of those that occur at least [`RECUR_RECENT_MIN`] times among the
     /// last [`RECUR_RECENT_WINDOW`] (0 when none does).
     pub(crate) fn recur(&self) -> u32 {
         let recent_from = self.history.len().saturating_sub(RECUR_RECENT_WINDOW);
+        // A success a landing confirmed is no recurrence ([`Echo::confirmed`]).
+        let counted = |e: &Echo| (!e.confirmed).then_some(e.seen).flatten();
         let mut best = 0;
         for (i, e) in self.history.iter().enumerate().skip(recent_from) {
             // A poll that sees the same again is waiting (`stall` counts it).
-            let Some(seen) = e.seen.filter(|_| !e.poll) else {
+            let Some(seen) = counted(e).filter(|_| !e.poll) else {
                 continue;
             };
             let recent = self.history.iter().skip(recent_from);
@@ -354,13 +373,17 @@ impl Staleness {
             if recent
                 .clone()
                 .take(i - recent_from)
-                .any(|o| o.seen == Some(seen))
+                .any(|o| counted(o) == Some(seen))
             {
                 continue;
             }
-            let in_recent = recent.filter(|o| o.seen == Some(seen)).count();
+            let in_recent = recent.filter(|o| counted(o) == Some(seen)).count();
             if u32::try_from(in_recent).unwrap_or(u32::MAX) >= RECUR_RECENT_MIN {
-                let all = self.history.iter().filter(|o| o.seen == Some(seen)).count();
+                let all = self
+                    .history
+                    .iter()
+                    .filter(|o| counted(o) == Some(seen))
+                    .count();
                 best = best.max(u32::try_from(all).unwrap_or(u32::MAX));
             }
         }

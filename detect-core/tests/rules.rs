@@ -1286,6 +1286,37 @@ fn precise_recur_fires_on_one_call_and_result_coming_back() {
     assert_eq!(judge_with(&precise(), calls).reason.recur, 0);
 }
 
+/// A check that passes the same way after each landed change confirms it (a real Claude Code
+/// run: edit, `sh test.sh` printing `ok`, commit, over and over): no prefix is flagged. The same
+/// failure after each landed change is the loop the landings did not fix, and is.
+#[test]
+fn precise_a_passing_check_after_each_landing_confirms_it() {
+    let check = |exit: i64, out: &str| bash_exit("sh test.sh", exit).with_output(out);
+    let edit_n = |n: usize| {
+        Call::completed(
+            "edit",
+            json!({"filePath": format!("{DIR}/c.txt"), "oldString": format!("{n}"), "newString": format!("{}", n + 1)}),
+        )
+        .with_metadata(json!({ "diff": format!("-{n}\n+{}", n + 1) }))
+    };
+    let run = |exit: i64, out: &str| -> Vec<Call> {
+        let mut calls = Vec::new();
+        for n in 0..14 {
+            calls.push(read(&format!("{DIR}/c.txt"), 1, 2).with_output(&format!("count = {n}")));
+            calls.push(edit_n(n));
+            calls.push(check(exit, out));
+        }
+        calls
+    };
+    let first_flag = |calls: &[Call]| {
+        (1..=calls.len()).find(|&k| judge_with(&precise(), calls[..k].to_vec()).flagged)
+    };
+    assert_eq!(first_flag(&run(0, "ok")), None);
+    let failing = run(1, "FAIL: count is wrong");
+    let at = first_flag(&failing).expect("the same failure after each change is a loop");
+    assert!(at <= 15, "flagged at call {at}");
+}
+
 /// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls
 /// (read offsets and limits, file lengths, diff counts) at the end of u64 overflowed in the
 /// reread ranges, the read coverage and the edit check. Every profile judges them without
