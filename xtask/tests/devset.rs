@@ -120,7 +120,11 @@ fn the_default_meets_its_targets() {
         .expect("a set of loops")
     };
     for (dev_path, latency_path, latency_share) in [
-        (devset::default_dev_path(), devset::default_latency_path(), 99),
+        (
+            devset::default_dev_path(),
+            devset::default_latency_path(),
+            99,
+        ),
         (
             devset::default_tools_path(),
             devset::default_tools_latency_path(),
@@ -133,7 +137,10 @@ fn the_default_meets_its_targets() {
         assert!(t.flagged_before_loop * 100 <= t.loops, "{t:?}");
         for (set, share) in [(dev, 99), (load(latency_path), latency_share)] {
             let l = latency(&set);
-            assert!(l.caught_within * 100 >= share * l.sessions, "{dev_path:?} {l:?}");
+            assert!(
+                l.caught_within * 100 >= share * l.sessions,
+                "{dev_path:?} {l:?}"
+            );
             assert!(l.p50.is_some_and(|p| p <= 6), "{l:?}");
         }
     }
