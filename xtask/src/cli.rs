@@ -354,6 +354,35 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
     Ok(code)
 }
 
+/// The real Claude Code transcripts of `fixtures/claude/2.1.328`, read as `agentwatch detect`
+/// reads them and labelled by their scenario: `loop` loops from its first call, `healthy` never
+/// does, and `subagent`'s subagent loops after its one edit (its parent, a `Task` call, is left
+/// unlabelled).
+fn claude_transcripts() -> Result<Vec<detect_core::Session>, String> {
+    use detect_core::Label;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/claude/2.1.328");
+    let mut all = Vec::new();
+    for (scenario, label, loop_start) in [
+        ("loop", Label::MustFlag, 0),
+        ("healthy", Label::MustNotFlag, 0),
+        ("subagent", Label::MustFlag, 2),
+    ] {
+        let dir = root.join(scenario).to_string_lossy().into_owned();
+        let sessions = agentwatch_runtime::input::read_sessions(&[dir.clone()])
+            .map_err(|e| format!("{dir}: {e}"))?;
+        for mut s in sessions {
+            let parent = scenario == "subagent" && s.parent_id.is_none();
+            if !parent {
+                s.label = Some(label);
+                s.loop_start = (label == Label::MustFlag).then_some(loop_start);
+            }
+            s.note = Some(format!("{scenario}: a real Claude Code 2.1.328 transcript"));
+            all.push(s);
+        }
+    }
+    Ok(all)
+}
+
 fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let load = |path: PathBuf| -> Result<Vec<detect_core::Session>, String> {
         let text =
@@ -368,6 +397,7 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let tools = load(devset::default_tools_path())?;
     let tools_latency = load(devset::default_tools_latency_path())?;
     let peers = load(peers::default_peers_path())?;
+    let claude = claude_transcripts()?;
     let text = report::render(&report::Sets {
         corpus: &corpus,
         dev: &dev,
@@ -375,6 +405,7 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
         tools: &tools,
         tools_latency: &tools_latency,
         peers: &peers,
+        claude: &claude,
     });
     match args.check {
         None => {
