@@ -360,6 +360,19 @@ impl Staleness {
     /// last [`RECUR_RECENT_WINDOW`] (0 when none does).
     pub(crate) fn recur(&self) -> u32 {
         let recent_from = self.history.len().saturating_sub(RECUR_RECENT_WINDOW);
+        // Cheap bound first (this runs at every call): a call and result occurring
+        // RECUR_RECENT_MIN times among the recent calls was a repeat at each occurrence but its
+        // first (the first was still in the history then, and a result is never seen again
+        // once forgotten), so fewer repeats than that among them leave nothing to count.
+        let repeats = self
+            .history
+            .iter()
+            .skip(recent_from)
+            .filter(|e| e.repeated)
+            .count();
+        if u32::try_from(repeats).unwrap_or(u32::MAX) + 1 < RECUR_RECENT_MIN {
+            return 0;
+        }
         // A success a landing confirmed is no recurrence ([`Echo::confirmed`]).
         let counted = |e: &Echo| (!e.confirmed).then_some(e.seen).flatten();
         let mut best = 0;
