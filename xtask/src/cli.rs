@@ -368,7 +368,7 @@ fn claude_transcripts() -> Result<Vec<detect_core::Session>, String> {
         ("subagent", Label::MustFlag, 2),
     ] {
         let dir = root.join(scenario).to_string_lossy().into_owned();
-        let sessions = agentwatch_runtime::input::read_sessions(&[dir.clone()])
+        let sessions = agentwatch_runtime::input::read_sessions(std::slice::from_ref(&dir))
             .map_err(|e| format!("{dir}: {e}"))?;
         for mut s in sessions {
             let parent = scenario == "subagent" && s.parent_id.is_none();
