@@ -3,7 +3,8 @@
 use agentwatch_benches::{corpus, session};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use detect_core::{
-    DetectConfig, SessionDetector, call_identity, judge_session, judge_sessions, normalize_bash,
+    DetectConfig, Profile, SessionDetector, call_identity, judge_session, judge_sessions,
+    normalize_bash,
 };
 use serde_json::json;
 use std::hint::black_box;
@@ -58,18 +59,22 @@ fn detector(c: &mut Criterion) {
     let s = session("ses_bench", 10_000, 11);
     let mut g = c.benchmark_group("incremental");
     g.throughput(Throughput::Elements(s.calls.len() as u64));
-    g.bench_function("push_10000_calls", |b| {
-        b.iter_batched(
-            || SessionDetector::new(&s, &config),
-            |mut d| {
-                for call in &s.calls {
-                    d.push(call);
-                }
-                d
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    // Per profile: the default and the design, whose figure the default's is measured against.
+    for profile in Profile::ALL {
+        let config = DetectConfig::with_profile(profile);
+        g.bench_function(format!("push_10000_calls/{profile}"), |b| {
+            b.iter_batched(
+                || SessionDetector::new(&s, &config),
+                |mut d| {
+                    for call in &s.calls {
+                        d.push(call);
+                    }
+                    d
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
     g.finish();
     let mut g = c.benchmark_group("incremental_with_verdicts");
     g.throughput(Throughput::Elements(1000));

@@ -27,7 +27,7 @@ pub struct BacktestArgs {
     /// when flagged within K calls of it (use with --step 1 for exact latencies).
     #[arg(long, value_name = "K", default_value_t = backtest::DEFAULT_WITHIN)]
     pub within: usize,
-    /// Detection profile: `design` (the default), `precise` or `auto`; `--set` applies on top.
+    /// Detection profile: `precise` (the default) or `design`; `--set` applies on top.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
     /// Override a detector key, e.g. `--set top_min=10` (repeatable).

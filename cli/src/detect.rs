@@ -1,4 +1,4 @@
-//! `agentwatch detect [FILE|DIR...] [--json] [--profile design|precise|auto] [--set key=value ...]`:
+//! `agentwatch detect [FILE|DIR...] [--json] [--profile precise|design] [--set key=value ...]`:
 //! judge sessions on their whole history. Without FILE it judges the built-in sample
 //! (`fixtures/sample.json`). A FILE is a session file, `opencode export` JSON or a Claude Code
 //! transcript (told apart by its first lines); a DIR is read for its Claude Code transcripts.
@@ -28,7 +28,7 @@ pub struct DetectArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Detection profile: `design` (the default) or `precise` (docs/detection.md); `--set`
+    /// Detection profile: `precise` (the default) or `design` (docs/detection.md); `--set`
     /// applies on top of it.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,

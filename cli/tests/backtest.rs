@@ -27,7 +27,10 @@ fn snapshot_body(path: &str) -> String {
 #[test]
 fn the_design_backtest_runs_from_the_installed_binary_as_xtask_prints_it() {
     let corpus = workspace("fixtures/corpus.json");
-    let out = agentwatch(&["backtest", "--fixture", &corpus], None);
+    let out = agentwatch(
+        &["backtest", "--fixture", &corpus, "--profile", "design"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     // The design's step and summary line.
@@ -36,14 +39,21 @@ fn the_design_backtest_runs_from_the_installed_binary_as_xtask_prints_it() {
         stdout.ends_with("# backtest complete: 21/49 flagged\n"),
         "{stdout}"
     );
-    // Byte for byte what `cargo xtask backtest` prints (its snapshot, committed).
+    // Byte for byte what `cargo xtask backtest` prints (its snapshots, committed), under the
+    // design and under the default.
     assert_eq!(
         stdout,
+        snapshot_body("xtask/tests/snapshots/corpus__corpus_backtest_table_design.snap")
+    );
+    let default = agentwatch(&["backtest", "--fixture", &corpus], None);
+    assert_eq!(default.status.code(), Some(0), "{}", text(&default.stderr));
+    assert_eq!(
+        text(&default.stdout),
         snapshot_body("xtask/tests/snapshots/corpus__corpus_backtest_table.snap")
     );
     // Standard input reads the same.
     let piped = agentwatch(
-        &["backtest", "--fixture", "-"],
+        &["backtest", "--fixture", "-", "--profile", "design"],
         Some(&std::fs::read_to_string(&corpus).unwrap()),
     );
     assert_eq!(text(&piped.stdout), stdout);

@@ -156,26 +156,31 @@ fn a_transcript_file_is_read_whole_and_its_loop_flagged_under_the_key_of_claude(
     let first = s["first_flag_at_call"]
         .as_u64()
         .expect("flagged call by call");
-    assert!((1..=45).contains(&first), "{first}");
+    // The loop is the session's first call on: the default profile, which judges before
+    // `min_calls`, catches it within 15 calls.
+    assert!(
+        (1..=1 + WITHIN).contains(&first),
+        "first flagged at call {first}"
+    );
     let t = tree(&v, LOOP_ID);
     assert_eq!(t["dedup_key"], format!("claude-loop:{LOOP_ID}"));
     assert_eq!(t["flagged"], true);
-    // The loop is the session's first call on: a profile that judges before `min_calls`
-    // catches it within 15 calls.
-    let v = detect(&["--profile", "precise", path(&file)]);
-    let first = session(&v, LOOP_ID)["first_flag_at_call"].as_u64().unwrap();
-    assert!(first <= 1 + WITHIN, "first flagged at call {first}");
 }
 
 #[test]
 fn a_healthy_configuration_directory_is_not_flagged() {
-    let v = detect(&[path(&scenario("healthy"))]);
-    let s = session(&v, HEALTHY_ID);
-    assert_eq!(s["agent"], "claude");
-    assert_eq!(s["calls"], tool_uses(&healthy_file()) as u64);
-    assert_eq!(s["flagged"], false);
-    assert_eq!(s["first_flag_at_call"], Value::Null);
-    assert_eq!(tree(&v, HEALTHY_ID)["flagged"], false);
+    // Edit, `sh test.sh` printing `ok`, commit, over and over: the same passing check after
+    // each landed edit confirms it, under the default as under the design, at every prefix.
+    let dir = scenario("healthy");
+    for args in [&[][..], &["--profile", "design"][..]] {
+        let v = detect(&[args, &[path(&dir)]].concat());
+        let s = session(&v, HEALTHY_ID);
+        assert_eq!(s["agent"], "claude");
+        assert_eq!(s["calls"], tool_uses(&healthy_file()) as u64);
+        assert_eq!(s["flagged"], false, "{args:?}");
+        assert_eq!(s["first_flag_at_call"], Value::Null, "{args:?}");
+        assert_eq!(tree(&v, HEALTHY_ID)["flagged"], false);
+    }
 }
 
 #[test]
@@ -205,13 +210,11 @@ fn a_project_directory_links_the_subagent_to_its_parent_and_keys_the_tree_on_the
         assert_eq!(t["flagged_sessions"][0]["id"], sub_id.as_str());
         let sub = session(&v, &sub_id);
         assert_eq!(sub["calls"], tool_uses(&sub_file) as u64);
-        assert!(sub["first_flag_at_call"].as_u64().is_some());
+        // The loop begins after the subagent's one edit (its second call).
+        let first = sub["first_flag_at_call"].as_u64().expect("flagged");
+        assert!(first <= 3 + WITHIN, "first flagged at call {first}");
         assert_eq!(session(&v, MAIN_ID)["calls"], 2);
     }
-    // The loop begins after the subagent's one edit (its second call).
-    let v = detect(&["--profile", "precise", path(&project)]);
-    let first = session(&v, &sub_id)["first_flag_at_call"].as_u64().unwrap();
-    assert!(first <= 3 + WITHIN, "first flagged at call {first}");
 }
 
 #[test]

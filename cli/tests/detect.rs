@@ -15,16 +15,20 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The built-in sample under the default profile, and under the design.
 #[test]
 fn builtin_sample_table() {
     let out = agentwatch(&["detect"], None);
     assert!(out.status.success(), "{}", stderr(&out));
     insta::assert_snapshot!("detect_builtin_sample", stdout(&out));
+    let out = agentwatch(&["detect", "--profile", "design"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("detect_builtin_sample_design", stdout(&out));
 }
 
 #[test]
 fn json_has_sessions_and_trees() {
-    let out = agentwatch(&["detect", "--json"], None);
+    let out = agentwatch(&["detect", "--json", "--profile", "design"], None);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let explore = v["sessions"]
         .as_array()
@@ -68,6 +72,8 @@ fn set_overrides_a_threshold() {
         &[
             "detect",
             "--json",
+            "--profile",
+            "design",
             "--set",
             "top_min_ro=30",
             "--set",
@@ -173,16 +179,19 @@ fn twelve_views() -> String {
 #[test]
 fn profiles_select_the_rules() {
     let input = twelve_views();
-    let design = agentwatch(&["detect", "-"], Some(&input));
+    let design = agentwatch(&["detect", "--profile", "design", "-"], Some(&input));
     assert!(
         stdout(&design).contains("FLAGGED agent=opencode calls=42 first_flag_at_call=")
             && stdout(&design).contains(" signals=top "),
         "{}",
         stdout(&design)
     );
+    // `precise` is the default; `auto` of earlier versions is read as it.
     for args in [
+        &["detect", "-"][..],
         &["detect", "--profile", "precise", "-"][..],
         &["detect", "--set", "profile=precise", "-"][..],
+        &["detect", "--profile", "auto", "-"][..],
     ] {
         let out = agentwatch(args, Some(&input));
         assert!(out.status.success(), "{}", stderr(&out));

@@ -1,8 +1,8 @@
 //! Detector thresholds and tool lists, with the design's defaults and validation that names the key.
 //!
-//! Two profiles: `design` (the default: decisions.md section 1, exactly) and `precise` (the design
-//! plus the rules of [`Rule`], measured on the development set; `docs/detection.md`); and `auto`,
-//! which judges each session with one of them ([`Profile::judging`]).
+//! Two profiles: `precise` (the default for every agent: the design plus the rules of [`Rule`],
+//! measured in `docs/detection.md`) and `design` (decisions.md section 1, exactly, for those who
+//! choose it). `auto`, a profile of earlier versions, is read as `precise`.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,47 +10,32 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
-    /// The design's behaviour, unchanged (decisions.md section 1).
-    #[default]
+    /// The design's behaviour, unchanged (decisions.md section 1): opt-in.
     Design,
-    /// The design plus every [`Rule`]: fewer false alarms on bash-driven sessions, and the
-    /// `cycle` and `reread` signals.
+    /// The default, for every agent: the design plus every [`Rule`] (the same call and result
+    /// speaks early, bash work is read as work, outputs and polls are read for progress).
+    /// `auto`, a profile of earlier versions, is read as this one.
+    #[default]
+    #[serde(alias = "auto")]
     Precise,
-    /// Each session judged by the profile that fits how it works ([`Profile::judging`]):
-    /// `precise` while it works through bash alone, `design` once it uses an edit or write tool
-    /// (or when it makes no bash call).
-    Auto,
 }
 
 impl Profile {
-    /// The profiles that judge a session themselves (`auto` picks one of them per session).
+    /// Every profile, the design first.
     pub const ALL: [Profile; 2] = [Profile::Design, Profile::Precise];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Design => "design",
             Profile::Precise => "precise",
-            Profile::Auto => "auto",
         }
     }
 
-    /// The rules this profile applies (`auto`: every rule may apply, as the session's profile
-    /// decides; no detector judges under `auto` itself).
+    /// The rules this profile applies.
     pub fn rules(self) -> Rules {
         match self {
             Profile::Design => Rules::NONE,
-            Profile::Precise | Profile::Auto => Rules::ALL,
-        }
-    }
-
-    /// The profile that judges a session whose counted calls so far used bash (`bash`) and an
-    /// edit or write tool (`edits`): under `auto`, `precise` for a session that works through bash
-    /// alone, `design` otherwise; any other profile judges every session itself.
-    pub fn judging(self, bash: bool, edits: bool) -> Profile {
-        match self {
-            Profile::Auto if bash && !edits => Profile::Precise,
-            Profile::Auto => Profile::Design,
-            other => other,
+            Profile::Precise => Rules::ALL,
         }
     }
 }
@@ -67,10 +52,10 @@ impl std::str::FromStr for Profile {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "design" => Ok(Profile::Design),
-            "precise" => Ok(Profile::Precise),
-            "auto" => Ok(Profile::Auto),
+            // `auto` (earlier versions) is `precise` now that it judges every agent.
+            "precise" | "auto" => Ok(Profile::Precise),
             other => Err(format!(
-                "unknown profile `{other}` (known: design, precise, auto)"
+                "unknown profile `{other}` (known: precise, design)"
             )),
         }
     }
@@ -103,10 +88,18 @@ pub enum Rule {
     /// exit), alone or as a block of 2-3 calls, repeated in a row. Strong evidence: it fires
     /// before `min_calls`.
     Repeat,
+    /// Progress read from outputs: a bash command whose output shows a commit it made
+    /// (`[main abc1234] …`, recorded by the adapter as `metadata.committed`) lands, whatever its
+    /// exit; a bash write with no exit status lands when a view of its file then shows what no
+    /// recent call showed.
+    OutputLandings,
+    /// The `stall` signal: the same poll seeing the same result, and nothing else, for
+    /// `poll_max_s` seconds or `poll_max_calls` polls.
+    Stalls,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 7] = [
+    pub const ALL: [Rule; 9] = [
         Rule::PathTargets,
         Rule::BashWrites,
         Rule::RepeatedWrites,
@@ -114,6 +107,8 @@ impl Rule {
         Rule::Rereads,
         Rule::Cycle,
         Rule::Repeat,
+        Rule::OutputLandings,
+        Rule::Stalls,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,21 +120,23 @@ impl Rule {
             Rule::Rereads => "rereads",
             Rule::Cycle => "cycle",
             Rule::Repeat => "repeat",
+            Rule::OutputLandings => "output_landings",
+            Rule::Stalls => "stalls",
         }
     }
 
-    fn bit(self) -> u8 {
-        1 << (self as u8)
+    fn bit(self) -> u16 {
+        1 << (self as u16)
     }
 }
 
 /// A set of [`Rule`]s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Rules(u8);
+pub struct Rules(u16);
 
 impl Rules {
     pub const NONE: Rules = Rules(0);
-    pub const ALL: Rules = Rules(0b111_1111);
+    pub const ALL: Rules = Rules(0b1_1111_1111);
 
     pub fn contains(self, rule: Rule) -> bool {
         self.0 & rule.bit() != 0
@@ -161,7 +158,7 @@ impl Rules {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectConfig {
-    /// `design` (the default), `precise` or `auto`.
+    /// `precise` (the default) or `design` (`auto` is read as `precise`).
     pub profile: Profile,
     /// `dup` fires when the most repeated call is more than this fraction of the window (strict).
     pub dup_min: f64,
@@ -192,6 +189,18 @@ pub struct DetectConfig {
     /// Tools that land when they complete.
     #[serde(deserialize_with = "names")]
     pub write_tools: Vec<String>,
+    /// Tools whose calls are polls (`precise`): waiting on a job, as `sleep 30 && tail log` is.
+    /// A poll is never a loop by itself; it counts towards `slow` (by call and result) and
+    /// towards a `stall`. Adapters map their agents' polls (a background shell's output, an
+    /// empty write to a running process) onto the tool `poll`.
+    #[serde(deserialize_with = "names")]
+    pub poll_tools: Vec<String>,
+    /// `stall` (precise): fires when the session has made nothing but the same poll seeing the
+    /// same result for at least this many seconds (its calls' times).
+    pub poll_max_s: u64,
+    /// `stall` (precise): fires when the session has made nothing but the same poll seeing the
+    /// same result this many times in a row.
+    pub poll_max_calls: u32,
     /// `cycle` (precise): fires when one block of 1-6 calls, repeated at least 3 times in a row,
     /// covers at least this many calls of the span.
     pub cycle_min: u32,
@@ -235,7 +244,7 @@ impl Default for DetectConfig {
     fn default() -> Self {
         let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect();
         Self {
-            profile: Profile::Design,
+            profile: Profile::Precise,
             dup_min: 0.25,
             top_min: 12,
             top_min_ro: 8,
@@ -248,6 +257,9 @@ impl Default for DetectConfig {
             search_tools: names(&["grep", "glob"]),
             edit_tools: names(&["edit", "multiedit", "patch", "apply_patch"]),
             write_tools: names(&["write"]),
+            poll_tools: names(&["poll"]),
+            poll_max_s: 1800,
+            poll_max_calls: 20,
             cycle_min: 12,
             reread_min: 6.0,
             repeat_min: 5,
@@ -290,13 +302,21 @@ pub const DETECT_KEYS: &[&str] = &[
     "search_tools",
     "edit_tools",
     "write_tools",
+    "poll_tools",
+    "poll_max_s",
+    "poll_max_calls",
     "cycle_min",
     "reread_min",
     "repeat_min",
 ];
 
 impl DetectConfig {
-    /// The design's defaults under `profile`.
+    /// The default thresholds and lists under the `design` profile (the seed's exact rules).
+    pub fn design() -> Self {
+        Self::with_profile(Profile::Design)
+    }
+
+    /// The default thresholds and lists under `profile`.
     pub fn with_profile(profile: Profile) -> Self {
         Self {
             profile,
@@ -352,6 +372,11 @@ impl DetectConfig {
             ("cum_min", self.cum_min as usize),
             ("cycle_min", self.cycle_min as usize),
             ("repeat_min", self.repeat_min as usize),
+            (
+                "poll_max_s",
+                usize::try_from(self.poll_max_s).unwrap_or(usize::MAX),
+            ),
+            ("poll_max_calls", self.poll_max_calls as usize),
             ("window", self.window),
             ("min_calls", self.min_calls),
         ] {
@@ -389,9 +414,7 @@ impl DetectConfig {
         let list = || split_names(value);
         match short {
             "profile" => {
-                self.profile = value
-                    .parse()
-                    .map_err(|_| parse_err("design, precise or auto"))?;
+                self.profile = value.parse().map_err(|_| parse_err("precise or design"))?;
             }
             "dup_min" => self.dup_min = float()?,
             "top_min" => self.top_min = count()?,
@@ -405,6 +428,13 @@ impl DetectConfig {
             "search_tools" => self.search_tools = list(),
             "edit_tools" => self.edit_tools = list(),
             "write_tools" => self.write_tools = list(),
+            "poll_tools" => self.poll_tools = list(),
+            "poll_max_s" => {
+                self.poll_max_s = value
+                    .parse::<u64>()
+                    .map_err(|_| parse_err("a whole number"))?;
+            }
+            "poll_max_calls" => self.poll_max_calls = count()?,
             "cycle_min" => self.cycle_min = count()?,
             "reread_min" => self.reread_min = float()?,
             "repeat_min" => self.repeat_min = count()?,
@@ -430,6 +460,9 @@ impl DetectConfig {
     pub(crate) fn is_write(&self, tool: &str) -> bool {
         self.write_tools.iter().any(|t| t == tool)
     }
+    pub(crate) fn is_poll(&self, tool: &str) -> bool {
+        self.poll_tools.iter().any(|t| t == tool)
+    }
 }
 
 #[cfg(test)]
@@ -437,7 +470,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_the_designs() {
+    fn defaults_are_the_designs_thresholds_under_precise() {
         let c = DetectConfig::default();
         assert_eq!(
             (c.dup_min, c.top_min, c.top_min_ro, c.cum_min),
@@ -445,9 +478,14 @@ mod tests {
         );
         assert_eq!((c.cover_min, c.window, c.min_calls), (4.0, 60, 40));
         assert_eq!(c.read_only_agents, ["explore", "librarian", "oracle"]);
-        assert_eq!(c.profile, Profile::Design);
-        assert_eq!(c.rules(), Rules::NONE);
+        assert_eq!(c.poll_tools, ["poll"]);
+        assert_eq!((c.poll_max_s, c.poll_max_calls), (1800, 20));
+        assert_eq!(c.profile, Profile::Precise);
+        assert_eq!(c.rules(), Rules::ALL);
         assert_eq!(c.validate(), Ok(()));
+        let design = DetectConfig::design();
+        assert_eq!(design.rules(), Rules::NONE);
+        assert_eq!(design, DetectConfig::with_profile(Profile::Design));
     }
 
     #[test]
@@ -460,17 +498,18 @@ mod tests {
         assert!(!c.applies(Rule::Cycle) && c.applies(Rule::Waits));
         c.set("watchdog.detector.profile", "design").unwrap();
         assert!(Rule::ALL.iter().all(|r| !c.applies(*r)));
+        // `auto` of earlier versions is `precise`, in a flag and in a file.
         c.set("profile", "auto").unwrap();
-        assert_eq!(c.profile, Profile::Auto);
-        // Each session is judged by one of the two; auto itself judges none.
-        assert_eq!(Profile::Auto.judging(true, false), Profile::Precise);
-        assert_eq!(Profile::Auto.judging(true, true), Profile::Design);
-        assert_eq!(Profile::Auto.judging(false, false), Profile::Design);
-        assert_eq!(Profile::Precise.judging(true, true), Profile::Precise);
-        assert_eq!(Profile::Design.judging(true, false), Profile::Design);
-        let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "precise"}"#).unwrap();
-        assert_eq!(parsed, DetectConfig::with_profile(Profile::Precise));
+        assert_eq!(c.profile, Profile::Precise);
+        let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "auto"}"#).unwrap();
+        assert_eq!(parsed, DetectConfig::default());
+        let parsed: DetectConfig = serde_json::from_str(r#"{"profile": "design"}"#).unwrap();
+        assert_eq!(parsed, DetectConfig::design());
         assert!(serde_json::from_str::<DetectConfig>(r#"{"profile": "fast"}"#).is_err());
+        assert_eq!(
+            serde_json::to_string(&Profile::Precise).unwrap(),
+            r#""precise""#
+        );
     }
 
     /// Each row: key, bad value, the key the error must name.
@@ -489,6 +528,9 @@ mod tests {
             ("cum_min", "0", "cum_min"),
             ("cycle_min", "0", "cycle_min"),
             ("repeat_min", "0", "repeat_min"),
+            ("poll_max_s", "0", "poll_max_s"),
+            ("poll_max_s", "-1", "poll_max_s"),
+            ("poll_max_calls", "0", "poll_max_calls"),
             ("reread_min", "0", "reread_min"),
             ("profile", "fast", "profile"),
             ("top_min", "twelve", "top_min"),
@@ -508,7 +550,11 @@ mod tests {
         c.set("top_min", "10").unwrap();
         c.set("watchdog.detector.window", "30").unwrap();
         c.set("read_only_agents", "Scout, explore").unwrap();
-        assert_eq!((c.top_min, c.window), (10, 30));
+        c.set("watchdog.detector.poll_tools", "poll, BashOutput")
+            .unwrap();
+        c.set("poll_max_s", "600").unwrap();
+        assert_eq!((c.top_min, c.window, c.poll_max_s), (10, 30, 600));
         assert_eq!(c.read_only_agents, ["Scout", "explore"]);
+        assert_eq!(c.poll_tools, ["poll", "BashOutput"]);
     }
 }

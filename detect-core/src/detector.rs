@@ -1,8 +1,9 @@
-//! The detector: the evaluation span, the window and the four signals.
+//! The detector: the evaluation span, the window and the signals.
 //!
-//! Under the `precise` profile the rules of [`crate::Rule`] apply: more landings (bash writes,
-//! unless one repeats an earlier one), other bash targets, polls that count towards `slow` only,
-//! and two more signals (`cycle`, `reread`).
+//! Under the `precise` profile (the default) the rules of [`crate::Rule`] apply: more landings
+//! (bash writes unless one repeats an earlier one, commits and writes the outputs confirm), other
+//! bash targets, polls that never loop by themselves, and four more signals (`cycle`, `reread`,
+//! `repeat`, `stall`). What the session's history decides is in [`crate::progress`].
 //!
 //! Two forms that always agree (a proptest pins it, under both profiles):
 //! - [`judge_session`]: judge a whole history at once (batch);
@@ -16,10 +17,15 @@ use crate::matcher::{
 };
 use crate::model::{Call, Session};
 use crate::names::Names;
+use crate::progress::{
+    CIRCLE_MIN, Echo, FAILING_MIN, Key, PollRun, Progress, RECUR_MIN, STALE_LONG_MIN,
+    STALE_LONG_WINDOW, STALE_MIN, STALE_SPAN_MIN_CALLS, STALE_WINDOW, Staleness,
+};
 use crate::verdict::{Reason, SessionVerdict, Signal};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// The longest block the `cycle` signal looks for.
@@ -32,177 +38,6 @@ pub const REPEAT_MAX_PERIOD: usize = 3;
 /// it; the stretch must also reach `repeat_min` calls (5: one call 5 times, A B A B A, or
 /// A B C A B C).
 pub const REPEAT_MIN_REPEATS: usize = 2;
-/// `repeat` also looks at the session's last this-many calls, landings included.
-pub const STALE_WINDOW: usize = 8;
-/// `repeat` fires when at least this many of the last [`STALE_WINDOW`] calls echo one of the
-/// [`ECHO_HISTORY`] calls before them ([`Staleness`]).
-pub const STALE_MIN: u32 = 6;
-/// `repeat` also fires when at least [`STALE_LONG_MIN`] of the session's last this-many calls
-/// echo: a loop diluted by new calls (a noisy loop) still echoes most of the time.
-pub const STALE_LONG_WINDOW: usize = 14;
-/// See [`STALE_LONG_WINDOW`].
-pub const STALE_LONG_MIN: u32 = 9;
-/// How far back a call looks for the call it echoes.
-pub const ECHO_HISTORY: usize = 16;
-/// `repeat` also fires when the session has made at least this many calls since it last landed
-/// and at least half of them echo ([`Staleness`]): a loop that starts right after a change,
-/// however it shuffles its calls among new ones, repeats more than half of what it does.
-pub const STALE_SPAN_MIN_CALLS: u32 = 10;
-/// `repeat` also fires when the session's last this-many calls are one failed call (status
-/// `error` or a non-zero exit) with the same result each time: a call that failed, sent again
-/// twice unchanged and failing the same way (OpenHands' stuck detector: the same action and the
-/// same error three times).
-pub const FAILING_MIN: u32 = 3;
-/// `repeat` also fires when one call and result occurs at least this many times among the
-/// session's last [`ECHO_HISTORY`] calls, [`RECUR_RECENT_MIN`] of them among its last
-/// [`RECUR_RECENT_WINDOW`]: a call the agent keeps coming back to, seeing the same result,
-/// however many new calls it makes between.
-pub const RECUR_MIN: u32 = 5;
-/// See [`RECUR_MIN`].
-pub const RECUR_RECENT_WINDOW: usize = 12;
-/// See [`RECUR_MIN`].
-pub const RECUR_RECENT_MIN: u32 = 4;
-
-/// One call as [`Staleness`] remembers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Echo {
-    /// The call and its result ([`seen_key`]); `None` for a poll, which echoes nothing.
-    key: Option<String>,
-    /// The lines of one file it showed, until the session lands.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    view: Option<(String, u64, u64)>,
-    /// The call failed ([`CallFacts::failed`]).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    failed: bool,
-}
-
-/// Which of a session's last calls made no progress, for `repeat`'s figures `stale` and
-/// `stale_long`, fed the same way by both forms so they cannot drift apart. A call *echoes* when
-/// it is one of the [`ECHO_HISTORY`] calls before it again with the same result (issue 15's "no
-/// progress": the same output hash where there is one, otherwise the same identity with the same
-/// exit status), or when at least half of the lines of a file it shows were shown by one of them
-/// since the session last landed (a reread of the same region: nothing can have changed those
-/// lines). A landing forgives no echo by output hash, since the hash says whether the landing
-/// changed what the call sees; it forgives an echo by exit status alone, which cannot say. A
-/// poll echoes nothing (waiting is no loop; `slow` counts it). A call whose output changed (a
-/// poll of a running job, a test rerun after a real edit, a page at a new offset, `git status`
-/// after a commit) echoes nothing either: the first call of a loop that sees a new output counts
-/// from its second occurrence on.
-#[derive(Debug, Clone, Default)]
-struct Staleness {
-    history: VecDeque<Echo>,
-    /// Whether each of the last [`STALE_LONG_WINDOW`] calls echoed.
-    recent: VecDeque<bool>,
-    /// The calls since the session last landed, and how many of them echoed.
-    since_landed: (u32, u32),
-}
-
-impl Staleness {
-    /// Account for the next counted call (`facts.landed` as the detector finally judged it).
-    fn push(&mut self, facts: &Facts<'_>) {
-        let key = (!facts.wait).then(|| seen_key(facts.identity, facts.result));
-        let view = if facts.wait {
-            None
-        } else {
-            facts.view.map(|(path, a, b)| (path.to_owned(), a, b))
-        };
-        let echoed = key
-            .as_ref()
-            .is_some_and(|key| self.history.iter().any(|e| e.key.as_ref() == Some(key)))
-            || view.as_ref().is_some_and(|(path, a, b)| {
-                self.history.iter().any(|e| {
-                    e.view
-                        .as_ref()
-                        .is_some_and(|(p, x, y)| p == path && shows_half_again(*a, *b, *x, *y))
-                })
-            });
-        if facts.landed {
-            // A landing may have changed any file: what was shown before it is no evidence, and
-            // neither is a result without an output hash.
-            for e in &mut self.history {
-                e.view = None;
-                if e.key.as_deref().is_some_and(|k| !has_output_hash(k)) {
-                    e.key = None;
-                }
-            }
-        }
-        if self.history.len() == ECHO_HISTORY {
-            self.history.pop_front();
-        }
-        self.history.push_back(Echo {
-            key,
-            view,
-            failed: facts.failed,
-        });
-        if self.recent.len() == STALE_LONG_WINDOW {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(echoed);
-        self.since_landed = if facts.landed {
-            (0, 0)
-        } else {
-            let (calls, echoes) = self.since_landed;
-            (
-                calls.saturating_add(1),
-                echoes.saturating_add(u32::from(echoed)),
-            )
-        };
-    }
-
-    /// How many of the last `window` calls echoed.
-    fn count(&self, window: usize) -> u32 {
-        count_true(self.recent.iter().rev().take(window))
-    }
-
-    /// `repeat`'s figure `failing`: how many of the last calls are one failed call with the
-    /// same result, in a row (a poll breaks the row; 0 when the last call did not fail).
-    fn failing(&self) -> u32 {
-        let Some(last) = self.history.back().filter(|e| e.failed && e.key.is_some()) else {
-            return 0;
-        };
-        let run = self
-            .history
-            .iter()
-            .rev()
-            .take_while(|e| e.failed && e.key == last.key)
-            .count();
-        u32::try_from(run).unwrap_or(u32::MAX)
-    }
-
-    /// `repeat`'s figure `recur`: the most times one call and result occurs among the last
-    /// [`ECHO_HISTORY`] calls, of those that occur at least [`RECUR_RECENT_MIN`] times among the
-    /// last [`RECUR_RECENT_WINDOW`] (0 when none does). A result without an output hash seen
-    /// before a landing is forgotten by it, as for echoes.
-    fn recur(&self) -> u32 {
-        let recent_from = self.history.len().saturating_sub(RECUR_RECENT_WINDOW);
-        let mut best = 0;
-        for (i, e) in self.history.iter().enumerate().skip(recent_from) {
-            let Some(key) = &e.key else { continue };
-            // Count each call once, at its first occurrence in the recent calls.
-            let same = |other: &Echo| other.key.as_ref() == Some(key);
-            if self
-                .history
-                .iter()
-                .skip(recent_from)
-                .take(i - recent_from)
-                .any(same)
-            {
-                continue;
-            }
-            let recent = self
-                .history
-                .iter()
-                .skip(recent_from)
-                .filter(|o| same(o))
-                .count();
-            if u32::try_from(recent).unwrap_or(u32::MAX) >= RECUR_RECENT_MIN {
-                let all = self.history.iter().filter(|o| same(o)).count();
-                best = best.max(u32::try_from(all).unwrap_or(u32::MAX));
-            }
-        }
-        best
-    }
-}
 
 /// Whether a session belongs to a read-only agent: its agent name (the `agent` field, or the
 /// title suffix `(@NAME subagent)`) is one of `read_only_agents`, case-insensitive; with no agent
@@ -246,8 +81,13 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
             || reason.stale_long >= STALE_LONG_MIN
             || reason.failing >= FAILING_MIN
             || reason.recur >= RECUR_MIN
+            || reason.circle >= CIRCLE_MIN
             || (reason.stale_span_calls >= STALE_SPAN_MIN_CALLS
                 && u64::from(reason.stale_span) * 2 >= u64::from(reason.stale_span_calls)));
+    // Waiting on a job that shows nothing new, for long or for many polls.
+    let stall = config.applies(Rule::Stalls)
+        && reason.stall_polls >= 2
+        && (reason.stall_s >= config.poll_max_s || reason.stall_polls >= config.poll_max_calls);
     if reason.calls_since_landed >= config.min_calls {
         let top_min = if reason.read_only {
             config.top_min_ro
@@ -276,11 +116,38 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
     if repeat {
         signals.push(Signal::Repeat);
     }
+    if stall {
+        signals.push(Signal::Stall);
+    }
     SessionVerdict {
         id: id.to_owned(),
         flagged: !signals.is_empty(),
         signals,
         reason,
+    }
+}
+
+/// The figures the history gives (`repeat`'s and `stall`'s), zero where the rule is off; a
+/// landing as the last call always unflags `repeat`, until the calls after it repeat again.
+fn history_figures(
+    progress: &Progress,
+    last_landed: bool,
+    config: &DetectConfig,
+    reason: &mut Reason,
+) {
+    if config.applies(Rule::Repeat) {
+        let staleness = &progress.staleness;
+        (reason.stale_span_calls, reason.stale_span) = staleness.since_landed;
+        if !last_landed {
+            reason.stale = staleness.count(STALE_WINDOW);
+            reason.stale_long = staleness.count(STALE_LONG_WINDOW);
+            reason.failing = staleness.failing();
+            reason.recur = staleness.recur();
+            reason.circle = staleness.circle();
+        }
+    }
+    if config.applies(Rule::Stalls) {
+        (reason.stall_s, reason.stall_polls) = progress.polls.figures();
     }
 }
 
@@ -304,48 +171,9 @@ fn max_by_ratio<'a, K: Ord + ?Sized + 'a>(
     })
 }
 
-/// What `auto` decides from ([`Profile::judging`]): whether a counted call so far used bash,
-/// and whether one used an edit or write tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Tools {
-    bash: bool,
-    edits: bool,
-}
-
-impl Tools {
-    /// Account for a counted call of `tool`.
-    fn push(&mut self, tool: &str, config: &DetectConfig) {
-        self.bash |= tool == "bash";
-        self.edits |= config.is_edit(tool) || config.is_write(tool);
-    }
-
-    fn of(calls: &[Call], config: &DetectConfig) -> Self {
-        let mut tools = Self::default();
-        for call in calls.iter().filter(|c| c.status.is_counted()) {
-            tools.push(&call.tool, config);
-        }
-        tools
-    }
-
-    fn judging(self, profile: Profile) -> Profile {
-        profile.judging(self.bash, self.edits)
-    }
-}
-
-/// The profile that judges `session` under `config`: `config.profile`, except under `auto`,
-/// where it is `precise` for a session that works through bash alone and `design` otherwise.
-pub fn judging_profile(session: &Session, config: &DetectConfig) -> Profile {
-    Tools::of(&session.calls, config).judging(config.profile)
-}
-
-/// `config` as it judges `session` (see [`judging_profile`]).
-fn judging_config(session: &Session, config: &DetectConfig) -> Option<DetectConfig> {
-    (config.profile == Profile::Auto).then(|| config.under(judging_profile(session, config)))
-}
-
-/// The facts of a session's counted calls, in order. Under `precise`, a bash write identical to
-/// an earlier landed bash write of the session is no landing. Under `auto`, the facts of the
-/// profile that judges the session.
+/// The facts of a session's counted calls, in order, their landings settled as the detector
+/// settles them: a bash write identical to an earlier landed one is no landing, a bash write of
+/// unknown exit lands at the view that confirms it (`precise`).
 pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts> {
     indexed_session_facts(session, config)
         .into_iter()
@@ -355,41 +183,36 @@ pub fn session_facts(session: &Session, config: &DetectConfig) -> Vec<CallFacts>
 
 /// [`session_facts`], each with the index of its call in `session.calls`.
 fn indexed_session_facts(session: &Session, config: &DetectConfig) -> Vec<(usize, CallFacts)> {
-    if let Some(config) = judging_config(session, config) {
-        return indexed_session_facts(session, &config);
-    }
     let ctx = CallContext {
         directory: session.directory.as_deref(),
         line_counts: &session.line_counts,
     };
-    let mut facts: Vec<(usize, CallFacts)> = session
-        .calls
-        .iter()
-        .enumerate()
-        .filter_map(|(i, call)| CallFacts::of(call, ctx, config).map(|f| (i, f)))
-        .collect();
-    if config.applies(Rule::RepeatedWrites) {
-        let mut written: BTreeSet<String> = BTreeSet::new();
-        for (_, f) in facts.iter_mut().filter(|(_, f)| f.write) {
-            if !written.insert(f.identity.clone()) {
-                f.landed = false;
-                f.write = false;
-            }
-        }
+    let mut progress = Progress::default();
+    let mut out = Vec::with_capacity(session.calls.len());
+    for (i, call) in session.calls.iter().enumerate() {
+        let Some(mut owned) = CallFacts::of(call, ctx, config) else {
+            continue;
+        };
+        let mut facts = owned.as_facts();
+        let key = progress.settle(&mut facts, config);
+        progress.record(&facts, &key);
+        owned.landed = facts.landed;
+        out.push((i, owned));
     }
-    facts
+    out
 }
 
 /// Which calls of `session` make no progress as `repeat` counts them (they *echo*, see
-/// [`Staleness`]): one flag per call of `session.calls`, `false` for a call not counted. For
+/// `Staleness`): one flag per call of `session.calls`, `false` for a call not counted. For
 /// tools that build or measure sessions (the latency set's loops are as long as the issue asks
 /// in these calls), so they count what the detector counts.
 pub fn no_progress_calls(session: &Session, config: &DetectConfig) -> Vec<bool> {
     let mut flags = vec![false; session.calls.len()];
-    let mut staleness = Staleness::default();
+    let mut staleness = Progress::default();
     for (i, f) in indexed_session_facts(session, config) {
-        staleness.push(&f.as_facts());
-        flags[i] = staleness.recent.back() == Some(&true);
+        let facts = f.as_facts();
+        staleness.record(&facts, &Key::of(facts.identity, facts.result));
+        flags[i] = staleness.staleness.last_made_no_progress();
     }
     flags
 }
@@ -424,6 +247,16 @@ pub fn latest_own_landing(facts: &[CallFacts]) -> Option<i64> {
         .max()
 }
 
+/// What `slow` counts a call under: its identity; a poll's with its result, so that a job
+/// polled while its output grows repeats nothing.
+fn slow_key<'a>(identity: &'a str, result: &str, wait: bool) -> Cow<'a, str> {
+    if wait {
+        Cow::Owned(format!("{identity}\u{1f}{result}"))
+    } else {
+        Cow::Borrowed(identity)
+    }
+}
+
 /// Judge one session on its own calls (batch form).
 ///
 /// `latest_descendant_landing` is the time (unix ms) of the most recent landed call among the
@@ -448,11 +281,6 @@ pub fn judge_facts(
     latest_descendant_landing: Option<i64>,
     config: &DetectConfig,
 ) -> SessionVerdict {
-    if let Some(judging) = judging_config(session, config) {
-        let mut verdict = judge_facts(session, facts, latest_descendant_landing, &judging);
-        verdict.reason.auto = Some(judging.profile);
-        return verdict;
-    }
     let own_cut = facts.iter().rposition(|f| f.landed).map_or(0, |i| i + 1);
     let descendant_cut = latest_descendant_landing.map_or(0, |t| {
         facts
@@ -483,9 +311,11 @@ pub fn judge_facts(
             entry.1 = read.file_lines;
         }
     }
-    let mut identity_in_span: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut identity_in_span: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
     for f in span {
-        *identity_in_span.entry(&f.identity).or_default() += 1;
+        *identity_in_span
+            .entry(slow_key(&f.identity, &f.result, f.wait))
+            .or_default() += 1;
     }
     let dup_count = identity_in_window.values().copied().max().unwrap_or(0);
     let top = max_by_count(target_in_window.iter().map(|(k, n)| (*k, *n)));
@@ -519,28 +349,7 @@ pub fn judge_facts(
     } else {
         None
     };
-    let (stale, stale_long, (stale_span_calls, stale_span), failing, recur) =
-        if config.applies(Rule::Repeat) {
-            let mut staleness = Staleness::default();
-            for f in facts {
-                staleness.push(&f.as_facts());
-            }
-            if facts.last().is_some_and(|f| f.landed) {
-                // A landing at the end always unflags, until the calls after it repeat again.
-                (0, 0, (0, 0), 0, 0)
-            } else {
-                (
-                    staleness.count(STALE_WINDOW),
-                    staleness.count(STALE_LONG_WINDOW),
-                    staleness.since_landed,
-                    staleness.failing(),
-                    staleness.recur(),
-                )
-            }
-        } else {
-            (0, 0, (0, 0), 0, 0)
-        };
-    let reason = Reason {
+    let mut reason = Reason {
         dup: share(dup_count, window.len()),
         top: top.map_or(0, |(_, n)| n),
         top_what: top.map_or_else(String::new, |(k, _)| k.to_owned()),
@@ -555,14 +364,17 @@ pub fn judge_facts(
         reread: reread.map_or(0.0, |(_, r)| r),
         reread_file: reread.map(|(path, _)| path.to_owned()),
         repeat,
-        stale,
-        stale_long,
-        stale_span,
-        stale_span_calls,
-        failing,
-        recur,
-        auto: None,
+        ..Reason::default()
     };
+    if config.applies(Rule::Repeat) || config.applies(Rule::Stalls) {
+        let mut progress = Progress::default();
+        for f in facts {
+            let f = f.as_facts();
+            progress.record(&f, &Key::of(f.identity, f.result));
+        }
+        let last_landed = facts.last().is_some_and(|f| f.landed);
+        history_figures(&progress, last_landed, config, &mut reason);
+    }
     verdict_from_figures(&session.id, reason, config)
 }
 
@@ -614,6 +426,7 @@ fn ratio(lines: u64, file_lines: u64) -> f64 {
 /// One call of the span, interned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct SpanCall {
+    /// The call's identity; a poll's with its result (what `slow` counts it under).
     identity: u32,
     target: u32,
     /// (path, lines read, file length)
@@ -625,8 +438,12 @@ struct SpanCall {
     /// (path, first line, last line) shown (`precise`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     view: Option<(u32, u64, u64)>,
-    /// What the call saw (`precise`, rule `repeat`); `None` in snapshots older than the rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the call saw (`precise`, rule `repeat`), hashed with the call ([`Key::seen`]).
+    #[serde(default, rename = "seen", skip_serializing_if = "Option::is_none")]
+    seen: Option<u64>,
+    /// What the call saw as a name, in snapshots before [`SpanCall::seen`] (read, never
+    /// written).
+    #[serde(default, skip_serializing)]
     result: Option<u32>,
 }
 
@@ -646,7 +463,6 @@ pub struct SessionDetector {
     config: DetectConfig,
     read_only: bool,
     directory: Option<String>,
-    /// Shared by an `auto` detector's two profiles.
     line_counts: Arc<BTreeMap<String, u64>>,
     names: Names,
     span: Vec<SpanCall>,
@@ -669,30 +485,14 @@ pub struct SessionDetector {
     /// `repeat`: the same for calls and results, periods 1..=3.
     repeat_runs: [u32; REPEAT_MAX_PERIOD],
     repeat: u32,
-    /// `repeat`: which of the session's calls made no progress.
-    staleness: Staleness,
+    /// What the session's history says (`precise`).
+    progress: Progress,
     /// Whether the last call pushed landed (a landing at the end always unflags).
     last_landed: bool,
-    /// Identities of the bash writes that landed (`precise`: a repeat is no landing).
-    written: BTreeSet<String>,
-    /// `auto`: the session judged under `precise` too (this detector runs under `design`).
-    auto: Option<Box<Auto>>,
     /// Where each call's facts are written (no allocation per call).
     scratch: Scratch,
-}
-
-/// `auto`: the session's detector under `precise`, and what decides which of the two speaks.
-#[derive(Debug, Clone)]
-struct Auto {
-    precise: SessionDetector,
-    tools: Tools,
-}
-
-/// What an `auto` detector remembers besides its `design` detector's snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct AutoSnapshot {
-    precise: DetectorSnapshot,
-    tools: Tools,
+    /// A poll's identity and result, written for `slow`.
+    poll_key: String,
 }
 
 /// What a [`SessionDetector`] must remember between runs: its context and the span, with only
@@ -708,8 +508,9 @@ pub struct DetectorSnapshot {
     pub landed: bool,
     pub latest_descendant_landing: Option<i64>,
     pub latest_own_landing: Option<i64>,
-    /// The profile the snapshot was taken under (restoring under another is refused).
-    #[serde(default)]
+    /// The profile the snapshot was taken under (restoring under another is refused). A
+    /// snapshot without one predates the profiles: it is the design's.
+    #[serde(default = "design")]
     pub profile: Profile,
     /// The bash writes that landed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -717,10 +518,9 @@ pub struct DetectorSnapshot {
     /// The session's last calls and results (`precise`, rule `repeat`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     history: VecDeque<Echo>,
-    /// `auto`: the session's detector under `precise` and what decides (the fields above are
-    /// its detector under `design`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    auto: Option<Box<AutoSnapshot>>,
+    /// Set in snapshots of the `auto` profile of earlier versions, which are refused.
+    #[serde(default, skip_serializing)]
+    auto: Option<serde_json::Value>,
     /// Whether each of the session's last calls echoed an earlier one (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     recent: Vec<bool>,
@@ -730,6 +530,20 @@ pub struct DetectorSnapshot {
     /// Whether the last call landed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     last_landed: bool,
+    /// The polls since the session's last other call (`precise`, `stall`).
+    #[serde(default, skip_serializing_if = "is_no_run")]
+    polls: PollRun,
+    /// Bash writes of unknown exit waiting for a view (`precise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unconfirmed: Vec<(String, String)>,
+}
+
+fn design() -> Profile {
+    Profile::Design
+}
+
+fn is_no_run(run: &PollRun) -> bool {
+    *run == PollRun::default()
 }
 
 impl SessionDetector {
@@ -750,20 +564,6 @@ impl SessionDetector {
         line_counts: Arc<BTreeMap<String, u64>>,
         config: &DetectConfig,
     ) -> Self {
-        if config.profile == Profile::Auto {
-            let precise = Self::with_line_counts(
-                session,
-                Arc::clone(&line_counts),
-                &config.under(Profile::Precise),
-            );
-            let mut detector =
-                Self::with_line_counts(session, line_counts, &config.under(Profile::Design));
-            detector.auto = Some(Box::new(Auto {
-                precise,
-                tools: Tools::default(),
-            }));
-            return detector;
-        }
         Self {
             id: session.id.clone(),
             config: config.clone(),
@@ -786,23 +586,10 @@ impl SessionDetector {
             cycle: 0,
             repeat_runs: [0; REPEAT_MAX_PERIOD],
             repeat: 0,
-            staleness: Staleness::default(),
+            progress: Progress::default(),
             last_landed: false,
-            written: BTreeSet::new(),
-            auto: None,
             scratch: Scratch::default(),
-        }
-    }
-
-    /// The detector whose verdict is the session's: under `auto`, the one of the profile that
-    /// judges the session so far; otherwise this one.
-    fn judging(&self) -> (&Self, Option<Profile>) {
-        match &self.auto {
-            Some(auto) => match auto.tools.judging(Profile::Auto) {
-                Profile::Precise => (&auto.precise, Some(Profile::Precise)),
-                profile => (self, Some(profile)),
-            },
-            None => (self, None),
+            poll_key: String::new(),
         }
     }
 
@@ -813,7 +600,7 @@ impl SessionDetector {
 
     /// The time of the latest landed call pushed (its end, else its start), if any.
     pub fn latest_own_landing(&self) -> Option<i64> {
-        self.judging().0.latest_own_landing
+        self.latest_own_landing
     }
 
     /// This detector, keeping the time of each landed call pushed from now on
@@ -821,39 +608,23 @@ impl SessionDetector {
     /// ancestors (the backtest reads each session once, issue 19).
     pub fn recording_own_landings(mut self) -> Self {
         self.own_landings = Some(Vec::new());
-        if let Some(auto) = &mut self.auto {
-            auto.precise.own_landings = Some(Vec::new());
-        }
         self
     }
 
     /// The times of the landed calls pushed since [`SessionDetector::recording_own_landings`]
-    /// (each one's end, else its start), in the order pushed, under the profile that judges the
-    /// session so far: once every call is pushed, the landings of [`session_facts`]. Empty when
-    /// not recording.
+    /// (each one's end, else its start), in the order pushed: once every call is pushed, the
+    /// landings of [`session_facts`]. Empty when not recording.
     pub fn own_landings(&self) -> &[i64] {
-        self.judging().0.own_landings.as_deref().unwrap_or_default()
+        self.own_landings.as_deref().unwrap_or_default()
     }
 
     /// The latest descendant landing pushed, if any.
     pub fn latest_descendant_landing(&self) -> Option<i64> {
-        self.judging().0.latest_descendant_landing
+        self.latest_descendant_landing
     }
 
     /// A compact copy of what this detector must remember (see [`DetectorSnapshot`]).
     pub fn snapshot(&self) -> DetectorSnapshot {
-        let mut snapshot = self.own_snapshot();
-        if let Some(auto) = &self.auto {
-            snapshot.profile = Profile::Auto;
-            snapshot.auto = Some(Box::new(AutoSnapshot {
-                precise: auto.precise.snapshot(),
-                tools: auto.tools,
-            }));
-        }
-        snapshot
-    }
-
-    fn own_snapshot(&self) -> DetectorSnapshot {
         let mut names = Vec::new();
         let mut renumber: FxHashMap<u32, u32> = FxHashMap::default();
         let mut map = |old: u32, names: &mut Vec<String>| {
@@ -872,9 +643,11 @@ impl SessionDetector {
                 start_ms: c.start_ms,
                 wait: c.wait,
                 view: c.view.map(|(p, a, b)| (map(p, &mut names), a, b)),
-                result: c.result.map(|r| map(r, &mut names)),
+                seen: c.seen,
+                result: None,
             })
             .collect();
+        let progress = &self.progress;
         DetectorSnapshot {
             id: self.id.clone(),
             read_only: self.read_only,
@@ -886,31 +659,23 @@ impl SessionDetector {
             latest_descendant_landing: self.latest_descendant_landing,
             latest_own_landing: self.latest_own_landing,
             profile: self.config.profile,
-            written: self.written.iter().cloned().collect(),
-            history: self.staleness.history.clone(),
-            recent: self.staleness.recent.iter().copied().collect(),
-            since_landed: self.staleness.since_landed,
-            last_landed: self.last_landed,
+            written: progress.written.iter().cloned().collect(),
+            history: progress.staleness.history.clone(),
             auto: None,
+            recent: progress.staleness.recent.iter().copied().collect(),
+            since_landed: progress.staleness.since_landed,
+            last_landed: self.last_landed,
+            polls: progress.polls.clone(),
+            unconfirmed: progress.unconfirmed.clone(),
         }
     }
 
     /// Rebuild a detector from a snapshot taken under the same `config`. A snapshot whose span
-    /// names something it does not hold, or taken under another profile, is refused (`None`):
-    /// the caller starts over.
-    pub fn restore(mut snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
-        if snapshot.profile != config.profile {
+    /// names something it does not hold, taken under another profile, or of the `auto` profile
+    /// of earlier versions, is refused (`None`): the caller starts over.
+    pub fn restore(snapshot: DetectorSnapshot, config: &DetectConfig) -> Option<Self> {
+        if snapshot.profile != config.profile || snapshot.auto.is_some() {
             return None;
-        }
-        if config.profile == Profile::Auto {
-            let auto = snapshot.auto.take()?;
-            snapshot.profile = Profile::Design;
-            let mut detector = Self::restore(snapshot, &config.under(Profile::Design))?;
-            detector.auto = Some(Box::new(Auto {
-                precise: Self::restore(auto.precise, &config.under(Profile::Precise))?,
-                tools: auto.tools,
-            }));
-            return Some(detector);
         }
         let known = snapshot.names.len();
         let valid = |i: u32| (i as usize) < known;
@@ -923,48 +688,41 @@ impl SessionDetector {
         }) {
             return None;
         }
+        let mut names = Names::default();
+        for name in &snapshot.names {
+            names.push_anew(name);
+        }
         let mut detector = Self {
             id: snapshot.id,
-            config: config.clone(),
             read_only: snapshot.read_only,
             directory: snapshot.directory,
             line_counts: Arc::new(snapshot.line_counts),
-            names: {
-                let mut names = Names::default();
-                for name in &snapshot.names {
-                    names.push_anew(name);
-                }
-                names
-            },
-            span: Vec::with_capacity(snapshot.span.len()),
-            window_start: 0,
-            identity_in_span: FxHashMap::default(),
-            slow: 0,
-            identity_in_window: FxHashMap::default(),
-            target_in_window: FxHashMap::default(),
-            files_in_window: FxHashMap::default(),
             landed: snapshot.landed,
             latest_descendant_landing: snapshot.latest_descendant_landing,
             latest_own_landing: snapshot.latest_own_landing,
-            own_landings: None,
-            runs: [0; CYCLE_MAX_PERIOD],
-            cycle: 0,
-            repeat_runs: [0; REPEAT_MAX_PERIOD],
-            repeat: 0,
-            staleness: Staleness {
-                history: snapshot.history,
-                recent: snapshot.recent.into_iter().collect(),
-                since_landed: snapshot.since_landed,
+            progress: Progress {
+                staleness: Staleness {
+                    history: snapshot.history,
+                    recent: snapshot.recent.into_iter().collect(),
+                    since_landed: snapshot.since_landed,
+                },
+                polls: snapshot.polls,
+                written: snapshot.written.into_iter().collect(),
+                unconfirmed: snapshot.unconfirmed,
             },
             last_landed: snapshot.last_landed,
-            written: snapshot.written.into_iter().collect(),
-            auto: None,
-            scratch: Scratch::default(),
+            ..Self::with_line_counts(&Session::new(""), Arc::default(), config)
         };
-        for call in snapshot.span {
+        for mut call in snapshot.span {
+            // A result kept as a name (older snapshots) is hashed with its call, as pushed.
+            if let Some(result) = call.result.take() {
+                let identity = names.get(call.identity);
+                call.seen = Some(Key::of(identity, names.get(result)).seen);
+            }
             detector.span.push(call);
             detector.add(call);
         }
+        detector.names = names;
         Some(detector)
     }
 
@@ -974,23 +732,16 @@ impl SessionDetector {
     /// and landings pushed later are unchanged; a call pushed later is read without file
     /// lengths, and a snapshot holds no line counts.
     pub fn calls_done(&mut self) {
-        if let Some(auto) = &mut self.auto {
-            auto.precise.calls_done();
-        }
         self.line_counts = Arc::default();
         self.scratch = Scratch::default();
+        self.poll_key = String::new();
         self.span.shrink_to_fit();
         self.names.shrink_to_fit();
     }
 
     /// Learn a file's length (as `line_counts` would give it) for reads pushed from now on.
     pub fn set_line_count(&mut self, path: impl Into<String>, lines: u64) {
-        let path = path.into();
-        if let Some(auto) = &mut self.auto {
-            auto.precise.set_line_count(path.clone(), lines);
-        }
-        // Copied first when shared (an `auto` detector's two profiles share them).
-        Arc::make_mut(&mut self.line_counts).insert(path, lines);
+        Arc::make_mut(&mut self.line_counts).insert(path.into(), lines);
     }
 
     /// Push the next call of the session. Calls that do not count are ignored.
@@ -1013,15 +764,6 @@ impl SessionDetector {
     }
 
     fn push_in(&mut self, call: &CallRef<'_>, line_counts: Option<&LineCountsText<'_>>) {
-        if let Some(auto) = &mut self.auto {
-            auto.tools.push(call.tool, &self.config);
-            auto.precise.push_in(call, line_counts);
-        }
-        self.push_counted(call, line_counts);
-    }
-
-    /// [`SessionDetector::push_in`] for this detector alone (not its `auto` twin).
-    fn push_counted(&mut self, call: &CallRef<'_>, line_counts: Option<&LineCountsText<'_>>) {
         let mut scratch = std::mem::take(&mut self.scratch);
         let ctx = Context {
             directory: self.directory.as_deref(),
@@ -1033,16 +775,13 @@ impl SessionDetector {
     }
 
     fn push_facts(&mut self, facts: &mut Facts<'_>) {
-        if facts.write && self.config.applies(Rule::RepeatedWrites) {
-            if self.written.contains(facts.identity) {
-                facts.landed = false;
-            } else {
-                self.written.insert(facts.identity.to_owned());
-            }
-        }
-        if self.config.applies(Rule::Repeat) {
-            self.staleness.push(facts);
-        }
+        let key = if self.config.rules() == crate::config::Rules::NONE {
+            None
+        } else {
+            let key = self.progress.settle(facts, &self.config);
+            self.progress.record(facts, &key);
+            Some(key)
+        };
         self.last_landed = facts.landed;
         let before_descendant_landing = matches!(
             (facts.start_ms, self.latest_descendant_landing),
@@ -1068,18 +807,30 @@ impl SessionDetector {
         let view = facts
             .view
             .map(|(path, first, last)| (self.names.intern(path), first, last));
-        let result = self
-            .config
-            .applies(Rule::Repeat)
-            .then(|| self.names.intern(facts.result));
+        let identity = if facts.wait {
+            self.poll_key.clear();
+            self.poll_key.push_str(facts.identity);
+            self.poll_key.push('\u{1f}');
+            self.poll_key.push_str(facts.result);
+            self.names.intern(&self.poll_key)
+        } else {
+            match key {
+                // Hashed once for the history and the names.
+                Some(key) => self.names.intern_hashed(facts.identity, key.call),
+                None => self.names.intern(facts.identity),
+            }
+        };
         let span_call = SpanCall {
-            identity: self.names.intern(facts.identity),
+            identity,
             target: self.names.intern(facts.target),
             read,
             start_ms: facts.start_ms,
             wait: facts.wait,
             view,
-            result,
+            seen: key
+                .filter(|_| self.config.applies(Rule::Repeat))
+                .map(|k| k.seen),
+            result: None,
         };
         self.span.push(span_call);
         self.add(span_call);
@@ -1088,9 +839,6 @@ impl SessionDetector {
     /// A transitive descendant landed at `at_ms`: own calls that started at or before it leave
     /// the span, whenever the news arrives.
     pub fn push_descendant_landing(&mut self, at_ms: i64) {
-        if let Some(auto) = &mut self.auto {
-            auto.precise.push_descendant_landing(at_ms);
-        }
         self.landed = true;
         if self.latest_descendant_landing.is_some_and(|t| t >= at_ms) {
             return;
@@ -1150,7 +898,7 @@ impl SessionDetector {
                 &mut self.repeat_runs,
                 &self.span,
                 REPEAT_MIN_REPEATS,
-                |a, b| a.identity == b.identity && a.result.is_some() && a.result == b.result,
+                |a, b| a.identity == b.identity && a.seen.is_some() && a.seen == b.seen,
             );
             self.repeat = self.repeat.max(best);
         }
@@ -1173,17 +921,9 @@ impl SessionDetector {
         }
     }
 
-    /// The verdict on the calls pushed so far (under `auto`, the verdict of the profile that
-    /// judges the session, which its reason names).
+    /// The verdict on the calls pushed so far.
     pub fn verdict(&self) -> SessionVerdict {
-        match self.judging() {
-            (_, None) => self.own_verdict(),
-            (detector, Some(profile)) => {
-                let mut verdict = detector.own_verdict();
-                verdict.reason.auto = Some(profile);
-                verdict
-            }
-        }
+        self.judgement(true)
     }
 
     /// [`SessionDetector::verdict`] without its names: `id`, `top_what`, `coverage_file` and
@@ -1191,22 +931,11 @@ impl SessionDetector {
     /// reads a verdict at many points and shows no names (the backtest judges every prefix):
     /// nothing is copied and nothing allocated unless a signal fires.
     pub fn figures(&self) -> SessionVerdict {
-        match self.judging() {
-            (_, None) => self.own_judgement(false),
-            (detector, Some(profile)) => {
-                let mut verdict = detector.own_judgement(false);
-                verdict.reason.auto = Some(profile);
-                verdict
-            }
-        }
+        self.judgement(false)
     }
 
-    fn own_verdict(&self) -> SessionVerdict {
-        self.own_judgement(true)
-    }
-
-    /// This detector's verdict, with its names when `named` (see [`SessionDetector::figures`]).
-    fn own_judgement(&self, named: bool) -> SessionVerdict {
+    /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
+    fn judgement(&self, named: bool) -> SessionVerdict {
         let name = |id: u32| self.names.get(id);
         let views = || self.span[self.window_start..].iter().filter_map(|c| c.view);
         // Without names, files are told apart by their interned ids: the same figures.
@@ -1241,7 +970,7 @@ impl SessionDetector {
         } else {
             (max_by_ratio(ratios()).map(|(_, r)| r), None)
         };
-        let reason = Reason {
+        let mut reason = Reason {
             dup: share(dup_count, window_calls),
             top,
             top_what,
@@ -1256,30 +985,9 @@ impl SessionDetector {
             reread: reread.unwrap_or(0.0),
             reread_file,
             repeat: self.repeat,
-            stale: if self.last_landed {
-                0
-            } else {
-                self.staleness.count(STALE_WINDOW)
-            },
-            stale_long: if self.last_landed {
-                0
-            } else {
-                self.staleness.count(STALE_LONG_WINDOW)
-            },
-            stale_span: self.staleness.since_landed.1,
-            stale_span_calls: self.staleness.since_landed.0,
-            failing: if self.last_landed {
-                0
-            } else {
-                self.staleness.failing()
-            },
-            recur: if self.last_landed {
-                0
-            } else {
-                self.staleness.recur()
-            },
-            auto: None,
+            ..Reason::default()
         };
+        history_figures(&self.progress, self.last_landed, &self.config, &mut reason);
         verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
     }
 }
@@ -1315,38 +1023,6 @@ fn extend_runs(
 
 fn is_zero_pair(pair: &(u32, u32)) -> bool {
     *pair == (0, 0)
-}
-
-fn count_true<'a>(flags: impl Iterator<Item = &'a bool>) -> u32 {
-    u32::try_from(flags.filter(|f| **f).count()).unwrap_or(u32::MAX)
-}
-
-/// Whether a [`seen_key`]'s result is an output hash (its result, which never holds the
-/// separator, is `#` and the hash).
-fn has_output_hash(key: &str) -> bool {
-    key.rsplit_once('\u{1f}')
-        .is_some_and(|(_, result)| result.starts_with('#'))
-}
-
-/// Whether the lines `a..=b` of a view were at least half shown by an earlier view of `x..=y`.
-fn shows_half_again(a: u64, b: u64, x: u64, y: u64) -> bool {
-    let (from, to) = (a.max(x), b.min(y));
-    if from > to {
-        return false;
-    }
-    // Saturating: ranges come from the model's offsets and can reach u64::MAX.
-    let shown = (to - from).saturating_add(1);
-    let lines = b.saturating_sub(a).saturating_add(1);
-    shown.saturating_mul(2) >= lines
-}
-
-/// A call and its result, as the incremental detector remembers them for `repeat`.
-fn seen_key(identity: &str, result: &str) -> String {
-    let mut key = String::with_capacity(identity.len() + result.len() + 1);
-    key.push_str(identity);
-    key.push('\u{1f}');
-    key.push_str(result);
-    key
 }
 
 fn decrement(counts: &mut FxHashMap<u32, u32>, key: u32) {

@@ -725,7 +725,7 @@ mod tests {
     /// Check that the hand reader answers `text` as serde does or not at all, and how.
     fn check(text: &str) -> Hand {
         let mut how = None;
-        for profile in [Profile::Design, Profile::Precise, Profile::Auto] {
+        for profile in Profile::ALL {
             let (hand, serde) = both(text, profile);
             let now = match hand {
                 Ok((Some(read), calls)) => {

@@ -7,6 +7,7 @@ use crate::bash::{normalize_bash, normalize_bash_into};
 use crate::config::{DetectConfig, Rule};
 use crate::json::{CowStr, Json, write_json_string, write_object};
 use crate::model::{Call, CallStatus, CallTime, MapOnly};
+use crate::output::COMMITTED_KEY;
 use crate::shell;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
@@ -172,9 +173,9 @@ pub struct CallFacts {
     /// The `top` key: `tool` and what the call is about (basename, first words, pattern).
     pub target: String,
     pub landed: bool,
-    /// The landing is a bash command that writes files (`precise` only). The detector demotes a
-    /// repeat of an earlier one (the same `sed -i` again changes nothing); [`CallFacts::of`] sees
-    /// one call alone and cannot.
+    /// The landing is a bash command that writes files, or a write tool's (`precise` only). The
+    /// detector demotes a repeat of an earlier one (the same `sed -i` or the same content written
+    /// to the same file again changes nothing); [`CallFacts::of`] sees one call alone and cannot.
     pub write: bool,
     /// Set for reads of a file whose length is known.
     pub read: Option<ReadFacts>,
@@ -188,6 +189,12 @@ pub struct CallFacts {
     /// The call failed: status `error`, or a non-zero `metadata.exit` (`precise`, rule `repeat`;
     /// `false` when the rule is off).
     pub failed: bool,
+    /// A bash write whose exit is unknown: the file it writes (`precise`, rule
+    /// `output_landings`). It lands when a view of that file then shows new content.
+    pub unconfirmed_write: Option<String>,
+    /// The file the call shows (a viewer or a reader tool), resolved (`precise`, rule
+    /// `output_landings`).
+    pub shows_file: Option<String>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -319,6 +326,8 @@ pub(crate) struct MetaFacts<'a> {
     pub lines_read: Option<u64>,
     /// A non-blank `diff`, or a `filediff` or one of `files` with added or deleted lines.
     pub changed: bool,
+    /// `committed`: the adapter saw the output show a commit ([`crate::output_shows_commit`]).
+    pub committed: bool,
 }
 
 impl<'a> MetaFacts<'a> {
@@ -341,11 +350,21 @@ impl<'a> MetaFacts<'a> {
             total_lines: meta.get("total_lines").and_then(Value::as_u64),
             lines_read: meta.get("lines_read").and_then(Value::as_u64),
             changed: has_diff || filediff || files,
+            committed: meta.get(COMMITTED_KEY).is_some_and(committed),
         }
     }
 
     fn exit_code(&self) -> Option<i64> {
         self.exit.as_deref().and_then(Value::as_i64)
+    }
+}
+
+/// `committed`: `true`, or a non-blank string (a commit's hash, as some adapters keep it).
+fn committed(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => *b,
+        Value::String(s) => !s.trim().is_empty(),
+        _ => false,
     }
 }
 
@@ -440,6 +459,7 @@ impl<'de> Shape<'de> for Meta {
                 "diff" => diff = map.next_value_seed(Lenient(NonBlank))?,
                 "filediff" => filediff = map.next_value_seed(Lenient(ChangedLines))?,
                 "files" => files = map.next_value_seed(Lenient(AnyChanged))?,
+                "committed" => facts.committed = committed(&map.next_value::<Value>()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -510,6 +530,7 @@ pub(crate) struct Scratch {
     read_path: String,
     view_path: String,
     result: String,
+    written_path: String,
 }
 
 /// [`CallFacts`] borrowed from a [`Scratch`].
@@ -527,6 +548,10 @@ pub(crate) struct Facts<'s> {
     pub result: &'s str,
     /// See [`CallFacts::failed`].
     pub failed: bool,
+    /// See [`CallFacts::unconfirmed_write`].
+    pub unconfirmed_write: Option<&'s str>,
+    /// See [`CallFacts::shows_file`].
+    pub shows_file: Option<&'s str>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -551,6 +576,8 @@ impl Facts<'_> {
             }),
             result: self.result.to_owned(),
             failed: self.failed,
+            unconfirmed_write: self.unconfirmed_write.map(str::to_owned),
+            shows_file: self.shows_file.map(str::to_owned),
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -591,6 +618,8 @@ impl CallFacts {
                 .map(|v| (v.path.as_str(), v.first, v.last)),
             result: &self.result,
             failed: self.failed,
+            unconfirmed_write: self.unconfirmed_write.as_deref(),
+            shows_file: self.shows_file.as_deref(),
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -628,12 +657,22 @@ pub(crate) fn facts<'s>(
     let mut shape = shell::Shape::default();
     let target = &mut scratch.target;
     target.clear();
-    if config.is_reader(tool)
-        && let Some(path) = str_input("filePath")
-    {
+    // A reader's file, resolved once (its target, its read and its view name it).
+    let read_path = if config.is_reader(tool) {
+        str_input("filePath")
+    } else {
+        None
+    };
+    if let Some(path) = read_path {
+        resolve_path_into(ctx.directory, path, &mut scratch.read_path);
         target.push_str(tool);
         target.push(' ');
-        target.push_str(basename(path));
+        if config.applies(Rule::PathTargets) {
+            // The file, not its basename: reads of two `mod.rs` are different work.
+            target.push_str(&scratch.read_path);
+        } else {
+            target.push_str(basename(path));
+        }
     } else if let Some(command) = normalized {
         target.push_str("bash ");
         if config.applies(Rule::PathTargets) {
@@ -657,26 +696,70 @@ pub(crate) fn facts<'s>(
         target.push_str(identity);
     }
     let mut landed = is_landed(call, normalized, config);
-    let mut write = false;
+    let output_landings = config.applies(Rule::OutputLandings);
+    // A commit the output shows was made, whatever the exit (`git commit && pytest` failing).
+    if !landed
+        && output_landings
+        && call.meta.committed
+        && normalized.is_some_and(|c| c.contains("git"))
+    {
+        landed = true;
+    }
+    // A write tool's landing is a write too: the same content written again changes nothing.
+    let mut write = landed && config.is_write(tool) && config.applies(Rule::RepeatedWrites);
+    let mut unconfirmed_write = false;
     if !landed
         && tool == "bash"
         && config.applies(Rule::BashWrites)
-        && call.meta.exit_code() == Some(0)
         && let Some(command) = command
-        && shell::writes_files(command)
     {
-        landed = true;
-        write = true;
+        let exit = call.meta.exit_code();
+        if exit == Some(0) && shell::writes_files(command) {
+            landed = true;
+            write = true;
+        } else if output_landings
+            && !call.error
+            && exit.is_none()
+            && call.meta.exit.as_deref().is_none_or(Value::is_null)
+            && let Some(file) = shell::written_file(command)
+        {
+            // No exit status (an opencode `/shell` call records none): the write lands once a
+            // view of its file shows new content (the detector decides).
+            resolve_path_into(ctx.directory, &file, &mut scratch.written_path);
+            unconfirmed_write = true;
+        }
     }
-    let read = if config.is_reader(tool) {
-        read_facts(call, ctx, &mut scratch.read_path)
+    // The file a bash viewer shows, resolved when a rule needs it.
+    let bash_view = shape.view.take();
+    let bash_view_file = if output_landings || config.applies(Rule::Rereads) {
+        bash_view.as_ref().map(|(file, _)| {
+            resolve_path_into(ctx.directory, file, &mut scratch.view_path);
+        })
     } else {
         None
     };
-    let view = if config.applies(Rule::Rereads) {
-        view_range(call, shape.view, ctx, config, &mut scratch.view_path)
+    let shows_file = output_landings && (read_path.is_some() || bash_view_file.is_some());
+    let read = read_path.and_then(|_| read_facts(call, ctx, &scratch.read_path));
+    let view = if !config.applies(Rule::Rereads) {
+        None
+    } else if let Some((_, lines)) = bash_view {
+        view_lines(call, lines, ctx, &scratch.view_path)
+    } else if read_path.is_some() {
+        read_lines(call, ctx, &scratch.read_path)
     } else {
         None
+    };
+    // A read of known lines is its own target, as a bash view is (paging is no loop).
+    if read_path.is_some()
+        && config.applies(Rule::PathTargets)
+        && let Some((first, last)) = view
+    {
+        let _ = write!(scratch.target, " lines {first}-{last}");
+    }
+    let (view_path, shown_path) = if read_path.is_some() {
+        (scratch.read_path.as_str(), scratch.read_path.as_str())
+    } else {
+        (scratch.view_path.as_str(), scratch.view_path.as_str())
     };
     if config.applies(Rule::Repeat) {
         call_result(call, &mut scratch.result);
@@ -689,11 +772,13 @@ pub(crate) fn facts<'s>(
         landed,
         write,
         read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
-        wait: shape.wait && config.applies(Rule::Waits),
-        view: view.map(|(first, last)| (scratch.view_path.as_str(), first, last)),
+        wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
+        view: view.map(|(first, last)| (view_path, first, last)),
         result: &scratch.result,
         failed: config.applies(Rule::Repeat)
             && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
+        unconfirmed_write: unconfirmed_write.then_some(scratch.written_path.as_str()),
+        shows_file: shows_file.then_some(shown_path),
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
@@ -714,6 +799,7 @@ pub(crate) struct ReadMetadata {
     diff: Option<Value>,
     filediff: Option<MapOnly<Changed>>,
     files: Option<Vec<MapOnly<Changed>>>,
+    committed: Option<Value>,
 }
 
 /// What [`is_landed`] reads of a changed file.
@@ -747,6 +833,7 @@ impl ReadMetadata {
             ("total_lines", self.total_lines),
             ("lines_read", self.lines_read),
             ("diff", self.diff),
+            (COMMITTED_KEY, self.committed),
         ];
         for (key, value) in scalars {
             if let Some(value) = value {
@@ -779,42 +866,45 @@ fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &Dete
     false
 }
 
-/// The lines a call showed, `(first, last)` of the file written into `path`: a bash viewer's
-/// (from its command; a whole-file view when the file's length is known), or a reader tool's
-/// with an `offset` or `limit` (a limit alone from line 1; no limit: to the end of a file of
-/// known length).
-fn view_range(
+/// The lines a bash viewer showed of the file at `path` (resolved): those its command names, or
+/// the whole file when its length is known.
+fn view_lines(
     call: &CallRef<'_>,
-    shown: Option<(String, Option<(u64, u64)>)>,
+    lines: Option<(u64, u64)>,
     ctx: Context<'_>,
-    config: &DetectConfig,
-    path: &mut String,
+    path: &str,
 ) -> Option<(u64, u64)> {
-    let known_length = |path: &str| call.meta.total_lines.or_else(|| ctx.line_counts.get(path));
-    let (first, last) = if let Some((file, lines)) = shown {
-        resolve_path_into(ctx.directory, &file, path);
-        match lines {
-            Some(range) => range,
-            None => (1, known_length(path)?),
-        }
-    } else if config.is_reader(call.tool) {
-        resolve_path_into(ctx.directory, call.input.get("filePath")?.as_str()?, path);
-        let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
-        let (offset, limit) = (number("offset"), number("limit"));
-        if offset.is_none() && limit.is_none() {
-            return None;
-        }
-        let first = offset.unwrap_or(1).max(1);
-        let last = match limit {
-            // Saturating: offset and limit come from the model and can be any u64.
-            Some(l) => first.saturating_add(l.max(1) - 1),
-            None => known_length(path)?,
-        };
-        let last = known_length(path).map_or(last, |n| last.min(n.max(first)));
-        (first, last)
-    } else {
-        return None;
+    let (first, last) = match lines {
+        Some(range) => range,
+        None => (
+            1,
+            call.meta
+                .total_lines
+                .or_else(|| ctx.line_counts.get(path))?,
+        ),
     };
+    (last >= first).then_some((first, last))
+}
+
+/// The lines a reader tool's call showed of the file at `path` (resolved), when it says which:
+/// with an `offset` or `limit` (a limit alone from line 1; no limit: the reader's default of
+/// 2000 lines, to the end of a file of known length). A whole-file read is no view: it says
+/// nothing of which lines the agent looks at (rereading a region of a file read whole is how
+/// work goes on).
+fn read_lines(call: &CallRef<'_>, ctx: Context<'_>, path: &str) -> Option<(u64, u64)> {
+    let known_length = || call.meta.total_lines.or_else(|| ctx.line_counts.get(path));
+    let number = |key: &str| call.input.get(key).and_then(Json::as_u64);
+    let (offset, limit) = (number("offset"), number("limit"));
+    if offset.is_none() && limit.is_none() {
+        return None;
+    }
+    let first = offset.unwrap_or(1).max(1);
+    let last = match limit {
+        // Saturating: offset and limit come from the model and can be any u64.
+        Some(l) => first.saturating_add(l.max(1) - 1),
+        None => known_length()?.min(first.saturating_add(DEFAULT_READ_LIMIT - 1)),
+    };
+    let last = known_length().map_or(last, |n| last.min(n.max(first)));
     (last >= first).then_some((first, last))
 }
 
@@ -834,11 +924,9 @@ pub const MAX_FILE_LINES: u64 = 1 << 40;
 
 /// Lines returned by a read: `metadata.lines_read` when known, else
 /// `min(limit or 2000, L - offset + 1)`, always capped at the file length `L`. `L` is the read's
-/// `metadata.total_lines`, else the session's `line_counts`; unknown `L` gives `None`. The
-/// resolved path is written into `path`; the answer is `(lines, L)`.
-fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &mut String) -> Option<(u64, u64)> {
-    let raw_path = call.input.get("filePath")?.as_str()?;
-    resolve_path_into(ctx.directory, raw_path, path);
+/// `metadata.total_lines`, else the session's `line_counts` at `path` (resolved); unknown `L`
+/// gives `None`. The answer is `(lines, L)`.
+fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &str) -> Option<(u64, u64)> {
     // Capped at 2^40 lines (no real file comes near): the window sums lines over its reads
     // and takes them away again as reads leave it, so each term must keep every sum in range.
     let file_lines = call
@@ -997,6 +1085,10 @@ mod tests {
             r#"{"files":{"additions":1}}"#,
             r#"{"files":[{"additions":1}],"files":[]}"#,
             r#"{"diff":null,"filediff":null,"files":null,"exit":0,"truncated":false}"#,
+            r#"{"committed":true}"#,
+            r#"{"committed":"4e1f0a2","exit":1}"#,
+            r#"{"committed":" "}"#,
+            r#"{"committed":[true],"committed":false}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let read: MetaFacts<'_> = serde_json::from_str(text).unwrap();

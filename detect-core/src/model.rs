@@ -8,6 +8,7 @@ use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
 use crate::json::Json;
 use crate::matcher::{CallRef, LineCountsText, MetaFacts, ReadMetadata};
+use crate::output::{COMMITTED_KEY, output_hash, output_shows_commit};
 use crate::scan::scan_session_texts;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -115,17 +116,6 @@ pub struct Call {
     pub output_hash: Option<String>,
 }
 
-/// The hash of a tool output kept in [`Call::output_hash`]: 64-bit FNV-1a of the UTF-8 bytes,
-/// as 16 lowercase hex digits. Stable across versions and platforms (it is stored in fixtures).
-pub fn output_hash(output: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in output.as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
 /// Start and end of a call, unix milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CallTime {
@@ -195,9 +185,20 @@ impl Call {
         self
     }
 
-    /// The call with the hash of `output` ([`output_hash`]).
+    /// The call with what the detector keeps of `output`: its hash without noise
+    /// ([`output_hash`]), and for a bash call whose output shows a commit it made
+    /// ([`output_shows_commit`]), `metadata.committed`. Adapters build calls through this (or
+    /// the two functions) so that every source reads outputs alike.
     pub fn with_output(mut self, output: &str) -> Self {
         self.output_hash = Some(output_hash(output));
+        if self.tool == "bash" && output_shows_commit(output) {
+            if !self.metadata.is_object() {
+                self.metadata = Value::Object(Map::new());
+            }
+            if let Value::Object(map) = &mut self.metadata {
+                map.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+            }
+        }
         self
     }
 
@@ -1343,10 +1344,17 @@ pub(crate) mod tests {
     use serde_json::json;
 
     #[test]
-    fn output_hash_is_fnv1a_64_in_hex() {
-        assert_eq!(output_hash(""), "cbf29ce484222325");
-        assert_eq!(output_hash("a"), "af63dc4c8601ec8c");
-        assert_ne!(output_hash("ok\n"), output_hash("ok"));
+    fn with_output_keeps_the_hash_and_a_commit() {
+        let commit = Call::completed("bash", serde_json::json!({"command": "git commit -qam x"}))
+            .with_output("[main 4e1f0a2] x\n 1 file changed");
+        assert_eq!(commit.metadata, serde_json::json!({"committed": true}));
+        assert_eq!(
+            commit.output_hash.as_deref(),
+            Some(output_hash("[main 4e1f0a2] x\n 1 file changed").as_str())
+        );
+        let read = Call::completed("read", serde_json::json!({"filePath": "a"}))
+            .with_output("[main 4e1f0a2] x");
+        assert_eq!(read.metadata, Value::Null);
     }
 
     #[test]
@@ -1821,11 +1829,7 @@ pub(crate) mod tests {
     #[test]
     fn the_borrowed_read_judges_as_the_usual_read() {
         for (text, borrowed) in &borrowed_read_cases() {
-            for profile in [
-                crate::Profile::Design,
-                crate::Profile::Precise,
-                crate::Profile::Auto,
-            ] {
+            for profile in crate::Profile::ALL {
                 let config = DetectConfig::with_profile(profile);
                 // As `detect_session_text` hands both over: their calls done.
                 let done = |(s, mut d): (Session, SessionDetector)| {

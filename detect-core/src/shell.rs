@@ -518,7 +518,14 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
         return shape;
     };
     let program = program_name(program_word);
-    shape.wait = slept && POLL_LOOKS.contains(&program);
+    // A poll: a sleep, then a look; or a sleep alone (waiting between polls of a job).
+    shape.wait = (slept && POLL_LOOKS.contains(&program))
+        || (program == "sleep"
+            && words
+                .clone()
+                .next()
+                .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+            && words.clone().nth(1).is_none());
     if program == "git"
         && let Some(sub) = words.clone().find(|w| !w.starts_with('-'))
         && sub == "grep"
@@ -688,7 +695,7 @@ fn may_write(command: &str) -> bool {
                 })
         })
     };
-    command.contains('>')
+    redirects_into_a_file(command)
         || command.contains("tee")
         || command.contains("patch")
         || command.contains("apply")
@@ -697,6 +704,32 @@ fn may_write(command: &str) -> bool {
         || command.contains("write")
         || command.contains("git am")
         || ((command.contains("sed") || command.contains("perl")) && in_place())
+}
+
+/// Cheap test: a `>` that may redirect into a file, not a descriptor duplication (`2>&1`,
+/// `>&2`) nor a scratch path (`> /dev/null`, `>/tmp/x`). Never `false` when the lexer would find
+/// such a redirection (quotes are not looked at: a `>` inside them only costs the lexer's look).
+fn redirects_into_a_file(command: &str) -> bool {
+    let bytes = command.as_bytes();
+    let mut from = 0;
+    while let Some(at) = bytes[from..].iter().position(|b| *b == b'>') {
+        let mut i = from + at + 1;
+        if bytes.get(i) == Some(&b'>') {
+            i += 1;
+        }
+        from = i;
+        if bytes.get(i) == Some(&b'&') {
+            continue;
+        }
+        let target = command[i..].trim_start_matches([' ', '\t']);
+        if !["/dev/", "/tmp/", "/proc/"]
+            .iter()
+            .any(|scratch| target.starts_with(scratch))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether a bash command writes files that are not scratch: `sed -i` / `perl -i`, output
@@ -761,6 +794,72 @@ pub(crate) fn writes_files(command: &str) -> bool {
     }
     finish(&mut program, &mut args);
     writes
+}
+
+/// The file a bash write writes (the first that is not scratch), when the command names one:
+/// the file of an output redirection (`> f`, `cat > f <<EOF`), of `tee`, the last operand of
+/// `sed -i` / `perl -i`, `mv` and `cp`. `None` for writes whose file the command does not name
+/// (`patch`, `git apply`, a python script).
+pub(crate) fn written_file(command: &str) -> Option<String> {
+    if !may_write(command) {
+        return None;
+    }
+    let mut lexer = Lexer::new(command);
+    let mut command_start = true;
+    let mut program: Option<&str> = None;
+    let mut args: Vec<&str> = Vec::new();
+    let named = |program: Option<&str>, args: &[&str]| -> Option<String> {
+        let operands: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|w| !w.starts_with('-'))
+            .collect();
+        let file = match program? {
+            "sed" | "perl" if args.iter().copied().any(is_in_place_flag) => operands.last(),
+            "tee" => operands.first(),
+            "mv" | "cp" if operands.len() >= 2 => operands.last(),
+            _ => None,
+        }?;
+        let file = unquote(file);
+        (!is_scratch(&file)).then(|| file.into_owned())
+    };
+    while let Some(tok) = lexer.next() {
+        match tok {
+            Tok::Separator => {
+                if let Some(file) = named(program.take(), &args) {
+                    return Some(file);
+                }
+                args.clear();
+                command_start = true;
+            }
+            Tok::RedirectOut(fd) => {
+                if let Some(Tok::Word(file)) = lexer.next()
+                    && matches!(fd, None | Some(1))
+                {
+                    let file = unquote(file);
+                    if !is_scratch(&file) {
+                        return Some(file.into_owned());
+                    }
+                }
+            }
+            Tok::RedirectIn | Tok::Heredoc { .. } => {
+                let _ = lexer.next();
+            }
+            Tok::Dup => {}
+            Tok::Word(w) => {
+                if command_start {
+                    if is_assignment(w) || matches!(program_name(w), "sudo" | "time" | "nohup") {
+                        continue;
+                    }
+                    program = Some(program_name(w));
+                    command_start = false;
+                } else {
+                    args.push(w);
+                }
+            }
+        }
+    }
+    named(program, &args)
 }
 
 fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
@@ -953,6 +1052,48 @@ mod tests {
         ];
         for command in reads {
             assert!(!writes_files(command), "{command:?}");
+        }
+    }
+
+    /// The prefilter never hides a write the lexer finds.
+    #[test]
+    fn redirections_into_files_pass_the_prefilter() {
+        for (command, may) in [
+            ("cargo build 2>&1 | tail -20", false),
+            ("make >/dev/null 2>&1", false),
+            ("run > /tmp/out.log", false),
+            ("echo x >&2", false),
+            ("echo x > notes.md", true),
+            ("echo x >> notes.md", true),
+            ("cmd &> all.log", true),
+            ("cmd 2> err.log", true),
+            ("echo x >| f", true),
+            ("cat > f <<'EOF'\nx\nEOF", true),
+        ] {
+            assert_eq!(redirects_into_a_file(command), may, "{command}");
+            if !may {
+                assert!(!writes_files(command), "{command}");
+            }
+        }
+    }
+
+    #[test]
+    fn written_files_are_named() {
+        for (command, file) in [
+            ("sed -i 's/a/b/' src/a.py", Some("src/a.py")),
+            (
+                "cat > src/new.py <<'EOF'\nprint(1)\nEOF",
+                Some("src/new.py"),
+            ),
+            ("echo x >> notes.md", Some("notes.md")),
+            ("python gen.py | tee out/report.txt", Some("out/report.txt")),
+            ("cp a.py 'b c.py'", Some("b c.py")),
+            ("echo x > /tmp/scratch", None),
+            ("git apply <<'EOF'\n--- a/x\nEOF", None),
+            ("sed -n 1,5p a.py", None),
+            ("ls", None),
+        ] {
+            assert_eq!(written_file(command).as_deref(), file, "{command}");
         }
     }
 

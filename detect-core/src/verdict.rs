@@ -1,6 +1,5 @@
 //! Verdicts: what the detector says about a session and a tree, with every figure of the reason.
 
-use crate::config::Profile;
 use serde::{Deserialize, Serialize};
 
 /// A loop signal.
@@ -25,10 +24,14 @@ pub enum Signal {
     /// echo recent calls (the same call with the same result, or a view of lines at least half
     /// shown since the last landing); fires before `min_calls` (`precise` only).
     Repeat,
+    /// The session has done nothing but the same poll seeing the same result for `poll_max_s`
+    /// seconds or `poll_max_calls` polls: the job it waits on shows nothing new (`precise`
+    /// only); fires before `min_calls`.
+    Stall,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 7] = [
+    pub const ALL: [Signal; 8] = [
         Signal::Dup,
         Signal::Top,
         Signal::Slow,
@@ -36,6 +39,7 @@ impl Signal {
         Signal::Cycle,
         Signal::Reread,
         Signal::Repeat,
+        Signal::Stall,
     ];
 
     /// The position of the signal in [`Signal::ALL`].
@@ -52,6 +56,7 @@ impl Signal {
             Signal::Cycle => "cycle",
             Signal::Reread => "reread",
             Signal::Repeat => "repeat",
+            Signal::Stall => "stall",
         }
     }
 }
@@ -118,18 +123,31 @@ pub struct Reason {
     /// otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub stale_span_calls: u32,
-    /// How many of the session's last calls are one failed call (status `error` or a non-zero
-    /// exit) with the same result, in a row (`precise` only; 0 otherwise).
+    /// How many of the session's last calls are one call that failed each time (status `error`
+    /// or a non-zero exit), in a row, whatever the errors said (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failing: u32,
     /// The most times one call and result occurs among the session's last 16 calls, of those
     /// that occur at least 4 times among its last 12 (`precise` only; 0 otherwise).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recur: u32,
-    /// Under the `auto` profile, the profile that judged the session: `precise` when its calls
-    /// used bash and no edit or write tool, `design` otherwise (`None` under another profile).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auto: Option<Profile>,
+    /// How many of the session's last 11 calls were one of the calls before them again with
+    /// the same result (a poll that saw the same included), when they repeat at most 4
+    /// different calls (`precise` only; 0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub circle: u32,
+    /// For how many seconds the session's last calls have been the same poll seeing the same
+    /// result, from the first poll's result to the last poll's end (`precise` only; 0 otherwise,
+    /// and for a single poll).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub stall_s: u64,
+    /// How many polls that run holds (`precise` only; 0 otherwise, and for a single poll).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stall_polls: u32,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -198,17 +216,20 @@ impl SessionVerdict {
         if r.recur > 0 {
             line.push_str(&format!(" recur={}", r.recur));
         }
+        if r.circle > 0 {
+            line.push_str(&format!(" circle={}", r.circle));
+        }
         if let Some(file) = &r.reread_file {
             line.push_str(&format!(" reread={:.2} reread_file={file:?}", r.reread));
         }
-        match r.auto {
-            Some(Profile::Precise) => {
-                line.push_str(" profile=precise (auto: bash calls, no edit or write tool)");
+        if r.stall_polls > 0 {
+            line.push_str(&format!(
+                " stall_s={} stall_polls={}",
+                r.stall_s, r.stall_polls
+            ));
+            if self.signals.contains(&Signal::Stall) {
+                line.push_str(" (stalled: the same poll, nothing new)");
             }
-            Some(profile) => line.push_str(&format!(
-                " profile={profile} (auto: an edit or write tool, or no bash call)"
-            )),
-            None => {}
         }
         line
     }

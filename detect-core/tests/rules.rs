@@ -47,7 +47,7 @@ fn with_filler(total: usize, repeated: usize, call: &Call) -> Vec<Call> {
 }
 
 fn judge(calls: Vec<Call>) -> detect_core::SessionVerdict {
-    judge_session(&session("ses_t", calls), None, &DetectConfig::default())
+    judge_session(&session("ses_t", calls), None, &DetectConfig::design())
 }
 
 fn fired(calls: Vec<Call>) -> Vec<Signal> {
@@ -142,7 +142,7 @@ fn top_for_read_only_agents_7_does_not_fire_8_does() {
             agent: Some("explore".to_owned()),
             ..session("ses_ro", calls)
         };
-        judge_session(&s, None, &DetectConfig::default())
+        judge_session(&s, None, &DetectConfig::design())
     };
     assert_eq!(ro(7).signals, vec![]);
     assert!(ro(7).reason.read_only);
@@ -223,7 +223,7 @@ fn coverage_case(reads: Vec<Call>) -> detect_core::SessionVerdict {
     calls.extend(reads);
     let mut s = session("ses_cov", calls);
     s.line_counts.insert(format!("{DIR}/src/big.py"), 100);
-    judge_session(&s, None, &DetectConfig::default())
+    judge_session(&s, None, &DetectConfig::design())
 }
 
 #[test]
@@ -420,14 +420,14 @@ fn a_descendants_landing_resets_its_ancestors_span() {
     };
     let j = judge_sessions(
         &[parent.clone(), child.clone(), grandchild],
-        &DetectConfig::default(),
+        &DetectConfig::design(),
     );
     assert_eq!(j.sessions[0].reason.calls_since_landed, 30);
     assert!(j.sessions[0].reason.landed);
     assert!(!j.trees[0].flagged);
     assert_eq!(j.trees[0].sessions, ["ses_p", "ses_c", "ses_g"]);
     // Without the grandchild, the parent is judged on all 60 calls and flags.
-    let j = judge_sessions(&[parent, child], &DetectConfig::default());
+    let j = judge_sessions(&[parent, child], &DetectConfig::design());
     assert!(j.trees[0].flagged);
 }
 
@@ -444,7 +444,7 @@ fn a_parents_landing_does_not_protect_a_looping_child() {
                 .collect(),
         )
     };
-    let j = judge_sessions(&[parent, child], &DetectConfig::default());
+    let j = judge_sessions(&[parent, child], &DetectConfig::design());
     let tree = &j.trees[0];
     assert_eq!(
         (tree.root.as_str(), tree.dedup_key.as_str()),
@@ -462,10 +462,7 @@ fn every_root_is_its_own_tree_and_missing_parents_make_roots() {
         parent_id: Some("ses_gone".to_owned()),
         ..session("ses_o", vec![unique(1)])
     };
-    let j = judge_sessions(
-        &[session("ses_a", vec![]), orphan],
-        &DetectConfig::default(),
-    );
+    let j = judge_sessions(&[session("ses_a", vec![]), orphan], &DetectConfig::design());
     let roots: Vec<&str> = j.trees.iter().map(|t| t.root.as_str()).collect();
     assert_eq!(roots, ["ses_a", "ses_o"]);
 }
@@ -484,7 +481,7 @@ fn a_parent_cycle_is_broken_at_its_smallest_id() {
         parent_id: Some("ses_a".into()),
         ..session("ses_c", vec![])
     };
-    let j = judge_sessions(&[b, c, a], &DetectConfig::default());
+    let j = judge_sessions(&[b, c, a], &DetectConfig::design());
     assert_eq!(j.trees.len(), 1);
     assert_eq!(j.trees[0].root, "ses_a");
     assert_eq!(j.trees[0].sessions, ["ses_a", "ses_c", "ses_b"]);
@@ -495,7 +492,7 @@ fn a_parent_cycle_is_broken_at_its_smallest_id() {
 
 #[test]
 fn read_only_agent_rules() {
-    let config = DetectConfig::default();
+    let config = DetectConfig::design();
     let ro = |agent: Option<&str>, title: Option<&str>| {
         let s = Session {
             agent: agent.map(str::to_owned),
@@ -532,7 +529,7 @@ fn read_only_agent_rules() {
 
 #[test]
 fn thresholds_are_configurable() {
-    let mut config = DetectConfig::default();
+    let mut config = DetectConfig::design();
     config.set("top_min", "10").unwrap();
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
     calls.extend(reads_of_one_file(10));
@@ -652,7 +649,7 @@ fn precise_python_probes_keep_one_target() {
     // `python -c` probes share a target under both profiles (the corpus' ses_top_alone).
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
     calls.extend((0..12).map(|i| bash(&format!("python -c \"print({i} + 1)\""))));
-    for config in [DetectConfig::default(), precise()] {
+    for config in [DetectConfig::design(), precise()] {
         let v = judge_with(&config, calls.clone());
         assert_eq!(v.reason.top_what, "bash python -c");
         assert_eq!(v.signals, vec![Signal::Top]);
@@ -765,7 +762,7 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
         ("5 in a row", vec![pytest(0); 5], 5, true),
         (
             "another exit breaks the run",
-            vec![pytest(1), pytest(1), pytest(2), pytest(1), pytest(1)],
+            vec![pytest(0), pytest(0), pytest(2), pytest(0), pytest(0)],
             2,
             false,
         ),
@@ -823,9 +820,10 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
         );
     }
     // The same call with other outputs is progress; with the same output hash it is not.
-    let hashed = |out: &str| pytest(1).with_output(out);
+    let hashed = |out: &str| pytest(0).with_output(out);
     let calls: Vec<Call> = (0..5).map(|i| hashed(&format!("run {i}"))).collect();
     assert!(!judge_with(&precise(), calls).flagged);
+    let hashed = |out: &str| pytest(1).with_output(out);
     let calls: Vec<Call> = (0..5).map(|_| hashed("1 failed")).collect();
     assert_eq!(judge_with(&precise(), calls).signals, vec![Signal::Repeat]);
 
@@ -1121,16 +1119,16 @@ fn precise_stale_span_counts_echoes_since_the_last_landing() {
             );
         }
         // The design computes none of it.
-        let v = judge_with(&DetectConfig::default(), calls);
+        let v = judge_with(&DetectConfig::design(), calls);
         assert_eq!((v.reason.stale_span, v.reason.stale_span_calls), (0, 0));
     }
 }
 
-/// `failing` (precise, rule `repeat`): the session's last calls are one failed call with the
-/// same result, in a row; 3 of them fire before `min_calls` (OpenHands' stuck detector: the same
-/// action and the same error three times). Each row follows 30 unique calls.
+/// `failing` (precise, rule `repeat`): the session's last calls are one call that failed each
+/// time, in a row, whatever the errors said; 3 of them fire before `min_calls` (OpenHands' stuck
+/// detector: the same action and an error, three times). Each row follows 30 unique calls.
 #[test]
-fn precise_failing_fires_on_the_same_failure_three_times_in_a_row() {
+fn precise_failing_fires_on_the_same_call_failing_three_times_in_a_row() {
     let test =
         |exit: i64, output: &str| bash_exit("pytest tests/t.py -x", exit).with_output(output);
     let failed = || test(1, "1 failed");
@@ -1159,9 +1157,21 @@ fn precise_failing_fires_on_the_same_failure_three_times_in_a_row() {
             false,
         ),
         (
-            "a new failure each time",
+            "a new failure each time: the same call failed three times all the same",
             vec![test(1, "a"), test(1, "b"), test(1, "c")],
-            1,
+            3,
+            true,
+        ),
+        (
+            "another call failing, then this one twice",
+            vec![bash_exit("ruff check .", 1), failed(), failed()],
+            2,
+            false,
+        ),
+        (
+            "failing twice, then passing",
+            vec![failed(), failed(), test(0, "ok")],
+            0,
             false,
         ),
         (
@@ -1209,10 +1219,7 @@ fn precise_failing_fires_on_the_same_failure_three_times_in_a_row() {
         landed.push(bash_exit("sed -i 's/x/y/' src/a.py", 0));
         assert_eq!(judge_with(&precise(), landed).reason.failing, 0, "{name}");
         // The design computes none of it.
-        assert_eq!(
-            judge_with(&DetectConfig::default(), calls).reason.failing,
-            0
-        );
+        assert_eq!(judge_with(&DetectConfig::design(), calls).reason.failing, 0);
     }
 }
 
@@ -1271,12 +1278,43 @@ fn precise_recur_fires_on_one_call_and_result_coming_back() {
         let mut landed = calls.clone();
         landed.push(bash_exit("sed -i 's/x/y/' src/a.py", 0));
         assert_eq!(judge_with(&precise(), landed).reason.recur, 0, "{name}");
-        assert_eq!(judge_with(&DetectConfig::default(), calls).reason.recur, 0);
+        assert_eq!(judge_with(&DetectConfig::design(), calls).reason.recur, 0);
     }
     // A new output each time is progress: no recur.
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
     calls.extend((0..6).map(|i| bash_exit("pytest tests/t.py -x", 1).with_output(&format!("{i}"))));
     assert_eq!(judge_with(&precise(), calls).reason.recur, 0);
+}
+
+/// A check that passes the same way after each landed change confirms it (a real Claude Code
+/// run: edit, `sh test.sh` printing `ok`, commit, over and over): no prefix is flagged. The same
+/// failure after each landed change is the loop the landings did not fix, and is.
+#[test]
+fn precise_a_passing_check_after_each_landing_confirms_it() {
+    let check = |exit: i64, out: &str| bash_exit("sh test.sh", exit).with_output(out);
+    let edit_n = |n: usize| {
+        Call::completed(
+            "edit",
+            json!({"filePath": format!("{DIR}/c.txt"), "oldString": format!("{n}"), "newString": format!("{}", n + 1)}),
+        )
+        .with_metadata(json!({ "diff": format!("-{n}\n+{}", n + 1) }))
+    };
+    let run = |exit: i64, out: &str| -> Vec<Call> {
+        let mut calls = Vec::new();
+        for n in 0..14 {
+            calls.push(read(&format!("{DIR}/c.txt"), 1, 2).with_output(&format!("count = {n}")));
+            calls.push(edit_n(n));
+            calls.push(check(exit, out));
+        }
+        calls
+    };
+    let first_flag = |calls: &[Call]| {
+        (1..=calls.len()).find(|&k| judge_with(&precise(), calls[..k].to_vec()).flagged)
+    };
+    assert_eq!(first_flag(&run(0, "ok")), None);
+    let failing = run(1, "FAIL: count is wrong");
+    let at = first_flag(&failing).expect("the same failure after each change is a loop");
+    assert!(at <= 15, "flagged at call {at}");
 }
 
 /// Found by `cargo xtask fuzz` (session-file, export): figures the model or a file controls
@@ -1299,7 +1337,7 @@ fn figures_at_the_end_of_u64_saturate() {
     session.line_counts.insert("/repo/a.py".into(), max);
     session.calls = calls;
     for profile in ["design", "precise"] {
-        let mut config = DetectConfig::default();
+        let mut config = DetectConfig::design();
         config.set("profile", profile).unwrap();
         let verdict = judge_session(&session, None, &config);
         assert!(verdict.reason.calls_since_landed > 0, "{profile}");
@@ -1310,50 +1348,47 @@ fn figures_at_the_end_of_u64_saturate() {
     }
 }
 
-/// `auto`: each session is judged by the profile that fits how it works, and its reason says
-/// which. Each row: the calls, the profile that judges them, and whether they are flagged.
+/// The default judges every agent alike: a session that works through bash and one that works
+/// through the edit and read tools speak as early. Each row: the calls, and whether the default
+/// flags them (the design waits for `min_calls` on each).
 #[test]
-fn auto_judges_bash_sessions_as_precise_and_edit_tool_sessions_as_design() {
-    let auto = DetectConfig::with_profile(detect_core::Profile::Auto);
+fn the_default_judges_bash_and_tool_sessions_alike() {
     let pytest = || bash_exit("pytest tests/t.py -x", 1).with_output("1 failed");
-    let rows: Vec<(&str, Vec<Call>, detect_core::Profile, bool)> = vec![
+    let rows: Vec<(&str, Vec<Call>, bool)> = vec![
         (
-            "bash alone, the same failing test 5 times: precise's repeat speaks",
+            "bash alone, the same failing test 5 times",
             (0..5).map(|_| pytest()).collect(),
-            detect_core::Profile::Precise,
             true,
         ),
         (
-            "the same calls after an edit through the edit tool: the design waits for min_calls",
+            "the same failing test 5 times after an edit through the edit tool",
             std::iter::once(edit("-a\n+b"))
                 .chain((0..5).map(|_| pytest()))
                 .collect(),
-            detect_core::Profile::Design,
-            false,
+            true,
         ),
         (
-            "reads and greps, no bash call: the design",
+            "the same read 5 times, no bash call",
             (0..5)
                 .map(|_| read(&format!("{DIR}/a.py"), 1, 50))
                 .collect(),
-            detect_core::Profile::Design,
+            true,
+        ),
+        (
+            "five different reads",
+            (0..5)
+                .map(|i| read(&format!("{DIR}/a{i}.py"), 1, 50))
+                .collect(),
             false,
         ),
     ];
-    for (name, calls, judged_by, flagged) in rows {
-        let v = judge_with(&auto, calls.clone());
-        assert_eq!(v.reason.auto, Some(judged_by), "{name}: {}", v.summary());
+    for (name, calls, flagged) in rows {
+        let v = judge_with(&DetectConfig::default(), calls.clone());
         assert_eq!(v.flagged, flagged, "{name}: {}", v.summary());
         assert!(
-            v.summary()
-                .contains(&format!("profile={judged_by} (auto: ")),
-            "{name}: {}",
-            v.summary()
+            !judge_with(&DetectConfig::design(), calls).flagged,
+            "{name}"
         );
-        // Everything else is the verdict of the profile that judged.
-        let mut alone = judge_with(&DetectConfig::with_profile(judged_by), calls);
-        alone.reason.auto = Some(judged_by);
-        assert_eq!(alone, v, "{name}");
     }
 }
 
@@ -1388,4 +1423,255 @@ fn no_progress_calls_are_the_calls_repeat_counts_as_echoes() {
         "{}",
         v.summary()
     );
+}
+
+/// Every prefix of `calls` judged under the default: the first call (1-based) flagged, if any.
+fn first_flag(calls: &[Call]) -> Option<usize> {
+    (1..=calls.len()).find(|&k| judge_with(&precise(), calls[..k].to_vec()).flagged)
+}
+
+/// Progress read from outputs (`output_landings`): a `git commit` whose output shows the commit
+/// lands whatever its exit; a bash write with no exit lands at the view of its file that shows
+/// new content, and not at a view that shows what was seen before.
+#[test]
+fn precise_outputs_show_landings() {
+    let commit = |exit: Value| {
+        bash("git commit -qam 'fix' && pytest -q")
+            .with_metadata(json!({ "exit": exit }))
+            .with_output("[main 4e1f0a2] fix\n 1 file changed, 1 insertion(+)\n1 failed")
+    };
+    // Rows: the last call, whether it lands (a landing at the end unflags the loop before it).
+    let rows: Vec<(&str, Call, bool)> = vec![
+        (
+            "a commit whose output shows it, exit 1 (the tests after it failed)",
+            commit(json!(1)),
+            true,
+        ),
+        ("the same, no exit", commit(Value::Null), true),
+        (
+            "a commit that failed: no commit line in the output",
+            bash("git commit -qam fix")
+                .with_metadata(json!({"exit": 1}))
+                .with_output("nothing to commit, working tree clean"),
+            false,
+        ),
+        (
+            "a commit line printed by something that is not git",
+            bash("cat notes.txt").with_output("[main 4e1f0a2] fix"),
+            false,
+        ),
+    ];
+    let looping: Vec<Call> = (0..8)
+        .map(|_| bash_exit("pytest -q", 1).with_output("1 failed"))
+        .collect();
+    for (name, last, lands) in rows {
+        let mut calls = looping.clone();
+        calls.push(last.clone());
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(!v.flagged, lands, "{name}: {}", v.summary());
+        assert_eq!(v.reason.calls_since_landed == 0, lands, "{name}");
+        // The design reads no output: only `exit: 0` lands a commit.
+        assert!(judge(calls).reason.calls_since_landed > 0, "{name}");
+    }
+
+    // A write through bash with no exit status (an opencode `/shell` call records none).
+    let write = |n: u32| bash(&format!("cat > calc.py <<'EOF'\nVALUE = {n}\nEOF"));
+    let view = |content: &str| bash("cat calc.py").with_output(content);
+    let test = || bash("python -m pytest -q").with_output("1 failed");
+    let stuck: Vec<Call> = vec![test(), view("VALUE = 1"), test(), view("VALUE = 1"), test()];
+    // Rows: the calls after the loop, and the call (index into them) that lands.
+    let rows: Vec<(&str, Vec<Call>, Option<usize>)> = vec![
+        (
+            "the write, then its file shows new content",
+            vec![write(2), view("VALUE = 2")],
+            Some(1),
+        ),
+        (
+            "the write, then its file shows what it showed before",
+            vec![write(1), view("VALUE = 1")],
+            None,
+        ),
+        (
+            "the write, then another file",
+            vec![write(2), bash("cat other.py").with_output("x")],
+            None,
+        ),
+        (
+            "no write: the same file with new content is no landing",
+            vec![view("VALUE = 2")],
+            None,
+        ),
+        (
+            "the write failed (an exit status): no landing, whatever the view",
+            vec![
+                write(2).with_metadata(json!({"exit": 1})),
+                view("VALUE = 2"),
+            ],
+            None,
+        ),
+        (
+            "a read of the file confirms it too",
+            vec![
+                write(2),
+                Call::completed("read", json!({"filePath": format!("{DIR}/calc.py")}))
+                    .with_output("1: VALUE = 2"),
+            ],
+            Some(1),
+        ),
+    ];
+    for (name, after, landing) in rows {
+        let mut calls = stuck.clone();
+        calls.extend(after.iter().cloned());
+        let facts = detect_core::session_facts(&session("ses_o", calls.clone()), &precise());
+        let landed: Vec<usize> = facts
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.landed)
+            .map(|(i, _)| i - stuck.len())
+            .collect();
+        assert_eq!(landed, landing.into_iter().collect::<Vec<_>>(), "{name}");
+    }
+}
+
+/// Issue 35: a write/test/commit cycle of 45 calls (opencode `/shell` calls, no exit status),
+/// where `git add calc.py` prints nothing and shows up 15 times, is progress: each commit lands,
+/// and an empty output says nothing a landing could have changed.
+#[test]
+fn precise_a_write_test_commit_cycle_is_not_flagged() {
+    let mut calls = Vec::new();
+    for n in 0..15 {
+        calls.push(bash(&format!(
+            "cat > calc.py <<'EOF'\ndef add(a, b):\n    return a + b + {n}\nEOF"
+        )));
+        calls.push(bash("git add calc.py").with_output(""));
+        calls.push(
+            bash(&format!("git commit -m 'step {n}'")).with_output(&format!(
+                "[main {:07x}] step {n}\n 1 file changed",
+                0x4e1_f0a2 + n
+            )),
+        );
+    }
+    assert_eq!(calls.len(), 45);
+    assert_eq!(first_flag(&calls), None);
+    // The same cycle without its commits is a loop around the same `git add`.
+    let uncommitted: Vec<Call> = calls
+        .iter()
+        .filter(|c| {
+            !c.input["command"]
+                .as_str()
+                .unwrap()
+                .starts_with("git commit")
+        })
+        .cloned()
+        .collect();
+    assert!(first_flag(&uncommitted).is_some());
+}
+
+/// Tool polls (`poll_tools`, default `["poll"]`) are polls as `sleep N && tail LOG` is: never a
+/// loop by themselves; `slow` counts a poll by call and result. A stall: nothing but the same
+/// poll seeing the same result for `poll_max_s` seconds or `poll_max_calls` polls.
+#[test]
+fn precise_polls_wait_and_stall() {
+    let poll = |out: &str, t: i64| {
+        Call::completed("poll", json!({"shell_id": "bash_3"}))
+            .with_output(out)
+            .with_time(t, t + 1_000)
+    };
+    let sleep = |t: i64| bash("sleep 60").with_output("").with_time(t, t + 60_000);
+    // A job whose output grows, polled 60 times a minute apart: never flagged.
+    let growing: Vec<Call> = (0..60)
+        .map(|i| poll(&format!("test {i}/200 ok"), i * 60_000))
+        .collect();
+    assert_eq!(first_flag(&growing), None);
+    // The same job silent: 19 polls in 19 minutes are waiting; the 20th is a stall.
+    let silent: Vec<Call> = (0..25)
+        .map(|i| poll("(no new output)", i * 60_000))
+        .collect();
+    assert_eq!(first_flag(&silent), Some(20));
+    let v = judge_with(&precise(), silent[..20].to_vec());
+    assert_eq!(v.signals, vec![Signal::Stall]);
+    assert_eq!((v.reason.stall_polls, v.reason.stall_s), (20, 19 * 60));
+    assert!(
+        v.summary().contains("stall_s=1140 stall_polls=20 (stalled"),
+        "{}",
+        v.summary()
+    );
+    // Polls 5 minutes apart, with a sleep between: 30 minutes without news is a stall.
+    let mut slow = Vec::new();
+    for i in 0..12 {
+        slow.push(sleep(i * 300_000));
+        slow.push(poll("(no new output)", i * 300_000 + 240_000));
+    }
+    let at = first_flag(&slow).expect("a stall");
+    let v = judge_with(&precise(), slow[..at].to_vec());
+    assert_eq!(v.signals, vec![Signal::Stall], "{}", v.summary());
+    assert!(
+        v.reason.stall_s >= 1800 && v.reason.stall_polls < 20,
+        "{}",
+        v.summary()
+    );
+    // Another call between the polls ends the run; so does new output.
+    let mut broken = silent.clone();
+    broken.insert(
+        12,
+        bash("git status")
+            .with_output("clean")
+            .with_time(12 * 60_000 - 500, 12 * 60_000 - 100),
+    );
+    assert_eq!(first_flag(&broken), None);
+    let mut moved = silent.clone();
+    moved[12] = poll("test 1/200 ok", 12 * 60_000);
+    assert_eq!(first_flag(&moved), None);
+    // Configurable, and the tool list too: a tool not listed is an ordinary call (the same
+    // call and result 5 times: `repeat`).
+    let mut config = precise();
+    config.set("poll_max_calls", "10").unwrap();
+    assert!(judge_with(&config, silent[..10].to_vec()).flagged);
+    config.set("poll_tools", "BashOutput").unwrap();
+    let v = judge_with(&config, silent[..5].to_vec());
+    assert_eq!(v.signals, vec![Signal::Repeat]);
+    // The design has no polls and no stall: 25 identical calls are under `min_calls`.
+    assert!(!judge(silent).flagged);
+}
+
+/// `circle` (precise, rule `repeat`): 6 of the session's last 11 calls repeat, with the same
+/// result, one of at most 4 calls: a loop around a few calls with a third of new calls between.
+/// Polls that saw what they saw count as repeats as many times as other calls repeat. Each row
+/// follows 30 unique calls; letters are calls with one result each, `.` a new call, `w` a poll
+/// of a job that shows nothing new.
+#[test]
+fn precise_circle_fires_on_a_few_calls_coming_back_between_new_ones() {
+    let mut fresh = 500;
+    let mut calls_of = |pattern: &str| -> Vec<Call> {
+        pattern
+            .chars()
+            .map(|c| {
+                fresh += 1;
+                match c {
+                    '.' => unique(fresh),
+                    'w' => Call::completed("poll", json!({"shell_id": "bash_2"}))
+                        .with_output("(no new output)"),
+                    c => bash(&format!("cat {c}.py")).with_output(&format!("{c} content")),
+                }
+            })
+            .collect()
+    };
+    // Rows: the pattern, the `circle` figure at its end, whether the session is flagged.
+    let rows = [
+        ("abc.abc.abc", 6, true),
+        ("abc.abc.a..", 4, false),
+        // Five different calls coming back: no circle (an investigation going round its files).
+        ("abcde.abcde.", 0, false),
+        ("awbwawbw.ab", 7, true),
+        // Polls alone: waiting, whatever they see.
+        ("wwwwwwwwwww", 0, false),
+        ("w.w.w.w.w.w", 0, false),
+    ];
+    for (pattern, circle, flagged) in rows {
+        let mut calls: Vec<Call> = (0..30).map(unique).collect();
+        calls.extend(calls_of(pattern));
+        let v = judge_with(&precise(), calls);
+        assert_eq!(v.reason.circle, circle, "{pattern}: {}", v.summary());
+        assert_eq!(v.flagged, flagged, "{pattern}: {}", v.summary());
+    }
 }

@@ -28,7 +28,7 @@ pub struct Request {
     pub step: usize,
     /// The latency budget of the summary (calls after a session's `loop_start`).
     pub within: usize,
-    /// Detection profile (`design`, `precise`, `auto`).
+    /// Detection profile (`precise`, the default, or `design`).
     pub profile: Option<String>,
     /// `--set KEY=VALUE` of detector keys.
     pub set: Vec<String>,

@@ -917,7 +917,7 @@ mod tests {
     ];
 
     /// The streamed, parallel judgement equals the batch one on every committed fixture, under
-    /// every profile (`auto` included): the same verdicts in the same order.
+    /// every profile: the same verdicts in the same order.
     #[test]
     fn judge_files_equals_judge_sessions_on_the_fixtures() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
@@ -932,7 +932,7 @@ mod tests {
             let text = std::fs::read_to_string(&path).unwrap();
             let sessions = SessionFile::from_json(&text).unwrap().sessions;
             assert_eq!(sessions_from_text(name, &text).unwrap(), sessions, "{name}");
-            for profile in [Profile::Design, Profile::Precise, Profile::Auto] {
+            for profile in Profile::ALL {
                 let config = DetectConfig::with_profile(profile);
                 let batch = judge_sessions(&sessions, &config);
                 let paths = [path.to_string_lossy().into_owned()];

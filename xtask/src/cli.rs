@@ -4,7 +4,7 @@
 //! Exit codes: 0 success; 1 the backtest missed a label (or `gen-corpus --check` found the
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
-use agentwatch_fixtures_gen::{big, corpus, devset, trajectories};
+use agentwatch_fixtures_gen::{big, corpus, devset, peers, trajectories};
 use agentwatch_runtime::backtest::Request;
 use clap::{Parser, Subcommand};
 use detect_core::SessionFile;
@@ -109,7 +109,7 @@ struct BacktestArgs {
     /// when flagged within K calls of it (use with --step 1 for exact latencies).
     #[arg(long, value_name = "K", default_value_t = backtest::DEFAULT_WITHIN)]
     within: usize,
-    /// Detection profile: `design` (the default), `precise` or `auto` (docs/detection.md);
+    /// Detection profile: `precise` (the default) or `design` (docs/detection.md);
     /// `--set` applies on top of it.
     #[arg(long, value_name = "PROFILE")]
     profile: Option<String>,
@@ -361,6 +361,12 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
             devset::default_latency_path(),
             devset::generate_latency(&converted),
         ),
+        (devset::default_tools_path(), devset::generate_tools()),
+        (
+            devset::default_tools_latency_path(),
+            devset::generate_tools_latency(),
+        ),
+        (peers::default_peers_path(), peers::generate()),
     ];
     let mut code = EXIT_OK;
     for (path, file) in sets {
@@ -390,6 +396,35 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
     Ok(code)
 }
 
+/// The real Claude Code transcripts of `fixtures/claude/2.1.328`, read as `agentwatch detect`
+/// reads them and labelled by their scenario: `loop` loops from its first call, `healthy` never
+/// does, and `subagent`'s subagent loops after its one edit (its parent, a `Task` call, is left
+/// unlabelled).
+fn claude_transcripts() -> Result<Vec<detect_core::Session>, String> {
+    use detect_core::Label;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/claude/2.1.328");
+    let mut all = Vec::new();
+    for (scenario, label, loop_start) in [
+        ("loop", Label::MustFlag, 0),
+        ("healthy", Label::MustNotFlag, 0),
+        ("subagent", Label::MustFlag, 2),
+    ] {
+        let dir = root.join(scenario).to_string_lossy().into_owned();
+        let sessions = agentwatch_runtime::input::read_sessions(std::slice::from_ref(&dir))
+            .map_err(|e| format!("{dir}: {e}"))?;
+        for mut s in sessions {
+            let parent = scenario == "subagent" && s.parent_id.is_none();
+            if !parent {
+                s.label = Some(label);
+                s.loop_start = (label == Label::MustFlag).then_some(loop_start);
+            }
+            s.note = Some(format!("{scenario}: a real Claude Code 2.1.328 transcript"));
+            all.push(s);
+        }
+    }
+    Ok(all)
+}
+
 fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let load = |path: PathBuf| -> Result<Vec<detect_core::Session>, String> {
         let text =
@@ -401,7 +436,19 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let corpus = load(default_corpus_path())?;
     let dev = load(devset::default_dev_path())?;
     let latency = load(devset::default_latency_path())?;
-    let text = report::render(&corpus, &dev, &latency);
+    let tools = load(devset::default_tools_path())?;
+    let tools_latency = load(devset::default_tools_latency_path())?;
+    let peers = load(peers::default_peers_path())?;
+    let claude = claude_transcripts()?;
+    let text = report::render(&report::Sets {
+        corpus: &corpus,
+        dev: &dev,
+        latency: &latency,
+        tools: &tools,
+        tools_latency: &tools_latency,
+        peers: &peers,
+        claude: &claude,
+    });
     match args.check {
         None => {
             out.write_all(text.as_bytes())

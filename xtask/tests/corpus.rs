@@ -20,6 +20,14 @@ fn run_with(options: &Options) -> Report {
     backtest::run(&committed(), options)
 }
 
+/// The backtest's options under the design (the corpus pins its thresholds).
+fn design() -> Options {
+    Options {
+        config: detect_core::DetectConfig::design(),
+        ..Options::default()
+    }
+}
+
 fn by_id(report: &Report) -> BTreeMap<&str, &SessionResult> {
     report.sessions.iter().map(|r| (r.id.as_str(), r)).collect()
 }
@@ -47,46 +55,59 @@ fn the_committed_corpus_is_what_the_generator_makes() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// Under the default profile and under the design, each judged on its own labels.
 #[test]
-fn backtest_meets_every_label_under_the_default_config() {
-    let (code, out, err) = xtask(&["backtest"]);
-    assert_eq!(code, 0, "{out}{err}");
-    let sessions = committed();
-    let flagged = sessions
-        .iter()
-        .filter(|s| s.label == Some(Label::MustFlag))
-        .count();
-    assert!(
-        out.ends_with(&format!(
-            "# backtest complete: {flagged}/{} flagged\n",
-            sessions.len()
-        )),
-        "{out}"
-    );
-    insta::assert_snapshot!("corpus_backtest_table", out);
+fn backtest_meets_every_label_under_the_default_config_and_the_design() {
+    for (profile, snapshot) in [
+        ("precise", "corpus_backtest_table"),
+        ("design", "corpus_backtest_table_design"),
+    ] {
+        let args: &[&str] = if profile == "precise" {
+            &["backtest"]
+        } else {
+            &["backtest", "--profile", "design"]
+        };
+        let (code, out, err) = xtask(args);
+        assert_eq!(code, 0, "{out}{err}");
+        let sessions = committed();
+        let flagged = sessions
+            .iter()
+            .filter(|s| s.label_for(profile.parse().unwrap()) == Some(Label::MustFlag))
+            .count();
+        assert!(
+            out.ends_with(&format!(
+                "# backtest complete: {flagged}/{} flagged\n",
+                sessions.len()
+            )),
+            "{out}"
+        );
+        insta::assert_snapshot!(snapshot, out);
+    }
 }
 
 #[test]
 fn labels_hold_at_every_single_prefix() {
     // The live watchdog does not tick every 5 calls: no must_not_flag session may flag at any
     // call count, and every must_flag one flags no later than with step 5.
-    let every = run_with(&Options {
-        step: 1,
-        ..Options::default()
-    });
-    assert!(every.passed(), "{}", backtest::render_table(&every));
-    let five = run_with(&Options::default());
-    let five = by_id(&five);
-    for r in &every.sessions {
-        if let Some(k) = five[r.id.as_str()].first_flag_at_call {
-            assert!(r.first_flag_at_call.is_some_and(|e| e <= k), "{}", r.id);
+    for options in [Options::default(), design()] {
+        let every = run_with(&Options {
+            step: 1,
+            ..options.clone()
+        });
+        assert!(every.passed(), "{}", backtest::render_table(&every));
+        let five = run_with(&options);
+        let five = by_id(&five);
+        for r in &every.sessions {
+            if let Some(k) = five[r.id.as_str()].first_flag_at_call {
+                assert!(r.first_flag_at_call.is_some_and(|e| e <= k), "{}", r.id);
+            }
         }
     }
 }
 
 #[test]
 fn each_signal_fires_alone_somewhere() {
-    let report = run_with(&Options::default());
+    let report = run_with(&design());
     let ids = by_id(&report);
     for (id, signal) in [
         ("ses_dup_alone", Signal::Dup),
@@ -104,7 +125,7 @@ fn each_signal_fires_alone_somewhere() {
 fn near_misses_are_just_under_their_thresholds() {
     let report = run_with(&Options {
         step: 1,
-        ..Options::default()
+        ..design()
     });
     let ids = by_id(&report);
     let peak = |id: &str| ids[id].peak;
@@ -128,14 +149,14 @@ fn protected_ancestors_would_flag_without_their_descendants() {
         ("ses_tree_protected_parent", "ses_tree_protected_child"),
         ("ses_tree3_root", "ses_tree3_fixer"),
     ] {
-        let with = backtest::run(&sessions, &Options::default());
+        let with = backtest::run(&sessions, &design());
         assert!(!by_id(&with)[id].flagged, "{id}");
         let without: Vec<Session> = sessions
             .iter()
             .filter(|s| s.id != protector)
             .cloned()
             .collect();
-        let report = backtest::run(&without, &Options::default());
+        let report = backtest::run(&without, &design());
         assert!(by_id(&report)[id].flagged, "{id} without {protector}");
     }
     // A looping child flags on its own calls; its landing parent does not, and shares its root.
@@ -260,7 +281,7 @@ fn the_file_backtest_is_the_in_memory_backtest_however_the_file_is_read() {
     )
     .unwrap();
     let corpus = default_corpus_path();
-    for profile in ["design", "precise", "auto"] {
+    for profile in ["design", "precise"] {
         let options = Options {
             config: detect_core::DetectConfig::with_profile(profile.parse().unwrap()),
             ..Options::default()

@@ -2,6 +2,7 @@
 //! the `precise` profile (docs/detection.md) hold on it and on the corpus.
 
 use agentwatch_fixtures_gen::devset::{self, Kind};
+use agentwatch_fixtures_gen::peers;
 use detect_core::{Profile, Session, SessionFile};
 use detect_eval::backtest::{self, Options};
 use detect_eval::report::{self, DevTotals};
@@ -38,6 +39,12 @@ fn the_committed_dev_and_latency_sets_are_what_the_generator_makes() {
             devset::default_latency_path(),
             devset::generate_latency(&converted),
         ),
+        (devset::default_tools_path(), devset::generate_tools()),
+        (
+            devset::default_tools_latency_path(),
+            devset::generate_tools_latency(),
+        ),
+        (peers::default_peers_path(), peers::generate()),
     ] {
         let committed = std::fs::read_to_string(&path).expect("a committed set");
         assert!(
@@ -92,44 +99,75 @@ fn the_dev_set_has_every_kind_from_both_sources() {
     }
 }
 
-/// The targets of issue 9: on the development set `precise` flags at most 1% of the healthy
-/// runs and catches at least 99% of the loops; on the corpus it loses nothing the design gets
-/// right (every prefix judged).
+/// Issue 35's targets for the default profile: on bash-agent and tool-agent runs, at least 99%
+/// of loops caught within 15 calls of their start (the tool agents' latency set: 96%, what it
+/// holds, docs/detection.md says why), median at most 6, at most 1% of healthy runs flagged; no
+/// peer's loop caught more than 3 calls after the peer, no peer's healthy run flagged. On the
+/// corpus every label holds under both profiles, each on its own labels (every prefix judged).
 #[test]
-fn precise_meets_its_targets() {
-    let dev = load(devset::default_dev_path());
-    let t = DevTotals::of(&report::judge_dev_set(
-        &dev,
-        &report::profile_config(Profile::Precise),
-    ));
-    assert!(t.healthy_flagged * 100 <= t.healthy, "{t:?}");
-    assert!(t.caught * 100 >= 99 * t.loops, "{t:?}");
-    // A loop's healthy start is a healthy run: the same 1% (`repeat` flags one, at a healthy
-    // investigation that rereads files it read before).
-    assert!(t.flagged_before_loop * 100 <= t.loops, "{t:?}");
+fn the_default_meets_its_targets() {
+    let config = report::profile_config(Profile::Precise);
+    let latency = |sessions: &[Session]| {
+        backtest::run(
+            sessions,
+            &Options {
+                config: config.clone(),
+                step: 1,
+                within: backtest::DEFAULT_WITHIN,
+            },
+        )
+        .latency
+        .expect("a set of loops")
+    };
+    for (dev_path, latency_path, latency_share) in [
+        (
+            devset::default_dev_path(),
+            devset::default_latency_path(),
+            99,
+        ),
+        (
+            devset::default_tools_path(),
+            devset::default_tools_latency_path(),
+            96,
+        ),
+    ] {
+        let dev = load(dev_path.clone());
+        let t = DevTotals::of(&report::judge_dev_set(&dev, &config));
+        assert!(t.healthy_flagged * 100 <= t.healthy, "{t:?}");
+        assert!(t.flagged_before_loop * 100 <= t.loops, "{t:?}");
+        for (set, share) in [(dev, 99), (load(latency_path), latency_share)] {
+            let l = latency(&set);
+            assert!(
+                l.caught_within * 100 >= share * l.sessions,
+                "{dev_path:?} {l:?}"
+            );
+            assert!(l.p50.is_some_and(|p| p <= 6), "{l:?}");
+        }
+    }
+
+    let peers = report::judge_peers(&load(peers::default_peers_path()), &config);
+    assert!(peers.len() >= 15);
+    for p in &peers {
+        assert!(p.ok(), "{p:?}");
+    }
 
     let corpus = load(default_corpus_path());
-    let run = |profile| {
-        backtest::run(
+    for profile in Profile::ALL {
+        let report = backtest::run(
             &corpus,
             &Options {
                 config: report::profile_config(profile),
                 step: 1,
                 ..Options::default()
             },
-        )
-    };
-    let (design, precise) = (run(Profile::Design), run(Profile::Precise));
-    // Every label holds under both profiles, each judged by its own label (the design's
-    // `min_calls` pin is a loop `precise` must flag).
-    for report in [&design, &precise] {
+        );
         for s in &report.sessions {
             assert_ne!(
                 s.label_met(),
                 Some(false),
-                "{}\n{}",
+                "{profile} {}\n{}",
                 s.id,
-                backtest::render_table(report)
+                backtest::render_table(&report)
             );
         }
     }
@@ -138,6 +176,8 @@ fn precise_meets_its_targets() {
 #[test]
 fn the_backtest_takes_a_profile() {
     let (code, out, err) = xtask(&["backtest", "--profile", "precise"]);
+    // The default is `precise`: the same table without the flag.
+    assert_eq!(xtask(&["backtest"]).1, out);
     // Every corpus label holds under `precise`, its per-profile labels included.
     assert_eq!(code, 0, "{out}{err}");
     assert!(!out.contains("FALSE+") && !out.contains("MISSED"), "{out}");
@@ -155,72 +195,10 @@ fn the_backtest_takes_a_profile() {
 }
 
 /// The figures in docs/detection.md are what `cargo xtask detection-report` prints (the report
-/// runs the development set some twenty times: a few seconds under the test profile).
+/// runs the development sets some forty times: several seconds under the test profile).
 #[test]
 fn the_detection_doc_is_up_to_date() {
     let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/detection.md");
     let (code, out, err) = xtask(&["detection-report", "--check", doc.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-}
-
-/// `auto` gives the design's verdict on every session of the fixtures that works through edit
-/// tools, at every prefix from its first edit or write call on (before it, a session that only ran
-/// bash is judged by `precise`), and `precise`'s on every session that works through bash alone.
-#[test]
-fn auto_is_the_design_on_edit_tool_sessions_and_precise_on_bash_sessions() {
-    use detect_core::{Call, DetectConfig, SessionDetector, SessionVerdict};
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let auto = DetectConfig::with_profile(Profile::Auto);
-    let design = DetectConfig::with_profile(Profile::Design);
-    let precise = DetectConfig::with_profile(Profile::Precise);
-    let edits = |c: &Call| {
-        c.status.is_counted()
-            && design
-                .edit_tools
-                .iter()
-                .chain(&design.write_tools)
-                .any(|t| *t == c.tool)
-    };
-    let plain = |mut v: SessionVerdict| {
-        v.reason.auto = None;
-        v
-    };
-    let (mut edit_sessions, mut bash_sessions) = (0, 0);
-    for file in [
-        "fixtures/corpus.json",
-        "fixtures/dev/sessions.json",
-        "fixtures/dev/latency.json",
-    ] {
-        for session in load(root.join(file)) {
-            let first_edit = session.calls.iter().position(edits);
-            let judged = detect_core::judging_profile(&session, &auto);
-            let mut a = SessionDetector::new(&session, &auto);
-            let mut d = SessionDetector::new(&session, &design);
-            let mut p = SessionDetector::new(&session, &precise);
-            let mut bash = false;
-            for (i, call) in session.calls.iter().enumerate() {
-                a.push(call);
-                d.push(call);
-                p.push(call);
-                bash |= call.status.is_counted() && call.tool == "bash";
-                let v = a.verdict();
-                let (expected, by) = if bash && first_edit.is_none_or(|at| i < at) {
-                    (p.verdict(), Profile::Precise)
-                } else {
-                    (d.verdict(), Profile::Design)
-                };
-                assert_eq!(v.reason.auto, Some(by), "{file} {} call {i}", session.id);
-                assert_eq!(plain(v), expected, "{file} {} call {i}", session.id);
-            }
-            match first_edit {
-                Some(_) => edit_sessions += 1,
-                None if judged == Profile::Precise => bash_sessions += 1,
-                None => {}
-            }
-        }
-    }
-    assert!(
-        edit_sessions >= 40 && bash_sessions >= 300,
-        "{edit_sessions} {bash_sessions}"
-    );
 }

@@ -4,7 +4,10 @@
 //! `opencode export`, and (as `message.data` / `part.data` rows) from `opencode.db`. Metadata is
 //! parsed leniently: every key is optional, as older opencode versions differ.
 
-use detect_core::{Call, CallStatus, CallTime, Session, output_hash, total_lines_in_output};
+use detect_core::{
+    COMMITTED_KEY, Call, CallStatus, CallTime, Session, output_hash, output_shows_commit,
+    total_lines_in_output,
+};
 use serde_json::{Map, Value};
 
 /// Why an opencode document could not be converted.
@@ -97,11 +100,15 @@ pub fn call_from_part(part: &Value) -> Option<Call> {
     }
     // The output is hashed, never kept: `state.output`, or `metadata.output` for a user-run
     // shell part.
-    let output_hash = state
+    let output = state
         .get("output")
         .and_then(Value::as_str)
-        .or_else(|| metadata.get("output").and_then(Value::as_str))
-        .map(output_hash);
+        .or_else(|| metadata.get("output").and_then(Value::as_str));
+    let output_hash = output.map(output_hash);
+    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing).
+    if tool == "bash" && output.is_some_and(output_shows_commit) {
+        metadata.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+    }
     let time = state
         .get("time")
         .and_then(Value::as_object)

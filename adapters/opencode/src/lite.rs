@@ -8,7 +8,10 @@
 //! without being copied, and hashed ([`detect_core::output_hash`]); so is `metadata.output` (the
 //! output of a user-run shell part).
 
-use detect_core::{Call, CallStatus, CallTime, output_hash, total_lines_in_output};
+use detect_core::{
+    COMMITTED_KEY, Call, CallStatus, CallTime, output_hash, output_shows_commit,
+    total_lines_in_output,
+};
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -130,11 +133,13 @@ pub struct LiteCallTime {
     pub end: Option<i64>,
 }
 
-/// The "total N lines" note and the hash of a tool output, read without copying the output.
+/// The "total N lines" note and the hash of a tool output, read without copying the output,
+/// and whether it shows a commit ([`detect_core::output_shows_commit`]).
 #[derive(Debug, Clone, Default)]
 pub struct OutputNote {
     pub total_lines: Option<u64>,
     pub hash: Option<String>,
+    pub committed: bool,
 }
 
 impl<'de> Deserialize<'de> for OutputNote {
@@ -149,6 +154,7 @@ impl<'de> Deserialize<'de> for OutputNote {
                 Ok(OutputNote {
                     total_lines: total_lines_in_output(v),
                     hash: Some(output_hash(v)),
+                    committed: output_shows_commit(v),
                 })
             }
             fn visit_unit<E: de::Error>(self) -> Result<OutputNote, E> {
@@ -163,9 +169,10 @@ impl<'de> Deserialize<'de> for OutputNote {
 }
 
 /// The metadata keys the detector reads; everything else is skipped while parsing. The second
-/// field is the hash of `metadata.output` (a user-run shell part's output), when a string.
+/// field is the hash of `metadata.output` (a user-run shell part's output), when a string; the
+/// third, whether that output shows a commit.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct DetectorMetadata(pub Map<String, Value>, pub Option<String>);
+pub struct DetectorMetadata(pub Map<String, Value>, pub Option<String>, pub bool);
 
 /// Keep `{additions, deletions}` of a diff summary object.
 fn change_counts(value: &Value) -> Value {
@@ -223,9 +230,13 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
             ) -> Result<DetectorMetadata, A::Error> {
                 let mut out = Map::new();
                 let mut hash = None;
+                let mut committed = false;
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
-                        "output" => hash = map.next_value::<OutputNote>()?.hash,
+                        "output" => {
+                            let note = map.next_value::<OutputNote>()?;
+                            (hash, committed) = (note.hash, note.committed);
+                        }
                         "exit" | "diff" | "total_lines" | "lines_read" | "filediff" | "files" => {
                             let value: Value = map.next_value()?;
                             if let Some(kept) = keep(&key, value) {
@@ -237,7 +248,7 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
                         }
                     }
                 }
-                Ok(DetectorMetadata(out, hash))
+                Ok(DetectorMetadata(out, hash, committed))
             }
             fn visit_unit<E: de::Error>(self) -> Result<DetectorMetadata, E> {
                 Ok(DetectorMetadata::default())
@@ -295,15 +306,24 @@ fn lite_call(part: &LitePart) -> Option<Call> {
         return None;
     }
     let state = part.state.as_ref()?;
-    let DetectorMetadata(mut metadata, metadata_output) =
+    let DetectorMetadata(mut metadata, metadata_output, metadata_committed) =
         state.metadata.clone().unwrap_or_default();
     if !metadata.contains_key("total_lines")
         && let Some(total) = state.output.as_ref().and_then(|o| o.total_lines)
     {
         metadata.insert("total_lines".to_owned(), Value::from(total));
     }
+    let tool = part.tool.clone()?;
+    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing).
+    let committed = match &state.output {
+        Some(output) if output.hash.is_some() => output.committed,
+        _ => metadata_committed,
+    };
+    if committed && tool == "bash" {
+        metadata.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+    }
     Some(Call {
-        tool: part.tool.clone()?,
+        tool,
         input: match &state.input {
             Some(v @ Value::Object(_)) => v.clone(),
             _ => Value::Object(Map::new()),
@@ -566,6 +586,36 @@ mod tests {
         let full = crate::call_from_part(&value[0]["parts"][0]).unwrap();
         assert_eq!(full.output_hash, lite[0].output_hash);
         assert_eq!(full.metadata["exit"], 0);
+    }
+
+    /// A commit the output shows is kept as `metadata.committed`, by both readers, from the
+    /// output or a user-run shell part's `metadata.output` (which records no exit).
+    #[test]
+    fn a_commit_in_the_output_is_kept() {
+        let text = r#"[{"info": {"id": "m", "role": "assistant", "time": {"created": 1, "completed": 2}},
+          "parts": [{"type": "tool", "tool": "bash", "state": {"status": "completed",
+                      "input": {"command": "git commit -qm x && pytest"}, "output": "[main 4e1f0a2] x\n 1 file changed\n1 failed",
+                      "metadata": {"exit": 1}}},
+                    {"type": "tool", "tool": "bash", "state": {"status": "completed",
+                      "input": {"command": "git commit -qm y"}, "metadata": {"output": "[main 9b7c3d1] y"}}},
+                    {"type": "tool", "tool": "read", "state": {"status": "completed",
+                      "input": {"filePath": "/a"}, "output": "[main 4e1f0a2] x"}}]}]"#;
+        let messages = parse_messages(text).unwrap();
+        let lite: Vec<Call> = messages[0].calls().collect();
+        let value: Value = serde_json::from_str(text).unwrap();
+        let full: Vec<Call> = (0..3)
+            .map(|i| crate::call_from_part(&value[0]["parts"][i]).unwrap())
+            .collect();
+        assert_eq!(
+            lite[0].metadata,
+            serde_json::json!({"exit": 1, "committed": true})
+        );
+        assert_eq!(lite[1].metadata, serde_json::json!({"committed": true}));
+        assert_eq!(lite[2].metadata, Value::Null);
+        for (l, f) in lite.iter().zip(&full) {
+            assert_eq!(l.output_hash, f.output_hash);
+            assert_eq!(l.metadata.get("committed"), f.metadata.get("committed"));
+        }
     }
 
     #[test]

@@ -360,7 +360,7 @@ mod tests {
             let paths = [scenario(name)];
             let sessions = read_sessions(&paths).unwrap();
             assert!(!sessions.is_empty());
-            for profile in [Profile::Design, Profile::Precise, Profile::Auto] {
+            for profile in Profile::ALL {
                 let config = DetectConfig::with_profile(profile);
                 let detection = detect_files(&paths, &config).unwrap();
                 assert_eq!(
@@ -389,7 +389,7 @@ mod tests {
         ];
         let sessions = read_sessions(&paths).unwrap();
         let mut flagged = 0;
-        for profile in [Profile::Design, Profile::Precise, Profile::Auto] {
+        for profile in Profile::ALL {
             let config = DetectConfig::with_profile(profile);
             let detection = detect_files(&paths, &config).unwrap();
             for (read, session) in detection.sessions.iter().zip(&sessions) {

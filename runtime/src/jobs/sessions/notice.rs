@@ -237,7 +237,7 @@ mod tests {
             stale_span_calls: 0,
             failing: 0,
             recur: 0,
-            auto: None,
+            ..Reason::default()
         }
     }
 
