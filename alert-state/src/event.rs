@@ -115,7 +115,7 @@ impl AlertEvent {
             part("opened_at").unwrap_or_default(),
             part("event_ids").unwrap_or_default()
         );
-        format!("evt_{}", detect_core::output_hash(&basis))
+        format!("evt_{}", detect_core::text_hash(&basis))
     }
 
     /// Set `details.link` (a non-object `details` is kept under `details.details`).
@@ -223,16 +223,23 @@ mod tests {
             details: serde_json::json!({"opened_at": opened_at, "flagged_ticks": 2}),
             source: "x".into(),
         };
-        let id = event("claude-loop:a", EventState::Trigger, 100, "s").event_id();
+        // Real opening times: epoch seconds, which an output's noise rules would drop.
+        let id = event("claude-loop:a", EventState::Trigger, 1_796_000_000, "s").event_id();
         // The text is built when it is sent (ages, counts): the identity does not change.
         assert_eq!(
-            event("claude-loop:a", EventState::Trigger, 100, "later text").event_id(),
+            event(
+                "claude-loop:a",
+                EventState::Trigger,
+                1_796_000_000,
+                "later text"
+            )
+            .event_id(),
             id
         );
         for other in [
-            event("claude-loop:b", EventState::Trigger, 100, "s"),
-            event("claude-loop:a", EventState::Resolve, 100, "s"),
-            event("claude-loop:a", EventState::Trigger, 101, "s"),
+            event("claude-loop:b", EventState::Trigger, 1_796_000_000, "s"),
+            event("claude-loop:a", EventState::Resolve, 1_796_000_000, "s"),
+            event("claude-loop:a", EventState::Trigger, 1_796_000_060, "s"),
         ] {
             assert_ne!(other.event_id(), id, "{other:?}");
         }

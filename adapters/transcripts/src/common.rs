@@ -233,7 +233,7 @@ pub(crate) const KEPT_STRING_BYTES: usize = 4096;
 pub(crate) fn compact_long_strings(value: &mut Value, keep: &[&str]) {
     match value {
         Value::String(s) if s.len() > KEPT_STRING_BYTES => {
-            *s = format!("({} bytes, fnv {})", s.len(), detect_core::output_hash(s));
+            *s = format!("({} bytes, fnv {})", s.len(), detect_core::text_hash(s));
         }
         Value::Array(items) => items.iter_mut().for_each(|v| compact_long_strings(v, keep)),
         Value::Object(map) => {
@@ -304,7 +304,7 @@ mod tests {
         let hashed = format!(
             "({} bytes, fnv {})",
             KEPT_STRING_BYTES + 1,
-            detect_core::output_hash(&long)
+            detect_core::text_hash(&long)
         );
         assert_eq!(v["content"], json!(hashed));
         assert_eq!(v["list"][0], json!(hashed));

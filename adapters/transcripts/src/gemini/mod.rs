@@ -59,7 +59,7 @@ use crate::common::{
     prompt_title, trimmed_title, unix_ms,
 };
 use crate::tail::NewText;
-use detect_core::{Call, CallStatus, Session, canonical_json, output_hash};
+use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
 use record::{Record, ToolCall, parse_line};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -550,7 +550,7 @@ fn fingerprint(id: &str, call: &Finished) -> u64 {
         call.start,
         call.end,
     );
-    u64::from_str_radix(&output_hash(&text), 16).unwrap_or_default()
+    u64::from_str_radix(&text_hash(&text), 16).unwrap_or_default()
 }
 
 /// Whether a message is Gemini's loop detector speaking.
