@@ -283,8 +283,10 @@ program = "{notify}"
         argv[0][3].starts_with("Looping: Fix the money rounding in "),
         "{argv:?}"
     );
+    // (Its top repeat under the default profile: the failing test run it keeps rerunning.)
     assert!(
-        argv[0][4].starts_with("Its subagent explore read money.py "),
+        argv[0][4].starts_with("Its subagent explore ran `pytest -x tests/test_money.py` ")
+            && argv[0][4].contains(" without an edit."),
         "{argv:?}"
     );
     assert_eq!(argv[1][..2], ["-u", "critical"]);
