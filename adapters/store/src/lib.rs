@@ -1130,10 +1130,22 @@ impl Store {
         source: &str,
         session_id: &str,
     ) -> Result<Option<String>, StoreError> {
+        self.cache_column("cursor", source, session_id)
+    }
+
+    /// One column of one cache row (`None`: no row, or a NULL there).
+    fn cache_column(
+        &self,
+        column: &str,
+        source: &str,
+        session_id: &str,
+    ) -> Result<Option<String>, StoreError> {
         Ok(self
             .conn
             .query_row(
-                "SELECT cursor FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2",
+                &format!(
+                    "SELECT {column} FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2"
+                ),
                 [source, session_id],
                 |r| r.get::<_, Option<String>>(0),
             )
@@ -1175,14 +1187,7 @@ impl Store {
         source: &str,
         session_id: &str,
     ) -> Result<Option<String>, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT detector FROM opencode_session_cache WHERE source = ?1 AND session_id = ?2",
-                [source, session_id],
-                |r| r.get(0),
-            )
-            .optional()?)
+        self.cache_column("detector", source, session_id)
     }
 
     /// Bring the cache of one source in line with a tick: the `written` rows (sessions read
