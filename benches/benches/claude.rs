@@ -14,16 +14,15 @@
 //!   its alert is measured (the directory watch's wake, the read, judging, the lifecycle, the
 //!   store and the delivery).
 
-use agentwatch_benches::{cpu_seconds, report_cpu, rss_kib};
+use agentwatch_benches::{Jumping, cpu_seconds, report_cpu, rss_kib};
 use agentwatch_fixtures_gen::big::BigShape;
 use agentwatch_fixtures_gen::claude::{claude_transcript, session_ending_at, write_claude_dir};
 use agentwatch_runtime::jobs::sessions::{self, follow};
-use agentwatch_runtime::run::{Clock, Wake};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -125,19 +124,6 @@ fn idle_and_first(c: &mut Criterion) {
     g.finish();
 }
 
-/// A clock that tells the real time, 10 s further on at each look: the follower's pace never
-/// holds a tick back, its poll never comes.
-struct Jumping(AtomicI64);
-
-impl Clock for Jumping {
-    fn now(&self) -> i64 {
-        self.0.fetch_add(10, Ordering::SeqCst)
-    }
-    fn wait_until(&mut self, _at: i64) -> Wake {
-        Wake::Due
-    }
-}
-
 /// A webhook that sends each alert's key and arrival time to `tx`.
 fn webhook(tx: Sender<(Instant, String)>) -> HttpServer {
     let tx = Mutex::new(tx);
@@ -184,7 +170,7 @@ fn line_to_alert(c: &mut Criterion) {
     let running = {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
-            let clock = Jumping(AtomicI64::new(unix_now()));
+            let clock = Jumping::from(unix_now());
             follow::follow(&options, &clock, &stop, |t| {
                 let _ = tick_tx.send(t.reason);
             })

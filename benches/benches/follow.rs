@@ -13,14 +13,13 @@
 //! The follower's pace (`follow.min_interval_s`) runs on a clock that jumps ahead at each look,
 //! so the figures are the work, not the pause between two judgements.
 
-use agentwatch_benches::{cpu_seconds, rss_kib};
+use agentwatch_benches::{Jumping, cpu_seconds, rss_kib};
 use agentwatch_runtime::jobs::sessions::{self, follow};
-use agentwatch_runtime::run::{Clock, Wake};
 use agentwatch_testkit::opencode::{ExportBuilder, serve_live};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,19 +27,6 @@ use std::time::{Duration, Instant};
 /// How long the bench waits for something the follower should do before it gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
 const EVENTS: usize = 10_000;
-
-/// A clock 10 s further on at each look: the pace never holds a tick back, a poll
-/// (`run.opencode_interval_s` = 1 day) never comes.
-struct Jumping(AtomicI64);
-
-impl Clock for Jumping {
-    fn now(&self) -> i64 {
-        self.0.fetch_add(10, Ordering::SeqCst)
-    }
-    fn wait_until(&mut self, _at: i64) -> Wake {
-        Wake::Due
-    }
-}
 
 /// A session whose `calls` identical failing commands make a loop, served as opencode does.
 fn looping_session(id: &str, calls: usize) -> Value {
@@ -157,7 +143,7 @@ fn follower(c: &mut Criterion) {
     let running = {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
-            let clock = Jumping(AtomicI64::new(1_796_000_000));
+            let clock = Jumping::from(1_796_000_000);
             follow::follow(&options, &clock, &stop, |t| {
                 let _ = tick_tx.send((t.reason, t.events));
             })
