@@ -153,6 +153,7 @@ fn raise(
             severity,
             flagged_ticks: 1,
             opened_at: now,
+            counted_at: None,
             last_fired_at: now,
             resolved_at: None,
             source: String::new(),

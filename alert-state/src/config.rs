@@ -28,6 +28,11 @@ pub struct AlertConfig {
     /// An open warning alert escalates on its `escalate_after_ticks`th flagged tick (default 3). With 1,
     /// a new alert opens as critical.
     pub escalate_after_ticks: u32,
+    /// A flagged judgement counts towards `escalate_after_ticks` only when it comes at least
+    /// this many seconds after the last one counted (the trigger counts as the first). 0 (the
+    /// default here; the watchdog's config sets 240): every judgement counts.
+    #[serde(default)]
+    pub escalate_min_gap_s: i64,
     /// At most this many LLM second opinions are used per tick (default 3); 0 asks none.
     pub max_llm_opinions_per_tick: u32,
     /// Whether a local LLM is asked for second opinions at all (default true).
@@ -51,6 +56,7 @@ impl Default for AlertConfig {
     fn default() -> Self {
         Self {
             escalate_after_ticks: DEFAULT_ESCALATE_AFTER_TICKS,
+            escalate_min_gap_s: 0,
             max_llm_opinions_per_tick: DEFAULT_MAX_LLM_OPINIONS_PER_TICK,
             local_llm_enabled: true,
             source: DEFAULT_SOURCE.to_owned(),

@@ -28,6 +28,11 @@ pub struct Alert {
     pub flagged_ticks: u32,
     /// When the trigger fired (unix seconds).
     pub opened_at: i64,
+    /// When the latest flagged judgement that counted towards `flagged_ticks` came; `None`:
+    /// the trigger's (a state stored before this field). Judgements closer than
+    /// `escalate_min_gap_s` to it are not counted, so escalation follows wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<i64>,
     /// When the alert's latest event (trigger, escalate, resolve) fired.
     pub last_fired_at: i64,
     /// When it resolved; `None` while open.
@@ -37,6 +42,22 @@ pub struct Alert {
     /// may resolve the alert as gone.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+}
+
+impl Alert {
+    /// Seconds since the latest judgement that counted (the trigger when none has since).
+    #[must_use]
+    pub fn counting_gap(&self, now: i64) -> i64 {
+        now.saturating_sub(self.counted_at.unwrap_or(self.opened_at))
+    }
+
+    /// Whether a flagged judgement at `now` counts towards `escalate_after_ticks`: it comes at
+    /// least `escalate_min_gap_s` after the last one counted, so a timer, `--follow` and manual
+    /// runs escalate after the same wall time however often they judge.
+    #[must_use]
+    pub fn counts_at(&self, config: &AlertConfig, now: i64) -> bool {
+        self.counting_gap(now) >= config.escalate_min_gap_s
+    }
 }
 
 /// Everything the next tick needs: the open alerts and the router's memory. The caller stores it
@@ -643,6 +664,7 @@ fn open_alert(
         severity,
         flagged_ticks: 1,
         opened_at: now,
+        counted_at: None,
         last_fired_at: now,
         resolved_at: None,
         source: observation.source.clone(),
@@ -669,7 +691,12 @@ fn flag_open_alert(
     opinion: &OpinionUse,
     now: i64,
 ) -> Step {
-    alert.flagged_ticks = alert.flagged_ticks.saturating_add(1);
+    let gap = alert.counting_gap(now);
+    let counted = alert.counts_at(config, now);
+    if counted {
+        alert.flagged_ticks = alert.flagged_ticks.saturating_add(1);
+        alert.counted_at = Some(now);
+    }
     let ticks = alert.flagged_ticks;
     let escalate_after = config.escalate_after_ticks;
     let note = &opinion.note;
@@ -678,10 +705,19 @@ fn flag_open_alert(
             format!("flagged tick {ticks}: the alert is critical already, no repeated escalation");
         return still_flagged_or_repeat(alert, config, observation, opinion, now, reason);
     }
-    let by_ticks = ticks >= escalate_after;
+    let by_ticks = counted && ticks >= escalate_after;
     let by_llm = opinion.said_yes();
     if !by_ticks && !by_llm {
-        let reason = format!("flagged tick {ticks} of {escalate_after} before escalation; {note}");
+        let min_gap = config.escalate_min_gap_s;
+        let reason = if counted {
+            format!("flagged tick {ticks} of {escalate_after} before escalation; {note}")
+        } else {
+            format!(
+                "flagged again {gap} s after the last counted judgement, under \
+                 escalate_min_gap_s {min_gap}: not counted (still {ticks} of {escalate_after}); \
+                 {note}"
+            )
+        };
         return still_flagged_or_repeat(alert, config, observation, opinion, now, reason);
     }
     let due = format!("flagged tick {ticks} reached escalate_after_ticks {escalate_after}");

@@ -223,7 +223,12 @@ pub fn plan_llm_opinions<'a>(
                 OpinionSkip::AlreadyCritical,
                 "no LLM opinion needed: the open alert is critical already".to_owned(),
             )),
-            Some(alert) if alert.flagged_ticks.saturating_add(1) >= escalate_after => {
+            // With a minimum gap the plan cannot tell (it has no `now`) whether this tick's
+            // judgement counts, so it asks; a `yes` escalates as it would anyway.
+            Some(alert)
+                if config.escalate_min_gap_s <= 0
+                    && alert.flagged_ticks.saturating_add(1) >= escalate_after =>
+            {
                 skipped.push(skip(
                     OpinionSkip::EscalatesAnyway,
                     format!(

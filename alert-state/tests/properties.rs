@@ -95,6 +95,8 @@ fn config() -> impl Strategy<Value = AlertConfig> {
                 silences: Default::default(),
                 // The reference model has no reminders; `Repeat` has its table test in spec.rs.
                 repeat_interval_s: 0,
+                // Nor a minimum gap: every flagged tick counts in the model.
+                escalate_min_gap_s: 0,
             }
         },
     )

@@ -354,6 +354,58 @@ fn a_yes_on_a_later_tick_escalates_early() {
     }
 }
 
+/// With `escalate_min_gap_s`, escalation follows wall time, not how often the job judges: a
+/// flagged judgement counts only `gap` seconds after the last counted one (the trigger first).
+#[test]
+fn escalation_counts_judgements_at_least_the_minimum_gap_apart() {
+    // (how the job judges, seconds between judgements, judgements, escalates at judgement)
+    let cases: [(&str, i64, usize, Option<usize>); 5] = [
+        ("the 5-minute timer", 300, 3, Some(3)),
+        ("--follow, a judgement every 4 s", 4, 200, Some(121)),
+        ("three manual --once runs in a minute", 20, 3, None),
+        ("a judgement a minute for seven minutes", 60, 8, None),
+        ("a judgement a minute", 60, 12, Some(9)),
+    ];
+    for (how, every, judgements, escalates_at) in cases {
+        let mut watchdog = Watchdog::new(AlertConfig {
+            escalate_min_gap_s: 240,
+            ..config()
+        });
+        let mut escalated = None;
+        for n in 1..=judgements {
+            let now = T0 + every * i64::try_from(n - 1).expect("small");
+            let outcome = watchdog.tick_at(now, vec![flagged("ses_a", NONE)], &[]);
+            if only(&outcome).kind == DecisionKind::Escalate {
+                escalated = Some(n);
+            }
+        }
+        assert_eq!(escalated, escalates_at, "{how}");
+    }
+}
+
+#[test]
+fn a_judgement_under_the_minimum_gap_says_it_was_not_counted_and_a_yes_still_escalates() {
+    let mut watchdog = Watchdog::new(AlertConfig {
+        escalate_min_gap_s: 240,
+        ..config()
+    });
+    watchdog.tick_at(T0, vec![flagged("ses_a", NONE)], &[]);
+    let outcome = watchdog.tick_at(T0 + 4, vec![flagged("ses_a", NONE)], &[]);
+    let decision = only(&outcome);
+    assert_eq!(decision.kind, DecisionKind::StillFlagged);
+    assert_eq!(decision.alert.as_ref().map(|a| a.flagged_ticks), Some(1));
+    assert!(
+        decision.reason.contains(
+            "flagged again 4 s after the last counted judgement, under escalate_min_gap_s 240: \
+             not counted (still 1 of 3)"
+        ),
+        "{}",
+        decision.reason
+    );
+    let outcome = watchdog.tick_at(T0 + 8, vec![flagged("ses_a", YES)], &[]);
+    assert_eq!(only(&outcome).kind, DecisionKind::Escalate);
+}
+
 #[test]
 fn a_no_on_a_later_tick_does_not_escalate() {
     let mut watchdog = Watchdog::new(config());

@@ -83,6 +83,10 @@ pub struct WatchdogSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub escalate_after_ticks: u32,
+    /// A flagged judgement counts towards `escalate_after_ticks` only this many seconds after
+    /// the last one counted (default 240), so the timer, `run`, `--follow` and manual runs
+    /// escalate after the same wall time; an LLM "yes" still escalates at once.
+    pub escalate_min_gap_s: u64,
     pub max_llm_opinions_per_tick: u32,
     /// Agent names with the lower `top` threshold (the design's `watchdog.read_only_agents`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,6 +117,7 @@ impl Default for WatchdogSection {
             local_llm_enabled: true,
             model: None,
             escalate_after_ticks: alert_state::DEFAULT_ESCALATE_AFTER_TICKS,
+            escalate_min_gap_s: DEFAULT_ESCALATE_MIN_GAP_S,
             max_llm_opinions_per_tick: alert_state::DEFAULT_MAX_LLM_OPINIONS_PER_TICK,
             read_only_agents: None,
             source: None,
@@ -154,6 +159,9 @@ impl Default for LocalComputeSection {
 
 /// `watchdog.stale_after_s` by default: an hour without a new call.
 pub const DEFAULT_STALE_AFTER_S: u64 = 3600;
+/// Default of `watchdog.escalate_min_gap_s`: with 3 counted judgements an alert escalates about
+/// ten minutes after it opened, however often the job judges.
+pub const DEFAULT_ESCALATE_MIN_GAP_S: u64 = 240;
 
 /// The longest `watchdog.stale_after_s` (30 days); `0` means no limit.
 pub const MAX_STALE_AFTER_S: u64 = 30 * 86_400;
@@ -1213,6 +1221,8 @@ impl Config {
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
             escalate_after_ticks: self.watchdog.escalate_after_ticks,
+            escalate_min_gap_s: i64::try_from(self.watchdog.escalate_min_gap_s)
+                .unwrap_or(i64::MAX),
             max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
             local_llm_enabled: self.local_llm_enabled(),
             source: self
@@ -1471,6 +1481,14 @@ pub const BOUNDS: &[Bound] = &[
         1_000.0,
         "an alert escalates within days, not never",
         |c| vec![f64::from(c.watchdog.escalate_after_ticks)]
+    ),
+    bound!(
+        "watchdog.escalate_min_gap_s",
+        0.0,
+        false,
+        86_400.0,
+        "0: every judgement counts; else at most a day between counted ones",
+        |c| vec![c.watchdog.escalate_min_gap_s as f64]
     ),
     bound!(
         "watchdog.max_llm_opinions_per_tick",
