@@ -231,6 +231,7 @@ mod tests {
                 enabled: true,
                 min_severity: Severity::Warning,
                 rate_limit_s: 300,
+                group_by: crate::GroupBy::Channel,
             }],
             ..AlertConfig::default()
         }

@@ -117,6 +117,33 @@ pub struct ChannelConfig {
     /// for this many seconds (default 300). 0 turns the limit off.
     #[serde(default = "default_rate_limit_s")]
     pub rate_limit_s: u64,
+    /// What shares a rate-limit window: the whole channel, or each dedup key its own
+    /// (as Alertmanager's `group_by`).
+    #[serde(default)]
+    pub group_by: GroupBy,
+}
+
+/// What a channel's rate-limit window covers, as Alertmanager's `group_by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// One window for the channel: a person reads it, so a burst becomes one notification.
+    #[default]
+    Channel,
+    /// Each dedup key its own window: a receiver that deduplicates per key never has a new
+    /// key's first event held behind another key's.
+    Key,
+}
+
+impl GroupBy {
+    /// The config spelling (`channel`, `key`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Channel => "channel",
+            Self::Key => "key",
+        }
+    }
 }
 
 fn default_rate_limit_s() -> u64 {

@@ -71,7 +71,7 @@
 //!
 //! ```
 //! use alert_state::{
-//!     AlertConfig, AlertState, ChannelConfig, DecisionKind, EventState, LlmOpinion,
+//!     AlertConfig, AlertState, ChannelConfig, DecisionKind, GroupBy, EventState, LlmOpinion,
 //!     RootObservation, Severity, Tick, parse_llm_opinion, plan_llm_opinions, process_tick,
 //!     source_for_host,
 //! };
@@ -84,6 +84,7 @@
 //!         enabled: true,
 //!         min_severity: Severity::Warning,
 //!         rate_limit_s: 300,
+//!         group_by: GroupBy::Channel,
 //!     }],
 //!     ..AlertConfig::default()
 //! };
@@ -124,7 +125,8 @@ mod router;
 pub use alarm::{Alarm, AlarmTick, process_alarms};
 pub use config::{
     AlertConfig, ChannelConfig, ConfigError, DEFAULT_ESCALATE_AFTER_TICKS,
-    DEFAULT_MAX_LLM_OPINIONS_PER_TICK, DEFAULT_RATE_LIMIT_S, DEFAULT_SOURCE, source_for_host,
+    DEFAULT_MAX_LLM_OPINIONS_PER_TICK, DEFAULT_RATE_LIMIT_S, DEFAULT_SOURCE, GroupBy,
+    source_for_host,
 };
 pub use event::{
     AlertEvent, DEDUP_KEY_PREFIX, EventState, LOOP_KEY_MARK, Severity, dedup_key_for_root,
@@ -138,4 +140,4 @@ pub use opinion::{
     LlmOpinion, OpinionDecision, OpinionPlan, OpinionSkip, OpinionVerdict, Opinions,
     parse_llm_opinion, plan_llm_opinions,
 };
-pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression};
+pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression, window_is_of, window_of};

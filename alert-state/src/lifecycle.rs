@@ -1,9 +1,9 @@
 //! The per-dedup-key alert state machine and the one-call-per-tick entry point.
 
-use crate::config::{AlertConfig, ConfigError};
+use crate::config::{AlertConfig, ConfigError, GroupBy};
 use crate::event::{AlertEvent, EventState, Severity, is_loop_key, loop_key, title_for_agent};
 use crate::opinion::{LlmOpinion, OpinionDecision, OpinionPlan, OpinionVerdict, plan_llm_opinions};
-use crate::router::{Route, RouterState};
+use crate::router::{Route, RouterState, window_is_of, window_of};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::cmp::Reverse;
@@ -84,12 +84,12 @@ impl AlertState {
     /// Record that `event` reached `channel` at `at` (the caller's send succeeded). A trigger or
     /// escalate starts the channel's rate-limit window and entitles the channel to the alert's
     /// resolve, but only while the alert is open; a resolve records nothing.
-    pub fn record_sent(&mut self, event: &AlertEvent, channel: &str, at: i64) {
+    pub fn record_sent(&mut self, event: &AlertEvent, channel: &str, group_by: GroupBy, at: i64) {
         if event.state == EventState::Resolve {
             return;
         }
         self.router.last_alarm.insert(
-            channel.to_owned(),
+            window_of(channel, group_by, &event.dedup_key),
             crate::router::LastAlarm {
                 at,
                 dedup_key: event.dedup_key.clone(),
@@ -117,10 +117,13 @@ impl AlertState {
             .channels
             .iter()
             .filter(|c| c.enabled && c.rate_limit_s > 0)
-            .filter_map(|c| {
-                let last = self.router.last_alarm.get(&c.name)?;
+            .flat_map(|c| {
                 let limit = i64::try_from(c.rate_limit_s).unwrap_or(i64::MAX);
-                Some(last.at.saturating_add(limit))
+                self.router
+                    .last_alarm
+                    .iter()
+                    .filter(|(window, _)| window_is_of(window, &c.name))
+                    .map(move |(_, last)| last.at.saturating_add(limit))
             })
             .filter(|&free| free > now)
             .min()
@@ -348,7 +351,7 @@ impl TickOutcome {
     pub fn state_if_all_sent(&self) -> AlertState {
         let mut state = self.state.clone();
         for (event, route) in self.deliveries() {
-            state.record_sent(event, &route.channel, self.now);
+            state.record_sent(event, &route.channel, route.group_by, self.now);
         }
         state
     }
@@ -508,6 +511,15 @@ pub(crate) fn route_events(
         let routes = reserved.route(&config.channels, &event, silenced_until, now);
         if event.state == EventState::Resolve {
             next.router.delivered.remove(&event.dedup_key);
+            // A key's own windows end with it, so the stored state does not grow per key.
+            for channel in config
+                .channels
+                .iter()
+                .filter(|c| c.group_by == GroupBy::Key)
+            {
+                let window = window_of(&channel.name, channel.group_by, &event.dedup_key);
+                next.router.last_alarm.remove(&window);
+            }
         }
         if let Some(decision) = decisions.get_mut(index) {
             decision.dispatch = Some(Dispatch { event, routes });

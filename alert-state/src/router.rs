@@ -1,6 +1,6 @@
 //! Notification routing: which configured channel gets an event, and why not when it does not.
 
-use crate::config::ChannelConfig;
+use crate::config::{ChannelConfig, GroupBy};
 use crate::event::{AlertEvent, EventState};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,6 +48,9 @@ pub struct Route {
     /// The channel's type, so the caller knows how to deliver.
     #[serde(rename = "type")]
     pub channel_type: String,
+    /// The channel's rate-limit window ([`window_of`]), so a send records in the right one.
+    #[serde(default)]
+    pub group_by: GroupBy,
     /// Delivered or suppressed (with the machine reason).
     pub delivery: Delivery,
     /// One sentence for the journal.
@@ -68,11 +71,31 @@ pub struct LastAlarm {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterState {
-    /// Per channel name, its last delivered trigger or escalate (resolves do not count).
+    /// Per rate-limit window ([`window_of`]: the channel's name, or `{name}\n{dedup key}` on a
+    /// `group_by = "key"` channel), its last delivered trigger or escalate (resolves do not
+    /// count; a key's window ends with its resolve).
     pub last_alarm: BTreeMap<String, LastAlarm>,
     /// Per open alert's dedup key, the channels that delivered at least one of its events; a
     /// resolve goes only to these. The entry is dropped when the alert resolves.
     pub delivered: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// The rate-limit window an event of `dedup_key` falls in on `channel`: the channel's own
+/// (`group_by = "channel"`), or one per key (`group_by = "key"`).
+#[must_use]
+pub fn window_of(channel: &str, group_by: GroupBy, dedup_key: &str) -> String {
+    match group_by {
+        GroupBy::Channel => channel.to_owned(),
+        GroupBy::Key => format!("{channel}\n{dedup_key}"),
+    }
+}
+
+/// Whether a stored window belongs to the channel called `name`.
+#[must_use]
+pub fn window_is_of(window: &str, name: &str) -> bool {
+    window
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('\n'))
 }
 
 impl RouterState {
@@ -118,9 +141,16 @@ impl RouterState {
                     delivery = Delivery::Suppressed(Suppression::Silenced);
                     reason = format!("{} is silenced until {until}", event.dedup_key);
                 }
+                if event.state == EventState::Resolve && channel.group_by == GroupBy::Key {
+                    self.last_alarm.remove(&window_of(
+                        &channel.name,
+                        channel.group_by,
+                        &event.dedup_key,
+                    ));
+                }
                 if delivery.is_delivered() && event.state != EventState::Resolve {
                     self.last_alarm.insert(
-                        channel.name.clone(),
+                        window_of(&channel.name, channel.group_by, &event.dedup_key),
                         LastAlarm {
                             at: now,
                             dedup_key: event.dedup_key.clone(),
@@ -134,6 +164,7 @@ impl RouterState {
                 Route {
                     channel: channel.name.clone(),
                     channel_type: channel.channel_type.clone(),
+                    group_by: channel.group_by,
                     delivery,
                     reason,
                 }
@@ -145,13 +176,14 @@ impl RouterState {
         routes
     }
 
-    /// Whether `channel` may take a trigger or escalate at `now`: it delivered none in the
-    /// half-open window `(now - rate_limit_s, now]` (one stamped after `now`, the clock having
-    /// gone back, counts as recent). A caller holding rate-limited events sends them once this
-    /// is true.
+    /// Whether `channel` may take a trigger or escalate of `dedup_key` at `now`: it delivered
+    /// none in that key's window ([`window_of`]) in the half-open interval
+    /// `(now - rate_limit_s, now]` (one stamped after `now`, the clock having gone back, counts
+    /// as recent). A caller holding rate-limited events sends them once this is true.
     #[must_use]
-    pub fn is_free(&self, channel: &ChannelConfig, now: i64) -> bool {
-        self.last_alarm.get(&channel.name).is_none_or(|last| {
+    pub fn is_free(&self, channel: &ChannelConfig, dedup_key: &str, now: i64) -> bool {
+        let window = window_of(&channel.name, channel.group_by, dedup_key);
+        self.last_alarm.get(&window).is_none_or(|last| {
             i128::from(now) - i128::from(last.at) >= i128::from(channel.rate_limit_s)
         })
     }
@@ -200,8 +232,12 @@ impl RouterState {
         let limit = i128::from(channel.rate_limit_s);
         if let Some(last) = self
             .last_alarm
-            .get(name)
-            .filter(|_| !self.is_free(channel, now))
+            .get(&window_of(
+                &channel.name,
+                channel.group_by,
+                &event.dedup_key,
+            ))
+            .filter(|_| !self.is_free(channel, &event.dedup_key, now))
         {
             let elapsed = i128::from(now) - i128::from(last.at);
             let free_at = i128::from(last.at) + limit;
@@ -219,11 +255,15 @@ impl RouterState {
                 ),
             );
         }
+        let of = match channel.group_by {
+            GroupBy::Channel => "",
+            GroupBy::Key => " of this key",
+        };
         (
             Delivery::Delivered,
             format!(
-                "delivered to `{name}`: {} >= min_severity {} and no trigger or escalate in the \
-                 last {limit} s",
+                "delivered to `{name}`: {} >= min_severity {} and no trigger or escalate{of} in \
+                 the last {limit} s",
                 event.severity, channel.min_severity
             ),
         )
@@ -242,6 +282,7 @@ mod silence_tests {
             enabled: true,
             min_severity: Severity::Warning,
             rate_limit_s: 300,
+            group_by: GroupBy::Channel,
         }
     }
 

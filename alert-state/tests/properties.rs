@@ -2,9 +2,9 @@
 //! of the design.
 
 use alert_state::{
-    AlertConfig, AlertState, ChannelConfig, DecisionKind, EventState, LlmOpinion, OpinionSkip,
-    OpinionVerdict, RootObservation, Severity, Tick, dedup_key_for_root, plan_llm_opinions,
-    process_tick,
+    AlertConfig, AlertState, ChannelConfig, DecisionKind, EventState, GroupBy, LlmOpinion,
+    OpinionSkip, OpinionVerdict, RootObservation, Severity, Tick, dedup_key_for_root,
+    plan_llm_opinions, process_tick,
 };
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,6 +77,8 @@ fn channel(index: usize) -> impl Strategy<Value = ChannelConfig> {
             enabled,
             min_severity,
             rate_limit_s,
+            // The reference model keeps one window per channel.
+            group_by: GroupBy::Channel,
         },
     )
 }

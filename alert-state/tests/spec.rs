@@ -3,7 +3,7 @@
 
 use alert_state::{
     AlertConfig, AlertEvent, AlertState, ChannelConfig, ConfigError, Decision, DecisionKind,
-    Delivery, EventState, LlmOpinion, OpinionSkip, OpinionVerdict, RootObservation, Route,
+    Delivery, EventState, GroupBy, LlmOpinion, OpinionSkip, OpinionVerdict, RootObservation, Route,
     Severity, Suppression, Tick, TickError, TickOutcome, parse_llm_opinion, plan_llm_opinions,
     process_tick,
 };
@@ -23,6 +23,7 @@ fn channel(name: &str, min_severity: Severity) -> ChannelConfig {
         enabled: true,
         min_severity,
         rate_limit_s: 300,
+        group_by: GroupBy::Channel,
     }
 }
 
@@ -792,6 +793,70 @@ fn severity_gate_and_disabled_channel() {
     );
 }
 
+/// Alertmanager's `group_by`: on a `key` channel each dedup key has its own rate-limit window,
+/// so a second loop's first word is never held behind the first loop's; on a `channel` channel
+/// the burst shares one window (a person reads it). A key's window ends with its resolve.
+#[test]
+fn group_by_key_gives_each_loop_its_own_window_and_channel_shares_one() {
+    let mut config = config();
+    config.channels = vec![
+        channel("desk", Severity::Warning),
+        ChannelConfig {
+            group_by: GroupBy::Key,
+            ..channel("json", Severity::Warning)
+        },
+    ];
+    let mut watchdog = Watchdog::new(config);
+    watchdog.tick_at(T0, vec![flagged("ses_a", NONE)], &[]);
+    let second = watchdog.tick_at(
+        T0 + 60,
+        vec![flagged("ses_a", NONE), flagged("ses_b", NONE)],
+        &[],
+    );
+    let trigger = decision_for(&second, "ses_b", DecisionKind::Trigger);
+    let got: Vec<_> = routes(trigger)
+        .iter()
+        .map(|r| (r.channel.as_str(), suppression(r)))
+        .collect();
+    assert_eq!(
+        got,
+        [("desk", Some(Suppression::RateLimited)), ("json", None)]
+    );
+    assert!(
+        routes(trigger)[1].reason.contains("of this key"),
+        "{:?}",
+        routes(trigger)[1]
+    );
+    assert_eq!(
+        watchdog.state.router.last_alarm.len(),
+        3,
+        "desk, json×ses_a, json×ses_b"
+    );
+
+    watchdog.tick_at(
+        T0 + 120,
+        vec![healthy("ses_a"), flagged("ses_b", NONE)],
+        &[],
+    );
+    let windows: Vec<&str> = watchdog
+        .state
+        .router
+        .last_alarm
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        windows,
+        ["desk", "json\nopencode-loop:ses_b"],
+        "ses_a's window ended with it"
+    );
+    assert_eq!(
+        watchdog.state.next_wakeup(&watchdog.config, T0 + 120),
+        Some(T0 + 300),
+        "the earliest window to free: desk's, opened at T0"
+    );
+}
+
 /// Decided boundary: the rate-limit window is half-open, `(t, t + rate_limit_s)` is blocked and
 /// `t + rate_limit_s` is free again.
 #[test]
@@ -1307,7 +1372,7 @@ fn a_failed_send_neither_blocks_the_channel_nor_earns_the_resolve() {
     assert_eq!(suppression(&routes(trigger)[0]), None);
     let mut state = second.state.clone();
     // This one was sent.
-    state.record_sent(event(trigger), "desktop", T0 + 60);
+    state.record_sent(event(trigger), "desktop", GroupBy::Channel, T0 + 60);
     assert_eq!(state.router.last_alarm["desktop"].at, T0 + 60);
 
     // ses_a resolves: `desktop` never received its trigger, so it gets no resolve either.

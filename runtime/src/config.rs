@@ -6,7 +6,7 @@
 //! file it came from; secrets are never stored here, only the names of the variables that hold them.
 
 use crate::error::Error;
-use alert_state::{AlertConfig, ChannelConfig, Severity};
+use alert_state::{AlertConfig, ChannelConfig, GroupBy, Severity};
 use detect_core::DetectConfig;
 use recovery_policy::restart_guard::RestartGuardConfig;
 use recovery_policy::waiting_patrol::WaitingPatrolConfig;
@@ -583,6 +583,27 @@ pub struct ChannelSection {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_base: Option<String>,
     pub timeout_s: f64,
+    /// What shares a rate-limit window and a notification: `channel` or `key`; unset: by type
+    /// ([`ChannelSection::group_by`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_by: Option<GroupBy>,
+}
+
+impl ChannelSection {
+    /// The channel's `group_by`, as set or by type: `channel` for what a person reads (desktop,
+    /// Telegram, Slack- and ntfy-style webhooks: one grouped notification, one rate window),
+    /// `key` for receivers that deduplicate per key (webhook `json` and `pagerduty`,
+    /// Alertmanager, the log channel's JSON lines: one event per key, a window per key).
+    pub fn group_by(&self) -> GroupBy {
+        self.group_by
+            .unwrap_or_else(|| match self.channel_type.as_str() {
+                "desktop" | "telegram" => GroupBy::Channel,
+                "webhook" if matches!(self.mode.as_deref(), Some("slack" | "ntfy")) => {
+                    GroupBy::Channel
+                }
+                _ => GroupBy::Key,
+            })
+    }
 }
 
 impl Default for ChannelSection {
@@ -604,6 +625,7 @@ impl Default for ChannelSection {
             token_env: None,
             chat_id: None,
             api_base: None,
+            group_by: None,
             timeout_s: 10.0,
         }
     }
@@ -1217,6 +1239,15 @@ impl Config {
         self.local_compute.enabled && self.watchdog.local_llm_enabled
     }
 
+    /// The `group_by` of the channel called `name` (`channel` for one not configured, such as
+    /// the deck job's Telegram escalation chat).
+    pub fn group_by_of(&self, name: &str) -> GroupBy {
+        self.channels
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(GroupBy::Channel, ChannelSection::group_by)
+    }
+
     /// The alert pipeline's config; `host` fills the default source `agentwatch@<host>`.
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
@@ -1239,6 +1270,7 @@ impl Config {
                     enabled: c.enabled,
                     min_severity: parse_severity(&c.min_severity).unwrap_or(Severity::Warning),
                     rate_limit_s: c.rate_limit_s,
+                    group_by: c.group_by(),
                 })
                 .collect(),
             silences: self.silences.clone(),

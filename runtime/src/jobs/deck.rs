@@ -852,6 +852,7 @@ impl<'a> Runtime<'a> {
                 enabled: true,
                 min_severity: AlertSeverity::Warning,
                 rate_limit_s: alert_state::DEFAULT_RATE_LIMIT_S,
+                group_by: alert_state::GroupBy::Channel,
             });
         }
         config
@@ -931,7 +932,7 @@ impl<'a> Runtime<'a> {
                     }
                     let sent = self.deliver(&route.channel, event, now);
                     if matches!(sent.result.as_str(), "sent" | "warning") {
-                        state.record_sent(event, &route.channel, now);
+                        state.record_sent(event, &route.channel, route.group_by, now);
                     }
                     sent
                 })

@@ -372,7 +372,7 @@ fn sync_fleet(
             .any(|s| s.channel == channel && s.result == "sent")
     };
     for (channel, event) in routed.iter().filter(|(c, _)| posted(c)) {
-        state.record_sent(event, channel, now);
+        state.record_sent(event, channel, config.group_by_of(channel), now);
     }
     for sync in syncs.iter().filter(|s| s.result == "sent") {
         for key in held

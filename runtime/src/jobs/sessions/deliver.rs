@@ -21,7 +21,8 @@ use crate::journal::Line;
 use crate::notify::{SendReport, send};
 use agentwatch_store::{OutboxEvent, OutboxRow, Store};
 use alert_state::{
-    AlertConfig, AlertEvent, AlertState, Decision, Delivery, EventState, Severity, Suppression,
+    AlertConfig, AlertEvent, AlertState, Decision, Delivery, EventState, GroupBy, Severity,
+    Suppression,
 };
 use serde_json::{Value, json};
 
@@ -60,14 +61,11 @@ pub fn is_queued(delivery: Delivery) -> bool {
     )
 }
 
-/// Whether a channel takes a tick's events as one grouped notification (a person reads it)
-/// rather than one event per dedup key (a receiver deduplicates on the key).
+/// Whether a channel takes a tick's events as one grouped notification (`group_by =
+/// "channel"`: a person reads it) rather than one event per dedup key (`"key"`: a receiver
+/// deduplicates on the key).
 pub fn groups(section: &ChannelSection) -> bool {
-    match section.channel_type.as_str() {
-        "desktop" | "telegram" => true,
-        "webhook" => matches!(section.mode.as_deref(), Some("slack" | "ntfy")),
-        _ => false,
-    }
+    section.group_by() == GroupBy::Channel
 }
 
 /// The longest summary a grouped notification gets; alerts past it are counted, not named.
@@ -203,10 +201,9 @@ pub fn deliver_pending(
         ) else {
             continue;
         };
-        let free = state.router.is_free(gates, now);
-        let (ready, held): (Vec<_>, Vec<_>) = batch
-            .into_iter()
-            .partition(|(_, e)| free || e.state == EventState::Resolve);
+        let (ready, held): (Vec<_>, Vec<_>) = batch.into_iter().partition(|(_, e)| {
+            e.state == EventState::Resolve || state.router.is_free(gates, &e.dedup_key, now)
+        });
         for (row, event) in &held {
             Line::info("watchdog", now)
                 .field("dedup", &row.event.dedup_key)
@@ -230,7 +227,8 @@ pub fn deliver_pending(
         for (row, event) in ready {
             let report = send(config, &channel, &event, false, now, env);
             let failed = report.result == "failed";
-            record(store, state, &channel, &[(&row, &event)], &report, now)?;
+            let sent = &[(&row, &event)];
+            record(store, state, (&channel, gates.group_by), sent, &report, now)?;
             reports.push((row.event.dedup_key.clone(), report));
             if failed {
                 break;
@@ -323,7 +321,8 @@ fn send_group(
     let group = group_event(&events, &config.watchdog.dashboard_base_url);
     let report = send(config, channel, &group, false, now, env);
     let pairs: Vec<(&OutboxRow, &AlertEvent)> = ready.iter().map(|(r, e)| (r, e)).collect();
-    record(store, state, channel, &pairs, &report, now)?;
+    // Only a `group_by = "channel"` channel groups.
+    record(store, state, (channel, GroupBy::Channel), &pairs, &report, now)?;
     Ok(ready
         .iter()
         .map(|(row, _)| (row.event.dedup_key.clone(), report.clone()))
@@ -336,7 +335,7 @@ fn send_group(
 fn record(
     store: &mut Store,
     state: &mut AlertState,
-    channel: &str,
+    (channel, group_by): (&str, GroupBy),
     rows: &[(&OutboxRow, &AlertEvent)],
     report: &SendReport,
     now: i64,
@@ -349,7 +348,7 @@ fn record(
                 .mark_failed(row.id, now, &message)
                 .map_err(Error::from)?;
         } else {
-            state.record_sent(event, channel, now);
+            state.record_sent(event, channel, group_by, now);
             let json = serde_json::to_string(state).map_err(|e| Error::software(e.to_string()))?;
             store
                 .mark_delivered_saving(row.id, now, &[(ALERT_STATE_KEY.to_owned(), json)])
