@@ -148,3 +148,30 @@ fn events_held_by_the_rate_limit_go_out_as_one_digest_when_the_channel_is_free()
     let err = world.tick(T0 + 900, &[0, 1, 2]);
     assert!(!err.contains("delivery=held"), "{err}");
 }
+
+/// `group_by = "key"` (the json webhook's default): each loop has its own rate-limit window, so
+/// a second loop's first alert goes out at once as a trigger, not 300 s later behind the first
+/// loop's; the desktop (`group_by = "channel"`) still holds it for its digest.
+#[test]
+fn a_second_loop_a_minute_later_reaches_the_json_webhook_at_once_as_a_trigger() {
+    let world = World::new("aw-grouped-by-key");
+    world.tick(T0, &[0]);
+    let err = world.tick(T0 + 60, &[0, 1]);
+    let got: Vec<(String, String)> = world
+        .hook
+        .requests()
+        .iter()
+        .map(|r| {
+            let body = r.body_json();
+            let field = |k: &str| body[k].as_str().unwrap_or("").to_owned();
+            (field("dedup_key"), field("state"))
+        })
+        .collect();
+    let key = |i: usize| format!("opencode-loop:{}", root(i));
+    assert_eq!(
+        got,
+        [(key(0), "trigger".to_owned()), (key(1), "trigger".to_owned())],
+        "{err}"
+    );
+    assert!(err.contains("channel=desktop delivery=held"), "{err}");
+}
