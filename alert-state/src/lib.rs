@@ -121,6 +121,7 @@ mod event;
 mod lifecycle;
 mod opinion;
 mod router;
+mod time;
 
 pub use alarm::{Alarm, AlarmTick, process_alarms};
 pub use config::{
@@ -141,3 +142,4 @@ pub use opinion::{
     parse_llm_opinion, plan_llm_opinions,
 };
 pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression, window_is_of, window_of};
+pub use time::iso8601;

@@ -139,7 +139,11 @@ impl RouterState {
                     && event.state != EventState::Resolve
                 {
                     delivery = Delivery::Suppressed(Suppression::Silenced);
-                    reason = format!("{} is silenced until {until}", event.dedup_key);
+                    reason = format!(
+                        "{} is silenced until {}",
+                        event.dedup_key,
+                        crate::iso8601(until)
+                    );
                 }
                 if event.state == EventState::Resolve && channel.group_by == GroupBy::Key {
                     self.last_alarm.remove(&window_of(
@@ -250,8 +254,10 @@ impl RouterState {
                 Suppression::RateLimited,
                 format!(
                     "`{name}` delivered {} at {} ({when}); rate limit {limit} s, free again \
-                     at {free_at}",
-                    last.dedup_key, last.at
+                     at {}",
+                    last.dedup_key,
+                    crate::iso8601(last.at),
+                    i64::try_from(free_at).map_or_else(|_| free_at.to_string(), crate::iso8601)
                 ),
             );
         }

@@ -885,7 +885,7 @@ fn rate_limit_boundary_is_exclusive_at_rate_limit_s() {
         if expected.is_some() {
             let reason = &routes(trigger)[0].reason;
             assert!(
-                reason.contains(&format!("free again at {}", T0 + 300)),
+                reason.contains(&format!("free again at {}", alert_state::iso8601(T0 + 300))),
                 "{reason}"
             );
             assert!(reason.contains("opencode-loop:ses_a"), "{reason}");

@@ -52,7 +52,9 @@ impl Host {
         std::fs::write(
             dir.path.join("config.toml"),
             format!(
+                // Ticks come seconds apart on the real clock: every judgement counts.
                 "[watchdog]\nlocal_llm_enabled = false\nescalate_after_ticks = 3\n\
+                 escalate_min_gap_s = 0\n\
                  dashboard_base_url = \"http://devbox.example:8080/admin\"\n\n\
                  [[channels]]\nname = \"am\"\ntype = \"alertmanager\"\nurls = [{}]\n\
                  host = \"devbox\"\nrate_limit_s = 0\ntimeout_s = 2\n",

@@ -41,10 +41,14 @@ struct World {
 
 impl World {
     fn new(name: &str) -> Self {
+        Self::with_hook(name, |_: &Request| Reply::json(200, &json!({"ok": true})))
+    }
+
+    fn with_hook(name: &str, hook: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Self {
         let tmp = TempDir::new(name);
         let stand_ins = StandIns::new(&tmp.path.join("bin"));
         let notify = stand_in(&stand_ins, "notify-send", "", 0);
-        let hook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+        let hook = HttpServer::start(hook);
         let dir = tmp.path.join("config/agentwatch");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
@@ -82,6 +86,10 @@ impl World {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(0), "{err}");
         err
+    }
+
+    fn db(&self) -> String {
+        self.tmp.path.join("aw.db").display().to_string()
     }
 
     fn desktop(&self) -> Vec<String> {
@@ -170,8 +178,76 @@ fn a_second_loop_a_minute_later_reaches_the_json_webhook_at_once_as_a_trigger() 
     let key = |i: usize| format!("opencode-loop:{}", root(i));
     assert_eq!(
         got,
-        [(key(0), "trigger".to_owned()), (key(1), "trigger".to_owned())],
+        [
+            (key(0), "trigger".to_owned()),
+            (key(1), "trigger".to_owned())
+        ],
         "{err}"
     );
     assert!(err.contains("channel=desktop delivery=held"), "{err}");
+}
+
+fn key(i: usize) -> String {
+    format!("opencode-loop:{}", root(i))
+}
+
+/// Silences act when an event is sent, not when it was queued: loop 1's trigger waits for the
+/// desktop's rate limit, the operator silences loop 1, and it never goes out.
+#[test]
+fn a_silence_set_while_an_event_waits_stops_it() {
+    let world = World::new("aw-send-time-silence");
+    world.tick(T0, &[0]);
+    let err = world.tick(T0 + 60, &[0, 1]);
+    assert!(err.contains("channel=desktop delivery=held"), "{err}");
+    let silence: Vec<String> = ["alerts", "--db", &world.db(), "silence", &key(1)]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(["--for", "1d", "--now"].map(str::to_owned))
+        .chain([(T0 + 120).to_string()])
+        .collect();
+    let out = agentwatch(&world.tmp.path, &silence);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let err = world.tick(T0 + 300, &[0, 1]);
+    assert_eq!(world.desktop().len(), 1, "{:?}\n{err}", world.desktop());
+    assert!(
+        err.contains("channel=desktop delivery=silenced"),
+        "the drop is in the journal: {err}"
+    );
+    let err = world.tick(T0 + 900, &[0, 1]);
+    assert!(!err.contains("delivery=held"), "nothing waits: {err}");
+}
+
+/// A trigger the webhook never got (it refused it) is superseded by the escalate; what
+/// arrives is still the first word on that loop: a trigger, critical.
+#[test]
+fn an_escalate_that_replaced_an_unsent_trigger_arrives_as_the_trigger() {
+    let refusing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = refusing.clone();
+    let world = World::with_hook("aw-first-word", move |_: &Request| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            Reply::json(500, &json!({"error": "down"}))
+        } else {
+            Reply::json(200, &json!({"ok": true}))
+        }
+    });
+    world.tick(T0, &[0]);
+    world.tick(T0 + 240, &[0]);
+    refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let err = world.tick(T0 + 480, &[0]);
+    let delivered: Vec<(String, String)> = world
+        .hook
+        .requests()
+        .iter()
+        .skip(2)
+        .map(|r| {
+            let body = r.body_json();
+            let field = |k: &str| body[k].as_str().unwrap_or("").to_owned();
+            (field("state"), field("severity"))
+        })
+        .collect();
+    assert_eq!(
+        delivered,
+        [("trigger".to_owned(), "critical".to_owned())],
+        "{err}"
+    );
 }

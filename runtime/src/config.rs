@@ -1252,8 +1252,7 @@ impl Config {
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
             escalate_after_ticks: self.watchdog.escalate_after_ticks,
-            escalate_min_gap_s: i64::try_from(self.watchdog.escalate_min_gap_s)
-                .unwrap_or(i64::MAX),
+            escalate_min_gap_s: i64::try_from(self.watchdog.escalate_min_gap_s).unwrap_or(i64::MAX),
             max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
             local_llm_enabled: self.local_llm_enabled(),
             source: self

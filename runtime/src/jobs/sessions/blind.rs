@@ -104,13 +104,7 @@ pub fn alarm_tick(
             kind: "source-down".to_owned(),
             severity: Severity::Warning,
             title: format!("agentwatch cannot read {source}"),
-            summary: format!(
-                "agentwatch has not been able to read {source} for {} ticks ({}): {}. Sessions \
-                 there are not watched until it answers.",
-                f.ticks,
-                crate::text::duration(now.saturating_sub(f.since)),
-                f.why
-            ),
+            summary: source_down_summary(source, f.ticks, f.since, &f.why, now),
             details: json!({"source": source, "failing_since": f.since, "ticks": f.ticks, "error": f.why}),
         })
         .collect();
@@ -120,14 +114,7 @@ pub fn alarm_tick(
         kind: "job-stale".to_owned(),
         severity: Severity::Warning,
         title: format!("the agentwatch {} job is not running", job.job),
-        summary: format!(
-            "The {} job last ticked {}, more than {} of its {} s intervals: it is not \
-             watching. Check its timer or `agentwatch run` (journalctl -u agentwatch).",
-            job.job,
-            crate::text::ago(now.saturating_sub(job.last_at)),
-            crate::liveness::STALE_INTERVALS,
-            job.interval_s
-        ),
+        summary: job_stale_summary(job.job, job.last_at, job.interval_s, now),
         details: json!({"job": job.job, "last_tick_at": job.last_at, "interval_s": job.interval_s}),
     }));
     let cleared = state
@@ -142,6 +129,50 @@ pub fn alarm_tick(
         raised,
         cleared,
     }
+}
+
+/// A source-down alert's summary at `now` (its age is said when the text is sent).
+fn source_down_summary(source: &str, ticks: u32, since: i64, why: &str, now: i64) -> String {
+    format!(
+        "agentwatch has not been able to read {source} for {ticks} ticks ({}): {why}. Sessions \
+         there are not watched until it answers.",
+        crate::text::duration(now.saturating_sub(since)),
+    )
+}
+
+/// A job-not-running alert's summary at `now` (its age is said when the text is sent).
+fn job_stale_summary(job: &str, last_at: i64, interval_s: i64, now: i64) -> String {
+    format!(
+        "The {job} job last ticked {}, more than {} of its {interval_s} s intervals: it is not \
+         watching. Check its timer or `agentwatch run` (journalctl -u agentwatch).",
+        crate::text::ago(now.saturating_sub(last_at)),
+        crate::liveness::STALE_INTERVALS,
+    )
+}
+
+/// A blindness event's summary said again at `now`, from its details, so the ages it states
+/// are those of the send, not of the tick that queued it; `None` for other events.
+pub fn summary_at(event: &alert_state::AlertEvent, now: i64) -> Option<String> {
+    let d = &event.details;
+    if let Some(job) = event.dedup_key.strip_prefix(JOB_KEY_PREFIX) {
+        let last_at = d["last_tick_at"].as_i64()?;
+        return Some(job_stale_summary(
+            job,
+            last_at,
+            d["interval_s"].as_i64()?,
+            now,
+        ));
+    }
+    let source = d["source"].as_str()?;
+    let ticks = u32::try_from(d["ticks"].as_u64()?).ok()?;
+    let since = d["failing_since"].as_i64()?;
+    Some(source_down_summary(
+        source,
+        ticks,
+        since,
+        d["error"].as_str()?,
+        now,
+    ))
 }
 
 /// This tick's blindness: the sources' streaks (loaded with the tick's [`super::memory::Memory`]) updated with what answered and what failed, and

@@ -18,6 +18,7 @@ use crate::config::{Config, Env};
 use crate::error::Error;
 use crate::fleet::ALERTMANAGER_TYPE;
 use crate::journal::Line;
+use crate::notify::AlertNote;
 use crate::notify::{SendReport, send};
 use agentwatch_store::{OutboxEvent, OutboxRow, Store};
 use alert_state::{
@@ -25,6 +26,7 @@ use alert_state::{
     Suppression,
 };
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 /// Pending rows one tick sends at most (oldest first); the rest wait for the next tick.
 pub const MAX_SENDS_PER_TICK: usize = 100;
@@ -193,8 +195,10 @@ pub fn deliver_pending(
 ) -> Result<Vec<(String, SendReport)>, Error> {
     let channels = config.alert_config("").channels;
     let batches = pending_batches(config, store, now)?;
+    let notes = crate::notify::alert_notes(store);
     let mut reports = Vec::new();
     for (channel, batch) in batches {
+        let batch = at_send_time(config, store, state, &notes, (&channel, batch), now)?;
         let (Some(section), Some(gates)) = (
             config.channels.iter().find(|c| c.name == channel),
             channels.iter().find(|c| c.name == channel),
@@ -236,6 +240,67 @@ pub fn deliver_pending(
         }
     }
     Ok(reports)
+}
+
+/// What a row's event says when it is sent, not when it was queued: an alert silenced since is
+/// dropped (`delivery=silenced`); an acknowledged alert's escalate or reminder is dropped from
+/// a channel that already had the alert (`delivery=acked`: someone is on it); an escalate to a
+/// channel that never had the alert is its first word there, so it goes as a trigger; a
+/// blindness summary states its ages as of now.
+fn at_send_time(
+    config: &Config,
+    store: &mut Store,
+    state: &AlertState,
+    notes: &BTreeMap<String, AlertNote>,
+    (channel, batch): (&str, Vec<(OutboxRow, AlertEvent)>),
+    now: i64,
+) -> Result<Vec<(OutboxRow, AlertEvent)>, Error> {
+    let mut kept = Vec::with_capacity(batch.len());
+    for (row, mut event) in batch {
+        let key = &event.dedup_key;
+        let had_it = state
+            .router
+            .delivered
+            .get(key)
+            .is_some_and(|c| c.contains(channel));
+        let silenced = config.silences.get(key).filter(|until| **until > now);
+        let acked = notes.get(key).and_then(|n| n.acked_at).filter(|_| had_it);
+        let dropped = match (event.state, silenced, acked) {
+            (EventState::Resolve, _, _) => None,
+            (_, Some(until), _) => Some((
+                "silenced",
+                format!("{key} is silenced until {}", alert_state::iso8601(*until)),
+            )),
+            (_, None, Some(at)) => Some((
+                "acked",
+                format!(
+                    "{key} was acknowledged at {} and `{channel}` has it",
+                    alert_state::iso8601(at)
+                ),
+            )),
+            _ => None,
+        };
+        if let Some((delivery, reason)) = dropped {
+            store.drop_pending(row.id).map_err(Error::from)?;
+            Line::info("watchdog", now)
+                .field("dedup", key)
+                .field("state", event.state.as_str())
+                .field("channel", channel)
+                .field("delivery", delivery)
+                .field("queued_at", row.created_at)
+                .field("reason", reason)
+                .emit();
+            continue;
+        }
+        if event.state == EventState::Escalate && !had_it {
+            event.state = EventState::Trigger;
+        }
+        if let Some(summary) = super::blind::summary_at(&event, now) {
+            event.summary = summary;
+        }
+        kept.push((row, event));
+    }
+    Ok(kept)
 }
 
 /// The pending outbox rows (oldest first, at most [`MAX_SENDS_PER_TICK`]) by channel, each
@@ -322,7 +387,14 @@ fn send_group(
     let report = send(config, channel, &group, false, now, env);
     let pairs: Vec<(&OutboxRow, &AlertEvent)> = ready.iter().map(|(r, e)| (r, e)).collect();
     // Only a `group_by = "channel"` channel groups.
-    record(store, state, (channel, GroupBy::Channel), &pairs, &report, now)?;
+    record(
+        store,
+        state,
+        (channel, GroupBy::Channel),
+        &pairs,
+        &report,
+        now,
+    )?;
     Ok(ready
         .iter()
         .map(|(row, _)| (row.event.dedup_key.clone(), report.clone()))
