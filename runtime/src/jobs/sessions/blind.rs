@@ -153,7 +153,7 @@ fn job_stale_summary(job: &str, last_at: i64, interval_s: i64, now: i64) -> Stri
 /// A blindness event's summary said again at `now`, from its details, so the ages it states
 /// are those of the send, not of the tick that queued it; `None` for other events.
 pub fn summary_at(event: &alert_state::AlertEvent, now: i64) -> Option<String> {
-    let d = &event.details;
+    let d = &event.details["alarm"];
     if let Some(job) = event.dedup_key.strip_prefix(JOB_KEY_PREFIX) {
         let last_at = d["last_tick_at"].as_i64()?;
         return Some(job_stale_summary(
@@ -294,5 +294,36 @@ mod tests {
             "{}",
             tick.raised[0].summary
         );
+    }
+
+    /// An event queued at one tick and sent later states its ages as of the send.
+    #[test]
+    fn a_blindness_summary_is_said_again_at_send_time() {
+        let stale = StaleJob {
+            job: "deck",
+            last_at: 1_000,
+            interval_s: 60,
+        };
+        let mut failing = SourceHealth::default();
+        failing.observe(&failed(&["opencode.db"]), 1_000);
+        failing.observe(&failed(&["opencode.db"]), 1_060);
+        let tick = alarm_tick(&AlertState::default(), &failing, 2, &[stale], 1_060);
+        let config = alert_state::AlertConfig::default();
+        let opened =
+            alert_state::process_alarms(&AlertState::default(), &config, &tick).expect("alarms");
+        let events: Vec<_> = opened.events().cloned().collect();
+        let said = |key: &str| {
+            let event = events.iter().find(|e| e.dedup_key == key).expect(key);
+            summary_at(event, 1_000 + 300).expect("a blindness event")
+        };
+        let source = said("blind:opencode.db");
+        assert!(source.contains("for 2 ticks (5 min)"), "{source}");
+        let job = said("blind:job:deck");
+        assert!(job.contains("last ticked 5 min ago"), "{job}");
+        let loop_event = alert_state::AlertEvent {
+            dedup_key: "opencode-loop:ses_a".into(),
+            ..events[0].clone()
+        };
+        assert_eq!(summary_at(&loop_event, 1_300), None);
     }
 }
