@@ -136,6 +136,12 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
+    /// Whether this is `channel` (the default, left out of serialised routes).
+    #[must_use]
+    pub fn is_channel(&self) -> bool {
+        *self == Self::Channel
+    }
+
     /// The config spelling (`channel`, `key`).
     #[must_use]
     pub fn as_str(self) -> &'static str {

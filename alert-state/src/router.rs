@@ -48,8 +48,9 @@ pub struct Route {
     /// The channel's type, so the caller knows how to deliver.
     #[serde(rename = "type")]
     pub channel_type: String,
-    /// The channel's rate-limit window ([`window_of`]), so a send records in the right one.
-    #[serde(default)]
+    /// The channel's rate-limit window ([`window_of`]), so a send records in the right one
+    /// (left out of the JSON when `channel`, the seed's behaviour).
+    #[serde(default, skip_serializing_if = "GroupBy::is_channel")]
     pub group_by: GroupBy,
     /// Delivered or suppressed (with the machine reason).
     pub delivery: Delivery,
@@ -215,7 +216,7 @@ impl RouterState {
             return (
                 Delivery::Delivered,
                 format!(
-                    "resolve delivered to `{name}`: it delivered an earlier event of this alert \
+                    "resolve routed to `{name}`: it delivered an earlier event of this alert \
                      (resolves bypass min_severity and the rate limit)"
                 ),
             );
@@ -253,7 +254,7 @@ impl RouterState {
             return suppressed(
                 Suppression::RateLimited,
                 format!(
-                    "`{name}` delivered {} at {} ({when}); rate limit {limit} s, free again \
+                    "`{name}` was given {} at {} ({when}); rate limit {limit} s, free again \
                      at {}",
                     last.dedup_key,
                     crate::iso8601(last.at),
@@ -268,7 +269,7 @@ impl RouterState {
         (
             Delivery::Delivered,
             format!(
-                "delivered to `{name}`: {} >= min_severity {} and no trigger or escalate{of} in \
+                "routed to `{name}`: {} >= min_severity {} and no trigger or escalate{of} in \
                  the last {limit} s",
                 event.severity, channel.min_severity
             ),
