@@ -53,6 +53,11 @@ pub struct Config {
     /// never read from or written to a file.
     #[serde(skip)]
     pub silences: std::collections::BTreeMap<String, i64>,
+    /// Channels whose `type` this build cannot deliver to, `(name, type)`: set aside by
+    /// [`load`] (with an error line) so the others keep working; each is a
+    /// `blind:channel:NAME` alert and a `doctor` failure. Never read from or written to a file.
+    #[serde(skip)]
+    pub unknown_channels: Vec<(String, String)>,
 }
 
 /// What [`load`] filled in because the configuration named none.
@@ -587,6 +592,9 @@ pub struct ChannelSection {
     /// ([`ChannelSection::group_by`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group_by: Option<GroupBy>,
+    /// After this many failed deliveries in a row the channel is an alert
+    /// (`blind:channel:NAME`) to the other channels (default 3; 0: never).
+    pub fail_after: u32,
 }
 
 impl ChannelSection {
@@ -626,10 +634,14 @@ impl Default for ChannelSection {
             chat_id: None,
             api_base: None,
             group_by: None,
+            fail_after: DEFAULT_CHANNEL_FAIL_AFTER,
             timeout_s: 10.0,
         }
     }
 }
+
+/// Default of a channel's `fail_after`.
+pub const DEFAULT_CHANNEL_FAIL_AFTER: u32 = 3;
 
 /// The channel types this build can deliver to.
 pub const CHANNEL_TYPES: &[&str] = &["desktop", "webhook", "log", "telegram", "alertmanager"];
@@ -1109,6 +1121,7 @@ fn load_layers(
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
+    config.set_aside_unknown_channels();
     config.validate()?;
     Ok(Loaded { config, files })
 }
@@ -1237,6 +1250,27 @@ impl Config {
     /// `watchdog.local_llm_enabled` (the design's two gates).
     pub fn local_llm_enabled(&self) -> bool {
         self.local_compute.enabled && self.watchdog.local_llm_enabled
+    }
+
+    /// Moves the channels of a type this build cannot deliver to into
+    /// [`Config::unknown_channels`], saying so on standard error: one bad channel must not
+    /// stop every other alert.
+    pub fn set_aside_unknown_channels(&mut self) {
+        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut self.channels)
+            .into_iter()
+            .partition(|c| CHANNEL_TYPES.contains(&c.channel_type.as_str()));
+        self.channels = known;
+        for c in unknown {
+            eprintln!(
+                "{}agentwatch: error: channel {:?} has type {:?}, which is not one of {}: it is \
+                 skipped (the other channels keep working)",
+                crate::journal::prefix(crate::journal::Priority::Err),
+                crate::text::escape_control(&c.name),
+                crate::text::escape_control(&c.channel_type),
+                CHANNEL_TYPES.join(", ")
+            );
+            self.unknown_channels.push((c.name, c.channel_type));
+        }
     }
 
     /// The `group_by` of the channel called `name` (`channel` for one not configured, such as

@@ -458,7 +458,17 @@ fn answers(url: &str) -> Result<(), String> {
 }
 
 fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
-    let mut checks = Vec::new();
+    let mut checks: Vec<Check> = config
+        .unknown_channels
+        .iter()
+        .map(|(name, kind)| {
+            let detail = format!(
+                "type {kind:?} is not one of {}: this channel is skipped",
+                crate::config::CHANNEL_TYPES.join(", ")
+            );
+            fail("channel", name.clone(), code::CONFIG, detail)
+        })
+        .collect();
     if config.channels.is_empty() {
         checks.push(check(
             "channel",

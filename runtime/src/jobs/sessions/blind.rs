@@ -12,6 +12,7 @@
 use crate::config::{Config, JobName};
 use crate::error::Error;
 use crate::liveness::StaleJob;
+use crate::notify::SendReport;
 use agentwatch_store::Store;
 use alert_state::{Alarm, AlarmTick, AlertConfig, AlertState, Severity, TickOutcome};
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,128 @@ impl SourceHealth {
     }
 }
 
+/// The store key of the channels' delivery streaks.
+pub const CHANNELS_STATE_KEY: &str = "channels.health";
+
+/// Each failing channel's streak of failed deliveries in a row, by channel name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelHealth {
+    #[serde(default)]
+    pub failing: BTreeMap<String, Failing>,
+}
+
+impl ChannelHealth {
+    /// A tick's sends: each failed one extends its channel's streak (`ticks` counts failed
+    /// deliveries), a send that went through ends it.
+    pub fn observe(&mut self, sends: &[(String, SendReport)], now: i64) {
+        for (_, report) in sends {
+            let name = &report.channel;
+            match report.result.as_str() {
+                "failed" => {
+                    let why = report.message.clone().unwrap_or_default();
+                    let streak = self.failing.entry(name.clone()).or_insert(Failing {
+                        since: now,
+                        ticks: 0,
+                        why: why.clone(),
+                    });
+                    streak.ticks = streak.ticks.saturating_add(1);
+                    streak.why = why;
+                }
+                "sent" | "warning" => {
+                    self.failing.remove(name);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The channels' streaks as stored (none when unreadable: a streak is a hint, not a record).
+pub fn load_channel_health(store: &Store) -> ChannelHealth {
+    store
+        .load_state(CHANNELS_STATE_KEY)
+        .ok()
+        .flatten()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
+}
+
+/// Store the streaks after a tick's sends.
+///
+/// # Errors
+///
+/// The store cannot be written.
+pub fn record_sends(
+    store: &mut Store,
+    sends: &[(String, SendReport)],
+    now: i64,
+) -> Result<(), Error> {
+    if sends.is_empty() {
+        return Ok(());
+    }
+    let mut health = load_channel_health(store);
+    let before = health.clone();
+    health.observe(sends, now);
+    if health == before {
+        return Ok(());
+    }
+    let text = serde_json::to_string(&health).map_err(|e| Error::software(e.to_string()))?;
+    store
+        .save_state(CHANNELS_STATE_KEY, &text, now)
+        .map_err(Error::from)
+}
+
+/// The alert's dedup key for a channel that cannot deliver (`blind:channel:NAME`).
+pub fn channel_key(name: &str) -> String {
+    format!("{BLIND_KEY_PREFIX}channel:{name}")
+}
+
+/// Alarms for the channels that cannot deliver: a configured type this build does not know,
+/// and a channel whose last `fail_after` deliveries all failed (its error is the channel's own
+/// text, already free of secrets).
+fn channel_alarms(config: &Config, health: &ChannelHealth, now: i64) -> Vec<Alarm> {
+    let alarm = |name: &str, summary: String, details| Alarm {
+        dedup_key: channel_key(name),
+        subject: name.to_owned(),
+        kind: "channel-down".to_owned(),
+        severity: Severity::Warning,
+        title: format!("agentwatch cannot deliver to channel {name}"),
+        summary,
+        details,
+    };
+    let mut alarms: Vec<Alarm> = config
+        .unknown_channels
+        .iter()
+        .map(|(name, kind)| {
+            let summary = format!(
+                "Channel {name} has type {kind:?}, which this agentwatch cannot send to (one of \
+                 {}): it is skipped, the other channels keep working.",
+                crate::config::CHANNEL_TYPES.join(", ")
+            );
+            alarm(name, summary, json!({"channel": name, "type": kind}))
+        })
+        .collect();
+    for section in &config.channels {
+        let Some(f) = health.failing.get(&section.name) else {
+            continue;
+        };
+        if section.fail_after == 0 || f.ticks < section.fail_after {
+            continue;
+        }
+        let summary = format!(
+            "The last {} deliveries to channel {} failed (for {}): {}. Alerts sent there are \
+             not arriving; the other channels still get them.",
+            f.ticks,
+            section.name,
+            crate::text::duration(now.saturating_sub(f.since)),
+            f.why
+        );
+        let details = json!({"channel": section.name, "failed": f.ticks, "failing_since": f.since, "error": f.why});
+        alarms.push(alarm(&section.name, summary, details));
+    }
+    alarms
+}
+
 /// The alert's dedup key for a source.
 pub fn source_key(source: &str) -> String {
     format!("{BLIND_KEY_PREFIX}{source}")
@@ -94,6 +217,7 @@ pub fn alarm_tick(
     health: &SourceHealth,
     threshold: u32,
     stale_jobs: &[StaleJob],
+    channels: &[Alarm],
     now: i64,
 ) -> AlarmTick {
     let mut raised: Vec<Alarm> = health
@@ -117,6 +241,7 @@ pub fn alarm_tick(
         summary: job_stale_summary(job.job, job.last_at, job.interval_s, now),
         details: json!({"job": job.job, "last_tick_at": job.last_at, "interval_s": job.interval_s}),
     }));
+    raised.extend(channels.iter().cloned());
     let cleared = state
         .open_alerts
         .values()
@@ -198,11 +323,20 @@ pub fn step(
         None => Vec::new(),
     };
     let threshold = config.watchdog.blind_after_ticks;
-    let tick = alarm_tick(state, &health, threshold, &stale_jobs, now);
+    let channels = store.map(load_channel_health).unwrap_or_default();
+    let channel_alarms = channel_alarms(config, &channels, now);
+    let tick = alarm_tick(state, &health, threshold, &stale_jobs, &channel_alarms, now);
     if tick.raised.is_empty() && tick.cleared.is_empty() {
         return Ok((health, None));
     }
-    let outcome = alert_state::process_alarms(state, alert_config, &tick)
+    // A failing channel is told nothing of blindness: it cannot take it, the others can.
+    let mut others = alert_config.clone();
+    others.channels.retain(|c| {
+        !channel_alarms
+            .iter()
+            .any(|a| a.dedup_key == channel_key(&c.name))
+    });
+    let outcome = alert_state::process_alarms(state, &others, &tick)
         .map_err(|e| Error::software(format!("blindness alerts: {e}")))?;
     Ok((health, Some(outcome)))
 }
@@ -252,9 +386,9 @@ mod tests {
         let mut h = SourceHealth::default();
         h.observe(&failed(&[a]), 100);
         let state = AlertState::default();
-        assert!(alarm_tick(&state, &h, 2, &[], 100).raised.is_empty());
+        assert!(alarm_tick(&state, &h, 2, &[], &[], 100).raised.is_empty());
         h.observe(&failed(&[a]), 160);
-        let tick = alarm_tick(&state, &h, 2, &[], 160);
+        let tick = alarm_tick(&state, &h, 2, &[], &[], 160);
         assert_eq!(tick.raised.len(), 1);
         assert_eq!(tick.raised[0].dedup_key, "blind:opencode.db");
         assert!(
@@ -269,7 +403,7 @@ mod tests {
         assert!(opened.state.open_alerts.contains_key("blind:opencode.db"));
 
         h.observe(&[], 220);
-        let tick = alarm_tick(&opened.state, &h, 2, &[], 220);
+        let tick = alarm_tick(&opened.state, &h, 2, &[], &[], 220);
         assert!(tick.raised.is_empty());
         assert_eq!(tick.cleared, vec!["blind:opencode.db".to_owned()]);
     }
@@ -286,6 +420,7 @@ mod tests {
             &SourceHealth::default(),
             3,
             &[stale],
+            &[],
             1_000 + 600,
         );
         assert_eq!(tick.raised[0].dedup_key, "blind:job:deck");
@@ -307,7 +442,7 @@ mod tests {
         let mut failing = SourceHealth::default();
         failing.observe(&failed(&["opencode.db"]), 1_000);
         failing.observe(&failed(&["opencode.db"]), 1_060);
-        let tick = alarm_tick(&AlertState::default(), &failing, 2, &[stale], 1_060);
+        let tick = alarm_tick(&AlertState::default(), &failing, 2, &[stale], &[], 1_060);
         let config = alert_state::AlertConfig::default();
         let opened =
             alert_state::process_alarms(&AlertState::default(), &config, &tick).expect("alarms");

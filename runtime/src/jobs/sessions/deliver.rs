@@ -239,6 +239,7 @@ pub fn deliver_pending(
             }
         }
     }
+    super::blind::record_sends(store, &reports, now)?;
     Ok(reports)
 }
 

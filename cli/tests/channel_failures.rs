@@ -1,0 +1,146 @@
+//! A channel that cannot deliver is an alert to the others (issue 37): one that fails
+//! `fail_after` (3) deliveries in a row raises `blind:channel:NAME`, and one of a type this
+//! build does not know is skipped with an error, an alert and a `doctor` failure, while the
+//! other channels keep working. The journal never says a failed send was delivered.
+
+use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
+use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Output;
+
+const T0: i64 = 1_796_000_000;
+const ROOT: &str = "ses_chanfail0000000000rootAAAA";
+
+fn agentwatch(home: &Path, args: &[&str]) -> Output {
+    agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A config with a receiving webhook `good` and `extra` channels, and a looping session file.
+fn setup(tmp: &TempDir, good: &HttpServer, extra: &str) {
+    let dir = tmp.path.join("config/agentwatch");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[watchdog]\nlocal_llm_enabled = false\n\
+             [[channels]]\nname = \"good\"\ntype = \"webhook\"\nurl = \"{}/events\"\n{extra}",
+            good.url()
+        ),
+    )
+    .unwrap();
+    ExportBuilder::new(ROOT, "Task", None, T0 * 1000 - 300_000)
+        .steps("build", &looping_calls(45), 1000)
+        .write(&tmp.path.join("s.json"));
+}
+
+fn tick(tmp: &TempDir, at: i64) -> String {
+    let db = tmp.path.join("aw.db").display().to_string();
+    let sessions = tmp.path.join("s.json").display().to_string();
+    let now = at.to_string();
+    let args = [
+        "opencode",
+        "--once",
+        "--now",
+        &now,
+        "--db",
+        &db,
+        "--sessions",
+        &sessions,
+    ];
+    let out = agentwatch(&tmp.path, &args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    err
+}
+
+/// `(dedup_key, state)` of every event a receiver got.
+fn received(hook: &HttpServer) -> Vec<(String, String)> {
+    hook.requests()
+        .iter()
+        .map(|r| {
+            let body: Value = r.body_json();
+            let field = |k: &str| body[k].as_str().unwrap_or("").to_owned();
+            (field("dedup_key"), field("state"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_channel_that_keeps_failing_is_an_alert_to_the_others() {
+    let tmp = TempDir::new("aw-channel-fails");
+    let good = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+    let bad = HttpServer::start(|_: &Request| Reply::json(500, &json!({"error": "down"})));
+    let extra = format!(
+        "[[channels]]\nname = \"bad\"\ntype = \"webhook\"\nurl = \"{}/events\"\n",
+        bad.url()
+    );
+    setup(&tmp, &good, &extra);
+    let mut journal = String::new();
+    for n in 0..4 {
+        journal.push_str(&tick(&tmp, T0 + 60 * n));
+    }
+    let loop_key = format!("opencode-loop:{ROOT}");
+    let got = received(&good);
+    assert_eq!(
+        got,
+        [
+            (loop_key, "trigger".to_owned()),
+            ("blind:channel:bad".to_owned(), "trigger".to_owned())
+        ],
+        "{journal}"
+    );
+    let alert = good.requests()[1].body_json();
+    let summary = alert["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.contains("The last 3 deliveries to channel bad failed"),
+        "{summary}"
+    );
+    assert!(
+        received(&bad)
+            .iter()
+            .all(|(key, _)| !key.starts_with("blind:")),
+        "the failing channel gets no blindness alert: {:?}",
+        received(&bad)
+    );
+    for line in journal.lines().filter(|l| l.contains("channel=bad")) {
+        assert!(
+            !line.contains("delivery=sent") && !line.contains("delivered to"),
+            "a failed send is never said delivered: {line}"
+        );
+    }
+}
+
+#[test]
+fn a_channel_of_an_unknown_type_is_skipped_with_an_error_and_an_alert() {
+    let tmp = TempDir::new("aw-channel-unknown");
+    let good = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+    setup(
+        &tmp,
+        &good,
+        "[[channels]]\nname = \"pigeon\"\ntype = \"carrier-pigeon\"\n",
+    );
+    let journal = tick(&tmp, T0);
+    assert!(
+        journal.contains("channel \"pigeon\" has type \"carrier-pigeon\"")
+            && journal.contains("skipped"),
+        "{journal}"
+    );
+    let mut got = received(&good);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("blind:channel:pigeon".to_owned(), "trigger".to_owned()),
+            (format!("opencode-loop:{ROOT}"), "trigger".to_owned())
+        ],
+        "{journal}"
+    );
+    let doctor = agentwatch(&tmp.path, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert_ne!(doctor.status.code(), Some(0), "{text}");
+    assert!(text.contains("pigeon"), "{text}");
+}
