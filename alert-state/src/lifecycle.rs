@@ -171,9 +171,29 @@ pub struct RootObservation {
     /// opencode's `opencode-loop:{root}`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub family: String,
+    /// The work the tree does, as a person names it (`Claude Code: Fix the money rounding in
+    /// /home/me/shop`); the alert's title while it is known. Empty: `opencode loop: {agent}`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
 }
 
 impl RootObservation {
+    /// The same observation, naming the tree's work (see [`RootObservation::title`]).
+    #[must_use]
+    pub fn titled(mut self, title: impl Into<String>) -> Self {
+        self.title = title.into();
+        self
+    }
+
+    /// The alert title this observation gives: its own, else the agent's.
+    fn alert_title(&self) -> String {
+        if self.title.trim().is_empty() {
+            title_for_agent(&self.agent)
+        } else {
+            self.title.clone()
+        }
+    }
+
     /// The dedup key of this root's loop alert.
     #[must_use]
     pub fn dedup_key(&self) -> String {
@@ -203,6 +223,7 @@ impl RootObservation {
             details: Value::Null,
             source: String::new(),
             family: String::new(),
+            title: String::new(),
         }
     }
 
@@ -218,6 +239,7 @@ impl RootObservation {
             details: Value::Null,
             source: String::new(),
             family: String::new(),
+            title: String::new(),
         }
     }
 
@@ -612,6 +634,12 @@ fn observe_root(
         ));
     }
 
+    // A tree whose work is named names its open alert, also when it was renamed since.
+    if let Some(alert) = next.open_alerts.get_mut(&dedup_key)
+        && !observation.title.trim().is_empty()
+    {
+        alert.title.clone_from(&observation.title);
+    }
     let lifecycle = match (observation.flagged, next.open_alerts.get_mut(&dedup_key)) {
         (false, None) => None,
         (false, Some(_)) => next
@@ -672,7 +700,7 @@ fn open_alert(
         dedup_key: dedup_key.clone(),
         root: observation.root.clone(),
         agent: observation.agent.clone(),
-        title: title_for_agent(&observation.agent),
+        title: observation.alert_title(),
         severity,
         flagged_ticks: 1,
         opened_at: now,

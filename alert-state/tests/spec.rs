@@ -1564,3 +1564,28 @@ fn an_alert_still_firing_repeats_every_repeat_interval() {
         assert_ne!(only(&out).kind, DecisionKind::Repeat);
     }
 }
+
+/// Titles that name the work: a tree whose session has a title names its alert, in every event
+/// resolve included; a later observation without a title keeps it; a renamed session renames it.
+#[test]
+fn an_alert_is_titled_by_the_work_it_watches() {
+    let work = "Claude Code: Fix the money rounding in /home/me/shop";
+    let mut watchdog = Watchdog::new(config());
+    let trigger = watchdog.tick(vec![flagged("ses_a", NONE).titled(work)], &[]);
+    assert_eq!(event(only(&trigger)).title, work);
+    let untitled = watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    assert_eq!(
+        only(&untitled).alert.as_ref().map(|a| a.title.as_str()),
+        Some(work)
+    );
+    let renamed = "Claude Code: Round money with Decimal in /home/me/shop";
+    watchdog.tick(vec![flagged("ses_a", NONE).titled(renamed)], &[]);
+    let resolve = watchdog.tick(vec![healthy("ses_a")], &[]);
+    assert_eq!(event(only(&resolve)).title, renamed);
+    let other = watchdog.tick(vec![flagged("ses_b", NONE)], &[]);
+    assert_eq!(
+        event(only(&other)).title,
+        "opencode loop: build",
+        "no title: the agent's"
+    );
+}

@@ -150,6 +150,7 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
             details: root.details,
             source: String::new(),
             family: String::new(),
+            title: String::new(),
         })
         .collect();
     Tick {

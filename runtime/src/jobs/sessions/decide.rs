@@ -160,6 +160,7 @@ pub fn observe(
             root_observation(t, &by_id)
                 .from_source(source)
                 .of_family(family)
+                .titled(work_title(collected, &by_id, &t.root))
         })
         .collect();
     Tick {
@@ -242,6 +243,17 @@ fn tree_agent(tree: &TreeVerdict, sessions: &BTreeMap<&str, &Session>) -> String
         .and_then(|s| agent_of(&s.id))
         .or_else(|| agent_of(&tree.root))
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// What the root session works on, as its alert's title (`Claude Code: Fix the money rounding
+/// in /home/me/shop (main)`); empty when the session has no title (the core then names the
+/// agent).
+fn work_title(collected: &Collected, by_id: &BTreeMap<&str, &Session>, root: &str) -> String {
+    by_id
+        .get(root)
+        .filter(|s| s.title.as_deref().is_some_and(|t| !t.trim().is_empty()))
+        .map(|s| notice::headline_beside(s, beside(collected, root)))
+        .unwrap_or_default()
 }
 
 /// Why a tree is flagged, one clause per flagged session.
