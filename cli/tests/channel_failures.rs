@@ -125,8 +125,9 @@ fn a_channel_of_an_unknown_type_is_skipped_with_an_error_and_an_alert() {
     );
     let journal = tick(&tmp, T0);
     assert!(
-        journal.contains("channel \"pigeon\" has type \"carrier-pigeon\"")
-            && journal.contains("skipped"),
+        journal.contains("channels[1] \"pigeon\": type must be one of")
+            && journal.contains("skipped")
+            && !journal.contains("carrier-pigeon"),
         "{journal}"
     );
     let mut got = received(&good);

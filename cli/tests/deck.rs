@@ -472,13 +472,32 @@ fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
     let escalations = first["escalations"].as_array().unwrap();
     assert_eq!(escalations.len(), 2, "{first:#}");
     assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
-    assert_eq!(escalations[0]["deliveries"][0]["result"], "sent");
-    assert_eq!(escalations[1]["deliveries"][0]["result"], "skipped");
+    // The chat groups by channel (a person reads it); the journal's log channel groups by key
+    // and takes both.
+    let on = |e: &Value, channel: &str| -> Value {
+        e["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["channel"] == channel)
+            .cloned()
+            .unwrap_or_else(|| panic!("no delivery to {channel}: {e:#}"))
+    };
+    assert_eq!(on(&escalations[0], "telegram-escalation")["result"], "sent");
+    assert_eq!(
+        on(&escalations[1], "telegram-escalation")["result"],
+        "skipped"
+    );
     assert!(
-        escalations[1]["deliveries"][0]["message"]
+        on(&escalations[1], "telegram-escalation")["message"]
             .as_str()
             .unwrap()
             .contains("rate"),
+        "{first:#}"
+    );
+    assert_eq!(
+        on(&escalations[1], "journal")["result"],
+        "sent",
         "{first:#}"
     );
     assert_eq!(server.requests().len(), 1);

@@ -1258,18 +1258,20 @@ impl Config {
     pub fn set_aside_unknown_channels(&mut self) {
         let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut self.channels)
             .into_iter()
-            .partition(|c| CHANNEL_TYPES.contains(&c.channel_type.as_str()));
-        self.channels = known;
+            .enumerate()
+            .partition(|(_, c)| CHANNEL_TYPES.contains(&c.channel_type.as_str()));
+        self.channels = known.into_iter().map(|(_, c)| c).collect();
         for c in unknown {
+            // The type is not echoed: a value in the wrong place may be a secret.
             eprintln!(
-                "{}agentwatch: error: channel {:?} has type {:?}, which is not one of {}: it is \
+                "{}agentwatch: error: channels[{}] {:?}: type must be one of {}: this channel is \
                  skipped (the other channels keep working)",
                 crate::journal::prefix(crate::journal::Priority::Err),
-                crate::text::escape_control(&c.name),
-                crate::text::escape_control(&c.channel_type),
+                c.0,
+                crate::text::escape_control(&c.1.name),
                 CHANNEL_TYPES.join(", ")
             );
-            self.unknown_channels.push((c.name, c.channel_type));
+            self.unknown_channels.push((c.1.name, c.1.channel_type));
         }
     }
 
@@ -2260,10 +2262,6 @@ mod tests {
             ("[watchdog.detector]\nwindow = 0\n", "window"),
             ("[watchdog.detector]\ndup_min = 2.0\n", "dup_min"),
             ("[watchdog.detector]\ntop_min = \"x\"\n", "top_min"),
-            (
-                "[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n",
-                "channels[0].type",
-            ),
             ("[[channels]]\nname = \"a\"\ntype = \"webhook\"\n", "url"),
             (
                 "[[channels]]\nname = \"a\"\ntype = \"alertmanager\"\n",
@@ -2315,6 +2313,24 @@ mod tests {
             assert!(err.to_string().contains(named), "{text:?}: {err}");
             assert_eq!(err.exit_code(), code::CONFIG, "{text:?}");
         }
+        // An unknown channel type is set aside, never an error: the other channels keep working.
+        let path = write(
+            &dir,
+            "config.toml",
+            "[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n[[channels]]\nname = \"b\"\ntype = \"log\"\n",
+        );
+        let loaded = load(Some(&path), &[], &no_env).expect("an unknown type is skipped");
+        let names: Vec<&str> = loaded
+            .config
+            .channels
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["b"]);
+        assert_eq!(
+            loaded.config.unknown_channels,
+            [("a".to_owned(), "pigeon".to_owned())]
+        );
         let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
         // A config file that cannot be read at all is a configuration error too (78).
@@ -2417,10 +2433,6 @@ mod tests {
             (
                 format!("[watchdog.llm]\ndialect = \"{SECRET}\"\n"),
                 "watchdog.llm.dialect",
-            ),
-            (
-                format!("[[channels]]\nname = \"a\"\ntype = \"{SECRET}\"\n"),
-                "channels[0].type",
             ),
             (
                 format!(

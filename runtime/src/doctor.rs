@@ -461,9 +461,9 @@ fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
     let mut checks: Vec<Check> = config
         .unknown_channels
         .iter()
-        .map(|(name, kind)| {
+        .map(|(name, _)| {
             let detail = format!(
-                "type {kind:?} is not one of {}: this channel is skipped",
+                "type must be one of {}: this channel is skipped",
                 crate::config::CHANNEL_TYPES.join(", ")
             );
             fail("channel", name.clone(), code::CONFIG, detail)

@@ -174,13 +174,13 @@ fn channel_alarms(config: &Config, health: &ChannelHealth, now: i64) -> Vec<Alar
     let mut alarms: Vec<Alarm> = config
         .unknown_channels
         .iter()
-        .map(|(name, kind)| {
+        .map(|(name, _)| {
             let summary = format!(
-                "Channel {name} has type {kind:?}, which this agentwatch cannot send to (one of \
-                 {}): it is skipped, the other channels keep working.",
+                "Channel {name} has a type this agentwatch cannot send to (one of {}): it is \
+                 skipped, the other channels keep working.",
                 crate::config::CHANNEL_TYPES.join(", ")
             );
-            alarm(name, summary, json!({"channel": name, "type": kind}))
+            alarm(name, summary, json!({"channel": name}))
         })
         .collect();
     for section in &config.channels {
