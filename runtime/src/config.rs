@@ -603,14 +603,11 @@ impl ChannelSection {
     /// `key` for receivers that deduplicate per key (webhook `json` and `pagerduty`,
     /// Alertmanager, the log channel's JSON lines: one event per key, a window per key).
     pub fn group_by(&self) -> GroupBy {
-        self.group_by
-            .unwrap_or_else(|| match self.channel_type.as_str() {
-                "desktop" | "telegram" => GroupBy::Channel,
-                "webhook" if matches!(self.mode.as_deref(), Some("slack" | "ntfy")) => {
-                    GroupBy::Channel
-                }
-                _ => GroupBy::Key,
-            })
+        self.group_by.unwrap_or(match self.channel_type.as_str() {
+            "desktop" | "telegram" => GroupBy::Channel,
+            "webhook" if matches!(self.mode.as_deref(), Some("slack" | "ntfy")) => GroupBy::Channel,
+            _ => GroupBy::Key,
+        })
     }
 }
 
@@ -716,6 +713,13 @@ fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
             config.opencode.db = Some(dir.join("opencode.db").display().to_string());
         }
     }
+    let names_jobs = table
+        .get("run")
+        .and_then(Value::as_table)
+        .is_some_and(|t| t.contains_key("jobs"));
+    if !names_jobs {
+        config.run.jobs = present_jobs(config, table, env);
+    }
     if !table.contains_key("channels") {
         config.defaulted.channels = true;
         config.channels.push(ChannelSection {
@@ -731,6 +735,24 @@ fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
             });
         }
     }
+}
+
+/// The jobs whose systems are there, for a config that names no `run.jobs`: opencode always
+/// (it reads every agent's sessions), deck when agent-deck is configured (`[deck]`,
+/// `AGENT_DECK_BIN`) or on `PATH`, recover when `recover.unit` is set. A job that is not
+/// configured to run is never "not running".
+fn present_jobs(config: &Config, table: &Table, env: Env<'_>) -> Vec<JobName> {
+    let deck = table.contains_key("deck")
+        || env("AGENT_DECK_BIN").is_some()
+        || find_program("agent-deck", env).is_some();
+    JobName::ALL
+        .into_iter()
+        .filter(|job| match job {
+            JobName::Opencode => true,
+            JobName::Deck => deck,
+            JobName::Recover => !config.recover.unit.is_empty(),
+        })
+        .collect()
 }
 
 /// A server URL must say its scheme: `localhost:4096` is an error naming the fix.
@@ -2096,6 +2118,44 @@ mod tests {
         let d = std::env::temp_dir().join(format!("aw-config-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    /// `run.jobs` by default holds the jobs whose systems are there.
+    #[test]
+    fn run_jobs_default_to_the_jobs_whose_systems_are_there() {
+        let dir = temp("jobs");
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let deck = bin.join("agent-deck");
+        std::fs::write(&deck, "#!/bin/sh\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&deck, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let path = bin.display().to_string();
+        let with_deck = move |k: &str| (k == "PATH").then(|| path.clone());
+        let recover = "[recover]\nunit = \"sim.service\"\n";
+        let listed = "[run]\njobs = [\"opencode\", \"deck\"]\n";
+        // (config text, agent-deck on PATH, run.jobs)
+        let cases: [(&str, bool, &[JobName]); 5] = [
+            ("", false, &[JobName::Opencode]),
+            ("", true, &[JobName::Opencode, JobName::Deck]),
+            (
+                "[deck]\ninterval_s = 60\n",
+                false,
+                &[JobName::Opencode, JobName::Deck],
+            ),
+            (recover, false, &[JobName::Opencode, JobName::Recover]),
+            (listed, false, &[JobName::Opencode, JobName::Deck]),
+        ];
+        for (text, on_path, jobs) in cases {
+            let file = write(&dir, "config.toml", text);
+            let env: Env<'_> = if on_path { &with_deck } else { &no_env };
+            let loaded = load(Some(&file), &[], env).unwrap();
+            assert_eq!(loaded.config.run.jobs, jobs, "{text:?} on PATH: {on_path}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
