@@ -640,6 +640,8 @@ pub struct Loaded {
     pub config: Config,
     /// Files read, in order.
     pub files: Vec<PathBuf>,
+    /// The `--set` flags, applied last (a server's live edits show the values they decide).
+    pub sets: Vec<String>,
 }
 
 /// Environment lookups, passed in so tests and callers control them.
@@ -1110,7 +1112,11 @@ fn load_layers(
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
     config.validate()?;
-    Ok(Loaded { config, files })
+    Ok(Loaded {
+        config,
+        files,
+        sets: sets.to_vec(),
+    })
 }
 
 impl Config {
@@ -1252,8 +1258,7 @@ impl Config {
     pub fn alert_config(&self, host: &str) -> AlertConfig {
         AlertConfig {
             escalate_after_ticks: self.watchdog.escalate_after_ticks,
-            escalate_min_gap_s: i64::try_from(self.watchdog.escalate_min_gap_s)
-                .unwrap_or(i64::MAX),
+            escalate_min_gap_s: i64::try_from(self.watchdog.escalate_min_gap_s).unwrap_or(i64::MAX),
             max_llm_opinions_per_tick: self.watchdog.max_llm_opinions_per_tick,
             local_llm_enabled: self.local_llm_enabled(),
             source: self
