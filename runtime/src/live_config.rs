@@ -116,7 +116,7 @@ impl ConfigFile {
     }
 
     /// The configuration the files alone give (no `--set`), when they read.
-    fn from_files(&self) -> Option<Config> {
+    fn files_alone(&self) -> Option<Config> {
         config::load(self.explicit.as_deref(), &[], &*self.env)
             .ok()
             .map(|l| l.config)
@@ -289,7 +289,7 @@ impl LiveConfig for ConfigFile {
         let text = self.read()?;
         let doc = self.document(&text)?;
         let config = self.current();
-        let files = self.from_files();
+        let files = self.files_alone();
         let keys: Vec<Value> = EDITABLE
             .iter()
             .map(|(key, kind)| {
