@@ -145,16 +145,18 @@ pub struct ReplayArgs {
     pub file: Option<String>,
 }
 
+/// Global so a subcommand takes them before or after its own arguments: `alerts ack --db X
+/// KEY`, `alerts ack KEY --db X` and `alerts --db X ack KEY` are the same command.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
     /// Configuration file.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// The SQLite database.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub db: Option<PathBuf>,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
@@ -182,6 +184,7 @@ pub struct AlertsArgs {
 pub enum AlertsAction {
     /// Acknowledge an open alert (shown in `alerts`; its resolve ends it).
     Ack {
+        /// The alert's dedup key, or a unique prefix of it or of its session id.
         key: String,
         /// Time of the ack, unix seconds (default the clock).
         #[arg(long)]
@@ -189,6 +192,7 @@ pub enum AlertsAction {
     },
     /// Send an open alert's events to no channel for a while; its resolve ends it.
     Silence {
+        /// The alert's dedup key, or a unique prefix of it or of its session id.
         key: String,
         /// How long: `90s`, `30m`, `2h`, `1d`.
         #[arg(long = "for", value_name = "DURATION")]

@@ -10,6 +10,7 @@ mod backtest;
 mod detect;
 mod export_fixture;
 mod import_export;
+mod man;
 
 use agentwatch_runtime::error::code;
 use agentwatch_runtime::journal::Priority;
@@ -80,8 +81,9 @@ enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page, roff (`agentwatch man > /usr/share/man/man1/agentwatch.1`).
-    Man,
+    /// Install a man page per command and subcommand, with the configuration keys, files and
+    /// exit codes (`man agentwatch`, `man agentwatch-alerts-ack`).
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,7 +114,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor(args),
         Command::Init(args) => init(args),
         Command::Completions { shell } => completions(shell),
-        Command::Man => man(),
+        Command::Man(args) => man::run(&args, Cli::command()),
     };
     match result {
         Ok(code) => code,
@@ -206,15 +208,6 @@ fn completions(shell: clap_complete::Shell) -> CliResult {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "agentwatch", &mut script);
     write_stdout("completions", &String::from_utf8_lossy(&script))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn man() -> CliResult {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut page)
-        .map_err(|e| Error::software(format!("man: {e}")))?;
-    write_stdout("man", &String::from_utf8_lossy(&page))?;
     Ok(ExitCode::SUCCESS)
 }
 

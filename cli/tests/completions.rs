@@ -46,7 +46,7 @@ fn an_unknown_shell_is_a_usage_error() {
 
 #[test]
 fn the_man_page_is_roff_naming_the_subcommands() {
-    let page = stdout_of(&["man"]);
+    let page = stdout_of(&["man", "--print"]);
     assert!(page.starts_with(".ie") || page.contains("\n.TH "), "{page}");
     assert!(page.contains(".TH agentwatch 1"), "{page}");
     for sub in SUBCOMMANDS {

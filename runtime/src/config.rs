@@ -649,6 +649,8 @@ pub struct Loaded {
     pub config: Config,
     /// Files read, in order.
     pub files: Vec<PathBuf>,
+    /// The `--set` flags, applied last (a server's live edits show the values they decide).
+    pub sets: Vec<String>,
 }
 
 /// Environment lookups, passed in so tests and callers control them.
@@ -1145,7 +1147,11 @@ fn load_layers(
     apply_defaults(&mut config, &table, env);
     config.set_aside_unknown_channels();
     config.validate()?;
-    Ok(Loaded { config, files })
+    Ok(Loaded {
+        config,
+        files,
+        sets: sets.to_vec(),
+    })
 }
 
 impl Config {

@@ -15,6 +15,52 @@ pub mod code {
     pub const IOERR: u8 = 74;
     pub const TEMPFAIL: u8 = 75;
     pub const CONFIG: u8 = 78;
+
+    /// Every code with its sysexits name and what agentwatch means by it: the one table (the
+    /// man pages' EXIT STATUS is generated from it).
+    pub const MEANINGS: &[(u8, &str, &str)] = &[
+        (
+            OK,
+            "EX_OK",
+            "Success (also when the reader of standard output closed the pipe).",
+        ),
+        (
+            USAGE,
+            "EX_USAGE",
+            "Bad arguments: an unknown flag, a bad duration, an alert key that names no open alert or several.",
+        ),
+        (
+            DATAERR,
+            "EX_DATAERR",
+            "Bad input data: a session file that does not read, a store that is not agentwatch's.",
+        ),
+        (NOINPUT, "EX_NOINPUT", "A file that does not exist."),
+        (
+            UNAVAILABLE,
+            "EX_UNAVAILABLE",
+            "A service or program did not do its part: a send failed, a job is stale (status), doctor found a problem.",
+        ),
+        (
+            SOFTWARE,
+            "EX_SOFTWARE",
+            "A bug: something that cannot happen did.",
+        ),
+        (
+            IOERR,
+            "EX_IOERR",
+            "An I/O error: the store, a file, standard output.",
+        ),
+        (
+            TEMPFAIL,
+            "EX_TEMPFAIL",
+            "Another run holds the job's lock, or opencode's database is locked: try again.",
+        ),
+        (
+            CONFIG,
+            "EX_CONFIG",
+            "Bad configuration: an unknown key, a value outside its range, a missing secret.",
+        ),
+    ];
 }
 
 /// Everything a job or command can fail with. Each variant maps to one exit code

@@ -55,6 +55,9 @@ pub struct ConfigFile {
     overlay: PathBuf,
     /// The configuration at start: what is shown when the files cannot be read now.
     start: Config,
+    /// The `--set` flags the jobs beside this server run with (`agentwatch run --set …`): they
+    /// decide over the files, so the values shown are the files' with them applied.
+    sets: Vec<String>,
     env: SharedEnv,
 }
 
@@ -87,8 +90,16 @@ impl ConfigFile {
             explicit: explicit.map(Path::to_path_buf),
             overlay,
             start,
+            sets: Vec::new(),
             env,
         })
+    }
+
+    /// The same, for jobs that run with `sets` (`--set KEY=VALUE`) over the files.
+    #[must_use]
+    pub fn with_sets(mut self, sets: Vec<String>) -> Self {
+        self.sets = sets;
+        self
     }
 
     /// Where edits are written.
@@ -96,11 +107,19 @@ impl ConfigFile {
         &self.overlay
     }
 
-    /// The configuration as it loads now (the start's when the files cannot be read).
+    /// The configuration as it loads now, `--set` flags applied (the start's when the files
+    /// cannot be read).
     fn current(&self) -> Config {
-        config::load(self.explicit.as_deref(), &[], &*self.env)
+        config::load(self.explicit.as_deref(), &self.sets, &*self.env)
             .map(|l| l.config)
             .unwrap_or_else(|_| self.start.clone())
+    }
+
+    /// The configuration the files alone give (no `--set`), when they read.
+    fn files_alone(&self) -> Option<Config> {
+        config::load(self.explicit.as_deref(), &[], &*self.env)
+            .ok()
+            .map(|l| l.config)
     }
 
     fn scrub(&self, text: &str) -> String {
@@ -246,6 +265,16 @@ fn in_force(config: &Config, key: &str) -> Value {
     }
 }
 
+/// What a person should know beside a key's value: a `--set` flag decides it (an edit is
+/// written but does not apply while the jobs run with the flag), or another key turns it off.
+fn note(config: &Config, key: &str, by_flag: bool) -> Option<&'static str> {
+    if by_flag {
+        return Some("set by a --set flag of the running jobs: it decides over the files");
+    }
+    (key == "watchdog.local_llm_enabled" && !config.local_compute.enabled)
+        .then_some("no local model is asked while local_compute.enabled = false")
+}
+
 /// The thresholds the pages plot.
 fn thresholds(d: &DetectConfig) -> Value {
     json!({
@@ -260,11 +289,16 @@ impl LiveConfig for ConfigFile {
         let text = self.read()?;
         let doc = self.document(&text)?;
         let config = self.current();
+        let files = self.files_alone();
         let keys: Vec<Value> = EDITABLE
             .iter()
             .map(|(key, kind)| {
                 let bound = config::bound_of(key);
+                let by_flag = files
+                    .as_ref()
+                    .is_some_and(|f| in_force(f, key) != in_force(&config, key));
                 json!({
+                    "note": note(&config, key, by_flag),
                     "key": key,
                     "kind": kind.as_str(),
                     "min": bound.map(|b| b.min),
@@ -399,6 +433,48 @@ mod tests {
         );
         let d = edits.detector();
         assert_eq!((d.top_min, d.window, d.cover_min), (14, 80, 5.5));
+    }
+
+    /// Issue 37: the page showed `local_llm_enabled` on while the jobs ran with it off. Each
+    /// row: the main file, the `--set` flags, the value shown, the note beside it.
+    #[test]
+    fn each_boolean_is_shown_as_the_jobs_run_with_it() {
+        let off = Some("set by a --set flag of the running jobs: it decides over the files");
+        let gated = Some("no local model is asked while local_compute.enabled = false");
+        let rows: &[(&str, &[&str], bool, Option<&str>)] = &[
+            ("", &[], true, None),
+            ("[watchdog]\nlocal_llm_enabled = false\n", &[], false, None),
+            ("[watchdog]\nlocal_llm_enabled = true\n", &[], true, None),
+            ("", &["watchdog.local_llm_enabled=false"], false, off),
+            (
+                "[watchdog]\nlocal_llm_enabled = false\n",
+                &["watchdog.local_llm_enabled=true"],
+                true,
+                off,
+            ),
+            (
+                "[watchdog]\nlocal_llm_enabled = false\n",
+                &["watchdog.local_llm_enabled=false"],
+                false,
+                None,
+            ),
+            ("[local_compute]\nenabled = false\n", &[], true, gated),
+        ];
+        for (i, (text, sets, shown, note)) in rows.iter().enumerate() {
+            let dir = dir(&format!("bool{i}"));
+            std::fs::write(dir.join("config.toml"), text).unwrap();
+            let sets = sets.iter().map(|s| (*s).to_owned()).collect();
+            let shown_now = file(&dir).with_sets(sets).show().unwrap();
+            let key = shown_now["keys"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["key"] == "watchdog.local_llm_enabled")
+                .unwrap()
+                .clone();
+            assert_eq!(key["value"], json!(shown), "row {i}: {key}");
+            assert_eq!(key["note"], json!(note), "row {i}: {key}");
+        }
     }
 
     #[test]

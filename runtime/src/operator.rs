@@ -11,8 +11,8 @@ use crate::notify::{
 use crate::stored::{
     open_existing_read_only as open_read_only, parse_policy, store_path, take_lock,
 };
-use crate::text::{ago, duration, escape_control, table, warn_colour};
-use agentwatch_store::{ChannelSetting, EventKind, Store};
+use crate::text::{ago, ahead, duration, escape_control, table, warn_colour};
+use agentwatch_store::{AlertRow, ChannelSetting, EventKind, Store};
 use alert_state::{AlertEvent, EventState, Severity};
 use recovery_policy::loop_recovery::LoopRecoveryState;
 use serde_json::json;
@@ -261,6 +261,8 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             })
             .collect();
         out.push_str(&table(&["SEVERITY", "KEY", "OPENED", "TITLE"], &rows));
+        let notes = store.as_ref().map(alert_notes).unwrap_or_default();
+        out.push_str(&note_lines(&notes, now));
     }
     out.push_str(&format!(
         "\nrestarts: {}\n",
@@ -315,6 +317,31 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
     })
 }
 
+/// One line per open alert an operator acknowledged or silenced, its times as a person reads
+/// them: `  KEY: acknowledged 3 min ago; silenced until 2026-11-30T02:53:30+00:00 (in 2 h)`.
+fn note_lines(notes: &std::collections::BTreeMap<String, AlertNote>, now: i64) -> String {
+    let mut out = String::new();
+    for (key, note) in notes {
+        let mut said = Vec::new();
+        if let Some(at) = note.acked_at {
+            said.push(format!("acknowledged {}", ago(now - at)));
+        }
+        match note.silenced_until {
+            Some(until) if until > now => said.push(format!(
+                "silenced until {} ({})",
+                iso8601(until),
+                ahead(until - now)
+            )),
+            Some(until) => said.push(format!("silence ended {}", ago(now - until))),
+            None => {}
+        }
+        if !said.is_empty() {
+            out.push_str(&format!("  {}: {}\n", escape_control(key), said.join("; ")));
+        }
+    }
+    out
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct AlertsArgs {
     pub common: Common,
@@ -356,7 +383,57 @@ pub fn parse_for(text: &str) -> Result<i64, Error> {
     number.checked_mul(unit).filter(|s| *s > 0).ok_or_else(bad)
 }
 
-/// Store an ack or silence of the open alert `key`.
+/// Whether `given` names the alert `key`: a prefix of the key (`opencode-loop:ses_ab`) or of
+/// its session part after the first `:` (`ses_ab`), as a person copies it from `alerts`.
+fn names(key: &str, given: &str) -> bool {
+    key.starts_with(given)
+        || key
+            .split_once(':')
+            .is_some_and(|(_, session)| session.starts_with(given))
+}
+
+/// The open alert `given` names among `alerts` (open and resolved): its exact key, else the one
+/// open alert it is a prefix of. Several: a usage error listing them; none open: a usage error
+/// that says whether it names a resolved alert.
+fn find_open_alert(alerts: &[AlertRow], given: &str) -> Result<AlertRow, Error> {
+    let shown = escape_control(given);
+    if given.is_empty() {
+        return Err(Error::usage("the alert key is empty"));
+    }
+    let (open, resolved): (Vec<&AlertRow>, Vec<&AlertRow>) =
+        alerts.iter().partition(|a| a.resolved_at.is_none());
+    if let Some(exact) = open.iter().find(|a| a.dedup_key == given) {
+        return Ok((*exact).clone());
+    }
+    let matches: Vec<&&AlertRow> = open.iter().filter(|a| names(&a.dedup_key, given)).collect();
+    match matches.as_slice() {
+        [one] => Ok((**one).clone()),
+        [] => match resolved.iter().find(|a| names(&a.dedup_key, given)) {
+            Some(gone) => Err(Error::usage(format!(
+                "{} is resolved ({}): only an open alert takes an ack or a silence",
+                escape_control(&gone.dedup_key),
+                gone.resolved_at.map(iso8601).unwrap_or_default()
+            ))),
+            None => Err(Error::usage(format!(
+                "no open alert {shown:?} (`agentwatch alerts` lists them)"
+            ))),
+        },
+        many => {
+            let keys: Vec<String> = many
+                .iter()
+                .map(|a| format!("  {}", escape_control(&a.dedup_key)))
+                .collect();
+            Err(Error::usage(format!(
+                "{shown:?} names {} open alerts; give more of the key:\n{}",
+                many.len(),
+                keys.join("\n")
+            )))
+        }
+    }
+}
+
+/// Store an ack or silence of the open alert `key` (a unique prefix of it, see
+/// [`find_open_alert`]).
 fn note_alert(db: &std::path::Path, action: &AlertsAction) -> Result<Shown, Error> {
     let (key, now) = match action {
         AlertsAction::Ack { key, now } | AlertsAction::Silence { key, now, .. } => {
@@ -365,13 +442,8 @@ fn note_alert(db: &std::path::Path, action: &AlertsAction) -> Result<Shown, Erro
     };
     let _lock = take_lock(db, "alerts")?;
     let mut store = Store::open(db).map_err(Error::from)?;
-    let open = store.alerts(false).map_err(Error::from)?;
-    let Some(alert) = open.iter().find(|a| &a.dedup_key == key) else {
-        return Err(Error::usage(format!(
-            "no open alert {:?} (`agentwatch alerts` lists them)",
-            escape_control(key)
-        )));
-    };
+    let alert = find_open_alert(&store.alerts(true).map_err(Error::from)?, key)?;
+    let key = &alert.dedup_key;
     let mut notes = alert_notes(&store);
     let note = notes.entry(key.clone()).or_insert_with(|| AlertNote {
         opened_at: alert.opened_at,
@@ -386,9 +458,10 @@ fn note_alert(db: &std::path::Path, action: &AlertsAction) -> Result<Shown, Erro
             let until = now.saturating_add(parse_for(duration)?);
             note.silenced_until = Some(until);
             format!(
-                "silenced {} until {} (its events go to no channel; a resolve ends it)\n",
+                "silenced {} until {} ({}; its events go to no channel; a resolve ends it)\n",
                 escape_control(key),
-                iso8601(until)
+                iso8601(until),
+                ahead(until - now)
             )
         }
     };

@@ -69,7 +69,7 @@ pub fn serve_options(
     options.listen = listen;
     options.detector = config.detector();
     options.config = ConfigFile::new(main_file(loaded), config.clone(), Arc::clone(env))
-        .map(|c| Arc::new(c) as Arc<dyn agentwatch_web::LiveConfig>);
+        .map(|c| Arc::new(c.with_sets(loaded.sets.clone())) as Arc<dyn agentwatch_web::LiveConfig>);
     options.token = token;
     options.allowed_hosts = config.serve.allowed_hosts.clone();
     options.channels = config

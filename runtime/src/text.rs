@@ -182,6 +182,18 @@ pub fn ago(seconds: i64) -> String {
     }
 }
 
+/// How far ahead `seconds` is, as a person says it: `in 45 s`, `in 4 min`, `in 5 h`, `in 3 days`;
+/// a time already past is `passed`. The counterpart of [`ago`] for a silence's or a backoff's end.
+pub fn ahead(seconds: i64) -> String {
+    match seconds {
+        ..0 => "passed".to_owned(),
+        0..120 => format!("in {seconds} s"),
+        120..7_200 => format!("in {} min", seconds / 60),
+        7_200..172_800 => format!("in {} h", seconds / 3_600),
+        _ => format!("in {} days", seconds / 86_400),
+    }
+}
+
 /// A duration, short: `45 s`, `12 min`, `2 h`.
 pub fn duration(seconds: i64) -> String {
     match seconds {
@@ -254,6 +266,21 @@ mod status_text_tests {
             (71 * 86_400, "71 days ago"),
         ] {
             assert_eq!(ago(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn times_ahead_read_as_a_person_says_them() {
+        for (s, want) in [
+            (-1, "passed"),
+            (0, "in 0 s"),
+            (52, "in 52 s"),
+            (240, "in 4 min"),
+            (18_000, "in 5 h"),
+            (86_400, "in 24 h"),
+            (3 * 86_400, "in 3 days"),
+        ] {
+            assert_eq!(ahead(s), want, "{s}");
         }
     }
 

@@ -119,7 +119,8 @@ async function loadConfig() {
       ? el("input", { type: "checkbox", "data-key": k.key })
       : el("input", { type: "number", step: k.kind === "count" ? "1" : "any", min: k.min, max: k.max, "data-key": k.key, value: String(k.value) });
     if (isBool) input.checked = Boolean(k.value);
-    const range = isBool ? "" : (k.min_exclusive ? "> " + k.min : String(k.min)) + " … " + k.max;
+    const bounds = isBool ? "" : (k.min_exclusive ? "> " + k.min : String(k.min)) + " … " + k.max;
+    const range = k.note ? (bounds ? bounds + " · " : "") + k.note : bounds;
     const save = el("button", { type: "button", "data-save": k.key }, "Save");
     save.addEventListener("click", async () => {
       const value = isBool ? input.checked : Number(input.value);

@@ -26,9 +26,14 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// A time as ISO 8601 text a person reads with or without the script (which shows it in the
+/// browser's form); the unix seconds stay in `data-unix` for the script.
 fn time(unix: Option<i64>) -> String {
     match unix {
-        Some(t) => format!("<time data-unix=\"{t}\">{t}</time>"),
+        Some(t) => {
+            let iso = agentwatch_channels::iso8601(t);
+            format!("<time data-unix=\"{t}\" datetime=\"{iso}\">{iso}</time>")
+        }
         None => "—".to_owned(),
     }
 }
