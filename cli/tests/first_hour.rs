@@ -269,3 +269,49 @@ fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["sources"][0]["state"], "up", "{status}");
 }
+
+/// With no config, an opencode server on a random port (the TUI, `opencode serve` without
+/// `--port`) is found: its process listens on loopback (`/proc`), and `GET /global/health`
+/// says it is opencode. `doctor` says what it found and how.
+#[test]
+#[ignore = "needs opencode"]
+fn no_config_finds_an_opencode_server_on_any_port() {
+    let tmp = TempDir::new("aw-first-hour-found");
+    let oc = OpencodeHome::new(require_binary(), &tmp.path.join("oc"));
+    let looping = ExportBuilder::new(
+        "ses_fh00000000002loopAAAAAA",
+        "Round the cart totals",
+        None,
+        T0 * 1000 - 3_600_000,
+    )
+    .steps("build", &looping_calls(45), 1000);
+    oc.import(&looping.write(&tmp.path.join("loop.json")))
+        .unwrap();
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    assert_ne!(server.port, 4096, "a port only /proc can tell");
+    // agentwatch runs in the same account (the same HOME) as that opencode.
+    let home = tmp.path.join("oc/home");
+    let path = std::env::var("PATH").unwrap_or_default();
+    let out = agentwatch(
+        &home,
+        &path,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let line = sources_line(&err);
+    assert!(
+        line.contains(&format!("{} 1 session", server.url())),
+        "{line}"
+    );
+    let doctor = agentwatch(&home, &path, &["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let found = text
+        .lines()
+        .find(|l| l.contains(&server.url()))
+        .unwrap_or_else(|| panic!("doctor does not list {}:\n{text}", server.url()));
+    assert!(
+        found.contains("found listening in opencode process") && found.contains("answers"),
+        "{found}"
+    );
+}

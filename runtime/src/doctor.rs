@@ -239,14 +239,25 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
         let mut spec = ServerSpec::new(&server.url);
         spec.username = config.opencode.username.clone();
         spec.password = password.clone();
-        match OpencodeServer::new(spec, timeouts).list_sessions() {
+        let opencode = OpencodeServer::new(spec, timeouts);
+        let how = server.found_in.map_or(String::new(), |pid| {
+            format!("found listening in opencode process {pid} (/proc, GET /global/health); ")
+        });
+        if server.found_in.is_some()
+            && let Err(e) = opencode.health()
+        {
+            let why = format!("{how}not opencode: {e}");
+            checks.push(check("source", shown, Status::Warn, why));
+            continue;
+        }
+        match opencode.list_sessions() {
             Ok(list) => {
                 answering += 1;
                 checks.push(check(
                     "source",
                     shown,
                     Status::Ok,
-                    format!("answers, {auth}, {} session(s)", list.len()),
+                    format!("{how}answers, {auth}, {} session(s)", list.len()),
                 ));
             }
             Err(SourceError::Unauthorized { .. }) => checks.push(fail(

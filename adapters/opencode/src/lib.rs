@@ -8,6 +8,7 @@
 
 pub mod convert;
 pub mod db;
+pub mod discover;
 pub mod http;
 pub mod lite;
 pub mod sse;

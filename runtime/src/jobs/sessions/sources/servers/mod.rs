@@ -6,6 +6,7 @@ pub mod read;
 use super::{Answer, Collected, ReadContext, Source, SourceRead, configured_sources, count};
 use crate::config::{self, Config, Env};
 use crate::jobs::sessions::Options;
+use agentwatch_opencode::discover;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use serde_json::Value;
 use std::collections::HashSet;
@@ -50,6 +51,9 @@ fn registry_item(item: &Value) -> Option<String> {
 pub struct ServerUrl {
     pub url: String,
     pub optional: bool,
+    /// Found listening in an opencode process of this user (its pid), not configured: read
+    /// only when `GET /global/health` says it is opencode.
+    pub found_in: Option<u32>,
 }
 
 /// The servers to read: configured, from the registry, and from flags, each once. Registry
@@ -73,11 +77,25 @@ pub fn server_urls(
         urls.extend(config.opencode.servers.iter().map(|url| ServerUrl {
             url: url.clone(),
             optional: config.defaulted.sources && url == config::DEFAULT_OPENCODE_SERVER,
+            found_in: None,
         }));
+    }
+    if configured && config.defaulted.sources {
+        // The TUI and `opencode serve` without `--port` listen on a random port.
+        urls.extend(
+            discover::opencode_listeners(Path::new("/proc"), env("HOME").as_deref())
+                .into_iter()
+                .map(|l| ServerUrl {
+                    url: l.url(),
+                    optional: true,
+                    found_in: Some(l.pid),
+                }),
+        );
     }
     urls.extend(args.servers.iter().map(|url| ServerUrl {
         url: url.clone(),
         optional: false,
+        found_in: None,
     }));
     let mut seen = HashSet::new();
     urls.retain(|u| seen.insert(u.url.trim_end_matches('/').to_owned()));
@@ -108,6 +126,7 @@ fn registry_urls(path: &Path, collected: &mut Collected) -> Vec<ServerUrl> {
             Ok(()) => urls.push(ServerUrl {
                 url,
                 optional: false,
+                found_in: None,
             }),
             Err(e) => collected.failed.push(("registry".to_owned(), e)),
         }
@@ -124,6 +143,8 @@ pub struct ServerSource {
     server: OpencodeServer,
     /// The default server: not there is not a failure.
     optional: bool,
+    /// Found through `/proc`, not configured: read only once its health says opencode.
+    found: bool,
 }
 
 impl ServerSource {
@@ -142,6 +163,7 @@ impl ServerSource {
         Self {
             server: OpencodeServer::new(spec, timeouts),
             optional: url.optional,
+            found: url.found_in.is_some(),
         }
     }
 
@@ -174,6 +196,11 @@ impl Source for ServerSource {
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
         // Everything that leaves the process (journal, store, JSON) names the server redacted.
         let name = self.name().to_owned();
+        if self.found
+            && let Err(e) = self.server.health()
+        {
+            return Answer::Absent(name, format!("found listening, but not opencode: {e}"));
+        }
         let read = read::read_server(
             &self.server,
             ctx.store,
