@@ -418,6 +418,12 @@ pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error>
     serde_json::from_str(text)
 }
 
+/// [`parse_messages`] from a reader, as the answer arrives (buffer it: serde_json reads byte
+/// by byte): only what the lean structs keep is held.
+pub fn read_messages(reader: impl std::io::Read) -> Result<Vec<LiteMessage>, serde_json::Error> {
+    serde_json::from_reader(reader)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

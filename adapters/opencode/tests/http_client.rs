@@ -292,6 +292,73 @@ fn a_huge_error_body_is_not_read_whole() {
     );
 }
 
+/// An answer is parsed as it arrives: 200 MB of garbage is an error naming the server at its
+/// first byte, after a few MiB at most were taken off the wire (not read whole into memory
+/// first, as when the body was read to a string before parsing).
+#[test]
+fn a_huge_garbage_answer_is_not_read_whole() {
+    let server = HttpServer::start(|_| Reply::Endless {
+        status: 200,
+        declared: 200 * 1024 * 1024,
+    });
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        request: Duration::from_secs(30),
+    };
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), timeouts);
+    let err = client.list_sessions().unwrap_err();
+    assert!(matches!(err, SourceError::Garbage { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&server.url()) && shown.contains("not JSON"),
+        "{shown}"
+    );
+    drop(client);
+    assert!(
+        server.bytes_sent() < 32 * 1024 * 1024,
+        "{}",
+        server.bytes_sent()
+    );
+}
+
+/// A valid answer longer than the body limit is a clear error naming the URL and the limit,
+/// read no further than the limit.
+#[test]
+fn an_answer_over_the_body_limit_is_a_clear_error() {
+    let title = "x".repeat(2 * 1024 * 1024);
+    let server =
+        HttpServer::start(move |_| Reply::json(200, &json!([{"id": "ses_a", "title": title}])));
+    let limits = Limits {
+        max_body_bytes: 1024 * 1024,
+        ..Limits::default()
+    };
+    let client = OpencodeServer::with_limits(ServerSpec::new(server.url()), quick(), limits);
+    let err = client.list_sessions().unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!("{}/experimental/session", server.url()))
+            && shown.contains("larger than 1048576 bytes"),
+        "{shown}"
+    );
+}
+
+/// A listed session's title (and directory) is kept to its first 4 KiB, cut at a character.
+#[test]
+fn a_huge_title_is_cut() {
+    let title = format!("{}é{}", "t".repeat(4095), "x".repeat(1 << 20));
+    let server = HttpServer::start(move |_| {
+        Reply::json(
+            200,
+            &json!([{"id": "ses_a", "title": title, "directory": "/d"}]),
+        )
+    });
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    let infos = client.list_session_infos().unwrap();
+    assert_eq!(infos[0].title.as_deref(), Some("t".repeat(4095).as_str()));
+    assert_eq!(infos[0].directory.as_deref(), Some("/d"));
+}
+
 #[test]
 fn a_password_echoed_in_an_error_body_never_shows() {
     let server = HttpServer::start(|r: &Request| {
