@@ -4,6 +4,9 @@ use crate::redact::{Target, head};
 use std::time::{Duration, Instant};
 use ureq::http::HeaderMap;
 
+/// What ureq answers a request with.
+type Response = ureq::http::Response<ureq::Body>;
+
 /// Largest answer body read unless [`Settings::max_body_bytes`] says otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// How much of a non-2xx answer's body an [`HttpError`] keeps.
@@ -270,13 +273,24 @@ impl Client {
     /// # Errors
     /// As [`Client::post_json`].
     pub fn get(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Answer, HttpError> {
+        let (timeout, sent) = self.send_get(target, headers)?;
+        self.answer(target, timeout, sent)
+    }
+
+    /// Sends a GET of `target` with the extra `headers` and its whole-request timeout: the
+    /// timeout and what came back.
+    fn send_get(
+        &self,
+        target: &Target,
+        headers: &[(&str, &str)],
+    ) -> Result<(Duration, Result<Response, ureq::Error>), HttpError> {
         let timeout = self.timeout(target)?;
         let mut request = self.agent.get(target.url());
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
         let request = request.config().timeout_global(Some(timeout)).build();
-        self.answer(target, timeout, request.call())
+        Ok((timeout, request.call()))
     }
 
     /// GETs `target` and hands back a 2xx answer's [`Body`] to read as it arrives (a parser
@@ -286,19 +300,8 @@ impl Client {
     /// # Errors
     /// As [`Client::get`], for everything up to the answer's headers.
     pub fn get_body(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Body, HttpError> {
-        let timeout = self.timeout(target)?;
-        let mut request = self.agent.get(target.url());
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request.config().timeout_global(Some(timeout)).build();
-        let mut response = request
-            .call()
-            .map_err(|e| transport_error(target, timeout, &e))?;
-        let status = response.status().as_u16();
-        if !(200..=299).contains(&status) {
-            return Err(self.status_error(target, status, &mut response));
-        }
+        let (timeout, sent) = self.send_get(target, headers)?;
+        let response = self.success(target, timeout, sent)?;
         let headers = response.headers().clone();
         Ok(Body {
             headers,
@@ -380,17 +383,29 @@ impl Client {
         }
     }
 
-    fn answer(
+    /// A 2xx response, or why there is none (the transport failed, or a non-2xx status).
+    fn success(
         &self,
         target: &Target,
         timeout: Duration,
-        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Answer, HttpError> {
+        sent: Result<Response, ureq::Error>,
+    ) -> Result<Response, HttpError> {
         let mut response = sent.map_err(|e| transport_error(target, timeout, &e))?;
         let status = response.status().as_u16();
         if !(200..=299).contains(&status) {
             return Err(self.status_error(target, status, &mut response));
         }
+        Ok(response)
+    }
+
+    fn answer(
+        &self,
+        target: &Target,
+        timeout: Duration,
+        sent: Result<Response, ureq::Error>,
+    ) -> Result<Answer, HttpError> {
+        let mut response = self.success(target, timeout, sent)?;
+        let status = response.status().as_u16();
         let bytes = response
             .body_mut()
             .with_config()
