@@ -225,6 +225,13 @@ pub struct OpencodeSection {
     pub password_env: String,
     pub connect_timeout_s: f64,
     pub request_timeout_s: f64,
+    /// How long one server may take in one tick, all its requests together (unset: twice
+    /// `request_timeout_s`): a server that lists many sessions and answers none of them costs
+    /// this, whatever it lists; the sessions it left unread keep their cursors for the next tick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_deadline_s: Option<f64>,
+    /// Message reads of one server in flight at once.
+    pub max_parallel: u32,
     /// What a looping tree gets besides its alert: `alert` (nothing more) or `abort` (once its
     /// alert is critical, `POST /session/:id/abort` on its flagged sessions whose last call did
     /// not land, once per alert).
@@ -235,6 +242,15 @@ impl OpencodeSection {
     /// Whether `on_loop = "abort"`.
     pub fn aborts(&self) -> bool {
         self.on_loop == "abort"
+    }
+
+    /// How long one server may take in one tick: `source_deadline_s`, else twice the request
+    /// timeout (the listing and one round of message reads).
+    pub fn source_deadline(&self) -> std::time::Duration {
+        duration(
+            self.source_deadline_s
+                .unwrap_or(2.0 * self.request_timeout_s),
+        )
     }
 }
 
@@ -248,6 +264,8 @@ impl Default for OpencodeSection {
             password_env: "OPENCODE_SERVER_PASSWORD".to_owned(),
             connect_timeout_s: 2.0,
             request_timeout_s: 10.0,
+            source_deadline_s: None,
+            max_parallel: 4,
             on_loop: "alert".to_owned(),
         }
     }
@@ -1640,6 +1658,22 @@ pub const BOUNDS: &[Bound] = &[
         MAX_CALL_TIMEOUT_S,
         "the tick waits for it",
         |c| vec![c.opencode.request_timeout_s]
+    ),
+    bound!(
+        "opencode.source_deadline_s",
+        0.0,
+        true,
+        2.0 * MAX_CALL_TIMEOUT_S,
+        "the tick waits for each source this long at most",
+        |c| c.opencode.source_deadline_s.into_iter().collect()
+    ),
+    bound!(
+        "opencode.max_parallel",
+        1.0,
+        false,
+        64.0,
+        "each read in flight is a thread and a connection",
+        |c| vec![f64::from(c.opencode.max_parallel)]
     ),
     bound!(
         "follow.min_interval_s",

@@ -53,6 +53,7 @@ const NAMES: &[&str] = &[
     "critical",
     "daemon",
     "db",
+    "deadline_skipped",
     "decision",
     "dedup",
     "deliveries",

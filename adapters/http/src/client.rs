@@ -4,6 +4,9 @@ use crate::redact::{Target, head};
 use std::time::{Duration, Instant};
 use ureq::http::HeaderMap;
 
+/// What ureq answers a request with.
+type Response = ureq::http::Response<ureq::Body>;
+
 /// Largest answer body read unless [`Settings::max_body_bytes`] says otherwise.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 1024 * 1024;
 /// How much of a non-2xx answer's body an [`HttpError`] keeps.
@@ -81,6 +84,89 @@ impl Answer {
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A 2xx answer's body, read as it arrives ([`Client::get_body`]): at most
+/// [`Settings::max_body_bytes`], within the request's timeout. A read past the limit, or one
+/// the transport failed, fails, and [`Body::failure`] then says why.
+pub struct Body {
+    headers: HeaderMap,
+    reader: ureq::BodyReader<'static>,
+    target: Target,
+    timeout: Duration,
+    limit: u64,
+    read: u64,
+    failure: Option<HttpError>,
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("url", &self.target.shown())
+            .field("read", &self.read)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a [`Body`] returns once it failed (a reader that stopped for a reason of its own).
+const BODY_FAILED: &str = "the answer's body could not be read";
+
+impl Body {
+    /// The value of header `name` when it is there and text.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Why the body could not be read to its end, if it could not: the transport failed (timed
+    /// out, cut off), or it grew past the limit ([`Body::over_limit`]).
+    #[must_use]
+    pub fn failure(&self) -> Option<&HttpError> {
+        self.failure.as_ref()
+    }
+
+    /// Whether the body was longer than the limit (only what fits was read).
+    #[must_use]
+    pub fn over_limit(&self) -> bool {
+        self.read > self.limit
+    }
+
+    /// The limit the body is read to.
+    #[must_use]
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+impl std::io::Read for Body {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.failure.is_some() {
+            return Err(std::io::Error::other(BODY_FAILED));
+        }
+        // One byte past the limit is asked for, so a body of exactly the limit reads whole.
+        let left = (self.limit + 1).saturating_sub(self.read);
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = match self.reader.read(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) => {
+                // ureq's own errors (a timeout) come wrapped in an io::Error: unwrapped here.
+                let error = ureq::Error::from(e);
+                self.failure = Some(transport_error(&self.target, self.timeout, &error));
+                return Err(std::io::Error::other(BODY_FAILED));
+            }
+        };
+        self.read += n as u64;
+        if self.over_limit() {
+            self.failure = Some(HttpError {
+                url: self.target.shown().to_owned(),
+                failure: Failure::Unreachable {
+                    message: format!("answer larger than {} bytes (the limit)", self.limit),
+                },
+            });
+            return Err(std::io::Error::other(BODY_FAILED));
+        }
+        Ok(n)
     }
 }
 
@@ -187,13 +273,50 @@ impl Client {
     /// # Errors
     /// As [`Client::post_json`].
     pub fn get(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Answer, HttpError> {
+        let (timeout, sent) = self.send_get(target, headers)?;
+        self.answer(target, timeout, sent)
+    }
+
+    /// Sends a GET of `target` with the extra `headers` and its whole-request timeout: the
+    /// timeout and what came back.
+    fn send_get(
+        &self,
+        target: &Target,
+        headers: &[(&str, &str)],
+    ) -> Result<(Duration, Result<Response, ureq::Error>), HttpError> {
         let timeout = self.timeout(target)?;
         let mut request = self.agent.get(target.url());
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
         let request = request.config().timeout_global(Some(timeout)).build();
-        self.answer(target, timeout, request.call())
+        Ok((timeout, request.call()))
+    }
+
+    /// GETs `target` and hands back a 2xx answer's [`Body`] to read as it arrives (a parser
+    /// reading from it holds what it builds, never the whole text), within the request's
+    /// timeout and up to [`Settings::max_body_bytes`].
+    ///
+    /// # Errors
+    /// As [`Client::get`], for everything up to the answer's headers.
+    pub fn get_body(&self, target: &Target, headers: &[(&str, &str)]) -> Result<Body, HttpError> {
+        let (timeout, sent) = self.send_get(target, headers)?;
+        let response = self.success(target, timeout, sent)?;
+        let headers = response.headers().clone();
+        Ok(Body {
+            headers,
+            // Our own count enforces the limit (with a clear error); ureq's is off.
+            reader: response
+                .into_body()
+                .into_with_config()
+                .limit(u64::MAX)
+                .reader(),
+            target: target.clone(),
+            timeout,
+            limit: self.settings.max_body_bytes,
+            read: 0,
+            failure: None,
+        })
     }
 
     /// GETs `target` and hands back its body as it arrives (server-sent events): no
@@ -223,7 +346,7 @@ impl Client {
             .build();
         let mut response = request
             .call()
-            .map_err(|e| self.transport_error(target, timeout, &e))?;
+            .map_err(|e| transport_error(target, timeout, &e))?;
         let status = response.status().as_u16();
         if !(200..=299).contains(&status) {
             return Err(self.status_error(target, status, &mut response));
@@ -260,23 +383,35 @@ impl Client {
         }
     }
 
-    fn answer(
+    /// A 2xx response, or why there is none (the transport failed, or a non-2xx status).
+    fn success(
         &self,
         target: &Target,
         timeout: Duration,
-        sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Answer, HttpError> {
-        let mut response = sent.map_err(|e| self.transport_error(target, timeout, &e))?;
+        sent: Result<Response, ureq::Error>,
+    ) -> Result<Response, HttpError> {
+        let mut response = sent.map_err(|e| transport_error(target, timeout, &e))?;
         let status = response.status().as_u16();
         if !(200..=299).contains(&status) {
             return Err(self.status_error(target, status, &mut response));
         }
+        Ok(response)
+    }
+
+    fn answer(
+        &self,
+        target: &Target,
+        timeout: Duration,
+        sent: Result<Response, ureq::Error>,
+    ) -> Result<Answer, HttpError> {
+        let mut response = self.success(target, timeout, sent)?;
+        let status = response.status().as_u16();
         let bytes = response
             .body_mut()
             .with_config()
             .limit(self.settings.max_body_bytes)
             .read_to_vec()
-            .map_err(|e| self.transport_error(target, timeout, &e))?;
+            .map_err(|e| transport_error(target, timeout, &e))?;
         Ok(Answer {
             status,
             headers: response.headers().clone(),
@@ -285,31 +420,27 @@ impl Client {
                 .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         })
     }
+}
 
-    fn transport_error(
-        &self,
-        target: &Target,
-        timeout: Duration,
-        error: &ureq::Error,
-    ) -> HttpError {
-        let message = target.scrub(&error.to_string());
-        let timed_out = match error {
-            ureq::Error::Timeout(_) => true,
-            // A socket read timeout shows as `WouldBlock` on Unix.
-            ureq::Error::Io(io) => matches!(
-                io.kind(),
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-            ),
-            _ => false,
-        };
-        let failure = if timed_out {
-            Failure::Timeout { timeout, message }
-        } else {
-            Failure::Unreachable { message }
-        };
-        HttpError {
-            url: target.shown().to_owned(),
-            failure,
-        }
+/// A transport failure as an [`HttpError`]: timed out, or unreachable.
+fn transport_error(target: &Target, timeout: Duration, error: &ureq::Error) -> HttpError {
+    let message = target.scrub(&error.to_string());
+    let timed_out = match error {
+        ureq::Error::Timeout(_) => true,
+        // A socket read timeout shows as `WouldBlock` on Unix.
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ),
+        _ => false,
+    };
+    let failure = if timed_out {
+        Failure::Timeout { timeout, message }
+    } else {
+        Failure::Unreachable { message }
+    };
+    HttpError {
+        url: target.shown().to_owned(),
+        failure,
     }
 }

@@ -6,7 +6,8 @@
 //!   ([`Settings`]), non-2xx answers read as answers (not transport errors), redirects followed
 //!   only when asked for. [`Client::post_json`] and [`Client::get`] read a 2xx answer's body up to
 //!   a size limit and map every failure to one [`HttpError`]: unreachable, timed out, or a
-//!   non-2xx status with the head of its body. [`Client::stream`] reads a body as it arrives
+//!   non-2xx status with the head of its body. [`Client::get_body`] hands a 2xx answer's body
+//!   over as a reader (bounded, timed), for a parser that reads as it arrives. [`Client::stream`] reads a body as it arrives
 //!   (server-sent events) with a limit on each read instead of on the whole request.
 //! - [`Target`]: a request URL with the form errors show (user-info dropped, a query shown as
 //!   `?<redacted>`, see [`url_parts`]) and the secrets scrubbed from every text an error keeps
@@ -38,8 +39,8 @@ mod encode;
 mod redact;
 
 pub use client::{
-    Answer, Client, DEFAULT_MAX_BODY_BYTES, ERROR_BODY_READ_BYTES, Failure, HttpError, Settings,
-    Stream,
+    Answer, Body, Client, DEFAULT_MAX_BODY_BYTES, ERROR_BODY_READ_BYTES, Failure, HttpError,
+    Settings, Stream,
 };
 pub use encode::{basic_auth, percent_decode, percent_encode};
 pub use redact::{Redacted, Target, UrlParts, head, redact_text, scrub, shown_url, url_parts};

@@ -6,7 +6,7 @@
 //! Failures come back as [`SourceError`]s naming the server; the caller skips and reports them.
 
 use crate::convert::session_from_messages;
-use crate::lite::{LiteMessage, parse_messages};
+use crate::lite::{LiteMessage, read_messages};
 use crate::sse::{Event, Frame, FrameParser, parse_event};
 use agentwatch_http::{
     Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
@@ -77,6 +77,10 @@ pub enum SourceError {
     /// always answers with a new `x-next-cursor`); what was read of it is dropped.
     #[error("{url}: more than {pages} pages of messages (the limit); session not read")]
     TooManyPages { url: String, pages: usize },
+    /// An answer body longer than [`Limits::max_body_bytes`]: read no further, nothing of it
+    /// used.
+    #[error("{url}: answer larger than {limit} bytes (the limit); not read")]
+    TooLarge { url: String, limit: u64 },
     /// Not asked: the deadline set with [`OpencodeServer::with_deadline`] passed first.
     #[error("{url}: skipped: the tick deadline passed")]
     Skipped { url: String },
@@ -113,6 +117,8 @@ pub const MAX_BODY_BYTES: u64 = 256 * 1024 * 1024;
 /// Most pages of messages read per session by default: 200 pages of [`MESSAGE_PAGE`] is
 /// 100 000 messages.
 pub const MAX_PAGES: usize = 200;
+/// How much of an answer's body is buffered between the socket and the JSON parser.
+const READ_BUFFER: usize = 64 * 1024;
 /// Redirects followed (ureq's default).
 const MAX_REDIRECTS: u32 = 10;
 /// Messages asked for per page of `/session/:id/message`.
@@ -191,7 +197,7 @@ impl OpencodeServer {
         }
     }
 
-    /// No request of this client runs past `deadline` (a tick's `opencode.tick_deadline_s`):
+    /// No request of this client runs past `deadline` (a tick's `opencode.source_deadline_s`):
     /// each request's timeout is cut to what is left, and once it passed every request fails
     /// at once with [`SourceError::Skipped`], so the tick goes on and reports what it skipped.
     #[must_use]
@@ -199,6 +205,13 @@ impl OpencodeServer {
         self.client = self.client.until(deadline);
         self.deadline = Some(deadline);
         self
+    }
+
+    /// Whether the deadline set with [`OpencodeServer::with_deadline`] has passed (a request
+    /// that timed out then was cut by it).
+    #[must_use]
+    pub fn late(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 
     /// Ask for `n` messages per page (at least 1).
@@ -218,31 +231,48 @@ impl OpencodeServer {
     }
 
     fn get(&self, path_and_query: &str) -> Result<Page<Value>, SourceError> {
-        self.get_parsed(path_and_query, |text| serde_json::from_str(text))
+        self.get_parsed(path_and_query, |body| serde_json::from_reader(body))
     }
 
-    /// GET a JSON answer and parse it with `parse`.
+    /// GET a JSON answer and parse it with `parse` as it arrives: what the parser keeps is
+    /// held, never the answer's text (a huge or broken body costs what was built of it, and a
+    /// broken one is dropped at its first bad byte). A body over [`Limits::max_body_bytes`]
+    /// is [`SourceError::TooLarge`].
     fn get_parsed<T>(
         &self,
         path_and_query: &str,
-        parse: impl Fn(&str) -> Result<T, serde_json::Error>,
+        parse: impl Fn(&mut dyn Read) -> Result<T, serde_json::Error>,
     ) -> Result<Page<T>, SourceError> {
         let target = self.base.join(path_and_query);
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.late() {
             return Err(SourceError::Skipped {
                 url: target.shown().to_owned(),
             });
         }
         let authorization = self.authorization.as_deref().map(|a| ("Authorization", a));
-        let answer = self
+        let mut body = self
             .client
-            .get(&target, authorization.as_slice())
+            .get_body(&target, authorization.as_slice())
             .map_err(|e| self.source_error(e))?;
-        let next_cursor = answer
+        let next_cursor = body
             .header("x-next-cursor")
             .filter(|v| !v.is_empty())
             .map(str::to_owned);
-        let body = parse(&answer.body).map_err(|e| SourceError::Garbage {
+        // serde_json reads a reader byte by byte: a buffer in between.
+        let parsed = parse(&mut std::io::BufReader::with_capacity(
+            READ_BUFFER,
+            &mut body,
+        ));
+        if body.over_limit() {
+            return Err(SourceError::TooLarge {
+                url: target.shown().to_owned(),
+                limit: body.limit(),
+            });
+        }
+        if let Some(failure) = body.failure() {
+            return Err(self.source_error(failure.clone()));
+        }
+        let body = parsed.map_err(|e| SourceError::Garbage {
             url: target.shown().to_owned(),
             message: parse_problem(&e),
         })?;
@@ -292,7 +322,7 @@ impl OpencodeServer {
 
     /// As [`OpencodeServer::list_sessions`], typed.
     pub fn list_session_infos(&self) -> Result<Vec<SessionInfo>, SourceError> {
-        let parse = |text: &str| serde_json::from_str::<Vec<SessionInfo>>(text);
+        let parse = |body: &mut dyn Read| serde_json::from_reader::<_, Vec<SessionInfo>>(body);
         match self.get_parsed("/experimental/session", parse) {
             Ok(page) => Ok(page.body),
             Err(SourceError::Status { status: 404, .. }) => {
@@ -304,7 +334,7 @@ impl OpencodeServer {
 
     /// All messages of a session in chronological order, following the `before` cursor.
     pub fn messages(&self, session_id: &str) -> Result<Vec<Value>, SourceError> {
-        let parse = |text: &str| match serde_json::from_str(text)? {
+        let parse = |body: &mut dyn Read| match serde_json::from_reader(body)? {
             Value::Array(list) => Ok(list),
             _ => Err(serde::de::Error::custom("expected a list of messages")),
         };
@@ -319,9 +349,11 @@ impl OpencodeServer {
         session_id: &str,
         cursor: Option<&str>,
     ) -> Result<(Vec<LiteMessage>, bool), SourceError> {
-        self.paged_messages(session_id, parse_messages, |m: &LiteMessage| {
-            cursor.is_some_and(|c| m.info.id == c)
-        })
+        self.paged_messages(
+            session_id,
+            |r: &mut dyn Read| read_messages(r),
+            |m: &LiteMessage| cursor.is_some_and(|c| m.info.id == c),
+        )
     }
 
     /// The id of a session's newest message (`None` when it has none): one request for one
@@ -330,7 +362,10 @@ impl OpencodeServer {
     /// through `POST /session/:id/shell`).
     pub fn newest_message_id(&self, session_id: &str) -> Result<Option<String>, SourceError> {
         let id = percent_encode(session_id);
-        let page = self.get_parsed(&format!("/session/{id}/message?limit=1"), parse_messages)?;
+        let page = self.get_parsed(
+            &format!("/session/{id}/message?limit=1"),
+            |r: &mut dyn Read| read_messages(r),
+        )?;
         Ok(page.body.last().map(|m| m.info.id.clone()))
     }
 
@@ -339,7 +374,7 @@ impl OpencodeServer {
     fn paged_messages<T>(
         &self,
         session_id: &str,
-        parse: impl Fn(&str) -> Result<Vec<T>, serde_json::Error>,
+        parse: impl Fn(&mut dyn Read) -> Result<Vec<T>, serde_json::Error>,
         known: impl Fn(&T) -> bool,
     ) -> Result<(Vec<T>, bool), SourceError> {
         let id = percent_encode(session_id);
@@ -417,7 +452,7 @@ impl OpencodeServer {
     pub fn abort(&self, session_id: &str) -> Result<(), SourceError> {
         let id = percent_encode(session_id);
         let target = self.base.join(&format!("/session/{id}/abort"));
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.late() {
             return Err(SourceError::Skipped {
                 url: target.shown().to_owned(),
             });
@@ -588,14 +623,51 @@ pub struct SessionInfo {
     pub id: String,
     #[serde(default, rename = "parentID")]
     pub parent_id: Option<String>,
-    #[serde(default)]
+    /// Cut to [`MAX_TITLE_BYTES`].
+    #[serde(default, deserialize_with = "bounded_text")]
     pub title: Option<String>,
-    #[serde(default)]
+    /// Cut to [`MAX_TITLE_BYTES`].
+    #[serde(default, deserialize_with = "bounded_text")]
     pub directory: Option<String>,
     #[serde(default)]
     pub agent: Option<String>,
     #[serde(default)]
     pub time: Option<SessionTime>,
+}
+
+/// The longest title or directory kept of a listed session, in bytes: the rest is cut (a
+/// session's title is shown in alerts and pages, not read whole by anything).
+pub const MAX_TITLE_BYTES: usize = 4096;
+
+/// An optional string cut to [`MAX_TITLE_BYTES`] (at a character boundary); anything but a
+/// string or null is an error, as for a plain `Option<String>`.
+fn bounded_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            let mut end = v.len().min(MAX_TITLE_BYTES);
+            while !v.is_char_boundary(end) {
+                end -= 1;
+            }
+            Ok(Some(v[..end].to_owned()))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    deserializer.deserialize_option(Bounded)
 }
 
 /// A session's `time` object (milliseconds since the epoch).

@@ -72,7 +72,9 @@ pub struct LitePart {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LiteState {
     pub status: String,
-    #[serde(default)]
+    /// The call's input; one over [`MAX_INPUT_BYTES`] of JSON text is its stand-in
+    /// ([`bounded_input`]).
+    #[serde(default, deserialize_with = "bounded_input")]
     pub input: Option<Value>,
     #[serde(default)]
     pub metadata: Option<DetectorMetadata>,
@@ -80,6 +82,29 @@ pub struct LiteState {
     pub output: Option<OutputNote>,
     #[serde(default, deserialize_with = "object_or_none")]
     pub time: Option<LiteCallTime>,
+}
+
+/// The longest tool input read as JSON, in bytes of its text. A longer one (a hostile or broken
+/// server's megabytes of `[1,1,1,…]`) is not built as a `Value`, which costs about 16 times its
+/// text: it stands as `{"oversized_input": {"bytes": N, "hash": H}}`, the same for the same
+/// text, so a call repeated with it still repeats.
+pub const MAX_INPUT_BYTES: usize = 1 << 20;
+
+/// A tool input read as its raw text first (about its size in memory, and a broken one fails
+/// before anything is built), then as JSON when it is at most [`MAX_INPUT_BYTES`].
+fn bounded_input<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    let Some(raw) = Option::<Box<serde_json::value::RawValue>>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let text = raw.get();
+    if text.len() > MAX_INPUT_BYTES {
+        return Ok(Some(serde_json::json!({
+            "oversized_input": {"bytes": text.len(), "hash": output_hash(text)}
+        })));
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(de::Error::custom)
 }
 
 /// `Some` only for a JSON object; anything else reads as absent, as the export reader
@@ -418,9 +443,41 @@ pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error>
     serde_json::from_str(text)
 }
 
+/// [`parse_messages`] from a reader, as the answer arrives (buffer it: serde_json reads byte
+/// by byte): only what the lean structs keep is held.
+pub fn read_messages(reader: impl std::io::Read) -> Result<Vec<LiteMessage>, serde_json::Error> {
+    serde_json::from_reader(reader)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool input over the limit is not built: it stands as its size and hash, the same for
+    /// the same text; one within it is read as it is.
+    #[test]
+    fn an_oversized_input_stands_as_its_hash() {
+        let page = |input: &str| {
+            format!(
+                r#"[{{"info": {{"id": "msg_1"}}, "parts": [{{"type": "tool", "tool": "bash",
+                    "state": {{"status": "completed", "input": {input}}}}}]}}]"#
+            )
+        };
+        let huge = format!(r#"{{"a": [{}1]}}"#, "1,".repeat(MAX_INPUT_BYTES));
+        let read = |input: &str| {
+            let text = page(input);
+            let messages = read_messages(text.as_bytes()).unwrap();
+            messages[0].parts[0].state.as_ref().unwrap().input.clone()
+        };
+        let stand_in = read(&huge).unwrap();
+        assert_eq!(stand_in["oversized_input"]["bytes"], huge.len());
+        assert_eq!(read(&huge), Some(stand_in));
+        assert_eq!(
+            read(r#"{"command": "ls"}"#),
+            Some(serde_json::json!({"command": "ls"}))
+        );
+        assert!(read_messages(page(&huge[..huge.len() - 2]).as_bytes()).is_err());
+    }
 
     /// Each row: role, modelID, providerID, cost, landed; then the spend after it.
     #[test]

@@ -268,10 +268,11 @@ fn a_server_that_always_has_another_page_ends_with_a_clear_error() {
     assert!(err.to_string().contains("more than 7 pages"), "{err}");
 }
 
-#[test]
-fn a_huge_error_body_is_not_read_whole() {
-    let server = HttpServer::start(|_| Reply::Endless {
-        status: 500,
+/// A server answering every request with 200 MB of `x`s (`status`), and a client patient
+/// enough to read them all.
+fn endless(status: u16) -> (HttpServer, OpencodeServer) {
+    let server = HttpServer::start(move |_| Reply::Endless {
+        status,
         declared: 200 * 1024 * 1024,
     });
     let timeouts = Timeouts {
@@ -279,17 +280,82 @@ fn a_huge_error_body_is_not_read_whole() {
         request: Duration::from_secs(30),
     };
     let client = OpencodeServer::new(ServerSpec::new(server.url()), timeouts);
-    let err = client.list_sessions().unwrap_err();
-    assert!(
-        matches!(err, SourceError::Status { status: 500, .. }),
-        "{err:?}"
-    );
+    (server, client)
+}
+
+/// The client stopped reading after a few MiB at most (what the kernel's buffers hold).
+fn assert_stopped_early(server: &HttpServer, client: OpencodeServer) {
     drop(client);
     assert!(
         server.bytes_sent() < 32 * 1024 * 1024,
         "{}",
         server.bytes_sent()
     );
+}
+
+#[test]
+fn a_huge_error_body_is_not_read_whole() {
+    let (server, client) = endless(500);
+    let err = client.list_sessions().unwrap_err();
+    assert!(
+        matches!(err, SourceError::Status { status: 500, .. }),
+        "{err:?}"
+    );
+    assert_stopped_early(&server, client);
+}
+
+/// An answer is parsed as it arrives: 200 MB of garbage is an error naming the server at its
+/// first byte, not read whole into memory first (as when the body was read to a string before
+/// parsing).
+#[test]
+fn a_huge_garbage_answer_is_not_read_whole() {
+    let (server, client) = endless(200);
+    let err = client.list_sessions().unwrap_err();
+    assert!(matches!(err, SourceError::Garbage { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&server.url()) && shown.contains("not JSON"),
+        "{shown}"
+    );
+    assert_stopped_early(&server, client);
+}
+
+/// A valid answer longer than the body limit is a clear error naming the URL and the limit,
+/// read no further than the limit.
+#[test]
+fn an_answer_over_the_body_limit_is_a_clear_error() {
+    let title = "x".repeat(2 * 1024 * 1024);
+    let server =
+        HttpServer::start(move |_| Reply::json(200, &json!([{"id": "ses_a", "title": title}])));
+    let limits = Limits {
+        max_body_bytes: 1024 * 1024,
+        ..Limits::default()
+    };
+    let client = OpencodeServer::with_limits(ServerSpec::new(server.url()), quick(), limits);
+    let err = client.list_sessions().unwrap_err();
+    assert!(matches!(err, SourceError::TooLarge { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!("{}/experimental/session", server.url()))
+            && shown.contains("larger than 1048576 bytes"),
+        "{shown}"
+    );
+}
+
+/// A listed session's title (and directory) is kept to its first 4 KiB, cut at a character.
+#[test]
+fn a_huge_title_is_cut() {
+    let title = format!("{}é{}", "t".repeat(4095), "x".repeat(1 << 20));
+    let server = HttpServer::start(move |_| {
+        Reply::json(
+            200,
+            &json!([{"id": "ses_a", "title": title, "directory": "/d"}]),
+        )
+    });
+    let client = OpencodeServer::new(ServerSpec::new(server.url()), quick());
+    let infos = client.list_session_infos().unwrap();
+    assert_eq!(infos[0].title.as_deref(), Some("t".repeat(4095).as_str()));
+    assert_eq!(infos[0].directory.as_deref(), Some("/d"));
 }
 
 #[test]

@@ -103,6 +103,7 @@ pub fn act(
         outcome: tick_outcome,
         sources: collected.answered.clone(),
         failed: collected.failed.clone(),
+        deadline_skipped: collected.deadline_skipped,
         stale: judged.stale_trees.into_iter().collect(),
         skipped: collected.skipped.clone(),
         judgement: judged.judgement,

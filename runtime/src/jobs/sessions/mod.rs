@@ -87,7 +87,13 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     } else {
         Line::warning("watchdog", now)
     };
-    line.field("sources", collected.sources_line()).emit();
+    let line = line.field("sources", collected.sources_line());
+    if collected.deadline_skipped > 0 {
+        line.field("deadline_skipped", collected.deadline_skipped)
+    } else {
+        line
+    }
+    .emit();
     let result = if collected.answered.is_empty() {
         tick::blind_tick(&config, store.as_mut(), &collected, now, args.dry_run, env)?
     } else {

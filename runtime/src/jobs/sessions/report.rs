@@ -24,6 +24,8 @@ pub struct TickReport {
     pub outcome: &'static str,
     pub sources: Vec<String>,
     pub failed: Vec<(String, String)>,
+    /// Sessions (or files) the sources' deadlines left unread: kept for the next tick.
+    pub deadline_skipped: usize,
     /// Roots of trees not judged as looping now: no new call within `watchdog.stale_after_s`.
     pub stale: Vec<String>,
     /// Sources that were not there (see [`Collected::skipped`]).
@@ -47,6 +49,7 @@ impl TickReport {
             outcome: "no_opencode",
             sources: collected.answered.clone(),
             failed: collected.failed.clone(),
+            deadline_skipped: collected.deadline_skipped,
             stale: Vec::new(),
             skipped: collected.skipped.clone(),
             judgement: Judgement {
@@ -209,6 +212,7 @@ impl TickReport {
             "outcome": self.outcome,
             "sources": self.sources,
             "failed": self.failed.iter().map(|(s, p)| json!({"source": s, "problem": p})).collect::<Vec<_>>(),
+            "deadline_skipped": self.deadline_skipped,
             "skipped": self.skipped.iter().map(|(s, p)| json!({"source": s, "reason": p})).collect::<Vec<_>>(),
             "sessions": self.judgement.sessions,
             "trees": self.judgement.trees,

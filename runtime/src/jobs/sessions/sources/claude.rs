@@ -12,7 +12,9 @@
 //!   from its stored cursor into its stored reader and detector; one that shrank or was
 //!   replaced is read again from the start.
 
-use super::transcript::{Found, Reading, base_info, marker, read_listed, restore_file, tail};
+use super::transcript::{
+    Found, Pass, Reading, base_info, marker, read_listed, restore_file, stored, tail,
+};
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
@@ -89,10 +91,13 @@ impl Source for ClaudeSource {
             .filter_map(identify)
             .collect();
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let read = read_listed("claude", &found, discovery.problems, ctx, |file| {
+        let read = read_listed("claude", &found, discovery.problems, ctx, |file, pass| {
             let row = cache.remove(&file.id);
             let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
-            self.read_file(file, row, sidechains, ctx)
+            match pass {
+                Pass::Read => self.read_file(file, row, sidechains, ctx),
+                Pass::Keep => Ok(stored(&self.name, row.into_iter().chain(sidechains))),
+            }
         });
         Answer::Read(read)
     }
@@ -371,6 +376,46 @@ mod tests {
             judged.trees[0].dedup_key.starts_with("opencode-loop:"),
             "keys are the job's"
         );
+    }
+
+    /// Past the source's deadline no further file is read: a grown, looping file keeps its
+    /// stored row and verdict (not read, not gone, not fixed), the answer says so, and the next
+    /// tick within its deadline reads it on from its cursor.
+    #[test]
+    fn past_the_deadline_files_keep_their_rows_for_the_next_tick() {
+        let bytes = fixture("loop");
+        let mut world = World::new();
+        let path = world.file("s.jsonl");
+        let other = world.file("t.jsonl");
+        let half = bytes[..bytes.len() / 2]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .unwrap();
+        std::fs::write(&path, &bytes[..=half]).unwrap();
+        std::fs::write(&other, fixture("healthy")).unwrap();
+        let (first, before) = world.tick(now_s());
+        assert_eq!(first.deadline_skipped, 0);
+        std::fs::write(&path, &bytes).unwrap();
+        let store = &mut world.store;
+        let late = testing::tick_within(&world.source, store, now_s(), std::time::Duration::ZERO);
+        let (late, judged) = late;
+        assert_eq!(late.deadline_skipped, 2, "{:?}", late.problems);
+        assert!(late.problems[0].contains("2 files not read within the source deadline"));
+        assert_eq!(late.sessions.len(), 2, "both rows stand");
+        assert!(late.sessions.iter().all(|s| !s.was_read()));
+        assert_eq!(judged, before, "the stored verdicts, unchanged");
+        let (on, judged) = world.tick(now_s());
+        assert_eq!(on.deadline_skipped, 0);
+        assert!(on.sessions.iter().any(|s| s.was_read() && s.fresh));
+        assert_eq!(judged, whole_pair(&bytes, &fixture("healthy")));
+    }
+
+    /// What two files judge to, each read at once.
+    fn whole_pair(s: &[u8], t: &[u8]) -> Judgement {
+        let mut world = World::new();
+        std::fs::write(world.file("s.jsonl"), s).unwrap();
+        std::fs::write(world.file("t.jsonl"), t).unwrap();
+        world.tick(now_s()).1
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   stored reader and detector.
 
 use super::transcript::{
-    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored_parent, tail,
+    Found, Pass, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored,
+    stored_parent, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -84,9 +85,16 @@ impl Source for CodexSource {
             .into_iter()
             .filter_map(|t| identify(t, &mut cache, ctx))
             .collect();
-        let read = read_listed("codex", &found, discovery.problems, ctx, |file| {
-            self.read_file(file, ctx).map(|session| vec![session])
-        });
+        let read = read_listed(
+            "codex",
+            &found,
+            discovery.problems,
+            ctx,
+            |file, pass| match pass {
+                Pass::Read => self.read_file(file, ctx).map(|session| vec![session]),
+                Pass::Keep => Ok(stored(&self.name, file.row.clone())),
+            },
+        );
         Answer::Read(read)
     }
 }

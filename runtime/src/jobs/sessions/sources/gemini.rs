@@ -13,7 +13,7 @@
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
 use super::transcript::{
-    Found, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, tail,
+    Found, Pass, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -89,9 +89,12 @@ impl Source for GeminiSource {
             .filter_map(identify)
             .collect();
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let read = read_listed("gemini", &found, discovery.problems, ctx, |file| {
-            self.read_file(file, cache.remove(&file.id), ctx)
-                .map(|session| vec![session])
+        let read = read_listed("gemini", &found, discovery.problems, ctx, |file, pass| {
+            let row = cache.remove(&file.id);
+            match pass {
+                Pass::Read => self.read_file(file, row, ctx).map(|session| vec![session]),
+                Pass::Keep => Ok(stored(&self.name, row)),
+            }
         });
         Answer::Read(read)
     }

@@ -56,6 +56,10 @@ pub struct ReadContext<'a> {
     pub now: i64,
     /// What the event streams said changed (`--follow`).
     pub focus: Option<&'a Focus>,
+    /// How long one source's read may take (`opencode.source_deadline_s`): a server's requests
+    /// are cut at it, a transcript source reads no further file past it. What it leaves unread
+    /// keeps its stored row and makes the answer incomplete.
+    pub deadline: std::time::Duration,
     /// Roots of the open alerts: a source that reads only active sessions still looks these up,
     /// so an open alert's root gone quiet resolves as stale, not gone.
     pub watched: &'a HashSet<String>,
@@ -78,6 +82,9 @@ pub struct SourceRead {
     pub cached: bool,
     /// Judged as recorded (files, the demo): the stale rule does not apply to its sessions.
     pub recorded: bool,
+    /// Sessions (or files) its deadline left unread this tick: they keep their stored rows and
+    /// are read next tick; an answer with any is not complete (it also has a problem saying so).
+    pub deadline_skipped: usize,
 }
 
 /// A source's answer.
@@ -153,6 +160,8 @@ pub struct Collected {
     pub stale_rows: HashMap<String, Vec<String>>,
     /// Sources judged as recorded (session files, the demo): the stale rule does not apply.
     pub recorded: HashSet<String>,
+    /// Sessions (or files) the sources' deadlines left unread this tick, all sources together.
+    pub deadline_skipped: usize,
     /// The sessions each source that answered gave, by source name.
     pub session_counts: std::collections::BTreeMap<String, usize>,
     /// The sources that answered, by name (an abort goes to the session's own source).
@@ -184,6 +193,7 @@ impl Collected {
             self.complete.insert(name.clone());
         }
         self.unreadable += read.problems.len();
+        self.deadline_skipped += read.deadline_skipped;
         for problem in read.problems {
             self.failed.push((name.clone(), problem));
         }
@@ -286,9 +296,12 @@ pub fn collect(
         cutoff_ms: config.watchdog.stale_cutoff_ms(now),
         now,
         focus: args.focus.as_ref(),
+        deadline: config.opencode.source_deadline(),
         watched: &watched,
     };
     let mut collected = Collected::default();
+    // One source after another, each bounded by its own deadline (a hung one costs the tick
+    // its deadline, never another source's time).
     for source in sources(config, args, env, &mut collected) {
         let answer = source.read(&ctx);
         collected.take(source, answer);

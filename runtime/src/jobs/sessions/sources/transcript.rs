@@ -62,16 +62,39 @@ pub(crate) struct Found {
     pub row: Option<SessionCacheRow>,
 }
 
+/// What [`read_listed`] asks of a source for one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Read it from its stored row on.
+    Read,
+    /// Not read this tick (the source's deadline passed): its stored rows stand as they are.
+    Keep,
+}
+
+/// Sessions whose stored rows stand as they are ([`Pass::Keep`]).
+pub(crate) fn stored(
+    source: &str,
+    rows: impl IntoIterator<Item = SessionCacheRow>,
+) -> Vec<Tracked> {
+    rows.into_iter()
+        .filter_map(|row| Tracked::stored(source, row))
+        .collect()
+}
+
 /// A transcript source's answer: the files written since the stale cutoff (and their
 /// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
-/// its part of the tick's `sources=` line (`{agent} 3 sessions`).
+/// its part of the tick's `sources=` line (`{agent} 3 sessions`). Once the source's deadline
+/// ([`ReadContext::deadline`]) passed, no further file is read: each keeps its stored rows
+/// ([`Pass::Keep`]) and is counted in [`SourceRead::deadline_skipped`] (the deadline is looked
+/// at between files, so one read that hangs is not cut short).
 pub(crate) fn read_listed(
     agent: &str,
     found: &[Found],
     problems: Vec<String>,
     ctx: &ReadContext<'_>,
-    mut read_one: impl FnMut(&Found) -> std::io::Result<Vec<Tracked>>,
+    mut read_one: impl FnMut(&Found, Pass) -> std::io::Result<Vec<Tracked>>,
 ) -> SourceRead {
+    let until = std::time::Instant::now() + ctx.deadline;
     let keep = active(
         found
             .iter()
@@ -88,12 +111,25 @@ pub(crate) fn read_listed(
             read.stale.push(file.id.clone());
             continue;
         }
-        match read_one(file) {
+        let pass = if std::time::Instant::now() < until {
+            Pass::Read
+        } else {
+            read.deadline_skipped += 1;
+            Pass::Keep
+        };
+        match read_one(file, pass) {
             Ok(sessions) => read.sessions.extend(sessions),
             Err(e) => read
                 .problems
                 .push(format!("{}: {e}", file.transcript.path.display())),
         }
+    }
+    if read.deadline_skipped > 0 {
+        read.problems.push(format!(
+            "{agent}: {} not read within the source deadline ({:?}): kept for the next tick",
+            count(read.deadline_skipped, "file"),
+            ctx.deadline
+        ));
     }
     read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
     read
@@ -208,6 +244,16 @@ pub(crate) mod testing {
         store: &mut Store,
         now_s: i64,
     ) -> (SourceRead, Judgement) {
+        tick_within(source, store, now_s, std::time::Duration::from_secs(60))
+    }
+
+    /// [`tick`] with the source's read bounded by `deadline`.
+    pub(crate) fn tick_within(
+        source: &dyn Source,
+        store: &mut Store,
+        now_s: i64,
+        deadline: std::time::Duration,
+    ) -> (SourceRead, Judgement) {
         let config = DetectConfig::default();
         let watched = HashSet::new();
         let ctx = ReadContext {
@@ -217,6 +263,7 @@ pub(crate) mod testing {
             cutoff_ms: Some((now_s - 3600) * 1000),
             now: now_s,
             focus: None,
+            deadline,
             watched: &watched,
         };
         let Answer::Read(mut read) = source.read(&ctx) else {

@@ -11,7 +11,7 @@ use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeout
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Server URLs from a registry file (the seed's `rc-servers.json`): a JSON list whose items are
 /// URLs, objects with a `url`, or objects with a `port` (and optionally a `hostname` or `host`,
@@ -145,6 +145,8 @@ pub struct ServerSource {
     optional: bool,
     /// Found through `/proc`, not configured: read only once its health says opencode.
     found: bool,
+    /// Message reads in flight at once (`opencode.max_parallel`).
+    parallel: usize,
 }
 
 impl ServerSource {
@@ -164,6 +166,7 @@ impl ServerSource {
             server: OpencodeServer::new(spec, timeouts),
             optional: url.optional,
             found: url.found_in.is_some(),
+            parallel: usize::try_from(config.opencode.max_parallel).unwrap_or(1),
         }
     }
 
@@ -201,24 +204,40 @@ impl Source for ServerSource {
         {
             return Answer::Absent(name, format!("found listening, but not opencode: {e}"));
         }
-        let read = read::read_server(
-            &self.server,
-            ctx.store,
-            ctx.detector,
-            ctx.full_read,
-            ctx.cutoff_ms,
-            ctx.focus,
-        );
-        match read {
-            Ok(read) => Answer::Read(SourceRead {
-                line: format!("{name} {}", count(read.sessions.len(), "session")),
-                sessions: read.sessions,
-                problems: read.problems.iter().map(ToString::to_string).collect(),
-                keep_rows: read.stale.clone(),
-                stale: read.stale,
-                cached: true,
-                recorded: false,
-            }),
+        // The deadline bounds this server alone: sources are read one after another, so a
+        // server that hangs costs the tick its own deadline, never more.
+        let server = self
+            .server
+            .clone()
+            .with_deadline(Instant::now() + ctx.deadline);
+        let options = read::ReadOptions {
+            full_read: ctx.full_read,
+            stale_cutoff_ms: ctx.cutoff_ms,
+            focus: ctx.focus,
+            parallel: self.parallel,
+        };
+        match read::read_server(&server, ctx.store, ctx.detector, options) {
+            Ok(read) => {
+                let mut problems: Vec<String> =
+                    read.problems.iter().map(ToString::to_string).collect();
+                if read.deadline_skipped > 0 {
+                    problems.push(format!(
+                        "{name}: {} not read within the source deadline ({:?}): kept for the next tick",
+                        count(read.deadline_skipped, "session"),
+                        ctx.deadline
+                    ));
+                }
+                Answer::Read(SourceRead {
+                    line: format!("{name} {}", count(read.sessions.len(), "session")),
+                    sessions: read.sessions,
+                    problems,
+                    keep_rows: read.stale.clone(),
+                    stale: read.stale,
+                    cached: true,
+                    recorded: false,
+                    deadline_skipped: read.deadline_skipped,
+                })
+            }
             Err(e) => match absent_reason(&e).filter(|_| self.optional) {
                 Some(why) => Answer::Absent(name, why),
                 None => Answer::Failed(name, e.to_string()),
@@ -238,3 +257,6 @@ impl Source for ServerSource {
         self.server.abort(session).map_err(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests;

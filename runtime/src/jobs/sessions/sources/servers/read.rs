@@ -31,6 +31,9 @@ pub struct ServerRead {
     pub messages_read: usize,
     /// Sessions listed but not active within the stale age (not read, not reported).
     pub stale: Vec<String>,
+    /// Sessions the server's deadline left unread (not asked, or cut off): they keep their
+    /// stored rows and cursors for the next tick, and the answer is not complete.
+    pub deadline_skipped: usize,
 }
 
 /// Each session's newest message id, as far as asked this tick.
@@ -44,40 +47,84 @@ struct Reading<'a> {
     focus: Option<&'a Focus>,
     cache: HashMap<String, SessionCacheRow>,
     newest: Newest,
+    /// Requests to the server in flight at once.
+    parallel: usize,
+}
+
+/// How one tick reads a server.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOptions<'a> {
+    /// Ignore the stored cursors (`--full-read`).
+    pub full_read: bool,
+    /// Only sessions active since this (unix ms) and their ancestors are read.
+    pub stale_cutoff_ms: Option<i64>,
+    /// What the event streams said changed.
+    pub focus: Option<&'a Focus>,
+    /// Requests in flight at once (`opencode.max_parallel`, at least 1).
+    pub parallel: usize,
 }
 
 /// Read one server, reusing and advancing what the store (if any) holds for it. With a
 /// `stale_cutoff_ms`, only sessions updated since (or whose stored newest call is since) and
 /// their ancestors are read; the others are listed in [`ServerRead::stale`]. A [`Focus`] that
-/// covers the server narrows the reads to the sessions it names.
+/// covers the server narrows the reads to the sessions it names. Changed sessions are read
+/// `parallel` at a time; a session the server's deadline ([`OpencodeServer::with_deadline`])
+/// left unread keeps its stored row ([`ServerRead::deadline_skipped`]).
 pub fn read_server(
     server: &OpencodeServer,
     store: Option<&Store>,
     config: &DetectConfig,
-    full_read: bool,
-    stale_cutoff_ms: Option<i64>,
-    focus: Option<&Focus>,
+    options: ReadOptions<'_>,
 ) -> Result<ServerRead, SourceError> {
-    let focus = focus.filter(|f| f.servers.contains(server.shown_url()));
+    let focus = options
+        .focus
+        .filter(|f| f.servers.contains(server.shown_url()));
     let infos = server.list_sessions()?;
     let mut reading = Reading {
         server,
         store,
         config,
         focus,
-        cache: cached_rows(store, server.shown_url(), config, full_read),
+        cache: cached_rows(store, server.shown_url(), config, options.full_read),
         newest: HashMap::new(),
+        parallel: options.parallel.max(1),
     };
     let mut read = ServerRead::default();
-    let infos = match stale_cutoff_ms {
+    let infos = match options.stale_cutoff_ms {
         Some(cutoff) => reading.keep_active(infos, cutoff, &mut read.stale),
         None => infos,
     };
     reading.confirm_unchanged(&infos);
+    // Each listed session's place in the answer, in the listing's order.
+    let mut slots: Vec<Option<Tracked>> = Vec::with_capacity(infos.len());
+    let mut changed = Vec::new();
     for info in &infos {
-        reading.read_session(info, &mut read);
+        match reading.plan_session(info, &mut read) {
+            Plan::Known(tracked) => slots.push(tracked.map(|t| *t)),
+            Plan::Read(session) => {
+                changed.push((slots.len(), *session));
+                slots.push(None);
+            }
+        }
     }
+    reading.read_changed(changed, &mut slots, &mut read);
+    read.sessions = slots.into_iter().flatten().collect();
     Ok(read)
+}
+
+/// What a listed session needs: nothing more (its stored row stands, or it cannot be told this
+/// tick), or a read after its cursor.
+enum Plan {
+    Known(Option<Box<Tracked>>),
+    Read(Box<Changed>),
+}
+
+/// A changed session to read after its cursor, with its stored row (kept when it is not read).
+struct Changed {
+    base: Session,
+    updated: Option<i64>,
+    row: Option<SessionCacheRow>,
+    restored: Option<tracked::Restored>,
 }
 
 /// A listed session's id, parent and `time.updated`.
@@ -146,7 +193,7 @@ impl Reading<'_> {
             .filter(|(_, _, active)| !active)
             .map(|(id, _, _)| id.as_str())
             .collect();
-        let asked = newest_message_ids(self.server, &stale_rechecks(quiet, cutoff));
+        let asked = newest_message_ids(self.server, &stale_rechecks(quiet, cutoff), self.parallel);
         for (id, _, active) in items.iter_mut() {
             if let Some(Ok(newest)) = asked.get(id.as_str()) {
                 let moved = self.cache.get(id).is_some_and(|row| row.cursor != *newest);
@@ -175,78 +222,151 @@ impl Reading<'_> {
                     .then_some(id)
             })
             .collect();
-        let confirmed = newest_message_ids(self.server, &unchanged);
+        let confirmed = newest_message_ids(self.server, &unchanged, self.parallel);
         self.newest.extend(confirmed);
     }
 
-    /// One listed session: kept from its stored row when nothing changed, else read after its
-    /// cursor into its detector.
-    fn read_session(&mut self, info: &Value, read: &mut ServerRead) {
-        let Some(base) = agentwatch_opencode::session_from_messages(info, &[]).ok() else {
-            return;
+    /// One listed session: kept from its stored row when nothing changed, else the session to
+    /// read after its cursor.
+    fn plan_session(&mut self, info: &Value, read: &mut ServerRead) -> Plan {
+        let Ok(base) = agentwatch_opencode::session_from_messages(info, &[]) else {
+            return Plan::Known(None);
         };
         let updated = info.pointer("/time/updated").and_then(Value::as_i64);
         let row = self.cache.remove(&base.id);
-        let row = match self.stored_or_row(&base.id, updated, row) {
-            Ok(Kept::Stored(stored)) => return read.sessions.push(*stored),
-            Ok(Kept::Read(row)) => row,
-            Err(e) => return read.problems.push(e),
-        };
-        let restored = row
-            .as_ref()
-            .and_then(|r| tracked::restore(self.store, r, self.config));
-        let cursor = restored.as_ref().and_then(|r| r.cursor.clone());
-        match self.server.messages_after(&base.id, cursor.as_deref()) {
+        match self.stored_or_row(&base.id, updated, row) {
+            Kept::Stored(stored) => Plan::Known(Some(stored)),
+            Kept::Read(row) => {
+                let restored = row
+                    .as_ref()
+                    .and_then(|r| tracked::restore(self.store, r, self.config));
+                Plan::Read(Box::new(Changed {
+                    base,
+                    updated,
+                    row,
+                    restored,
+                }))
+            }
+            Kept::Unread(e, row) => Plan::Known(self.unread(e, row, read).map(Box::new)),
+        }
+    }
+
+    /// Read the changed sessions after their cursors, [`Reading::parallel`] at a time, each
+    /// consumed into its detector as its answer comes (so at most that many sessions' messages
+    /// are held at once) and put in its slot.
+    fn read_changed(
+        &self,
+        changed: Vec<(usize, Changed)>,
+        slots: &mut [Option<Tracked>],
+        read: &mut ServerRead,
+    ) {
+        let asks: Vec<(String, Option<String>)> = changed
+            .iter()
+            .map(|(_, c)| {
+                let cursor = c.restored.as_ref().and_then(|r| r.cursor.clone());
+                (c.base.id.clone(), cursor)
+            })
+            .collect();
+        let mut changed: Vec<Option<(usize, Changed)>> = changed.into_iter().map(Some).collect();
+        // The workers share the server only (the store stays on this thread).
+        let server = self.server;
+        each_in_parallel(
+            &asks,
+            self.parallel,
+            |(id, cursor)| cut(server, server.messages_after(id, cursor.as_deref())),
+            |i, answer| {
+                if let Some((slot, session)) = changed[i].take() {
+                    slots[slot] = self.take_answer(session, answer, read);
+                }
+            },
+        );
+    }
+
+    /// A changed session with its answer: read on into its detector, or left as stored.
+    fn take_answer(
+        &self,
+        session: Changed,
+        answer: MessagesAfter,
+        read: &mut ServerRead,
+    ) -> Option<Tracked> {
+        let Changed {
+            base,
+            updated,
+            row,
+            restored,
+        } = session;
+        match answer {
             Ok((messages, found)) => {
                 read.sessions_read += 1;
                 let start = restored.filter(|_| found);
-                let tracked = self.consume(base, updated, start, found, &messages);
-                read.messages_read += tracked.1;
-                read.sessions.push(tracked.0);
+                let (tracked, consumed) = self.consume(base, updated, start, found, &messages);
+                read.messages_read += consumed;
+                Some(tracked)
             }
-            Err(e) => read.problems.push(e),
+            Err(e) => self.unread(e, row, read),
         }
+    }
+
+    /// A session that could not be read this tick: its stored row (verdict, cursor) stands, so
+    /// it is neither gone nor fixed and is read from its cursor next tick. One the deadline
+    /// left out is counted; any other problem is listed.
+    fn unread(
+        &self,
+        e: SourceError,
+        row: Option<SessionCacheRow>,
+        read: &mut ServerRead,
+    ) -> Option<Tracked> {
+        if e.is_skipped() {
+            read.deadline_skipped += 1;
+        } else {
+            read.problems.push(e);
+        }
+        row.and_then(|r| Tracked::stored(self.server.shown_url(), r))
     }
 
     /// Whether a session's stored row still stands: its focus says nothing changed, or its
     /// `time.updated` and newest message are what the row holds. Otherwise the row (if any) to
-    /// continue from.
+    /// continue from, or why it could not be told (the row kept).
     fn stored_or_row(
         &mut self,
         id: &str,
         updated: Option<i64>,
         mut row: Option<SessionCacheRow>,
-    ) -> Result<Kept, SourceError> {
+    ) -> Kept {
         let source = self.server.shown_url();
         if let Some(focus) = self.focus {
             if focus.reset.contains(id) {
-                return Ok(Kept::Read(None));
+                return Kept::Read(None);
             }
             if !focus.changed.contains(id)
                 && let Some(stored) = row.take().and_then(|r| Tracked::stored(source, r))
             {
-                return Ok(Kept::Stored(Box::new(stored)));
+                return Kept::Stored(Box::new(stored));
             }
         }
         let listed_same = row
             .as_ref()
             .is_some_and(|row| updated.is_some() && row.updated_ms == updated);
         if !listed_same {
-            return Ok(Kept::Read(row));
+            return Kept::Read(row);
         }
         // `time.updated` alone does not say "nothing new" (opencode does not bump it for calls
         // through `POST /session/:id/shell`): the newest message must be the stored cursor too.
-        let newest = self
+        let newest = match self
             .newest
             .remove(id)
-            .unwrap_or_else(|| self.server.newest_message_id(id))?;
+            .unwrap_or_else(|| cut(self.server, self.server.newest_message_id(id)))
+        {
+            Ok(newest) => newest,
+            Err(e) => return Kept::Unread(e, row),
+        };
         match row {
             Some(row) if row.cursor == newest => match Tracked::stored(source, row) {
                 // The row moves into the state: no copy of its snapshot per unchanged session.
-                Some(stored) => Ok(Kept::Stored(Box::new(stored))),
-                None => Ok(Kept::Read(None)),
+                Some(stored) => Kept::Stored(Box::new(stored)),
+                None => Kept::Read(None),
             },
-            row => Ok(Kept::Read(row)),
+            row => Kept::Read(row),
         }
     }
 
@@ -317,42 +437,79 @@ impl Reading<'_> {
     }
 }
 
-/// A session's stored row stands, or it is read (continuing from the row, if any).
+/// A session's stored row stands, or it is read (continuing from the row, if any), or it could
+/// not be told this tick (the row, if any, kept).
 enum Kept {
     Stored(Box<Tracked>),
     Read(Option<SessionCacheRow>),
+    Unread(SourceError, Option<SessionCacheRow>),
 }
 
-/// How many requests for newest messages [`newest_message_ids`] keeps in flight.
-const CONFIRMING_REQUESTS: usize = 8;
+/// A request the server's deadline cut short (it timed out once the deadline passed) counts as
+/// one the deadline left out, told right after it ended.
+fn cut<T>(server: &OpencodeServer, answer: Result<T, SourceError>) -> Result<T, SourceError> {
+    match answer {
+        Err(SourceError::Timeout { url, .. }) if server.late() => Err(SourceError::Skipped { url }),
+        answer => answer,
+    }
+}
 
-/// Each session's newest message id ([`OpencodeServer::newest_message_id`]), asked on
-/// [`CONFIRMING_REQUESTS`] threads sharing the server's connections. A session missing from
-/// the answer (its thread died) is asked again by the caller.
+/// What [`OpencodeServer::messages_after`] answers.
+type MessagesAfter = Result<(Vec<LiteMessage>, bool), SourceError>;
+
+/// `work` on every item, on at most `workers` threads sharing the server's connections; `take`
+/// gets each answer (with the item's index) on the calling thread as it comes. A worker hands
+/// over one answer at a time, so at most `workers` answers wait. An item whose worker died
+/// gets no answer.
+fn each_in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    work: impl Fn(&T) -> R + Sync,
+    mut take: impl FnMut(usize, R),
+) {
+    if items.is_empty() {
+        return;
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (next, work) = (&next, &work);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(0);
+        for _ in 0..workers.clamp(1, items.len()) {
+            let tx = tx.clone();
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    if tx.send((i, work(item))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, answer) in rx {
+            take(i, answer);
+        }
+    });
+}
+
+/// Each session's newest message id ([`OpencodeServer::newest_message_id`]), asked `parallel`
+/// at a time. A session missing from the answer is asked again by the caller.
 fn newest_message_ids(
     server: &OpencodeServer,
     ids: &[&str],
+    parallel: usize,
 ) -> HashMap<String, Result<Option<String>, SourceError>> {
-    if ids.is_empty() {
-        return HashMap::new();
-    }
-    let per_thread = ids.len().div_ceil(CONFIRMING_REQUESTS);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = ids
-            .chunks(per_thread)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|id| ((*id).to_owned(), server.newest_message_id(id)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    })
+    let mut asked = HashMap::new();
+    each_in_parallel(
+        ids,
+        parallel,
+        |id| cut(server, server.newest_message_id(id)),
+        |i, answer| {
+            asked.insert(ids[i].to_owned(), answer);
+        },
+    );
+    asked
 }
 
 /// How many quiet sessions (stale by their listing and by their stored newest call) are asked
