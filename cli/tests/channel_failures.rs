@@ -106,6 +106,24 @@ fn a_channel_that_keeps_failing_is_an_alert_to_the_others() {
         "the failing channel gets no blindness alert: {:?}",
         received(&bad)
     );
+    // `status` shows the channel failing, with its last error.
+    let db = tmp.path.join("aw.db").display().to_string();
+    let now = (T0 + 200).to_string();
+    let status = agentwatch(&tmp.path, &["status", "--db", &db, "--now", &now]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("bad "))
+        .unwrap_or_else(|| panic!("no row for bad:\n{text}"));
+    assert!(
+        row.contains("FAILING: 4 in a row since") && row.contains("500"),
+        "{row}"
+    );
+    let good_row = text
+        .lines()
+        .find(|l| l.starts_with("good "))
+        .unwrap_or_default();
+    assert!(good_row.ends_with("ok"), "{good_row}");
     for line in journal.lines().filter(|l| l.contains("channel=bad")) {
         assert!(
             !line.contains("delivery=sent") && !line.contains("delivered to"),

@@ -4,6 +4,7 @@
 use crate::clock::{host_name, iso8601, now_or_clock};
 use crate::config::{self, Config, Env, parse_severity};
 use crate::error::{Error, code};
+use crate::jobs::sessions::blind::{ChannelHealth, load_channel_health};
 use crate::liveness::{JobTick, STALE_INTERVALS, job_ticks};
 use crate::notify::{
     ALERT_NOTES_KEY, AlertNote, SendReport, alert_notes, apply_stored_settings, send,
@@ -146,6 +147,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         None => (None, None, Vec::new(), Vec::new()),
     };
     let jobs = job_ticks(store.as_ref(), &config, now)?;
+    let channel_health = store.as_ref().map(load_channel_health).unwrap_or_default();
     let sources = source_states(store.as_ref(), tick.as_ref());
     let cooldown = cooldown_left(store.as_ref(), &config, now);
     let stale: Vec<&JobTick> = jobs.iter().filter(|j| j.stale).collect();
@@ -158,7 +160,10 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         let channels: Vec<serde_json::Value> = config
             .channels
             .iter()
-            .map(|c| json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s}))
+            .map(|c| {
+                let failing = channel_health.failing.get(&c.name);
+                json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s, "failing": failing.map(|f| json!({"failed": f.ticks, "since": f.since, "error": f.why}))})
+            })
             .collect();
         let jobs_json: Vec<serde_json::Value> = jobs
             .iter()
@@ -290,31 +295,67 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         out.push_str(&format!("recover cooldown: {} left\n", duration(left)));
     }
     out.push('\n');
-    if config.channels.is_empty() {
+    if config.channels.is_empty() && config.unknown_channels.is_empty() {
         out.push_str("channels: none configured\n");
     } else {
-        let rows: Vec<Vec<String>> = config
-            .channels
-            .iter()
-            .map(|c| {
-                vec![
-                    c.name.clone(),
-                    c.channel_type.to_string(),
-                    if c.enabled { "on" } else { "off" }.to_owned(),
-                    c.min_severity.to_string(),
-                    format!("{} s", c.rate_limit_s),
-                ]
-            })
-            .collect();
         out.push_str(&table(
-            &["CHANNEL", "TYPE", "ENABLED", "MIN SEVERITY", "RATE LIMIT"],
-            &rows,
+            &[
+                "CHANNEL",
+                "TYPE",
+                "ENABLED",
+                "MIN SEVERITY",
+                "RATE LIMIT",
+                "STATE",
+            ],
+            &channel_rows(&config, &channel_health),
         ));
     }
     Ok(Shown {
         text: out,
         exit_code,
     })
+}
+
+/// The `status` table's channel rows: each configured channel with whether it delivers (its
+/// streak of failed deliveries and last error, the channel's own text, free of secrets), then
+/// the channels skipped for a type this build cannot send to.
+fn channel_rows(config: &Config, health: &ChannelHealth) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = config
+        .channels
+        .iter()
+        .map(|c| {
+            let state = match health.failing.get(&c.name) {
+                Some(f) => format!(
+                    "FAILING: {} in a row since {}: {}",
+                    f.ticks,
+                    iso8601(f.since),
+                    escape_control(&f.why)
+                ),
+                None => "ok".to_owned(),
+            };
+            vec![
+                c.name.clone(),
+                c.channel_type.to_string(),
+                if c.enabled { "on" } else { "off" }.to_owned(),
+                c.min_severity.to_string(),
+                format!("{} s", c.rate_limit_s),
+                state,
+            ]
+        })
+        .collect();
+    rows.extend(config.unknown_channels.iter().map(|(name, _)| {
+        let skipped = "SKIPPED: its type is not one this build can send to";
+        let cell = |t: &str| t.to_owned();
+        vec![
+            name.clone(),
+            cell("?"),
+            cell("-"),
+            cell("-"),
+            cell("-"),
+            cell(skipped),
+        ]
+    }));
+    rows
 }
 
 /// One line per open alert an operator acknowledged or silenced, its times as a person reads
