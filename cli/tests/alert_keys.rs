@@ -33,6 +33,7 @@ fn alert(key: &str, resolved_at: Option<i64>) -> AlertRow {
         opened_at: T0,
         last_fired_at: Some(T0),
         resolved_at,
+        reason: String::new(),
     }
 }
 

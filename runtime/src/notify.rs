@@ -282,11 +282,13 @@ pub fn alert_rows(decisions: &[Decision]) -> Vec<AlertRow> {
             .to_owned(),
             severity: a.severity.as_str().to_owned(),
             title: a.title.clone(),
+            // A judgement without an event keeps the stored summary (written empty).
             summary: d
                 .dispatch
                 .as_ref()
                 .map(|x| x.event.summary.clone())
-                .unwrap_or_else(|| d.reason.clone()),
+                .unwrap_or_default(),
+            reason: d.reason.clone(),
             flagged_ticks: i64::from(a.flagged_ticks),
             opened_at: a.opened_at,
             last_fired_at: Some(a.last_fired_at),
@@ -311,6 +313,7 @@ mod notes_tests {
             opened_at,
             last_fired_at: Some(opened_at),
             resolved_at,
+            reason: String::new(),
         }
     }
 

@@ -238,6 +238,8 @@ const MIGRATIONS: &[&str] = &[
         WHERE tick_id = (SELECT MAX(id) FROM watchdog_ticks) GROUP BY session_id;
     UPDATE watchdog_verdicts SET current_until = NULL
         WHERE id IN (SELECT verdict_id FROM watchdog_current_verdicts);",
+    // 8: the lifecycle's reason in its own column, so an alert's summary stays the loop's.
+    "ALTER TABLE watchdog_alerts ADD COLUMN reason TEXT NOT NULL DEFAULT '';",
 ];
 
 /// The schema version this build writes.
@@ -364,11 +366,17 @@ pub struct AlertRow {
     pub state: String,
     pub severity: String,
     pub title: String,
+    /// The loop's sentence, from the alert's latest event; a row written without an event (a
+    /// judgement with no transition) keeps the one stored.
     pub summary: String,
     pub flagged_ticks: i64,
     pub opened_at: i64,
     pub last_fired_at: Option<i64>,
     pub resolved_at: Option<i64>,
+    /// Why the lifecycle did what it did at the latest judgement (its own field: the summary
+    /// stays the loop's).
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// A channel's run-time settings.
@@ -987,13 +995,15 @@ fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError>
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO watchdog_alerts (dedup_key, session_root, state, severity, title,
-                   summary, flagged_ticks, opened_at, last_fired_at, resolved_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                   summary, flagged_ticks, opened_at, last_fired_at, resolved_at, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT(dedup_key) DO UPDATE SET session_root = excluded.session_root,
                    state = excluded.state, severity = excluded.severity, title = excluded.title,
-                   summary = excluded.summary, flagged_ticks = excluded.flagged_ticks,
+                   summary = CASE WHEN excluded.summary = '' THEN watchdog_alerts.summary
+                                  ELSE excluded.summary END,
+                   flagged_ticks = excluded.flagged_ticks,
                    opened_at = excluded.opened_at, last_fired_at = excluded.last_fired_at,
-                   resolved_at = excluded.resolved_at",
+                   resolved_at = excluded.resolved_at, reason = excluded.reason",
             )?;
             for a in alerts {
                 stmt.execute(params![
@@ -1006,7 +1016,8 @@ fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError>
                     a.flagged_ticks,
                     a.opened_at,
                     a.last_fired_at,
-                    a.resolved_at
+                    a.resolved_at,
+                    a.reason
                 ])?;
             }
         }
@@ -1019,11 +1030,11 @@ impl Store {
     pub fn alerts(&self, include_resolved: bool) -> Result<Vec<AlertRow>, StoreError> {
         let sql = if include_resolved {
             "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
-                    opened_at, last_fired_at, resolved_at
+                    opened_at, last_fired_at, resolved_at, reason
              FROM watchdog_alerts ORDER BY opened_at DESC, dedup_key"
         } else {
             "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
-                    opened_at, last_fired_at, resolved_at
+                    opened_at, last_fired_at, resolved_at, reason
              FROM watchdog_alerts WHERE resolved_at IS NULL ORDER BY opened_at DESC, dedup_key"
         };
         let mut stmt = self.conn.prepare(sql)?;
@@ -1039,6 +1050,7 @@ impl Store {
                 opened_at: r.get(7)?,
                 last_fired_at: r.get(8)?,
                 resolved_at: r.get(9)?,
+                reason: r.get(10)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

@@ -232,6 +232,7 @@ fn alerts_upsert_by_dedup_key_and_filter_resolved() {
         opened_at: 100,
         last_fired_at: Some(100),
         resolved_at: None,
+        reason: String::new(),
     };
     store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
     assert_eq!(store.alerts(false).unwrap(), vec![alert.clone()]);
@@ -241,6 +242,29 @@ fn alerts_upsert_by_dedup_key_and_filter_resolved() {
     store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
     assert!(store.alerts(false).unwrap().is_empty());
     assert_eq!(store.alerts(true).unwrap(), vec![alert]);
+}
+
+/// A judgement without an event (still flagged) writes the lifecycle's reason to its own
+/// field and keeps the loop's summary.
+#[test]
+fn a_row_without_a_summary_keeps_the_stored_one_and_the_reason_is_its_own() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let mut alert = AlertRow {
+        summary: "The session read money.py 22 times in 44 calls.".into(),
+        reason: "first flagged tick with no open alert".into(),
+        ..alert("opencode-loop:ses_a")
+    };
+    store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
+    alert.summary = String::new();
+    alert.reason = "flagged tick 2 of 3 before escalation".into();
+    store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
+    let stored = &store.alerts(false).unwrap()[0];
+    assert_eq!(
+        stored.summary,
+        "The session read money.py 22 times in 44 calls."
+    );
+    assert_eq!(stored.reason, "flagged tick 2 of 3 before escalation");
 }
 
 #[test]
@@ -358,6 +382,7 @@ fn alert(key: &str) -> AlertRow {
         opened_at: 100,
         last_fired_at: Some(100),
         resolved_at: None,
+        reason: String::new(),
     }
 }
 

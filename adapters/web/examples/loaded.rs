@@ -57,6 +57,7 @@ fn main() {
                 opened_at: t0 + 1200,
                 last_fired_at: Some(t0 + 1800),
                 resolved_at: None,
+                reason: String::new(),
             }])
             .expect("alert");
     }
