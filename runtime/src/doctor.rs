@@ -12,7 +12,7 @@
 use crate::clock::iso8601;
 use crate::config::{self, Config, Env, Loaded};
 use crate::error::{Error, code};
-use crate::jobs::sessions::{Collected, Options as TickOptions, server_urls};
+use crate::jobs::sessions::{Collected, Options as TickOptions, ServerUrl, server_urls};
 use crate::stored::store_path;
 use agentwatch_opencode::http::{OpencodeServer, ServerSpec, SourceError, Timeouts};
 use agentwatch_store::{EventKind, Store};
@@ -204,6 +204,62 @@ fn config_checks(loaded: &Loaded, env: Env<'_>) -> Vec<Check> {
     checks
 }
 
+/// One opencode server's line: answers (how many sessions, with what credentials), needs a
+/// password, is not running (quietly, the default one), or, found through `/proc`, is not
+/// opencode after all.
+fn server_check(config: &Config, server: &ServerUrl, env: Env<'_>) -> Check {
+    let timeouts = Timeouts {
+        connect: config::duration(config.opencode.connect_timeout_s).min(Duration::from_secs(2)),
+        request: config::duration(config.opencode.request_timeout_s),
+    };
+    let password_var = &config.opencode.password_env;
+    let password = env(password_var);
+    let auth = if password.is_some() {
+        format!("password from ${password_var}")
+    } else {
+        "no password".to_owned()
+    };
+    let shown = agentwatch_http::shown_url(&server.url);
+    let mut spec = ServerSpec::new(&server.url);
+    spec.username = config.opencode.username.clone();
+    spec.password = password;
+    let opencode = OpencodeServer::new(spec, timeouts);
+    let how = server.found_in.map_or(String::new(), |pid| {
+        format!("found listening in opencode process {pid} (/proc, GET /global/health); ")
+    });
+    if server.found_in.is_some()
+        && let Err(e) = opencode.health()
+    {
+        return check(
+            "source",
+            shown,
+            Status::Warn,
+            format!("{how}not opencode: {e}"),
+        );
+    }
+    match opencode.list_sessions() {
+        Ok(list) => check(
+            "source",
+            shown,
+            Status::Ok,
+            format!("{how}answers, {auth}, {} session(s)", list.len()),
+        ),
+        Err(SourceError::Unauthorized { .. }) => fail(
+            "source",
+            shown,
+            code::CONFIG,
+            format!("401 unauthorized ({auth}): set ${password_var} to the server's password"),
+        ),
+        Err(e) if server.optional => check(
+            "source",
+            shown,
+            Status::Warn,
+            format!("not running (the default server; read when it answers): {e}"),
+        ),
+        Err(e) => fail("source", shown, code::UNAVAILABLE, e.to_string()),
+    }
+}
+
 fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
     let mut checks = Vec::new();
     let mut found = Collected::default();
@@ -222,58 +278,11 @@ fn source_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
     for (source, why) in &found.skipped {
         checks.push(check("source", source.clone(), Status::Warn, why.clone()));
     }
-    let timeouts = Timeouts {
-        connect: config::duration(config.opencode.connect_timeout_s).min(Duration::from_secs(2)),
-        request: config::duration(config.opencode.request_timeout_s),
-    };
-    let password_var = &config.opencode.password_env;
-    let password = env(password_var);
-    let auth = if password.is_some() {
-        format!("password from ${password_var}")
-    } else {
-        "no password".to_owned()
-    };
     let mut answering = 0;
     for server in servers {
-        let shown = agentwatch_http::shown_url(&server.url);
-        let mut spec = ServerSpec::new(&server.url);
-        spec.username = config.opencode.username.clone();
-        spec.password = password.clone();
-        let opencode = OpencodeServer::new(spec, timeouts);
-        let how = server.found_in.map_or(String::new(), |pid| {
-            format!("found listening in opencode process {pid} (/proc, GET /global/health); ")
-        });
-        if server.found_in.is_some()
-            && let Err(e) = opencode.health()
-        {
-            let why = format!("{how}not opencode: {e}");
-            checks.push(check("source", shown, Status::Warn, why));
-            continue;
-        }
-        match opencode.list_sessions() {
-            Ok(list) => {
-                answering += 1;
-                checks.push(check(
-                    "source",
-                    shown,
-                    Status::Ok,
-                    format!("{how}answers, {auth}, {} session(s)", list.len()),
-                ));
-            }
-            Err(SourceError::Unauthorized { .. }) => checks.push(fail(
-                "source",
-                shown,
-                code::CONFIG,
-                format!("401 unauthorized ({auth}): set ${password_var} to the server's password"),
-            )),
-            Err(e) if server.optional => checks.push(check(
-                "source",
-                shown,
-                Status::Warn,
-                format!("not running (the default server; read when it answers): {e}"),
-            )),
-            Err(e) => checks.push(fail("source", shown, code::UNAVAILABLE, e.to_string())),
-        }
+        let check = server_check(config, &server, env);
+        answering += usize::from(check.status == Status::Ok);
+        checks.push(check);
     }
     if let Some(db) = &config.opencode.db {
         let path = config::expand_home(db, env);
@@ -468,8 +477,9 @@ fn answers(url: &str) -> Result<(), String> {
     Err(last)
 }
 
-fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
-    let mut checks: Vec<Check> = config
+/// A failure per channel skipped for a type this build cannot send to.
+fn unknown_channel_checks(config: &Config) -> Vec<Check> {
+    config
         .unknown_channels
         .iter()
         .map(|(name, _)| {
@@ -479,7 +489,11 @@ fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
             );
             fail("channel", name.clone(), code::CONFIG, detail)
         })
-        .collect();
+        .collect()
+}
+
+fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
+    let mut checks = unknown_channel_checks(config);
     if config.channels.is_empty() {
         checks.push(check(
             "channel",

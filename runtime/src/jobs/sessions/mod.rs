@@ -39,7 +39,7 @@ pub mod tracked;
 pub use memory::ALERT_STATE_KEY;
 pub use options::Options;
 pub use report::TickReport;
-pub use sources::{Collected, registry_servers, server_urls};
+pub use sources::{Collected, ServerUrl, registry_servers, server_urls};
 
 use crate::clock::now_or_clock;
 use crate::config::{self, Config, Env};

@@ -29,7 +29,7 @@ use agentwatch_store::Store;
 use detect_core::DetectConfig;
 use std::collections::{HashMap, HashSet};
 
-pub use servers::{ServerSource, registry_servers, server_urls};
+pub use servers::{ServerSource, ServerUrl, registry_servers, server_urls};
 
 /// The sources that wake the job (streams and directories), as the tick would read them.
 pub fn wakers(config: &Config, args: &Options, env: Env<'_>) -> Vec<(String, WakeOn)> {
