@@ -36,6 +36,18 @@ fn write_registry(home: &Path, text: &str) {
     std::fs::write(dir.join("rc-servers.json"), text).unwrap();
 }
 
+/// One `opencode --once` tick at `T0` that must succeed; its standard error.
+fn tick_once(home: &Path, path_env: &str) -> String {
+    let out = agentwatch(
+        home,
+        path_env,
+        &["opencode", "--once", "--now", &T0.to_string()],
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    err
+}
+
 /// The tick's one line about its sources.
 fn sources_line(err: &str) -> &str {
     err.lines()
@@ -111,13 +123,7 @@ fn no_config_and_nothing_there_says_what_it_skipped_and_why() {
     let home = tmp.path.join("home");
     let path = std::env::var("PATH").unwrap_or_default();
     // No registry, no database, nothing on the default port (the test machine's 4096 is free).
-    let out = agentwatch(
-        &home,
-        &path,
-        &["opencode", "--once", "--now", &T0.to_string()],
-    );
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = tick_once(&home, &path);
     let line = sources_line(&err);
     assert!(
         line.contains("sources=\"none; skipped registry (no file"),
@@ -292,13 +298,7 @@ fn no_config_finds_an_opencode_server_on_any_port() {
     // agentwatch runs in the same account (the same HOME) as that opencode.
     let home = tmp.path.join("oc/home");
     let path = std::env::var("PATH").unwrap_or_default();
-    let out = agentwatch(
-        &home,
-        &path,
-        &["opencode", "--once", "--now", &T0.to_string()],
-    );
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = tick_once(&home, &path);
     let line = sources_line(&err);
     assert!(
         line.contains(&format!("{} 1 session", server.url())),
