@@ -106,6 +106,7 @@ fn source(config: &Config, server: &HttpServer) -> ServerSource {
     let url = ServerUrl {
         url: server.url(),
         optional: false,
+        found_in: None,
     };
     ServerSource::new(config, &url, &|_| None)
 }
