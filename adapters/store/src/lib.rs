@@ -472,10 +472,16 @@ impl Store {
         Ok(store)
     }
 
+    /// The error of the first statements that read the file: `Corrupt` only when SQLite says
+    /// the file is not a database or is damaged. A full disk or a failed read (the WAL index
+    /// that cannot be created) is an I/O error of a good file, never reported as corrupt.
     fn corrupt(&self, e: &rusqlite::Error) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.clone(),
-            message: e.to_string(),
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        let path = self.path.clone();
+        let message = e.to_string();
+        match e.sqlite_error_code() {
+            Some(NotADatabase | DatabaseCorrupt) => StoreError::Corrupt { path, message },
+            _ => StoreError::Open { path, message },
         }
     }
 
