@@ -238,6 +238,10 @@ const MIGRATIONS: &[&str] = &[
         WHERE tick_id = (SELECT MAX(id) FROM watchdog_ticks) GROUP BY session_id;
     UPDATE watchdog_verdicts SET current_until = NULL
         WHERE id IN (SELECT verdict_id FROM watchdog_current_verdicts);",
+    // 7: when a send of an outbox row started and its outcome is not recorded yet (a kill or a
+    // full disk between the send and its record): the channel may hold the event, so the
+    // alert's resolve goes to it.
+    "ALTER TABLE watchdog_outbox ADD COLUMN sending_at INTEGER;",
 ];
 
 /// The schema version this build writes.
