@@ -17,6 +17,8 @@
 //! full disk. Mounting needs root (CI runs as root with `--include-ignored`); a failed mount
 //! fails the test.
 
+mod common;
+
 use agentwatch_opencode::db::testing::{create_db, insert_export};
 use agentwatch_store::Store;
 use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
@@ -114,17 +116,7 @@ fn opencode_db(path: &Path, fixed: bool) {
 impl World {
     fn new(tmp: TempDir, mnt: PathBuf) -> Self {
         let hook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
-        let home = tmp.path.join("home");
-        let dir = home.join("config/agentwatch");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!(
-                "[watchdog]\nlocal_llm_enabled = false\n\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\ntimeout_s = 2\nrate_limit_s = 0\n",
-                hook.url()
-            ),
-        )
-        .unwrap();
+        let home = common::webhook_home(&tmp.path, &hook, "", "rate_limit_s = 0");
         let oc = tmp.path.join("opencode.db");
         Self {
             _tmp: tmp,

@@ -16,6 +16,8 @@
 //! take `--now`); the receiver's short delay only widens the window between store and send.
 //! Run: `cargo test -p agentwatch --test kill_soak -- --nocapture`.
 
+mod common;
+
 use agentwatch_opencode::db::testing::{create_db, insert_export};
 use agentwatch_store::Store;
 use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
@@ -132,17 +134,7 @@ impl Soak {
             Reply::json(200, &json!({"ok": true}))
         });
         let tmp = TempDir::new("aw-kill-soak");
-        let home = tmp.path.join("home");
-        let dir = home.join("config/agentwatch");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!(
-                "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\ntimeout_s = 2\nrate_limit_s = 0\n",
-                hook.url()
-            ),
-        )
-        .unwrap();
+        let home = common::webhook_home(&tmp.path, &hook, "stale_after_s = 0", "rate_limit_s = 0");
         Self {
             db: tmp.path.join("aw.db"),
             oc: tmp.path.join("opencode.db"),
