@@ -56,10 +56,12 @@ pub struct TickWrite<'a> {
     /// Policy states to save, `(key, JSON)`.
     pub states: &'a [(String, String)],
     /// Events to deliver after the commit. A new event for a dedup key and channel supersedes
-    /// an undelivered older one of the same key and channel (only the newest state matters).
+    /// an undelivered older trigger or escalate of the same key and channel (only the newest
+    /// state matters), never a resolve (it ends an earlier alert of the key).
     pub outbox: &'a [OutboxEvent],
-    /// Dedup keys whose alert resolved this tick: their undelivered older events are dropped on
-    /// every channel (a trigger that never arrived needs no resolve either).
+    /// Dedup keys whose alert resolved this tick: their undelivered older triggers and
+    /// escalates are dropped on every channel (a trigger that never arrived needs no resolve
+    /// either); an earlier alert's resolve stays.
     pub supersede: &'a [String],
 }
 
@@ -86,10 +88,16 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     })
 }
 
-/// Drops undelivered rows of `keys` (any channel); returns how many.
+/// Drops undelivered rows of `keys` (any channel) but resolves; returns how many.
+///
+/// A resolve is never superseded: it ends an earlier alert of the key (a key loops, is fixed
+/// and loops again), which a receiver holding that alert's trigger must hear, whatever comes
+/// after.
 fn supersede(conn: &rusqlite::Connection, keys: &[String]) -> Result<usize, StoreError> {
-    let mut stmt =
-        conn.prepare("DELETE FROM watchdog_outbox WHERE delivered_at IS NULL AND dedup_key = ?1")?;
+    let mut stmt = conn.prepare(
+        "DELETE FROM watchdog_outbox
+         WHERE delivered_at IS NULL AND dedup_key = ?1 AND kind != 'resolve'",
+    )?;
     let mut dropped = 0;
     for key in keys {
         dropped += stmt.execute([key])?;
@@ -102,9 +110,11 @@ fn enqueue(
     events: &[OutboxEvent],
     now: i64,
 ) -> Result<(), StoreError> {
+    // An older trigger or escalate of the key is replaced (the newest state of the alert is
+    // what matters); an older resolve stays (see `supersede`).
     let mut older = conn.prepare(
         "DELETE FROM watchdog_outbox
-         WHERE delivered_at IS NULL AND dedup_key = ?1 AND channel = ?2",
+         WHERE delivered_at IS NULL AND dedup_key = ?1 AND channel = ?2 AND kind != 'resolve'",
     )?;
     let mut stmt = conn.prepare(
         "INSERT INTO watchdog_outbox (dedup_key, kind, channel, payload, created_at)

@@ -559,6 +559,24 @@ fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
         .unwrap();
     assert!(store.pending_deliveries(10).unwrap().is_empty());
     assert_eq!(store.load_state("alerts").unwrap().as_deref(), Some("{}"));
+
+    // k1's resolve is not sent before k1 loops again: the new alert's trigger and its resolve
+    // leave the first alert's resolve in place, sent first (kill soak, issue 39).
+    tick(
+        400,
+        &[event("k1", "resolve", "webhook")],
+        &["k1".to_owned()],
+        &mut store,
+    );
+    tick(500, &[event("k1", "trigger", "webhook")], &[], &mut store);
+    tick(600, &[], &["k1".to_owned()], &mut store);
+    let kinds: Vec<String> = store
+        .pending_deliveries(10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event.kind)
+        .collect();
+    assert_eq!(kinds, ["resolve"]);
     assert!(
         !store.drop_pending(pending[0].id).unwrap(),
         "delivered rows stay"
