@@ -193,9 +193,22 @@ fn check_store(db: &Path, what: &str) {
     for (key, row) in last {
         let held = row.delivered_at.is_some()
             || doubt.contains(&(key.to_owned(), row.event.channel.clone()));
+        let rows: Vec<_> = outbox
+            .iter()
+            .filter(|r| r.event.dedup_key == key)
+            .map(|r| {
+                (
+                    r.id,
+                    &r.event.kind,
+                    r.created_at,
+                    r.delivered_at,
+                    r.attempts,
+                )
+            })
+            .collect();
         assert!(
             in_state.contains_key(key) || row.event.kind == "resolve" || !held,
-            "{what}: {key} closed while {} holds its {} and no resolve is queued",
+            "{what}: {key} closed while {} holds its {} and no resolve is queued: {rows:?}",
             row.event.channel,
             row.event.kind
         );
@@ -277,7 +290,11 @@ fn ticks_killed_at_random_points_lose_no_event_and_make_no_second_one() {
             );
         }
         if soak.db.exists() {
-            check_store(&soak.db, &format!("after tick {t} (killed: {kill})"));
+            let journal = String::from_utf8_lossy(&out.stderr);
+            check_store(
+                &soak.db,
+                &format!("after tick {t} (killed: {kill}): {journal}"),
+            );
         }
         // Each loop that starts may make one alert of its session's key, no more.
         for i in 0..LOOP_TICKS.len() {
