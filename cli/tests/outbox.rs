@@ -5,6 +5,8 @@
 //! goes out next tick with the same dedup key; only a send that succeeded starts a rate-limit
 //! window or earns the alert's resolve.
 
+mod common;
+
 use agentwatch_store::Store;
 use agentwatch_testkit::opencode::{ExportBuilder, healthy_calls, looping_calls};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
@@ -61,17 +63,7 @@ struct World {
 
 fn world(hook: &HttpServer) -> World {
     let tmp = TempDir::new("aw-outbox");
-    let home = tmp.path.join("home");
-    let dir = home.join("config/agentwatch");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[watchdog]\nlocal_llm_enabled = false\n\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\ntimeout_s = 2\n",
-            hook.url()
-        ),
-    )
-    .unwrap();
+    let home = common::webhook_home(&tmp.path, hook, "", "");
     let looping = session(&tmp.path, true, "looping.json");
     let fixed = session(&tmp.path, false, "fixed.json");
     World {

@@ -8,6 +8,8 @@
 //! The kill points come from a seeded generator, so a failing run can be repeated; the delays
 //! only place the fault, nothing waits for time to pass (ticks take `--now`).
 
+mod common;
+
 use agentwatch_store::Store;
 use agentwatch_testkit::opencode::{ExportBuilder, healthy_calls, looping_calls};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
@@ -64,17 +66,7 @@ fn ticks_killed_at_random_points_lose_no_alert_and_keep_one_dedup_key() {
         Reply::json(200, &json!({"ok": true}))
     });
     let tmp = TempDir::new("aw-soak");
-    let home = tmp.path.join("home");
-    let config_dir = home.join("config/agentwatch");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        format!(
-            "[watchdog]\nlocal_llm_enabled = false\n\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\ntimeout_s = 2\nrate_limit_s = 0\n",
-            hook.url()
-        ),
-    )
-    .unwrap();
+    let home = common::webhook_home(&tmp.path, &hook, "", "rate_limit_s = 0");
     let looping = session(&tmp.path, true, "looping.json");
     let fixed = session(&tmp.path, false, "fixed.json");
     let db = tmp.path.join("aw.db");

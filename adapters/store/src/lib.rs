@@ -238,9 +238,16 @@ const MIGRATIONS: &[&str] = &[
         WHERE tick_id = (SELECT MAX(id) FROM watchdog_ticks) GROUP BY session_id;
     UPDATE watchdog_verdicts SET current_until = NULL
         WHERE id IN (SELECT verdict_id FROM watchdog_current_verdicts);",
+    // 7: when a send of an outbox row started and its outcome is not recorded yet (a kill or a
+    // full disk between the send and its record): the channel may hold the event, so the
+    // alert's resolve goes to it.
+    "ALTER TABLE watchdog_outbox ADD COLUMN sending_at INTEGER;",
     // 8: the lifecycle's reason in its own column, so an alert's summary stays the loop's.
     "ALTER TABLE watchdog_alerts ADD COLUMN reason TEXT NOT NULL DEFAULT '';",
 ];
+
+/// The schema version that added `watchdog_alerts.reason` (migration 8).
+const REASON_VERSION: i64 = 8;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -480,10 +487,16 @@ impl Store {
         Ok(store)
     }
 
+    /// The error of the first statements that read the file: `Corrupt` only when SQLite says
+    /// the file is not a database or is damaged. A full disk or a failed read (the WAL index
+    /// that cannot be created) is an I/O error of a good file, never reported as corrupt.
     fn corrupt(&self, e: &rusqlite::Error) -> StoreError {
-        StoreError::Corrupt {
-            path: self.path.clone(),
-            message: e.to_string(),
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        let path = self.path.clone();
+        let message = e.to_string();
+        match e.sqlite_error_code() {
+            Some(NotADatabase | DatabaseCorrupt) => StoreError::Corrupt { path, message },
+            _ => StoreError::Open { path, message },
         }
     }
 
@@ -1028,16 +1041,23 @@ fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError>
 impl Store {
     /// Alerts, newest first; only unresolved ones unless `include_resolved`.
     pub fn alerts(&self, include_resolved: bool) -> Result<Vec<AlertRow>, StoreError> {
-        let sql = if include_resolved {
-            "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
-                    opened_at, last_fired_at, resolved_at, reason
-             FROM watchdog_alerts ORDER BY opened_at DESC, dedup_key"
+        // A store opened read-only before migration 8 has no reason column: none is said.
+        let reason = if self.schema_version()? < REASON_VERSION {
+            "''"
         } else {
-            "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
-                    opened_at, last_fired_at, resolved_at, reason
-             FROM watchdog_alerts WHERE resolved_at IS NULL ORDER BY opened_at DESC, dedup_key"
+            "reason"
         };
-        let mut stmt = self.conn.prepare(sql)?;
+        let filter = if include_resolved {
+            ""
+        } else {
+            "WHERE resolved_at IS NULL"
+        };
+        let sql = format!(
+            "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
+                    opened_at, last_fired_at, resolved_at, {reason}
+             FROM watchdog_alerts {filter} ORDER BY opened_at DESC, dedup_key"
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map([], |r| {
             Ok(AlertRow {
                 dedup_key: r.get(0)?,

@@ -6,6 +6,10 @@
 //! ([`Store::mark_delivered`]) or failed ([`Store::mark_failed`]). A kill or a full disk at any
 //! point leaves either nothing decided (the next tick decides again) or rows not marked
 //! delivered (sent again: at least once, with the same dedup key receivers deduplicate on).
+//!
+//! A send is recorded as started ([`Store::mark_sending`]) before it goes out, so a row whose
+//! send started and whose outcome was never recorded is known ([`Store::in_doubt`]): its
+//! channel may hold the event, and the alert's resolve goes there too.
 
 use crate::{AlertRow, VerdictRow};
 use crate::{Store, StoreError, insert_tick, save_state, upsert_alerts};
@@ -52,12 +56,17 @@ pub struct TickWrite<'a> {
     /// Policy states to save, `(key, JSON)`.
     pub states: &'a [(String, String)],
     /// Events to deliver after the commit. A new event for a dedup key and channel supersedes
-    /// an undelivered older one of the same key and channel (only the newest state matters).
+    /// an undelivered older trigger or escalate of the same key and channel (only the newest
+    /// state matters), never a resolve (it ends an earlier alert of the key).
     pub outbox: &'a [OutboxEvent],
-    /// Dedup keys whose alert resolved this tick: their undelivered older events are dropped on
-    /// every channel (a trigger that never arrived needs no resolve either).
+    /// Dedup keys whose alert resolved this tick: their undelivered older triggers and
+    /// escalates are dropped on every channel (a trigger that never arrived needs no resolve
+    /// either); an earlier alert's resolve stays.
     pub supersede: &'a [String],
 }
+
+/// The schema version that added `sending_at` (migration 7).
+const SENDING_AT_VERSION: i64 = 7;
 
 const ROW_COLUMNS: &str = "id, dedup_key, kind, channel, payload, created_at, attempts,
     last_attempt_at, last_error, delivered_at";
@@ -79,10 +88,16 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     })
 }
 
-/// Drops undelivered rows of `keys` (any channel); returns how many.
+/// Drops undelivered rows of `keys` (any channel) but resolves; returns how many.
+///
+/// A resolve is never superseded: it ends an earlier alert of the key (a key loops, is fixed
+/// and loops again), which a receiver holding that alert's trigger must hear, whatever comes
+/// after.
 fn supersede(conn: &rusqlite::Connection, keys: &[String]) -> Result<usize, StoreError> {
-    let mut stmt =
-        conn.prepare("DELETE FROM watchdog_outbox WHERE delivered_at IS NULL AND dedup_key = ?1")?;
+    let mut stmt = conn.prepare(
+        "DELETE FROM watchdog_outbox
+         WHERE delivered_at IS NULL AND dedup_key = ?1 AND kind != 'resolve'",
+    )?;
     let mut dropped = 0;
     for key in keys {
         dropped += stmt.execute([key])?;
@@ -95,9 +110,11 @@ fn enqueue(
     events: &[OutboxEvent],
     now: i64,
 ) -> Result<(), StoreError> {
+    // An older trigger or escalate of the key is replaced (the newest state of the alert is
+    // what matters); an older resolve stays (see `supersede`).
     let mut older = conn.prepare(
         "DELETE FROM watchdog_outbox
-         WHERE delivered_at IS NULL AND dedup_key = ?1 AND channel = ?2",
+         WHERE delivered_at IS NULL AND dedup_key = ?1 AND channel = ?2 AND kind != 'resolve'",
     )?;
     let mut stmt = conn.prepare(
         "INSERT INTO watchdog_outbox (dedup_key, kind, channel, payload, created_at)
@@ -204,14 +221,51 @@ impl Store {
         Ok(())
     }
 
-    /// Record a failed send of a row; it stays pending for the next delivery run.
+    /// Record a failed send of a row; it stays pending for the next delivery run, no longer in
+    /// doubt (the channel said it did not take it).
     pub fn mark_failed(&mut self, id: i64, now: i64, error: &str) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE watchdog_outbox SET attempts = attempts + 1, last_attempt_at = ?2,
-               last_error = ?3 WHERE id = ?1 AND delivered_at IS NULL",
+               last_error = ?3, sending_at = NULL WHERE id = ?1 AND delivered_at IS NULL",
             params![id, now, error],
         )?;
         Ok(())
+    }
+
+    /// Record that the sends of these rows start now (one transaction), before they go out:
+    /// until [`Store::mark_delivered`] or [`Store::mark_failed`] records the outcome, the
+    /// channel may or may not hold the event ([`Store::in_doubt`]). When this fails, nothing
+    /// may be sent.
+    pub fn mark_sending(&mut self, ids: &[i64], now: i64) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut stmt = tx.prepare(
+                "UPDATE watchdog_outbox SET sending_at = ?2
+                 WHERE id = ?1 AND delivered_at IS NULL",
+            )?;
+            for id in ids {
+                stmt.execute(params![id, now])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// `(dedup key, channel)` of every trigger or escalate whose send started and whose outcome
+    /// was never recorded (the process died or the disk filled between the send and its
+    /// record): the channel may hold the event. Sorted, without repeats. A file not migrated
+    /// yet (a dry run reads it as it is) has none.
+    pub fn in_doubt(&self) -> Result<Vec<(String, String)>, StoreError> {
+        if self.schema_version()? < SENDING_AT_VERSION {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT DISTINCT dedup_key, channel FROM watchdog_outbox
+             WHERE delivered_at IS NULL AND sending_at IS NOT NULL AND kind != 'resolve'
+             ORDER BY dedup_key, channel",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Drop delivered rows delivered before `before`; returns how many.

@@ -492,6 +492,46 @@ fn outbox_rows_are_marked_delivered_per_channel_and_failures_stay_pending() {
     assert_eq!(store.outbox().unwrap().len(), 2);
 }
 
+/// A send that started and whose outcome was never recorded leaves its channel in doubt (it may
+/// hold the event) until the row is marked delivered or failed; resolves are never in doubt
+/// (nothing follows them).
+#[test]
+fn a_send_started_and_never_recorded_is_in_doubt_until_its_outcome_is() {
+    let dir = TempDir::new("aw-store");
+    let path = dir.path.join("a.db");
+    let mut store = Store::open(&path).unwrap();
+    store
+        .enqueue(
+            &[
+                event("k1", "trigger", "webhook"),
+                event("k1", "trigger", "desktop"),
+                event("k2", "escalate", "webhook"),
+                event("k3", "resolve", "webhook"),
+            ],
+            50,
+        )
+        .unwrap();
+    let ids: Vec<i64> = store
+        .pending_deliveries(10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(store.in_doubt().unwrap().is_empty(), "nothing was sent");
+    store.mark_sending(&ids, 51).unwrap();
+    store.mark_delivered(ids[1], 51).unwrap();
+    store.mark_failed(ids[2], 51, "HTTP 500").unwrap();
+    drop(store);
+
+    // What a later run finds: the webhook may hold k1's trigger; the desktop got its copy, the
+    // webhook refused k2's escalate, and k3 is a resolve.
+    let mut store = Store::open(&path).unwrap();
+    let pair = |k: &str, c: &str| (k.to_owned(), c.to_owned());
+    assert_eq!(store.in_doubt().unwrap(), vec![pair("k1", "webhook")]);
+    store.mark_delivered(ids[0], 60).unwrap();
+    assert!(store.in_doubt().unwrap().is_empty());
+}
+
 #[test]
 fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
     let dir = TempDir::new("aw-store");
@@ -544,6 +584,24 @@ fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
         .unwrap();
     assert!(store.pending_deliveries(10).unwrap().is_empty());
     assert_eq!(store.load_state("alerts").unwrap().as_deref(), Some("{}"));
+
+    // k1's resolve is not sent before k1 loops again: the new alert's trigger and its resolve
+    // leave the first alert's resolve in place, sent first (kill soak, issue 39).
+    tick(
+        400,
+        &[event("k1", "resolve", "webhook")],
+        &["k1".to_owned()],
+        &mut store,
+    );
+    tick(500, &[event("k1", "trigger", "webhook")], &[], &mut store);
+    tick(600, &[], &["k1".to_owned()], &mut store);
+    let kinds: Vec<String> = store
+        .pending_deliveries(10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event.kind)
+        .collect();
+    assert_eq!(kinds, ["resolve"]);
     assert!(
         !store.drop_pending(pending[0].id).unwrap(),
         "delivered rows stay"

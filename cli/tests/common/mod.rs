@@ -175,3 +175,21 @@ pub fn assert_names(trigger: &Value, key: &str, agent: &str, title: &str, dir: &
         "and its working directory: {shown}"
     );
 }
+
+/// A home (`dir/home`, for `agentwatch_testkit::isolated_command`) whose configuration asks no
+/// model and sends to one webhook channel, `hook`, at `hook`'s `/events`, timing out after 2 s.
+/// `watchdog` and `channel` are more lines for those sections. Returns the home.
+pub fn webhook_home(dir: &Path, hook: &HttpServer, watchdog: &str, channel: &str) -> PathBuf {
+    let home = dir.join("home");
+    let config = home.join("config/agentwatch");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[watchdog]\nlocal_llm_enabled = false\n{watchdog}\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\ntimeout_s = 2\n{channel}",
+            hook.url()
+        ),
+    )
+    .unwrap();
+    home
+}

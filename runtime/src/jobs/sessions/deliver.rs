@@ -3,7 +3,11 @@
 //! the same dedup key (at least once; receivers deduplicate on the key).
 //!
 //! The alert state records a delivery (the channel's rate-limit window, the resolve's receivers)
-//! only when the send succeeded, in the same transaction that marks the row delivered.
+//! only when the send succeeded, in the same transaction that marks the row delivered. A send
+//! is recorded as started before it goes out (nothing goes out when that write fails): a send
+//! whose outcome was never recorded (a kill, a full disk) leaves its channel in doubt, and the
+//! next tick counts it among the alert's receivers ([`super::memory`]), so the resolve reaches
+//! a channel that may hold the trigger.
 //!
 //! A rate limit delays, it never drops: an event the router held for a busy channel waits in
 //! the outbox and goes out once the channel is free. Channels a person reads (desktop,
@@ -229,6 +233,7 @@ pub fn deliver_pending(
             continue;
         }
         for (row, event) in ready {
+            store.mark_sending(&[row.id], now).map_err(Error::from)?;
             let report = send(config, &channel, &event, false, now, env);
             let failed = report.result == "failed";
             let sent = &[(&row, &event)];
@@ -385,6 +390,8 @@ fn send_group(
     }
     let events: Vec<AlertEvent> = newest.into_iter().cloned().collect();
     let group = group_event(&events, &config.watchdog.dashboard_base_url);
+    let ids: Vec<i64> = ready.iter().map(|(row, _)| row.id).collect();
+    store.mark_sending(&ids, now).map_err(Error::from)?;
     let report = send(config, channel, &group, false, now, env);
     let pairs: Vec<(&OutboxRow, &AlertEvent)> = ready.iter().map(|(r, e)| (r, e)).collect();
     // Only a `group_by = "channel"` channel groups.

@@ -32,7 +32,10 @@ impl Memory {
         now: i64,
         dry_run: bool,
     ) -> Result<Self, Error> {
-        let alerts = load_alert_state(store.as_deref_mut(), now, dry_run)?;
+        let mut alerts = load_alert_state(store.as_deref_mut(), now, dry_run)?;
+        if let Some(store) = store.as_deref() {
+            count_in_doubt(store, &mut alerts)?;
+        }
         let alertmanager = fleet::configured(config);
         let held = if alertmanager {
             load_held_alerts(store.as_deref_mut(), now, dry_run)?
@@ -47,6 +50,25 @@ impl Memory {
             health,
         })
     }
+}
+
+/// A channel whose send of an open alert's event started and was never recorded (the process
+/// died or the disk filled between the send and its record) may hold the event: it counts
+/// among the alert's receivers, so the resolve goes to it too. Without this, the resolve was
+/// routed only to recorded receivers while it superseded the unrecorded send's row, and a
+/// channel holding the trigger never heard the end.
+fn count_in_doubt(store: &Store, alerts: &mut AlertState) -> Result<(), Error> {
+    for (key, channel) in store.in_doubt().map_err(Error::from)? {
+        if alerts.open_alerts.contains_key(&key) {
+            alerts
+                .router
+                .delivered
+                .entry(key)
+                .or_default()
+                .insert(channel);
+        }
+    }
+    Ok(())
 }
 
 /// One stored record, set aside and replaced by a clean one when it does not read.

@@ -1,0 +1,414 @@
+//! Issue 39: a full disk during a resolving tick loses no resolve. The store lives on a small
+//! tmpfs; before the resolving tick the tmpfs is filled (a filler file written until ENOSPC)
+//! and then given back `k` pages, for `k = 0, 1, 2, …` until the tick fits: so every write the
+//! tick makes, in the order it makes them (WAL frames, the shared-memory index, the checkpoint
+//! into the database file), is in turn the first to find the disk full. Each round starts
+//! from the same store (a snapshot taken after the trigger was delivered), and after the
+//! filler is removed one more tick runs. What must hold in every round:
+//!
+//! - the failing tick exits 0 or 74 (never a crash), and the store it leaves passes SQLite's
+//!   integrity check;
+//! - the alert is closed only together with its resolve in the outbox: the alerts table, the
+//!   alert state and the outbox agree after the failing tick;
+//! - once space returns, the resolve reaches the webhook exactly once (one body, its
+//!   `event_id` the one every round's resolve has), and nothing stays pending.
+//!
+//! A real file system full, not a mock: SQLite sees ENOSPC from the kernel as it would on a
+//! full disk. Mounting needs root (CI runs as root with `--include-ignored`); a failed mount
+//! fails the test.
+
+mod common;
+
+use agentwatch_opencode::db::testing::{create_db, insert_export};
+use agentwatch_store::Store;
+use agentwatch_testkit::opencode::{ExportBuilder, looping_calls};
+use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const T0: i64 = 1_796_200_000;
+const ROOT: &str = "ses_fulldisk0000000001rootAA";
+const PAGE: u64 = 4096;
+/// Rounds past this many free pages mean the sweep never reached a tick that fits.
+const MAX_PAGES: u64 = 2000;
+
+/// A tmpfs mounted on a directory for the test's life, unmounted when dropped.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "mount -t tmpfs on {} failed ({status:?}): this test needs root",
+            dir.display()
+        );
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Fill the file system holding `path` with the file `path` until ENOSPC, then give back
+/// `pages` pages.
+fn fill_leaving(path: &Path, pages: u64) {
+    let mut file = std::fs::File::create(path).unwrap();
+    for chunk in [1 << 20, PAGE as usize] {
+        let zeros = vec![0u8; chunk];
+        while file.write_all(&zeros).is_ok() {}
+    }
+    file.sync_all().ok();
+    let len = file.metadata().unwrap().len();
+    // Whole pages: a short last write leaves part of one.
+    let full = len.div_ceil(PAGE) * PAGE;
+    file.set_len(full.saturating_sub(pages * PAGE)).unwrap();
+}
+
+struct World {
+    _tmp: TempDir,
+    home: PathBuf,
+    /// The opencode.db the ticks read.
+    oc: PathBuf,
+    mnt: PathBuf,
+    hook: HttpServer,
+}
+
+/// The session looping, or the same session with one more step, a landed edit (fixed).
+fn export(fixed: bool) -> Value {
+    let looping = ExportBuilder::new(ROOT, "Fix the money rounding", None, T0 * 1000 - 600_000)
+        .steps("build", &looping_calls(45), 1000);
+    let edit = (
+        "edit",
+        json!({"filePath": "/tmp/proj/src/money.py", "oldString": "round(", "newString": "quantize("}),
+        json!({"diff": "@@ -1 +1 @@\n-round(\n+quantize(\n"}),
+        "Edit applied successfully.",
+    );
+    let builder = if fixed {
+        looping.steps("build", &[edit], 1000)
+    } else {
+        looping
+    };
+    builder.build()
+}
+
+fn opencode_db(path: &Path, fixed: bool) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    create_db(path).unwrap();
+    insert_export(path, &export(fixed), "/tmp/proj").unwrap();
+}
+
+impl World {
+    fn new(tmp: TempDir, mnt: PathBuf) -> Self {
+        let hook = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+        let home = common::webhook_home(&tmp.path, &hook, "", "rate_limit_s = 0");
+        let oc = tmp.path.join("opencode.db");
+        Self {
+            _tmp: tmp,
+            home,
+            oc,
+            mnt,
+            hook,
+        }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.mnt.join("aw.db")
+    }
+
+    fn tick(&self, now: i64) -> Output {
+        agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &self.home)
+            .args(["opencode", "--once", "--now", &now.to_string(), "--db"])
+            .arg(self.db())
+            .arg("--set")
+            .arg(format!("opencode.db={:?}", self.oc.display().to_string()))
+            .output()
+            .unwrap()
+    }
+
+    /// The store as the snapshot holds it, nothing else on the tmpfs.
+    fn restore(&self, snapshot: &Path) {
+        for entry in std::fs::read_dir(&self.mnt).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        std::fs::copy(snapshot, self.db()).unwrap();
+    }
+
+    /// The bodies the receiver got from index `from` on.
+    fn bodies(&self, from: usize) -> Vec<Value> {
+        self.hook.requests()[from..]
+            .iter()
+            .map(Request::body_json)
+            .collect()
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// What the store says of the alert after a tick: closed in the alerts table, closed in the
+/// alert state, and the resolve rows in the outbox (pending or delivered). `None` when the
+/// store holds no alert.
+#[derive(Debug)]
+struct Stored {
+    table_closed: bool,
+    state_closed: bool,
+    resolves: usize,
+    /// Triggers and escalates of the alert a channel took.
+    delivered_alarms: usize,
+    pending: usize,
+}
+
+fn stored(db: &Path) -> Option<Stored> {
+    let store = Store::open_read_only(db).unwrap();
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let key = format!("opencode-loop:{ROOT}");
+    let alerts = store.alerts(true).unwrap();
+    let row = alerts.iter().find(|a| a.dedup_key == key)?;
+    let state = store.load_state("alerts").unwrap().unwrap_or_default();
+    let state: Value = serde_json::from_str(&state).unwrap_or(Value::Null);
+    let outbox = store.outbox().unwrap();
+    Some(Stored {
+        table_closed: row.resolved_at.is_some(),
+        state_closed: state["open_alerts"].get(&key).is_none(),
+        resolves: outbox
+            .iter()
+            .filter(|r| r.event.dedup_key == key && r.event.kind == "resolve")
+            .count(),
+        delivered_alarms: outbox
+            .iter()
+            .filter(|r| r.event.dedup_key == key && r.event.kind != "resolve")
+            .filter(|r| r.delivered_at.is_some())
+            .count(),
+        pending: outbox.iter().filter(|r| r.delivered_at.is_none()).count(),
+    })
+}
+
+/// An alert a channel took is closed only together with its resolve in the outbox, and the
+/// alerts table says what the state says. Read from a copy of the store's files, as the disk may still be
+/// too full to open it where it is.
+fn check_agrees(db: &Path, what: &str) {
+    let copy = db.parent().unwrap().with_file_name("check");
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(&copy).unwrap();
+    for suffix in ["", "-wal"] {
+        let from = PathBuf::from(format!("{}{suffix}", db.display()));
+        if from.exists() {
+            std::fs::copy(&from, copy.join(format!("aw.db{suffix}"))).unwrap();
+        }
+    }
+    let Some(after) = stored(&copy.join("aw.db")) else {
+        return;
+    };
+    assert_eq!(
+        after.table_closed, after.state_closed,
+        "{what}: the alerts table and the state disagree {after:?}"
+    );
+    assert!(
+        !after.state_closed || after.delivered_alarms == 0 || after.resolves == 1,
+        "{what}: the alert closed without its resolve in the outbox {after:?}"
+    );
+}
+
+/// One round: the resolving tick with `pages` pages free, then one with space back. Returns
+/// the first tick's exit code, the resolve's event id and how often it was sent again.
+fn round(world: &World, snapshot: &Path, pages: u64) -> (i32, String, usize) {
+    world.restore(snapshot);
+    let filler = world.mnt.join("filler");
+    fill_leaving(&filler, pages);
+    let from = world.hook.requests().len();
+    let first = world.tick(T0 + 120);
+    std::fs::remove_file(&filler).unwrap();
+    let code = first.status.code();
+    assert!(
+        matches!(code, Some(0 | 74)),
+        "{pages} pages free: the tick exited {code:?}: {}",
+        stderr(&first)
+    );
+    check_agrees(
+        &world.db(),
+        &format!("{pages} pages free: {}", stderr(&first)),
+    );
+    let second = world.tick(T0 + 180);
+    assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
+    let done = stored(&world.db()).expect("the alert");
+    assert!(
+        done.state_closed && done.table_closed && done.pending == 0,
+        "{pages} pages free: after space returned {done:?}: {}\n{}",
+        stderr(&first),
+        stderr(&second)
+    );
+    // One event: the resolve, sent again only when its send was not recorded, with its id.
+    let bodies = world.bodies(from);
+    let mut ids: Vec<&str> = bodies
+        .iter()
+        .filter(|b| b["state"] == "resolve")
+        .filter_map(|b| b["event_id"].as_str())
+        .collect();
+    let sent = ids.len();
+    ids.dedup();
+    assert!(
+        ids.len() == 1 && sent == bodies.len(),
+        "{pages} pages free: the receiver got {bodies:?}\nfirst tick: {}\nsecond tick: {}",
+        stderr(&first),
+        stderr(&second)
+    );
+    (code.unwrap_or(-1), ids[0].to_owned(), sent - 1)
+}
+
+#[test]
+#[ignore = "needs root to mount a tmpfs"]
+fn a_full_disk_at_any_write_of_a_resolving_tick_loses_no_resolve() {
+    let tmp = TempDir::new("aw-full-disk");
+    let tmpfs = Tmpfs::mount(&tmp.path.join("mnt"), "4m");
+    let world = World::new(tmp, tmpfs.dir.clone());
+    opencode_db(&world.oc, false);
+
+    // The loop is alerted with room to spare; that store is every round's start.
+    let out = world.tick(T0);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let trigger = world.bodies(0);
+    assert_eq!(trigger.len(), 1, "{trigger:?}");
+    assert_eq!(trigger[0]["state"], "trigger");
+    let snapshot = world.mnt.parent().unwrap().join("snapshot.db");
+    assert!(!world.mnt.join("aw.db-wal").exists());
+    std::fs::copy(world.db(), &snapshot).unwrap();
+
+    // The session is fixed: the next tick resolves.
+    opencode_db(&world.oc, true);
+    let mut ids = Vec::new();
+    let mut failed = 0;
+    let mut resent = 0;
+    let mut pages = 0;
+    loop {
+        let (code, id, again) = round(&world, &snapshot, pages);
+        ids.push(id);
+        resent += again;
+        failed += usize::from(code == 74);
+        if code == 0 && failed > 0 {
+            break;
+        }
+        pages += 1;
+        assert!(pages < MAX_PAGES, "no tick fit in {MAX_PAGES} pages");
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "every round's resolve is one event: {ids:?}");
+    eprintln!(
+        "{} rounds (0 to {pages} pages free), {failed} ticks failed on a full disk; every \
+         round's resolve reached the webhook as one event, {}, sent again {resent} times \
+         (sent, then its record failed)",
+        pages + 1,
+        ids[0]
+    );
+}
+
+/// Ticks of one round with the filler in place: `(opencode.db fixed?, now)`.
+const FULL_TICKS: [(bool, i64); 2] = [(false, T0), (true, T0 + 120)];
+
+/// One round of the longer outage: the disk is full (but `pages` pages) from the tick that
+/// triggers through the one that resolves, then space returns and two more ticks run. Returns
+/// the exit codes of the ticks on the full disk.
+fn outage_round(world: &World, snapshot: &Path, pages: u64) -> Vec<i32> {
+    world.restore(snapshot);
+    let filler = world.mnt.join("filler");
+    fill_leaving(&filler, pages);
+    let from = world.hook.requests().len();
+    let mut codes = Vec::new();
+    let mut journal = String::new();
+    for (fixed, now) in FULL_TICKS {
+        opencode_db(&world.oc, fixed);
+        let out = world.tick(now);
+        journal.push_str(&stderr(&out));
+        let code = out.status.code();
+        assert!(
+            matches!(code, Some(0 | 74)),
+            "{pages} pages free: the tick at {now} exited {code:?}: {journal}"
+        );
+        check_agrees(&world.db(), &format!("{pages} pages free: {journal}"));
+        codes.push(code.unwrap_or(-1));
+    }
+    std::fs::remove_file(&filler).unwrap();
+    for now in [T0 + 180, T0 + 240] {
+        let out = world.tick(now);
+        journal.push_str(&stderr(&out));
+        assert_eq!(out.status.code(), Some(0), "{journal}");
+    }
+    if let Some(done) = stored(&world.db()) {
+        assert!(
+            done.state_closed && done.table_closed && done.pending == 0,
+            "{pages} pages free: after space returned {done:?}: {journal}"
+        );
+    }
+    // Whatever the receiver heard of, it heard the end of: one alert (one opened_at), and a
+    // trigger it got is followed by that alert's resolve.
+    let bodies = world.bodies(from);
+    let opened = |state: &str| -> Vec<Value> {
+        let mut at: Vec<Value> = bodies
+            .iter()
+            .filter(|b| b["state"] == state)
+            .map(|b| b["details"]["opened_at"].clone())
+            .collect();
+        at.dedup();
+        at
+    };
+    let (triggers, resolves) = (opened("trigger"), opened("resolve"));
+    assert!(
+        triggers.len() <= 1 && triggers == resolves,
+        "{pages} pages free: triggers opened at {triggers:?}, resolves of {resolves:?}: \
+         {bodies:?}\n{journal}"
+    );
+    assert!(
+        bodies.last().is_none_or(|b| b["state"] == "resolve"),
+        "{pages} pages free: {bodies:?}\n{journal}"
+    );
+    codes
+}
+
+#[test]
+#[ignore = "needs root to mount a tmpfs"]
+fn a_disk_full_from_the_trigger_through_the_resolve_loses_no_resolve() {
+    let tmp = TempDir::new("aw-full-outage");
+    let tmpfs = Tmpfs::mount(&tmp.path.join("mnt"), "4m");
+    let world = World::new(tmp, tmpfs.dir.clone());
+
+    // A store that has seen an empty opencode.db is every round's start.
+    create_db(&world.oc).unwrap();
+    let out = world.tick(T0 - 60);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let snapshot = world.mnt.parent().unwrap().join("snapshot.db");
+    std::fs::copy(world.db(), &snapshot).unwrap();
+
+    let mut failed = 0;
+    let mut pages = 0;
+    loop {
+        let codes = outage_round(&world, &snapshot, pages);
+        failed += codes.iter().filter(|c| **c == 74).count();
+        if codes.iter().all(|c| *c == 0) {
+            break;
+        }
+        pages += 1;
+        assert!(pages < MAX_PAGES, "no tick fit in {MAX_PAGES} pages");
+    }
+    assert!(failed > 0, "no tick failed: the disk was never full");
+    eprintln!(
+        "{} rounds (0 to {pages} pages free), {failed} ticks failed on a full disk; the receiver \
+         heard every alert it got end",
+        pages + 1
+    );
+}
