@@ -1074,7 +1074,7 @@ fn watchdog_log_has_transitions_and_verbose_ticks_and_restart_log_says_why_it_wa
     assert_eq!(restarts[0]["critical"], "conductor- title");
     let why = restarts[0]["why"].as_str().unwrap();
     assert!(
-        why.contains("in error since") && why.contains("critical: conductor- title"),
+        why.contains("in error for") && why.contains("critical: conductor- title"),
         "{why}"
     );
     // Back up, the worker gone from the listing, and --verbose: a line for the tick too.

@@ -553,15 +553,12 @@ impl LoopRecoveryState {
                 self.break_streak();
                 return LoopDecision::new(Name::ReportClear, "latest probe is clear; streak reset");
             }
-            ReportStatus::Stale { at, age } => {
+            ReportStatus::Stale { age, .. } => {
                 self.break_streak();
                 let why = if age < 0 {
-                    format!("report at {at} is {} s in the future", age.saturating_neg())
+                    format!("report is {} s in the future", age.saturating_neg())
                 } else {
-                    format!(
-                        "report at {at} is {age} s old (limit {} s)",
-                        config.max_report_age
-                    )
+                    format!("report is {age} s old (limit {} s)", config.max_report_age)
                 };
                 return LoopDecision::new(Name::ReportStale, format!("{why}; streak reset"));
             }
@@ -579,8 +576,8 @@ impl LoopRecoveryState {
                 return LoopDecision::new(
                     Name::AwaitingOutcome,
                     format!(
-                        "restart decided at {} has no reported outcome; treated as done, cooldown {left} s left",
-                        in_flight.decided_at
+                        "restart decided {} s ago has no reported outcome; treated as done, cooldown {left} s left",
+                        elapsed(now, in_flight.decided_at)
                     ),
                 );
             }
@@ -595,7 +592,10 @@ impl LoopRecoveryState {
         {
             return LoopDecision::new(
                 Name::WaitingNextProbe,
-                format!("waiting for next probe: probe at {at} was used by the last restart"),
+                format!(
+                    "waiting for next probe: the probe of {} s ago was used by the last restart",
+                    elapsed(now, at)
+                ),
             );
         }
         let Some(first) = self.first_probe_at else {
@@ -603,7 +603,10 @@ impl LoopRecoveryState {
             self.last_probe_at = Some(at);
             return LoopDecision::new(
                 Name::WaitingSecondProbe,
-                format!("waiting for second probe: first probe at {at}"),
+                format!(
+                    "waiting for second probe: first probe {} s ago",
+                    elapsed(now, at)
+                ),
             );
         };
         if self.last_probe_at.is_some_and(|last| at <= last) || at <= first {
@@ -613,7 +616,10 @@ impl LoopRecoveryState {
             };
             return LoopDecision::new(
                 Name::WaitingNextProbe,
-                format!("waiting for next probe: probe at {at} {why}"),
+                format!(
+                    "waiting for next probe: the probe of {} s ago: {why}",
+                    elapsed(now, at)
+                ),
             );
         }
         self.last_probe_at = Some(at);
@@ -622,7 +628,8 @@ impl LoopRecoveryState {
             return LoopDecision::new(
                 Name::WaitingProbeGap,
                 format!(
-                    "waiting for next probe: probe at {at} is {gap} s after the first at {first} (needs {} s)",
+                    "waiting for next probe: the probe of {} s ago is {gap} s after the first (needs {} s)",
+                    elapsed(now, at),
                     config.min_probe_gap
                 ),
             );
@@ -636,7 +643,10 @@ impl LoopRecoveryState {
             rank: report.rank,
             label: report.label.clone(),
         };
-        let confirmed = format!("loop confirmed by probes at {first} and {at} ({gap} s apart)");
+        let confirmed = format!(
+            "loop confirmed by two probes {gap} s apart (the last {} s ago)",
+            elapsed(now, at)
+        );
         match config.router() {
             Err(err) => LoopDecision::new(
                 Name::RouterMisconfigured,
@@ -743,14 +753,16 @@ impl LoopRecoveryState {
         );
         self.break_streak();
         let execute_at = notice.execute_at;
-        LoopDecision::new(Name::Restart, format!("{why}; restarting at {execute_at}")).with_action(
-            LoopAction::Restart {
-                probe_at,
-                execute_at,
-                dry_run: config.dry_run,
-                notice: Box::new(notice),
-            },
+        LoopDecision::new(
+            Name::Restart,
+            format!("{why}; restarting in {} s", elapsed(execute_at, now)),
         )
+        .with_action(LoopAction::Restart {
+            probe_at,
+            execute_at,
+            dry_run: config.dry_run,
+            notice: Box::new(notice),
+        })
     }
 
     fn on_outcome(
@@ -776,7 +788,10 @@ impl LoopRecoveryState {
             let until = from.saturating_add(i64::from(config.cooldown));
             LoopDecision::new(
                 Name::RestartSucceeded,
-                format!("restart succeeded{detail}; recovery cooldown until {until}"),
+                format!(
+                    "restart succeeded{detail}; recovery cooldown for {} s",
+                    elapsed(until, now)
+                ),
             )
         } else {
             self.cooldown_from = in_flight.previous_cooldown_from;
@@ -834,8 +849,7 @@ impl LoopRecoveryState {
         LoopDecision::new(
             Name::RestartCancelled,
             format!(
-                "restart decided at {} cancelled before it ran ({detail}); nothing was restarted, no cooldown, a retry needs two new probes",
-                in_flight.decided_at
+                "the pending restart was cancelled before it ran ({detail}); nothing was restarted, no cooldown, a retry needs two new probes",
             ),
         )
     }

@@ -836,7 +836,7 @@ impl RestartGuardState {
         let count = record.restarts_in_window(config, now).count();
         self.last_restart_at = Some(now);
         let what = match trigger {
-            Trigger::Error => format!("in error since {since}"),
+            Trigger::Error => format!("in error for {} s", now.saturating_sub(since)),
             Trigger::PollerMissing => "alive but its telegram poller is missing".to_owned(),
         };
         GuardDecision::new(
@@ -1019,7 +1019,7 @@ fn rate_limit_backoff(
     GuardDecision::new(
         Name::RateLimitBackoff,
         format!(
-            "rate limit seen ({seen_in}); backing off {} s until {until}, escalating",
+            "rate limit seen ({seen_in}); backing off {} s, escalating",
             config.rate_limit_backoff
         ),
     )

@@ -179,7 +179,7 @@ fn a_critical_session_in_error_is_rechecked_then_restarted() {
     );
     assert_eq!(
         restart.reason,
-        "conductor-travel (c1) in error since 100 (critical: conductor- title); confirmed at re-check, restarting (1 of 3 in 300 s)"
+        "conductor-travel (c1) in error for 1 s (critical: conductor- title); confirmed at re-check, restarting (1 of 3 in 300 s)"
     );
     assert_eq!(
         guard.result(104, "c1", restarted(), None).name,
