@@ -218,7 +218,7 @@ pub fn deliver_pending(
                 .field("state", event.state.as_str())
                 .field("channel", &channel)
                 .field("delivery", "held")
-                .field("queued_at", row.created_at)
+                .field("queued_at", alert_state::iso8601(row.created_at))
                 .field(
                     "reason",
                     format!(
@@ -293,7 +293,7 @@ fn at_send_time(
                 .field("state", event.state.as_str())
                 .field("channel", channel)
                 .field("delivery", delivery)
-                .field("queued_at", row.created_at)
+                .field("queued_at", alert_state::iso8601(row.created_at))
                 .field("reason", reason)
                 .emit();
             continue;
@@ -435,7 +435,10 @@ fn record(
                 .map_err(Error::from)?;
         }
         let (retry, queued_at) = if row.created_at < now || row.attempts > 0 {
-            (Some(row.attempts + 1), Some(row.created_at))
+            (
+                Some(row.attempts + 1),
+                Some(alert_state::iso8601(row.created_at)),
+            )
         } else {
             (None, None)
         };
