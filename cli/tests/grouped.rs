@@ -251,3 +251,29 @@ fn an_escalate_that_replaced_an_unsent_trigger_arrives_as_the_trigger() {
         "{err}"
     );
 }
+
+/// An ack acts when an event is sent: the acknowledged alert's escalate is dropped from every
+/// channel that already had the alert (someone is on it).
+#[test]
+fn an_acknowledged_alert_does_not_escalate_on_a_channel_that_has_it() {
+    let world = World::new("aw-send-time-ack");
+    world.tick(T0, &[0]);
+    let ack: Vec<String> = ["alerts", "--db", &world.db(), "ack", &key(0), "--now"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([(T0 + 10).to_string()])
+        .collect();
+    let out = agentwatch(&world.tmp.path, &ack);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    world.tick(T0 + 240, &[0]);
+    let err = world.tick(T0 + 480, &[0]);
+    assert_eq!(world.desktop().len(), 1, "{:?}\n{err}", world.desktop());
+    assert!(err.contains("channel=desktop delivery=acked"), "{err}");
+    let states: Vec<String> = world
+        .hook
+        .requests()
+        .iter()
+        .map(|r| r.body_json()["state"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(states, ["trigger"], "{err}");
+}
