@@ -138,7 +138,10 @@ fn setup(name: &str, extra: &str) -> Setup {
     let home = home_with_config(
         &tmp,
         &format!(
-            "[watchdog]\nlocal_llm_enabled = false\n[opencode]\nservers = [\"{url}\"]\n{extra}\n\
+            // The follower judges every few seconds here: every judgement counts towards
+            // escalation, so a test sees it in seconds, not the 8 minutes a user would.
+            "[watchdog]\nlocal_llm_enabled = false\nescalate_min_gap_s = 0\n\
+             [opencode]\nservers = [\"{url}\"]\n{extra}\n\
              [[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{hook}/events\"\n",
             hook = webhook.url()
         ),
