@@ -230,7 +230,7 @@ program = "{notify}"
     );
     assert!(
         t1.stderr()
-            .contains("state=trigger severity=warning title=\"opencode loop: explore\""),
+            .contains("state=trigger severity=warning title=\"Fix the money rounding in "),
         "{}",
         t1.stderr()
     );
