@@ -13,7 +13,7 @@
 //!   replaced is read again from the start.
 
 use super::transcript::{
-    Found, Pass, Reading, base_info, marker, read_listed, restore_file, stored, tail,
+    Found, Pass, Reading, base_info, list_within, marker, read_listed, restore_file, stored, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -81,9 +81,9 @@ impl Source for ClaudeSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match discover_claude(&self.dir) {
+        let discovery = match list_within(&self.dir, ctx, discover_claude) {
             Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
+            Err(e) => return Answer::Failed(self.name.clone(), e),
         };
         let found: Vec<Found> = discovery
             .transcripts

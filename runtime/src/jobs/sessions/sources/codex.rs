@@ -11,8 +11,8 @@
 //!   stored reader and detector.
 
 use super::transcript::{
-    Found, Pass, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored,
-    stored_parent, tail,
+    Found, Pass, Reading, WHOLE_BYTES, base_info, list_within, marker, read_listed, restore_file,
+    stored, stored_parent, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -75,9 +75,9 @@ impl Source for CodexSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match discover_codex(&self.dir) {
+        let discovery = match list_within(&self.dir, ctx, discover_codex) {
             Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
+            Err(e) => return Answer::Failed(self.name.clone(), e),
         };
         let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
         let found: Vec<Found> = discovery

@@ -13,7 +13,8 @@
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
 use super::transcript::{
-    Found, Pass, Reading, WHOLE_BYTES, base_info, marker, read_listed, restore_file, stored, tail,
+    Found, Pass, Reading, WHOLE_BYTES, base_info, list_within, marker, read_listed, restore_file,
+    stored, tail,
 };
 use super::{Answer, ReadContext, Source, WakeOn};
 use crate::config::{Config, Env};
@@ -79,9 +80,9 @@ impl Source for GeminiSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match discover_gemini(&self.dir) {
+        let discovery = match list_within(&self.dir, ctx, discover_gemini) {
             Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e.to_string()),
+            Err(e) => return Answer::Failed(self.name.clone(), e),
         };
         let found: Vec<Found> = discovery
             .transcripts

@@ -86,7 +86,7 @@ pub(crate) fn stored(
 /// its part of the tick's `sources=` line (`{agent} 3 sessions`). Once the source's deadline
 /// ([`ReadContext::deadline`]) passed, no further file is read: each keeps its stored rows
 /// ([`Pass::Keep`]) and is counted in [`SourceRead::deadline_skipped`] (the deadline is looked
-/// at between files, so one read that hangs is not cut short).
+/// at between files; the listing before them is bounded by it too, [`list_within`]).
 pub(crate) fn read_listed(
     agent: &str,
     found: &[Found],
@@ -133,6 +133,81 @@ pub(crate) fn read_listed(
     }
     read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
     read
+}
+
+/// Paths whose probe has not returned yet (a stuck file system): not probed again until it
+/// does, so a stuck file costs one waiting thread, not one per tick.
+static STUCK: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// The least time a listing is given, whatever is left of the deadline: a local listing of
+/// thousands of files takes milliseconds, and the files after it are what the deadline cuts.
+const LISTING_FLOOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A source's listing of `dir` (`discover_claude`, …), bounded by the source's deadline (at
+/// least [`LISTING_FLOOR`]): a listing that does not return in time (a stuck file system) is
+/// an error saying so.
+pub(crate) fn list_within<T: Send + 'static>(
+    dir: &Path,
+    ctx: &ReadContext<'_>,
+    list: fn(&Path) -> std::io::Result<T>,
+) -> Result<T, String> {
+    let until = std::time::Instant::now() + ctx.deadline.max(LISTING_FLOOR);
+    let owned = dir.to_path_buf();
+    match within(dir, until, move || list(&owned)) {
+        Some(listed) => listed.map_err(|e| e.to_string()),
+        None => Err(format!(
+            "{}: the listing did not return within the source deadline ({:?})",
+            dir.display(),
+            ctx.deadline.max(LISTING_FLOOR)
+        )),
+    }
+}
+
+/// `work`'s answer when it comes before `until`, run on a thread of its own that is left
+/// behind when it does not (a stuck file system): `None`. While it waits, work on the same
+/// `key` is not started again, so a stuck path costs one waiting thread, not one per tick. No
+/// thread to spare: `work` runs in line.
+fn within<T: Send + 'static>(
+    key: &Path,
+    until: std::time::Instant,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let left = until.checked_duration_since(std::time::Instant::now())?;
+    let key = key.to_path_buf();
+    let unstick = |key: &std::path::PathBuf| {
+        STUCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|p| p != key);
+    };
+    {
+        let mut stuck = STUCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if stuck.contains(&key) {
+            return None;
+        }
+        stuck.push(key.clone());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let theirs = key.clone();
+    // Shared, so that `work` can still run in line when no thread can be started.
+    let work = std::sync::Arc::new(std::sync::Mutex::new(Some(work)));
+    let handed = work.clone();
+    let spawned = std::thread::Builder::new()
+        .name("agentwatch-probe".to_owned())
+        .spawn(move || {
+            let work = handed.lock().ok().and_then(|mut w| w.take());
+            let answer = work.map(|w| w());
+            unstick(&theirs);
+            let _ = tx.send(answer);
+        });
+    if spawned.is_err() {
+        unstick(&key);
+        let work = work.lock().ok().and_then(|mut w| w.take())?;
+        return Some(work());
+    }
+    rx.recv_timeout(left).ok().flatten()
 }
 
 /// The parent a stored row names (what the file's lines said when it was last read).
@@ -338,5 +413,63 @@ pub(crate) mod testing {
     /// The clock now, unix seconds.
     pub(crate) fn now_s() -> i64 {
         crate::clock::now_or_clock(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReadContext, list_within};
+    use std::collections::HashSet;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    /// A listing that does not return (a stuck file system; here the open of a FIFO nobody
+    /// writes to) costs the source its deadline and is an error saying so; while it is stuck
+    /// it is not waited on again. A listing that returns is the answer.
+    #[test]
+    fn a_listing_that_does_not_return_costs_the_deadline() {
+        let dir = agentwatch_testkit::TempDir::new("aw-list-within");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path.join("fifo"))
+            .status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        std::fs::write(dir.path.join("file"), "x").unwrap();
+        let config = detect_core::DetectConfig::default();
+        let watched = HashSet::new();
+        let ctx = |deadline| ReadContext {
+            store: None,
+            detector: &config,
+            full_read: false,
+            cutoff_ms: None,
+            now: 0,
+            focus: None,
+            deadline,
+            watched: &watched,
+        };
+        let stuck: fn(&Path) -> std::io::Result<Vec<u8>> = |d| std::fs::read(d.join("fifo"));
+        let fine: fn(&Path) -> std::io::Result<Vec<u8>> = |d| std::fs::read(d.join("file"));
+        let err = list_within(&dir.path, &ctx(Duration::from_millis(200)), stuck).unwrap_err();
+        assert!(
+            err.contains("did not return within the source deadline"),
+            "{err}"
+        );
+        let again = Instant::now();
+        assert!(list_within(&dir.path, &ctx(Duration::from_secs(60)), stuck).is_err());
+        assert!(
+            again.elapsed() < Duration::from_secs(30),
+            "still stuck: not waited on"
+        );
+        let other = agentwatch_testkit::TempDir::new("aw-list-within-ok");
+        std::fs::write(other.path.join("file"), "x").unwrap();
+        assert_eq!(
+            list_within(&other.path, &ctx(Duration::from_secs(5)), fine),
+            Ok(b"x".to_vec())
+        );
+        // Let the waiting listing go: a writer opens the FIFO and closes it.
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.path.join("fifo")),
+        );
     }
 }
