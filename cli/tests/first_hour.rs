@@ -2,7 +2,9 @@
 //! still watches the seed's registry and reaches the journal and the desktop; a blind source
 //! says so in the tick's one sources line; a server without its scheme is a usage error.
 
-use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, looping_calls, require_binary};
+use agentwatch_testkit::opencode::{
+    ExportBuilder, OpencodeHome, RunningServer, looping_calls, require_binary,
+};
 use agentwatch_testkit::{StandIns, TempDir, stand_in};
 use serde_json::json;
 use std::path::Path;
@@ -36,6 +38,26 @@ fn write_registry(home: &Path, text: &str) {
     std::fs::write(dir.join("rc-servers.json"), text).unwrap();
 }
 
+/// A real opencode server (its home under `tmp/oc`, on a free port) holding one looping
+/// session `id` titled `title`, imported.
+fn serve_a_loop(
+    bin: std::path::PathBuf,
+    tmp: &TempDir,
+    id: &str,
+    title: &str,
+) -> (OpencodeHome, RunningServer) {
+    let oc = OpencodeHome::new(bin, &tmp.path.join("oc"));
+    let looping = ExportBuilder::new(id, title, None, T0 * 1000 - 3_600_000).steps(
+        "build",
+        &looping_calls(45),
+        1000,
+    );
+    oc.import(&looping.write(&tmp.path.join("loop.json")))
+        .unwrap();
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    (oc, server)
+}
+
 /// One `opencode --once` tick at `T0` that must succeed; its standard error.
 fn tick_once(home: &Path, path_env: &str) -> String {
     let out = agentwatch(
@@ -60,17 +82,12 @@ fn sources_line(err: &str) -> &str {
 fn no_config_reads_the_registry_and_a_loop_reaches_the_journal_and_the_desktop() {
     let bin = require_binary();
     let tmp = TempDir::new("aw-first-hour");
-    let oc = OpencodeHome::new(bin, &tmp.path.join("oc"));
-    let looping = ExportBuilder::new(
+    let (_oc, server) = serve_a_loop(
+        bin,
+        &tmp,
         "ses_fh00000000001loopAAAAAA",
         "Fix the money rounding",
-        None,
-        T0 * 1000 - 3_600_000,
-    )
-    .steps("build", &looping_calls(45), 1000);
-    oc.import(&looping.write(&tmp.path.join("loop.json")))
-        .unwrap();
-    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    );
 
     let home = tmp.path.join("home");
     write_registry(
@@ -283,17 +300,12 @@ fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
 #[ignore = "needs opencode"]
 fn no_config_finds_an_opencode_server_on_any_port() {
     let tmp = TempDir::new("aw-first-hour-found");
-    let oc = OpencodeHome::new(require_binary(), &tmp.path.join("oc"));
-    let looping = ExportBuilder::new(
+    let (_oc, server) = serve_a_loop(
+        require_binary(),
+        &tmp,
         "ses_fh00000000002loopAAAAAA",
         "Round the cart totals",
-        None,
-        T0 * 1000 - 3_600_000,
-    )
-    .steps("build", &looping_calls(45), 1000);
-    oc.import(&looping.write(&tmp.path.join("loop.json")))
-        .unwrap();
-    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    );
     assert_ne!(server.port, 4096, "a port only /proc can tell");
     // agentwatch runs in the same account (the same HOME) as that opencode.
     let home = tmp.path.join("oc/home");
