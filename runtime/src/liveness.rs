@@ -5,7 +5,7 @@
 
 use crate::config::{Config, JobName};
 use crate::error::Error;
-use agentwatch_store::{EventKind, Store};
+use agentwatch_store::{EventKind, JobEvent, Store};
 
 /// How many of its intervals a job's last tick may age before `status` calls it stale.
 pub const STALE_INTERVALS: i64 = 3;
@@ -30,15 +30,13 @@ pub fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec
     let mut out = Vec::new();
     for job in JobName::ALL {
         let interval_s = i64::try_from(job.interval_s(config)).unwrap_or(i64::MAX);
-        let mut last = match store {
+        let ticks = match store {
             Some(s) => s
-                .recent_events(EventKind::Tick, Some(job.as_str()), 1)
-                .map_err(Error::from)?
-                .into_iter()
-                .next()
-                .map(|e| (e.at, e.result)),
-            None => None,
+                .recent_events(EventKind::Tick, Some(job.as_str()), ALIVE_SEARCH)
+                .map_err(Error::from)?,
+            None => Vec::new(),
         };
+        let mut last = ticks.first().map(|e| (e.at, e.result.clone()));
         if let (None, JobName::Opencode, Some(s)) = (&last, job, store) {
             last = s
                 .last_tick()
@@ -49,11 +47,7 @@ pub fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec
         let disabled = job
             .disabled_because(config)
             .or_else(|| (!config.run.jobs.contains(&job)).then_some("not in run.jobs"));
-        let alive_at = match store {
-            Some(s) => last_alive_tick(s, job)?,
-            None => None,
-        }
-        .or(last
+        let alive_at = last_alive_tick(&ticks).or(last
             .as_ref()
             .map(|(at, _)| *at)
             .filter(|_| job == JobName::Opencode));
@@ -83,17 +77,15 @@ fn watched(result: &str) -> bool {
     !matches!(result, "error" | "locked" | "list_failed")
 }
 
-/// When the job last ticked and watched; when its latest [`ALIVE_SEARCH`] ticks all failed,
-/// the oldest of them (it has not watched since at least then); `None` when it never ticked.
-fn last_alive_tick(store: &Store, job: JobName) -> Result<Option<i64>, Error> {
-    let ticks = store
-        .recent_events(EventKind::Tick, Some(job.as_str()), ALIVE_SEARCH)
-        .map_err(Error::from)?;
-    Ok(ticks
+/// When the job last ticked and watched, from its latest ticks (newest first); when they all
+/// failed, the oldest of them (it has not watched since at least then); `None` when it never
+/// ticked.
+fn last_alive_tick(ticks: &[JobEvent]) -> Option<i64> {
+    ticks
         .iter()
         .find(|t| watched(&t.result))
         .or(ticks.last())
-        .map(|t| t.at))
+        .map(|t| t.at)
 }
 
 /// A job whose last tick is older than [`STALE_INTERVALS`] of its intervals: a blind watchdog.
