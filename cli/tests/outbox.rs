@@ -161,3 +161,45 @@ fn a_channel_that_never_got_the_trigger_gets_no_resolve() {
     let store = Store::open_read_only(&world.db).unwrap();
     assert!(store.pending_deliveries(10).unwrap().is_empty());
 }
+
+/// A webhook that takes the trigger but answers after the channel's timeout: the send counts as
+/// failed and is retried, but the receiver may hold the alert, so it hears the resolve. Before,
+/// a timeout counted as a refusal and the fix was never announced to it.
+#[test]
+fn a_channel_that_did_not_answer_in_time_gets_the_resolve() {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(Some(held));
+    let hook = HttpServer::start(move |request: &Request| {
+        // The first request waits until the test lets it go: past the 2 s timeout.
+        if request.body_json()["state"] == "trigger"
+            && let Some(held) = held.lock().unwrap().take()
+        {
+            let _ = held.recv();
+        }
+        Reply::json(200, &json!({"ok": true}))
+    });
+    let world = world(&hook);
+
+    let first = world.tick(T0, &world.looping);
+    assert!(
+        stderr(&first).contains("channel=hook delivery=failed"),
+        "{}",
+        stderr(&first)
+    );
+    release.send(()).unwrap();
+
+    // Fixed before any retry: the trigger is dropped, the resolve goes to the webhook.
+    let out = world.tick(T0 + 60, &world.fixed);
+    assert!(
+        stderr(&out).contains("state=resolve_fixed"),
+        "{}",
+        stderr(&out)
+    );
+    let sent = bodies(&hook);
+    let states: Vec<&str> = sent.iter().map(|b| b["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["trigger", "resolve"], "{sent:?}");
+    assert_eq!(sent[1]["dedup_key"], format!("opencode-loop:{ROOT}"));
+    let store = Store::open_read_only(&world.db).unwrap();
+    assert!(store.pending_deliveries(10).unwrap().is_empty());
+    assert!(store.in_doubt().unwrap().is_empty());
+}

@@ -4,8 +4,8 @@
 use crate::config::{ChannelSection, Config, Env, parse_severity};
 use crate::journal::{Line, Priority};
 use agentwatch_channels::{
-    AlertmanagerChannel, ChannelKind, DesktopChannel, LogChannel, Outcome, TelegramChannel,
-    WebhookChannel, WebhookMode, deliver,
+    AlertmanagerChannel, ChannelError, ChannelKind, DesktopChannel, LogChannel, Outcome,
+    TelegramChannel, WebhookChannel, WebhookMode, deliver,
 };
 use agentwatch_store::{AlertRow, ChannelSetting, Store};
 use alert_state::{AlertEvent, Decision, DecisionKind, Severity};
@@ -172,6 +172,10 @@ pub struct SendReport {
     pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// A failure after the event went out (no answer within the timeout): the channel may
+    /// have taken it, so it may hold the alert and should hear its resolve.
+    #[serde(skip)]
+    pub in_doubt: bool,
 }
 
 impl SendReport {
@@ -180,6 +184,7 @@ impl SendReport {
             channel: channel.to_owned(),
             result: result.to_owned(),
             message,
+            in_doubt: false,
         }
     }
 }
@@ -191,7 +196,11 @@ pub fn deliver_report(name: &str, kind: &ChannelKind, event: &AlertEvent) -> Sen
     match deliver(kind, event) {
         Ok(Outcome::Sent) => SendReport::new(name, "sent", None),
         Ok(Outcome::Warning(w)) => SendReport::new(name, "warning", Some(w)),
-        Err(e) => SendReport::new(name, "failed", Some(e.to_string())),
+        Err(e) => SendReport {
+            // Sent, unanswered: the receiver may have taken it.
+            in_doubt: matches!(e, ChannelError::Timeout { .. }),
+            ..SendReport::new(name, "failed", Some(e.to_string()))
+        },
     }
 }
 

@@ -221,26 +221,46 @@ impl Store {
         Ok(())
     }
 
-    /// Record a failed send of a row; it stays pending for the next delivery run, no longer in
-    /// doubt (the channel said it did not take it).
+    /// Record a failed send of a row; it stays pending for the next delivery run. This send is
+    /// no longer in doubt (the channel said it did not take it), but an earlier one that was
+    /// never answered or recorded still is: the channel may hold that one.
     pub fn mark_failed(&mut self, id: i64, now: i64, error: &str) -> Result<(), StoreError> {
+        self.record_failure(id, now, error, false)
+    }
+
+    /// Record a send whose outcome is unknown (it timed out after the request went out: the
+    /// channel may have taken it): pending for the next delivery run like a failure, and in
+    /// doubt ([`Store::in_doubt`]) until a later send of the row is recorded.
+    pub fn mark_unanswered(&mut self, id: i64, now: i64, error: &str) -> Result<(), StoreError> {
+        self.record_failure(id, now, error, true)
+    }
+
+    fn record_failure(
+        &mut self,
+        id: i64,
+        now: i64,
+        error: &str,
+        in_doubt: bool,
+    ) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE watchdog_outbox SET attempts = attempts + 1, last_attempt_at = ?2,
-               last_error = ?3, sending_at = NULL WHERE id = ?1 AND delivered_at IS NULL",
-            params![id, now, error],
+               last_error = ?3,
+               sending_at = CASE WHEN ?4 OR sending_at < ?2 THEN sending_at ELSE NULL END
+             WHERE id = ?1 AND delivered_at IS NULL",
+            params![id, now, error, in_doubt],
         )?;
         Ok(())
     }
 
     /// Record that the sends of these rows start now (one transaction), before they go out:
     /// until [`Store::mark_delivered`] or [`Store::mark_failed`] records the outcome, the
-    /// channel may or may not hold the event ([`Store::in_doubt`]). When this fails, nothing
-    /// may be sent.
+    /// channel may or may not hold the event ([`Store::in_doubt`]). A row already in doubt
+    /// keeps the time of the send that put it there. When this fails, nothing may be sent.
     pub fn mark_sending(&mut self, ids: &[i64], now: i64) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
         {
             let mut stmt = tx.prepare(
-                "UPDATE watchdog_outbox SET sending_at = ?2
+                "UPDATE watchdog_outbox SET sending_at = COALESCE(sending_at, ?2)
                  WHERE id = ?1 AND delivered_at IS NULL",
             )?;
             for id in ids {
@@ -253,7 +273,7 @@ impl Store {
 
     /// `(dedup key, channel)` of every trigger or escalate whose send started and whose outcome
     /// was never recorded (the process died or the disk filled between the send and its
-    /// record): the channel may hold the event. Sorted, without repeats. A file not migrated
+    /// record) or was no answer ([`Store::mark_unanswered`]): the channel may hold the event. Sorted, without repeats. A file not migrated
     /// yet (a dry run reads it as it is) has none.
     pub fn in_doubt(&self) -> Result<Vec<(String, String)>, StoreError> {
         if self.schema_version()? < SENDING_AT_VERSION {

@@ -532,6 +532,55 @@ fn a_send_started_and_never_recorded_is_in_doubt_until_its_outcome_is() {
     assert!(store.in_doubt().unwrap().is_empty());
 }
 
+/// A send that timed out may have reached its channel: it stays pending and in doubt, and a
+/// later send that the channel refuses does not clear the doubt of the first (only a delivery
+/// does). A refusal alone never puts a row in doubt.
+#[test]
+fn an_unanswered_send_stays_in_doubt_until_a_later_send_is_delivered() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    store
+        .enqueue(
+            &[
+                event("k1", "trigger", "webhook"),
+                event("k2", "trigger", "webhook"),
+            ],
+            50,
+        )
+        .unwrap();
+    let ids: Vec<i64> = store
+        .pending_deliveries(10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    let pair = |k: &str| vec![(k.to_owned(), "webhook".to_owned())];
+    let send = |store: &mut Store, id: i64, at: i64, answered: bool| {
+        store.mark_sending(&[id], at).unwrap();
+        if answered {
+            store.mark_failed(id, at, "HTTP 500").unwrap();
+        } else {
+            store
+                .mark_unanswered(id, at, "no answer within 2s")
+                .unwrap();
+        }
+    };
+
+    send(&mut store, ids[0], 51, false);
+    send(&mut store, ids[1], 51, true);
+    assert_eq!(store.in_doubt().unwrap(), pair("k1"));
+    let pending = store.pending_deliveries(10).unwrap();
+    assert_eq!(pending.len(), 2, "both stay pending: {pending:?}");
+
+    // The retry a minute later is refused: the first send may still have arrived.
+    send(&mut store, ids[0], 111, true);
+    assert_eq!(store.in_doubt().unwrap(), pair("k1"));
+
+    store.mark_sending(&[ids[0]], 171).unwrap();
+    store.mark_delivered(ids[0], 171).unwrap();
+    assert!(store.in_doubt().unwrap().is_empty());
+}
+
 #[test]
 fn a_newer_event_or_a_resolve_supersedes_undelivered_older_events() {
     let dir = TempDir::new("aw-store");

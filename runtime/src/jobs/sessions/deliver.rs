@@ -424,9 +424,12 @@ fn record(
     for (row, event) in rows {
         if report.result == "failed" {
             let message = report.message.clone().unwrap_or_default();
-            store
-                .mark_failed(row.id, now, &message)
-                .map_err(Error::from)?;
+            let marked = if report.in_doubt {
+                store.mark_unanswered(row.id, now, &message)
+            } else {
+                store.mark_failed(row.id, now, &message)
+            };
+            marked.map_err(Error::from)?;
         } else {
             state.record_sent(event, channel, group_by, now);
             let json = serde_json::to_string(state).map_err(|e| Error::software(e.to_string()))?;
