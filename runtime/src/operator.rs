@@ -118,6 +118,59 @@ fn cooldown_left(store: Option<&Store>, config: &Config, now: i64) -> Option<i64
     (left > 0).then_some(left)
 }
 
+/// What `status` shows, read from the store at `now`.
+struct StatusView {
+    db: PathBuf,
+    now: i64,
+    tick: Option<agentwatch_store::TickRow>,
+    counts: Option<agentwatch_store::VerdictCounts>,
+    open: Vec<AlertRow>,
+    restarts: Vec<agentwatch_store::JobEvent>,
+    jobs: Vec<JobTick>,
+    channel_health: ChannelHealth,
+    sources: Vec<SourceState>,
+    cooldown: Option<i64>,
+}
+
+impl StatusView {
+    /// Read everything `status` shows (the store's settings applied to `config`).
+    fn read(
+        store: Option<&Store>,
+        db: PathBuf,
+        config: &mut Config,
+        now: i64,
+    ) -> Result<Self, Error> {
+        let (mut tick, mut counts, mut open, mut restarts) = (None, None, Vec::new(), Vec::new());
+        if let Some(s) = store {
+            tick = s.last_tick().map_err(Error::from)?;
+            if let Some(t) = &tick {
+                counts = Some(s.verdict_counts(t.id).map_err(Error::from)?);
+            }
+            apply_stored_settings(config, s);
+            restarts = s
+                .recent_events(EventKind::Restart, None, RESTARTS_SHOWN)
+                .map_err(Error::from)?;
+            open = s.alerts(false).map_err(Error::from)?;
+        }
+        Ok(Self {
+            jobs: job_ticks(store, config, now)?,
+            channel_health: store.map(load_channel_health).unwrap_or_default(),
+            sources: source_states(store, tick.as_ref()),
+            cooldown: cooldown_left(store, config, now),
+            db,
+            now,
+            tick,
+            counts,
+            open,
+            restarts,
+        })
+    }
+
+    fn stale(&self) -> Vec<&JobTick> {
+        self.jobs.iter().filter(|j| j.stale).collect()
+    }
+}
+
 /// Every job's last tick and age, open alerts (opencode's and the deck's `deck:` escalations),
 /// the last restarts, the recover cooldown left, the channels. Exit 69 naming the job when a job
 /// that has ticked before last ticked more than [`STALE_INTERVALS`] of its intervals ago.
@@ -126,68 +179,87 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
     let (mut config, db) = load(&args.common, env)?;
     let now = now_or_clock(args.now);
     let store = open_read_only(&db)?;
-    let (tick, counts, open, restarts) = match &store {
-        Some(s) => {
-            let tick = s.last_tick().map_err(Error::from)?;
-            let counts = match &tick {
-                Some(t) => Some(s.verdict_counts(t.id).map_err(Error::from)?),
-                None => None,
-            };
-            apply_stored_settings(&mut config, s);
-            let restarts = s
-                .recent_events(EventKind::Restart, None, RESTARTS_SHOWN)
-                .map_err(Error::from)?;
-            (
-                tick,
-                counts,
-                s.alerts(false).map_err(Error::from)?,
-                restarts,
-            )
-        }
-        None => (None, None, Vec::new(), Vec::new()),
-    };
-    let jobs = job_ticks(store.as_ref(), &config, now)?;
-    let channel_health = store.as_ref().map(load_channel_health).unwrap_or_default();
-    let sources = source_states(store.as_ref(), tick.as_ref());
-    let cooldown = cooldown_left(store.as_ref(), &config, now);
-    let stale: Vec<&JobTick> = jobs.iter().filter(|j| j.stale).collect();
-    let exit_code = if stale.is_empty() {
+    let view = StatusView::read(store.as_ref(), db, &mut config, now)?;
+    let exit_code = if view.stale().is_empty() {
         code::OK
     } else {
         code::UNAVAILABLE
     };
     if args.common.json {
-        let channels: Vec<serde_json::Value> = config
-            .channels
-            .iter()
-            .map(|c| {
-                let failing = channel_health.failing.get(&c.name);
-                json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s, "failing": failing.map(|f| json!({"failed": f.ticks, "since": f.since, "error": f.why}))})
-            })
-            .collect();
-        let jobs_json: Vec<serde_json::Value> = jobs
-            .iter()
-            .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale, "disabled": j.disabled.is_some(), "disabled_because": j.disabled}))
-            .collect();
-        let mut shown = Shown::json(&json!({
-            "db": db.display().to_string(),
-            "now": now,
-            "last_tick": tick,
-            "verdicts": counts,
-            "jobs": jobs_json,
-            "stale": stale.iter().map(|j| j.job).collect::<Vec<_>>(),
-            "sources": sources.iter().map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "sessions": src.sessions, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)})).collect::<Vec<_>>(),
-            "open_alerts": open.len(),
-            "alerts": open,
-            "restarts": restarts,
-            "recover_cooldown_left_s": cooldown,
-            "channels": channels,
-        }));
+        let mut shown = Shown::json(&status_json(&config, &view));
         shown.exit_code = exit_code;
         return Ok(shown);
     }
+    let notes = store.as_ref().map(alert_notes).unwrap_or_default();
     let mut out = String::new();
-    for j in &stale {
+    status_jobs_text(&view, args.colour, &mut out);
+    status_sources_text(&view, &mut out);
+    status_alerts_text(&view, &notes, &mut out);
+    status_restarts_text(&view, &mut out);
+    out.push('\n');
+    if config.channels.is_empty() && config.unknown_channels.is_empty() {
+        out.push_str("channels: none configured\n");
+    } else {
+        out.push_str(&table(
+            &[
+                "CHANNEL",
+                "TYPE",
+                "ENABLED",
+                "MIN SEVERITY",
+                "RATE LIMIT",
+                "STATE",
+            ],
+            &channel_rows(&config, &view.channel_health),
+        ));
+    }
+    Ok(Shown {
+        text: out,
+        exit_code,
+    })
+}
+
+/// `status --json`.
+fn status_json(config: &Config, v: &StatusView) -> serde_json::Value {
+    let now = v.now;
+    let channels: Vec<serde_json::Value> = config
+        .channels
+        .iter()
+        .map(|c| {
+            let failing = v.channel_health.failing.get(&c.name);
+            json!({"name": c.name, "type": c.channel_type, "enabled": c.enabled, "min_severity": c.min_severity, "rate_limit_s": c.rate_limit_s, "failing": failing.map(|f| json!({"failed": f.ticks, "since": f.since, "error": f.why}))})
+        })
+        .collect();
+    let jobs: Vec<serde_json::Value> = v
+        .jobs
+        .iter()
+        .map(|j| json!({"job": j.job, "last_tick_at": j.last_at, "age_s": j.last_at.map(|at| now - at), "outcome": j.outcome, "interval_s": j.interval_s, "stale": j.stale, "disabled": j.disabled.is_some(), "disabled_because": j.disabled}))
+        .collect();
+    let sources: Vec<serde_json::Value> = v
+        .sources
+        .iter()
+        .map(|src| json!({"source": src.name, "state": if src.down.is_some() { "down" } else { "up" }, "sessions": src.sessions, "failing_since": src.down.as_ref().map(|f| f.since), "failed_ticks": src.down.as_ref().map(|f| f.ticks), "problem": src.down.as_ref().map(|f| &f.why)}))
+        .collect();
+    json!({
+        "db": v.db.display().to_string(),
+        "now": now,
+        "last_tick": v.tick,
+        "verdicts": v.counts,
+        "jobs": jobs,
+        "stale": v.stale().iter().map(|j| j.job).collect::<Vec<_>>(),
+        "sources": sources,
+        "open_alerts": v.open.len(),
+        "alerts": v.open,
+        "restarts": v.restarts,
+        "recover_cooldown_left_s": v.cooldown,
+        "channels": channels,
+    })
+}
+
+/// `status`: the stale jobs' warnings, the database, the jobs' table and the last tick's
+/// verdicts.
+fn status_jobs_text(v: &StatusView, colour: bool, out: &mut String) {
+    let now = v.now;
+    for j in v.stale() {
         let line = format!(
             "warning: the {} job is stale: its last tick was {} (more than {} intervals of {})\n",
             j.job,
@@ -195,10 +267,11 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
             STALE_INTERVALS,
             duration(j.interval_s)
         );
-        out.push_str(&warn_colour(&line, args.colour));
+        out.push_str(&warn_colour(&line, colour));
     }
-    out.push_str(&format!("database: {}\n\n", db.display()));
-    let rows: Vec<Vec<String>> = jobs
+    out.push_str(&format!("database: {}\n\n", v.db.display()));
+    let rows: Vec<Vec<String>> = v
+        .jobs
         .iter()
         .map(|j| {
             vec![
@@ -220,100 +293,100 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
         &["JOB", "LAST TICK", "AT", "OUTCOME", "INTERVAL", ""],
         &rows,
     ));
-    if let (Some(t), Some(c)) = (&tick, counts) {
+    if let (Some(t), Some(c)) = (&v.tick, &v.counts) {
         out.push_str(&format!(
             "\nopencode: {} sessions seen, {}/{} verdicts flagged at the last tick\n",
             t.sessions_seen, c.flagged, c.total
         ));
     }
-    if !sources.is_empty() {
-        let rows: Vec<Vec<String>> = sources
-            .iter()
-            .map(|src| match &src.down {
-                None => vec![
-                    src.name.clone(),
-                    "up".to_owned(),
-                    src.sessions
-                        .map(|n| format!("{n} active session{}", if n == 1 { "" } else { "s" }))
-                        .unwrap_or_default(),
-                ],
-                Some(f) => vec![
-                    src.name.clone(),
-                    "DOWN".to_owned(),
-                    format!(
-                        "failing since {} ({} ticks): {}",
-                        ago(now - f.since),
-                        f.ticks,
-                        f.why
-                    ),
-                ],
-            })
-            .collect();
-        out.push('\n');
-        out.push_str(&table(&["SOURCE", "STATE", ""], &rows));
+}
+
+/// `status`: each source, up with its active sessions or down since when and why.
+fn status_sources_text(v: &StatusView, out: &mut String) {
+    if v.sources.is_empty() {
+        return;
     }
-    out.push_str(&format!("\nopen alerts: {}\n", open.len()));
-    if !open.is_empty() {
-        let rows: Vec<Vec<String>> = open
-            .iter()
-            .map(|a| {
-                vec![
-                    a.severity.clone(),
-                    a.dedup_key.clone(),
-                    ago(now - a.opened_at),
-                    a.title.clone(),
-                ]
-            })
-            .collect();
-        out.push_str(&table(&["SEVERITY", "KEY", "OPENED", "TITLE"], &rows));
-        let notes = store.as_ref().map(alert_notes).unwrap_or_default();
-        out.push_str(&note_lines(&notes, now));
+    let rows: Vec<Vec<String>> = v
+        .sources
+        .iter()
+        .map(|src| match &src.down {
+            None => vec![
+                src.name.clone(),
+                "up".to_owned(),
+                src.sessions
+                    .map(|n| format!("{n} active session{}", if n == 1 { "" } else { "s" }))
+                    .unwrap_or_default(),
+            ],
+            Some(f) => vec![
+                src.name.clone(),
+                "DOWN".to_owned(),
+                format!(
+                    "failing since {} ({} ticks): {}",
+                    ago(v.now - f.since),
+                    f.ticks,
+                    f.why
+                ),
+            ],
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&table(&["SOURCE", "STATE", ""], &rows));
+}
+
+/// `status`: the open alerts and their notes.
+fn status_alerts_text(
+    v: &StatusView,
+    notes: &std::collections::BTreeMap<String, AlertNote>,
+    out: &mut String,
+) {
+    out.push_str(&format!("\nopen alerts: {}\n", v.open.len()));
+    if v.open.is_empty() {
+        return;
     }
+    let rows: Vec<Vec<String>> = v
+        .open
+        .iter()
+        .map(|a| {
+            vec![
+                a.severity.clone(),
+                a.dedup_key.clone(),
+                ago(v.now - a.opened_at),
+                a.title.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["SEVERITY", "KEY", "OPENED", "TITLE"], &rows));
+    out.push_str(&note_lines(notes, v.now));
+}
+
+/// `status`: the last restarts and the recover cooldown left.
+fn status_restarts_text(v: &StatusView, out: &mut String) {
     out.push_str(&format!(
         "\nrestarts: {}\n",
-        if restarts.is_empty() {
+        if v.restarts.is_empty() {
             "none recorded"
         } else {
             "the last ones"
         }
     ));
-    if !restarts.is_empty() {
-        let rows: Vec<Vec<String>> = restarts
+    if !v.restarts.is_empty() {
+        let rows: Vec<Vec<String>> = v
+            .restarts
             .iter()
             .map(|e| {
                 vec![
                     e.job.clone(),
                     e.name.clone(),
                     e.result.clone(),
-                    ago(now - e.at),
+                    ago(v.now - e.at),
                 ]
             })
             .collect();
         out.push_str(&table(&["JOB", "WHAT", "RESULT", "WHEN"], &rows));
     }
-    if let Some(left) = cooldown {
+    if let Some(left) = v.cooldown {
         out.push_str(&format!("recover cooldown: {} left\n", duration(left)));
     }
-    out.push('\n');
-    if config.channels.is_empty() && config.unknown_channels.is_empty() {
-        out.push_str("channels: none configured\n");
-    } else {
-        out.push_str(&table(
-            &[
-                "CHANNEL",
-                "TYPE",
-                "ENABLED",
-                "MIN SEVERITY",
-                "RATE LIMIT",
-                "STATE",
-            ],
-            &channel_rows(&config, &channel_health),
-        ));
-    }
-    Ok(Shown {
-        text: out,
-        exit_code,
-    })
 }
 
 /// The `status` table's channel rows: each configured channel with whether it delivers (its
