@@ -89,6 +89,20 @@ fn wait_tick(ticks: &Receiver<(&'static str, u64)>, done: impl Fn(&str, u64) -> 
     }
 }
 
+/// Waits until the follower has asked `server` for its event stream.
+fn wait_for_stream(server: &HttpServer) {
+    let deadline = Instant::now() + PATIENCE;
+    while !server
+        .requests()
+        .iter()
+        .any(|r| r.path() == "/global/event")
+    {
+        assert!(Instant::now() < deadline, "the follower opens the stream");
+        // A connection the follower makes on its own thread: nothing to wait on but the log.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Writes `blob` (`EVENTS` frames) to the stream and waits for the tick after its last event;
 /// `taken`: the events taken before.
 fn take_events(
@@ -136,6 +150,8 @@ fn follower(c: &mut Criterion) {
     let options = sessions::Options {
         config: Some(config),
         db: Some(tmp.path.join("agentwatch.db")),
+        // `opencode --follow`: the streams, whatever the config says.
+        follow: true,
         ..sessions::Options::default()
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -149,8 +165,10 @@ fn follower(c: &mut Criterion) {
             })
         })
     };
-    // The first tick, then the one after the stream opened.
-    wait_tick(&ticks, |reason, _| reason == "resync");
+    // The first tick, and the stream open (a stream that opens before the first tick has no
+    // `resync` tick after it: that tick reads everything).
+    wait_tick(&ticks, |reason, _| reason == "start");
+    wait_for_stream(&server);
 
     let mut g = c.benchmark_group("follow");
     g.sample_size(20);
