@@ -2,7 +2,7 @@
 //! `status`, `alerts`, `channels`, `test-alert` and `config`. Each has `--json`.
 
 use crate::clock::{host_name, iso8601, now_or_clock};
-use crate::config::{self, Config, Env, parse_severity};
+use crate::config::{self, ChannelSection, Config, Env, parse_severity};
 use crate::error::{Error, code};
 use crate::jobs::sessions::blind::{ChannelHealth, load_channel_health};
 use crate::liveness::{JobTick, STALE_INTERVALS, job_ticks};
@@ -656,73 +656,34 @@ pub enum ChannelsAction {
 /// List channels, or change one. A run-time setting (`channels set`) is marked in the listing
 /// (`set at runtime`, `runtime` in `--json`) until `channels reset NAME`.
 pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
-    let mut out = String::new();
     let env: Env<'_> = &config::process_env;
     let (mut config, db) = load(&args.common, env)?;
-    if let Some(ChannelsAction::Reset { name }) = &args.action {
-        if !config.channels.iter().any(|c| &c.name == name) {
-            let known: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
-            return Err(Error::usage(format!(
-                "no channel named {name:?} (configured: {})",
-                known.join(", ")
-            )));
+    match &args.action {
+        Some(ChannelsAction::Reset { name }) => {
+            configured_channel(&config, name)?;
+            reset_channel(&db, name)?;
         }
-        let _lock = take_lock(&db, "channels")?;
-        let mut store = Store::open(&db).map_err(Error::from)?;
-        let dropped = store.reset_channel_setting(name).map_err(Error::from)?;
-        crate::journal::Line::info("channels", now_or_clock(None))
-            .field("channel", name)
-            .field("action", if dropped { "reset" } else { "nothing_to_reset" })
-            .emit();
+        Some(ChannelsAction::Set {
+            name,
+            enabled,
+            min_severity,
+            now,
+        }) => {
+            let section = configured_channel(&config, name)?;
+            if let Some(s) = min_severity {
+                parse_severity(s).map_err(|e| Error::usage(format!("--min-severity: {e}")))?;
+            }
+            let change = (*enabled, min_severity.clone(), now_or_clock(*now));
+            set_channel(&db, section, change)?;
+        }
+        None => {}
     }
-    if let Some(ChannelsAction::Set {
-        name,
-        enabled,
-        min_severity,
-        now,
-    }) = &args.action
-    {
-        let Some(section) = config.channels.iter().find(|c| &c.name == name) else {
-            let known: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
-            return Err(Error::usage(format!(
-                "no channel named {name:?} (configured: {})",
-                known.join(", ")
-            )));
-        };
-        if let Some(s) = min_severity {
-            parse_severity(s).map_err(|e| Error::usage(format!("--min-severity: {e}")))?;
-        }
-        let _lock = take_lock(&db, "channels")?;
-        let mut store = Store::open(&db).map_err(Error::from)?;
-        let current = store
-            .channel_settings()
-            .map_err(Error::from)?
-            .into_iter()
-            .find(|s| &s.name == name);
-        let setting = ChannelSetting {
-            name: name.clone(),
-            enabled: enabled
-                .or(current.as_ref().map(|c| c.enabled))
-                .unwrap_or(section.enabled),
-            min_severity: min_severity
-                .clone()
-                .or(current.map(|c| c.min_severity))
-                .unwrap_or_else(|| section.min_severity.clone()),
-            updated_at: now_or_clock(*now),
-        };
-        store.set_channel_setting(&setting).map_err(Error::from)?;
-        crate::journal::Line::info("channels", setting.updated_at)
-            .field("channel", &setting.name)
-            .field("enabled", setting.enabled)
-            .field("min_severity", &setting.min_severity)
-            .field("action", "saved")
-            .emit();
-        apply_stored_settings(&mut config, &store);
-    } else if let Some(store) = open_read_only(&db)? {
-        apply_stored_settings(&mut config, &store);
+    let store = open_read_only(&db)?;
+    if let Some(store) = &store {
+        apply_stored_settings(&mut config, store);
     }
     // Channels whose settings come from the store (`channels set`), not the config file.
-    let runtime: Vec<String> = open_read_only(&db)?
+    let runtime: Vec<String> = store
         .and_then(|s| s.channel_settings().ok())
         .unwrap_or_default()
         .into_iter()
@@ -740,9 +701,76 @@ pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
         }
         return Ok(Shown::json(&json!({ "channels": channels })));
     }
+    Ok(Shown::text(channel_lines(&config, &runtime)))
+}
+
+/// The configured channel named `name`, or a usage error listing the configured ones.
+fn configured_channel<'a>(config: &'a Config, name: &str) -> Result<&'a ChannelSection, Error> {
+    config
+        .channels
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = config.channels.iter().map(|c| c.name.as_str()).collect();
+            Error::usage(format!(
+                "no channel named {name:?} (configured: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+/// `channels reset NAME`: drop its run-time settings.
+fn reset_channel(db: &std::path::Path, name: &str) -> Result<(), Error> {
+    let _lock = take_lock(db, "channels")?;
+    let mut store = Store::open(db).map_err(Error::from)?;
+    let dropped = store.reset_channel_setting(name).map_err(Error::from)?;
+    crate::journal::Line::info("channels", now_or_clock(None))
+        .field("channel", name)
+        .field("action", if dropped { "reset" } else { "nothing_to_reset" })
+        .emit();
+    Ok(())
+}
+
+/// `channels set NAME`: store `(enabled, min_severity, at)` over the channel's current
+/// settings (what is not given stays as it was).
+fn set_channel(
+    db: &std::path::Path,
+    section: &ChannelSection,
+    (enabled, min_severity, at): (Option<bool>, Option<String>, i64),
+) -> Result<(), Error> {
+    let _lock = take_lock(db, "channels")?;
+    let mut store = Store::open(db).map_err(Error::from)?;
+    let current = store
+        .channel_settings()
+        .map_err(Error::from)?
+        .into_iter()
+        .find(|s| s.name == section.name);
+    let setting = ChannelSetting {
+        name: section.name.clone(),
+        enabled: enabled
+            .or(current.as_ref().map(|c| c.enabled))
+            .unwrap_or(section.enabled),
+        min_severity: min_severity
+            .or(current.map(|c| c.min_severity))
+            .unwrap_or_else(|| section.min_severity.clone()),
+        updated_at: at,
+    };
+    store.set_channel_setting(&setting).map_err(Error::from)?;
+    crate::journal::Line::info("channels", setting.updated_at)
+        .field("channel", &setting.name)
+        .field("enabled", setting.enabled)
+        .field("min_severity", &setting.min_severity)
+        .field("action", "saved")
+        .emit();
+    Ok(())
+}
+
+/// `channels`: one line per configured channel, those set at run time marked.
+fn channel_lines(config: &Config, runtime: &[String]) -> String {
     if config.channels.is_empty() {
-        out.push_str("no channels configured\n");
+        return "no channels configured\n".to_owned();
     }
+    let mut out = String::new();
     for c in &config.channels {
         let mark = if runtime.contains(&c.name) {
             format!(
@@ -757,7 +785,7 @@ pub fn channels(args: &ChannelsArgs) -> Result<Shown, Error> {
             c.name, c.channel_type, c.enabled, c.min_severity, c.rate_limit_s
         ));
     }
-    Ok(Shown::text(out))
+    out
 }
 
 #[derive(Debug, Clone, Default)]
