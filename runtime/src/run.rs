@@ -459,6 +459,57 @@ pub fn cadences(config: &Config) -> Vec<(JobName, u64)> {
         .collect()
 }
 
+/// A job command without `--once` whose job is switched off has nothing to keep running: a
+/// configuration error saying why.
+fn refuse_a_disabled_job(options: &Options, config: &Config) -> Result<(), Error> {
+    let Some(job) = options
+        .only
+        .filter(|job| job.disabled_because(config).is_some())
+    else {
+        return Ok(());
+    };
+    Err(Error::config(match job {
+        JobName::Recover => "recover.unit: not set; nothing to restart (see `agentwatch config`)",
+        JobName::Opencode => "watchdog.enabled is false: the opencode job has nothing to do",
+        JobName::Deck => "the deck job is not enabled",
+    }))
+}
+
+/// The service manager's notifier (none outside systemd); one that cannot be set up is
+/// warned about and ignored, `run` works without it.
+fn notifier_or_none(env: Env<'_>, now: i64) -> Notifier {
+    Notifier::from_env(env, std::process::id()).unwrap_or_else(|e| {
+        Line::warning("run", now)
+            .field("warning", "sd_notify")
+            .field("problem", e)
+            .field("action", "ignore")
+            .emit();
+        Notifier::default()
+    })
+}
+
+/// `run`'s first journal line: the jobs and their cadences, the store, the watchdog ping.
+fn start_line(
+    start: i64,
+    listed: &[String],
+    db: &std::path::Path,
+    dry_run: bool,
+    notifier: &Notifier,
+) {
+    Line::info("run", start)
+        .field("state", "start")
+        .field("jobs", listed.join(","))
+        .field("db", db.display())
+        .field("dry_run", dry_run)
+        .field(
+            "watchdog_s",
+            notifier
+                .watchdog_interval()
+                .map_or("none".to_owned(), |d| d.as_secs().to_string()),
+        )
+        .emit();
+}
+
 /// `agentwatch run`: runs until SIGTERM or SIGINT, then exits 0.
 pub fn run(options: &Options) -> Result<u8, Error> {
     let env: Env<'_> = &config::process_env;
@@ -469,35 +520,13 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         loaded.config.serve.enabled = false;
     }
     let mut cadences = cadences(&loaded.config);
-    // A job command without `--once` with its job switched off has nothing to keep running.
-    if let Some(job) = options
-        .only
-        .filter(|job| job.disabled_because(&loaded.config).is_some())
-    {
-        return Err(Error::config(match job {
-            JobName::Recover => {
-                "recover.unit: not set; nothing to restart (see `agentwatch config`)"
-            }
-            JobName::Opencode => "watchdog.enabled is false: the opencode job has nothing to do",
-            JobName::Deck => "the deck job is not enabled",
-        }));
-    }
+    refuse_a_disabled_job(options, &loaded.config)?;
     // The follower does the sessions job's ticks (it leaves the schedule): with
     // `follow.enabled`, or when a source's directory can wake it (an agent's transcripts).
     let live = loaded.config.follow.enabled || watches_directories(&loaded.config, options, env);
     let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
     let mut clock = SystemClock::with_signals()?;
-    let notifier = match Notifier::from_env(env, std::process::id()) {
-        Ok(n) => n,
-        Err(e) => {
-            Line::warning("run", clock.now())
-                .field("warning", "sd_notify")
-                .field("problem", e)
-                .field("action", "ignore")
-                .emit();
-            Notifier::default()
-        }
-    };
+    let notifier = notifier_or_none(env, clock.now());
     let store = if options.dry_run {
         None
     } else {
@@ -514,18 +543,7 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         })
         .collect();
     cadences.retain(|(job, _)| !follow || *job != JobName::Opencode);
-    Line::info("run", start)
-        .field("state", "start")
-        .field("jobs", listed.join(","))
-        .field("db", db.display())
-        .field("dry_run", options.dry_run)
-        .field(
-            "watchdog_s",
-            notifier
-                .watchdog_interval()
-                .map_or("none".to_owned(), |d| d.as_secs().to_string()),
-        )
-        .emit();
+    start_line(start, &listed, &db, options.dry_run, &notifier);
     let ping_every = notifier
         .watchdog_interval()
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
