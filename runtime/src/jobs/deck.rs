@@ -45,8 +45,8 @@ use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
 use agentwatch_channels::{ChannelKind, TelegramChannel};
 use agentwatch_store::{AlertRow, EventKind, JobEvent, Store};
 use alert_state::{
-    Alarm, AlarmTick, AlertConfig, AlertEvent, AlertState, ChannelConfig, EventState,
-    Severity as AlertSeverity, process_alarms,
+    Alarm, AlarmTick, AlertConfig, AlertEvent, AlertState, ChannelConfig,
+    Decision as AlertDecision, Dispatch, EventState, Severity as AlertSeverity, process_alarms,
 };
 use recovery_policy::restart_guard::{
     AuthHold, GuardAction, GuardDecision, GuardDecisionName, GuardEvent, RestartGuardConfig,
@@ -881,22 +881,7 @@ impl<'a> Runtime<'a> {
     fn alert(&self, states: &mut States, watched: &[Watched], report: &mut TickReport) {
         let now = report.now;
         let raised = std::mem::take(&mut report.raised);
-        let cleared: Vec<String> = states
-            .alerts
-            .open_alerts
-            .values()
-            .filter(|a| a.dedup_key.starts_with(DECK_KEY_PREFIX))
-            .filter(|a| !raised.iter().any(|r| r.dedup_key == a.dedup_key))
-            .filter(|a| match watched.iter().find(|w| w.info.id == a.root) {
-                Some(w) => {
-                    let mut obs = self.observation(&w.info);
-                    obs.pollers = w.pollers;
-                    obs.is_fine()
-                }
-                None => !report.list_failed,
-            })
-            .map(|a| a.dedup_key.clone())
-            .collect();
+        let cleared = self.cleared(&states.alerts, &raised, watched, report.list_failed);
         if raised.is_empty() && cleared.is_empty() {
             return;
         }
@@ -919,24 +904,7 @@ impl<'a> Runtime<'a> {
                 continue;
             };
             let event = &dispatch.event;
-            let deliveries: Vec<SendReport> = dispatch
-                .routes
-                .iter()
-                .map(|route| {
-                    if !route.delivery.is_delivered() {
-                        return SendReport::new(
-                            &route.channel,
-                            "skipped",
-                            Some(route.reason.clone()),
-                        );
-                    }
-                    let sent = self.deliver(&route.channel, event, now);
-                    if matches!(sent.result.as_str(), "sent" | "warning") {
-                        state.record_sent(event, &route.channel, route.group_by, now);
-                    }
-                    sent
-                })
-                .collect();
+            let deliveries = self.dispatch(dispatch, &mut state, now);
             let listed = deliveries
                 .iter()
                 .map(|d| format!("{}:{}", d.channel, d.result))
@@ -948,26 +916,7 @@ impl<'a> Runtime<'a> {
                     if listed.is_empty() { "none" } else { &listed },
                 )
                 .emit();
-            let alert = decision.alert.as_ref();
-            let session = alert.map_or("", |a| a.root.as_str());
-            let title = watched
-                .iter()
-                .find(|w| w.info.id == session)
-                .map(|w| w.info.title.clone())
-                .unwrap_or_default();
-            let record = json!({
-                "ts": now,
-                "at": iso8601(now),
-                "dedup_key": decision.dedup_key,
-                "state": event.state.as_str(),
-                "severity": alert.map_or("", |a| a.agent.as_str()),
-                "message": event.summary,
-                "sid": session,
-                "title": title,
-                "telegram": deliveries.iter().any(|d| d.channel == TELEGRAM && d.result == "sent"),
-                "deliveries": deliveries,
-                "dry_run": self.dry_run,
-            });
+            let record = self.escalation_record(decision, event, &deliveries, watched, now);
             if event.state == EventState::Resolve {
                 report.resolved.push(record);
             } else {
@@ -977,6 +926,85 @@ impl<'a> Runtime<'a> {
         }
         report.alert_rows = alert_rows(&outcome.decisions);
         states.alerts = state;
+    }
+
+    /// The dedup keys of the open deck alerts not raised again this tick whose session is
+    /// fine again, or gone from a listing that did not fail.
+    fn cleared(
+        &self,
+        alerts: &AlertState,
+        raised: &[Alarm],
+        watched: &[Watched],
+        list_failed: bool,
+    ) -> Vec<String> {
+        alerts
+            .open_alerts
+            .values()
+            .filter(|a| a.dedup_key.starts_with(DECK_KEY_PREFIX))
+            .filter(|a| !raised.iter().any(|r| r.dedup_key == a.dedup_key))
+            .filter(|a| match watched.iter().find(|w| w.info.id == a.root) {
+                Some(w) => {
+                    let mut obs = self.observation(&w.info);
+                    obs.pollers = w.pollers;
+                    obs.is_fine()
+                }
+                None => !list_failed,
+            })
+            .map(|a| a.dedup_key.clone())
+            .collect()
+    }
+
+    /// Send a decision's event on each route its gates let through (recording each send that
+    /// went out in `state`, for the rate limits and the resolve's receivers); a route held back
+    /// is reported `skipped` with its reason.
+    fn dispatch(&self, dispatch: &Dispatch, state: &mut AlertState, now: i64) -> Vec<SendReport> {
+        let event = &dispatch.event;
+        dispatch
+            .routes
+            .iter()
+            .map(|route| {
+                if !route.delivery.is_delivered() {
+                    return SendReport::new(&route.channel, "skipped", Some(route.reason.clone()));
+                }
+                let sent = self.deliver(&route.channel, event, now);
+                if matches!(sent.result.as_str(), "sent" | "warning") {
+                    state.record_sent(event, &route.channel, route.group_by, now);
+                }
+                sent
+            })
+            .collect()
+    }
+
+    /// The `escalations.log` record of a decision's event (the resolves' too, for the report):
+    /// its session, title, kind (`severity`) and where it went.
+    fn escalation_record(
+        &self,
+        decision: &AlertDecision,
+        event: &AlertEvent,
+        deliveries: &[SendReport],
+        watched: &[Watched],
+        now: i64,
+    ) -> serde_json::Value {
+        let alert = decision.alert.as_ref();
+        let session = alert.map_or("", |a| a.root.as_str());
+        let title = watched
+            .iter()
+            .find(|w| w.info.id == session)
+            .map(|w| w.info.title.clone())
+            .unwrap_or_default();
+        json!({
+            "ts": now,
+            "at": iso8601(now),
+            "dedup_key": decision.dedup_key,
+            "state": event.state.as_str(),
+            "severity": alert.map_or("", |a| a.agent.as_str()),
+            "message": event.summary,
+            "sid": session,
+            "title": title,
+            "telegram": deliveries.iter().any(|d| d.channel == TELEGRAM && d.result == "sent"),
+            "deliveries": deliveries,
+            "dry_run": self.dry_run,
+        })
     }
 
     /// One tick.
@@ -1492,38 +1520,15 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         alerts: load_json(store.as_mut(), ALERT_STATE_KEY, start, dry_run)?,
         seen: load_json(store.as_mut(), SEEN_STATE_KEY, start, dry_run)?,
     };
-    let save = |store: &mut Option<Store>,
-                states: &States,
-                report: &TickReport,
-                started: Instant|
-     -> Result<(), Error> {
-        match store {
-            Some(store) if !dry_run => {
-                save_policy(store, GUARD_STATE_KEY, &states.guard, report.now)?;
-                save_policy(store, PATROL_STATE_KEY, &states.patrol, report.now)?;
-                let alerts = serde_json::to_string(&states.alerts)
-                    .map_err(|e| Error::software(e.to_string()))?;
-                store
-                    .save_state(ALERT_STATE_KEY, &alerts, report.now)
-                    .map_err(Error::from)?;
-                let seen = serde_json::to_string(&states.seen)
-                    .map_err(|e| Error::software(e.to_string()))?;
-                store
-                    .save_state(SEEN_STATE_KEY, &seen, report.now)
-                    .map_err(Error::from)?;
-                store
-                    .upsert_alerts(&report.alert_rows)
-                    .map_err(Error::from)?;
-                record_events(store, &report.events(elapsed_ms(started)));
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    };
     if args.once {
         let started = Instant::now();
         let report = rt.tick(&mut states, start);
-        let saved = save(&mut store, &states, &report, started);
+        let saved = save_tick(
+            store.as_mut().filter(|_| !dry_run),
+            &states,
+            &report,
+            started,
+        );
         on_tick(&report);
         saved?;
         return Ok(if report.list_failed {
@@ -1532,14 +1537,57 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
             code::OK
         });
     }
-    let deck_cfg = &config.deck;
     Line::info("deck", start)
         .field("daemon", "start")
-        .field("interval_s", deck_cfg.interval_s)
+        .field("interval_s", config.deck.interval_s)
         .field("bin", rt.deck.bin.display())
         .field("root", rt.root.display())
         .field("dry_run", dry_run)
         .emit();
+    let store = store.as_mut().filter(|_| !dry_run);
+    daemon(&rt, &config.deck, &mut states, store, args, on_tick)
+}
+
+/// Store what a tick left: the policies' states, the alert state, the sessions seen, the
+/// alert rows and the tick's events (`None`: a dry run, nothing is written).
+fn save_tick(
+    store: Option<&mut Store>,
+    states: &States,
+    report: &TickReport,
+    started: Instant,
+) -> Result<(), Error> {
+    let Some(store) = store else {
+        return Ok(());
+    };
+    save_policy(store, GUARD_STATE_KEY, &states.guard, report.now)?;
+    save_policy(store, PATROL_STATE_KEY, &states.patrol, report.now)?;
+    let alerts =
+        serde_json::to_string(&states.alerts).map_err(|e| Error::software(e.to_string()))?;
+    store
+        .save_state(ALERT_STATE_KEY, &alerts, report.now)
+        .map_err(Error::from)?;
+    let seen = serde_json::to_string(&states.seen).map_err(|e| Error::software(e.to_string()))?;
+    store
+        .save_state(SEEN_STATE_KEY, &seen, report.now)
+        .map_err(Error::from)?;
+    store
+        .upsert_alerts(&report.alert_rows)
+        .map_err(Error::from)?;
+    record_events(store, &report.events(elapsed_ms(started)));
+    Ok(())
+}
+
+/// The daemon: a tick every `deck.interval_s`, sooner on a hook change or a wakeup the tick
+/// asked for, until the process ends. A tick that cannot be stored is logged and the next one
+/// goes on.
+fn daemon(
+    rt: &Runtime<'_>,
+    deck_cfg: &DeckSection,
+    states: &mut States,
+    mut store: Option<&mut Store>,
+    args: &Options,
+    on_tick: &mut dyn FnMut(&TickReport),
+) -> Result<u8, Error> {
     let mut watch: Option<HookWatch> = None;
     loop {
         let hooks = rt.hooks_dir();
@@ -1553,8 +1601,8 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         }
         let before = hooks.as_deref().and_then(hooks_fingerprint);
         let started = Instant::now();
-        let report = rt.tick(&mut states, now);
-        if let Err(e) = save(&mut store, &states, &report, started) {
+        let report = rt.tick(states, now);
+        if let Err(e) = save_tick(store.as_deref_mut(), states, &report, started) {
             Line::err("deck", now).field("problem", e).emit();
         }
         if args.verbose || args.json || report.eventful() {
