@@ -514,84 +514,105 @@ fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
         ));
     }
     for ch in &config.channels {
-        let name = format!("{} ({})", ch.name, ch.channel_type);
-        let disabled = if ch.enabled { "" } else { ", disabled" };
-        let token = |var: &Option<String>, what: &str| -> Option<Check> {
-            let var = var.as_deref()?;
-            Some(if env(var).is_some() {
-                check(
-                    "channel",
-                    name.clone(),
-                    Status::Ok,
-                    format!("{what} in ${var}: set"),
-                )
-            } else {
-                fail(
-                    "channel",
-                    name.clone(),
-                    code::CONFIG,
-                    format!("{what} variable ${var} is not set"),
-                )
-            })
-        };
-        match ch.channel_type.as_str() {
-            "desktop" => {
-                let program = ch
-                    .program
-                    .as_deref()
-                    .unwrap_or(agentwatch_channels::DEFAULT_DESKTOP_PROGRAM);
-                checks.push(match config::find_program(program, env) {
-                    Some(p) => check("channel", name, Status::Ok, format!("{}{disabled}", p.display())),
-                    None => fail(
-                        "channel",
-                        name,
-                        code::UNAVAILABLE,
-                        format!("{program} not found on PATH (install libnotify's notify-send, or set the channel's program)"),
-                    ),
-                });
-            }
-            "webhook" => {
-                let url = ch.url.as_deref().unwrap_or_default();
-                checks.push(url_check(&name, url, disabled));
-                if ch.mode.as_deref() == Some("pagerduty") {
-                    checks.extend(token(&ch.routing_key_env, "routing key"));
-                }
-            }
-            "telegram" => {
-                let base = ch
-                    .api_base
-                    .as_deref()
-                    .unwrap_or(agentwatch_channels::TELEGRAM_API_BASE);
-                checks.extend(token(&ch.token_env, "bot token"));
-                if let Err(e) = answers(base) {
-                    checks.push(fail(
-                        "channel",
-                        name,
-                        code::UNAVAILABLE,
-                        format!("does not answer: {e}"),
-                    ));
-                }
-            }
-            "alertmanager" => {
-                for url in ch.urls.as_deref().unwrap_or_default() {
-                    checks.push(url_check(&name, url, disabled));
-                }
-            }
-            _ => {
-                let target = ch.path.as_deref().map_or_else(
-                    || "standard error (the journal under systemd)".to_owned(),
-                    |p| config::expand_home(p, env).display().to_string(),
-                );
-                checks.push(check(
+        checks.extend(one_channel_checks(ch, env));
+    }
+    checks
+}
+
+/// The checks of one configured channel: its program, URLs or file, and the variables that
+/// hold its secrets (set or not, never their values).
+fn one_channel_checks(ch: &config::ChannelSection, env: Env<'_>) -> Vec<Check> {
+    let name = format!("{} ({})", ch.name, ch.channel_type);
+    let disabled = if ch.enabled { "" } else { ", disabled" };
+    let mut checks = Vec::new();
+    match ch.channel_type.as_str() {
+        "desktop" => {
+            let program = ch
+                .program
+                .as_deref()
+                .unwrap_or(agentwatch_channels::DEFAULT_DESKTOP_PROGRAM);
+            checks.push(match config::find_program(program, env) {
+                Some(p) => check("channel", name, Status::Ok, format!("{}{disabled}", p.display())),
+                None => fail(
                     "channel",
                     name,
-                    Status::Ok,
-                    format!("{target}{disabled}"),
+                    code::UNAVAILABLE,
+                    format!("{program} not found on PATH (install libnotify's notify-send, or set the channel's program)"),
+                ),
+            });
+        }
+        "webhook" => {
+            let url = ch.url.as_deref().unwrap_or_default();
+            checks.push(url_check(&name, url, disabled));
+            if ch.mode.as_deref() == Some("pagerduty") {
+                checks.extend(secret_check(
+                    &name,
+                    ch.routing_key_env.as_deref(),
+                    "routing key",
+                    env,
                 ));
             }
         }
+        "telegram" => {
+            let base = ch
+                .api_base
+                .as_deref()
+                .unwrap_or(agentwatch_channels::TELEGRAM_API_BASE);
+            checks.extend(secret_check(
+                &name,
+                ch.token_env.as_deref(),
+                "bot token",
+                env,
+            ));
+            if let Err(e) = answers(base) {
+                checks.push(fail(
+                    "channel",
+                    name,
+                    code::UNAVAILABLE,
+                    format!("does not answer: {e}"),
+                ));
+            }
+        }
+        "alertmanager" => {
+            for url in ch.urls.as_deref().unwrap_or_default() {
+                checks.push(url_check(&name, url, disabled));
+            }
+        }
+        _ => {
+            let target = ch.path.as_deref().map_or_else(
+                || "standard error (the journal under systemd)".to_owned(),
+                |p| config::expand_home(p, env).display().to_string(),
+            );
+            checks.push(check(
+                "channel",
+                name,
+                Status::Ok,
+                format!("{target}{disabled}"),
+            ));
+        }
     }
     checks
+}
+
+/// Whether the variable `var` that holds a channel's `what` (a token, a key) is set: never
+/// its value. `None` when the channel names no variable.
+fn secret_check(name: &str, var: Option<&str>, what: &str, env: Env<'_>) -> Option<Check> {
+    let var = var?;
+    Some(if env(var).is_some() {
+        check(
+            "channel",
+            name,
+            Status::Ok,
+            format!("{what} in ${var}: set"),
+        )
+    } else {
+        fail(
+            "channel",
+            name,
+            code::CONFIG,
+            format!("{what} variable ${var} is not set"),
+        )
+    })
 }
 
 fn store_checks(config: &Config, flag: Option<&Path>, env: Env<'_>) -> Vec<Check> {
