@@ -616,6 +616,54 @@ pub struct ChannelSection {
 }
 
 impl ChannelSection {
+    /// The checks of one channel's keys, `at` naming it (`channels[2]`).
+    fn validate(&self, at: &str) -> Result<(), Error> {
+        if !CHANNEL_TYPES.contains(&self.channel_type.as_str()) {
+            return Err(config_err(format!(
+                "{at}.type: must be one of {}",
+                CHANNEL_TYPES.join(", ")
+            )));
+        }
+        parse_severity(&self.min_severity).map_err(|_| {
+            config_err(format!(
+                "{at}.min_severity: must be info, warning or critical"
+            ))
+        })?;
+        if self.channel_type == "webhook" && self.url.is_none() {
+            return Err(config_err(format!("{at}.url: required for a webhook")));
+        }
+        if let Some(mode) = &self.mode
+            && agentwatch_channels::WebhookMode::from_name(mode).is_none()
+        {
+            return Err(config_err(format!(
+                "{at}.mode: must be json, pagerduty, slack or ntfy"
+            )));
+        }
+        if self.channel_type == "alertmanager" {
+            let urls = self.urls.as_deref().unwrap_or_default();
+            if urls.is_empty() {
+                return Err(config_err(format!(
+                    "{at}.urls: required for alertmanager (the peers' base URLs)"
+                )));
+            }
+            if let Some(url) = urls
+                .iter()
+                .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+            {
+                return Err(config_err(format!(
+                    "{at}.urls: {:?} is not an http:// or https:// URL",
+                    agentwatch_channels::shown_url(url)
+                )));
+            }
+        }
+        if self.channel_type == "telegram" && (self.token_env.is_none() || self.chat_id.is_none()) {
+            return Err(config_err(format!(
+                "{at}: telegram needs token_env and chat_id"
+            )));
+        }
+        Ok(())
+    }
+
     /// The channel's `group_by`, as set or by type: `channel` for what a person reads (desktop,
     /// Telegram, Slack- and ntfy-style webhooks: one grouped notification, one rate window),
     /// `key` for receivers that deduplicate per key (webhook `json` and `pagerduty`,
@@ -1214,49 +1262,7 @@ impl Config {
             if !names.insert(ch.name.as_str()) {
                 return Err(config_err(format!("{at}.name = {:?}: used twice", ch.name)));
             }
-            if !CHANNEL_TYPES.contains(&ch.channel_type.as_str()) {
-                return Err(config_err(format!(
-                    "{at}.type: must be one of {}",
-                    CHANNEL_TYPES.join(", ")
-                )));
-            }
-            parse_severity(&ch.min_severity).map_err(|_| {
-                config_err(format!(
-                    "{at}.min_severity: must be info, warning or critical"
-                ))
-            })?;
-            if ch.channel_type == "webhook" && ch.url.is_none() {
-                return Err(config_err(format!("{at}.url: required for a webhook")));
-            }
-            if let Some(mode) = &ch.mode
-                && agentwatch_channels::WebhookMode::from_name(mode).is_none()
-            {
-                return Err(config_err(format!(
-                    "{at}.mode: must be json, pagerduty, slack or ntfy"
-                )));
-            }
-            if ch.channel_type == "alertmanager" {
-                let urls = ch.urls.as_deref().unwrap_or_default();
-                if urls.is_empty() {
-                    return Err(config_err(format!(
-                        "{at}.urls: required for alertmanager (the peers' base URLs)"
-                    )));
-                }
-                if let Some(url) = urls
-                    .iter()
-                    .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-                {
-                    return Err(config_err(format!(
-                        "{at}.urls: {:?} is not an http:// or https:// URL",
-                        agentwatch_channels::shown_url(url)
-                    )));
-                }
-            }
-            if ch.channel_type == "telegram" && (ch.token_env.is_none() || ch.chat_id.is_none()) {
-                return Err(config_err(format!(
-                    "{at}: telegram needs token_env and chat_id"
-                )));
-            }
+            ch.validate(&at)?;
         }
         self.deck.validate(&self.channels)?;
         if self.serve.listen.parse::<std::net::SocketAddr>().is_err() {
