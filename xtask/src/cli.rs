@@ -5,6 +5,7 @@
 //! committed corpus stale); 2 unreadable input or bad arguments.
 
 use agentwatch_fixtures_gen::{big, corpus, devset, peers, trajectories};
+use agentwatch_fuzz::{Budget, Finding, FindingKind, TARGETS, Target, find_target};
 use agentwatch_runtime::backtest::Request;
 use clap::{Parser, Subcommand};
 use detect_core::SessionFile;
@@ -210,8 +211,7 @@ fn run_backtest(args: BacktestArgs, out: &mut dyn Write) -> Result<u8, String> {
         sweep: args.sweep,
     };
     let outcome = agentwatch_runtime::backtest::run(&request).map_err(|e| e.to_string())?;
-    out.write_all(outcome.text.as_bytes())
-        .map_err(|e| format!("writing the output: {e}"))?;
+    write_out(out, outcome.text)?;
     Ok(if outcome.passed { EXIT_OK } else { EXIT_FAILED })
 }
 
@@ -451,8 +451,7 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
     });
     match args.check {
         None => {
-            out.write_all(text.as_bytes())
-                .map_err(|e| format!("writing the output: {e}"))?;
+            write_out(out, text)?;
             Ok(EXIT_OK)
         }
         Some(path) => {
@@ -474,50 +473,12 @@ fn run_report(args: ReportArgs, out: &mut dyn Write) -> Result<u8, String> {
 }
 
 fn run_fuzz(args: FuzzArgs, out: &mut dyn Write) -> Result<u8, String> {
-    use agentwatch_fuzz::{Budget, FindingKind, TARGETS, find_target};
-    let targets = if args.targets.is_empty() {
-        TARGETS.iter().collect::<Vec<_>>()
-    } else {
-        args.targets
-            .iter()
-            .map(|name| {
-                find_target(name).ok_or_else(|| {
-                    let names: Vec<_> = TARGETS.iter().map(|t| t.name).collect();
-                    format!(
-                        "unknown fuzz target `{name}` (expected one of {})",
-                        names.join(", ")
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    let write = |out: &mut dyn Write, text: String| {
-        out.write_all(text.as_bytes())
-            .map_err(|e| format!("writing the output: {e}"))
-    };
-    let describe = |kind: &FindingKind| match kind {
-        FindingKind::Panic(message) => format!("panic: {message}"),
-        FindingKind::Violation(why) => format!("property broken: {why}"),
-        FindingKind::Slow(took) => format!("slow input: {:.1} s", took.as_secs_f64()),
-    };
+    let targets = fuzz_targets(&args.targets)?;
     if let Some(file) = &args.replay {
         let [target] = targets.as_slice() else {
             return Err("--replay needs exactly one --target".to_owned());
         };
-        let input = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-        return Ok(match agentwatch_fuzz::driver::check_one(target, &input) {
-            None => {
-                write(out, format!("{}: {} holds\n", file.display(), target.name))?;
-                EXIT_OK
-            }
-            Some(kind) => {
-                write(
-                    out,
-                    format!("{}: {}: {}\n", file.display(), target.name, describe(&kind)),
-                )?;
-                EXIT_FAILED
-            }
-        });
+        return replay_finding(target, file, out);
     }
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -527,8 +488,8 @@ fn run_fuzz(args: FuzzArgs, out: &mut dyn Write) -> Result<u8, String> {
     let dir = args
         .out
         .unwrap_or_else(|| workspace_root().join("target/fuzz-findings"));
-    write(out, format!("seed {seed}, {} s per target\n", args.seconds))?;
-    write(
+    write_out(out, format!("seed {seed}, {} s per target\n", args.seconds))?;
+    write_out(
         out,
         format!(
             "{:<14} {:>12} {:>12} {:>9}\n",
@@ -540,7 +501,7 @@ fn run_fuzz(args: FuzzArgs, out: &mut dyn Write) -> Result<u8, String> {
         let budget = Budget::Time(std::time::Duration::from_secs(args.seconds));
         let report = agentwatch_fuzz::fuzz(target, budget, seed);
         let rate = report.executions as f64 / report.elapsed.as_secs_f64().max(1e-9);
-        write(
+        write_out(
             out,
             format!(
                 "{:<14} {:>12} {:>12.0} {:>9}\n",
@@ -552,27 +513,88 @@ fn run_fuzz(args: FuzzArgs, out: &mut dyn Write) -> Result<u8, String> {
         )?;
         for finding in &report.findings {
             found += 1;
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let path = dir.join(format!(
-                "{}-{}.bin",
-                target.name,
-                detect_core::output_hash(&String::from_utf8_lossy(&finding.input))
-            ));
-            std::fs::write(&path, &finding.input)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            write(
-                out,
-                format!(
-                    "  {}\n  saved {} (cargo xtask fuzz --target {} --replay {})\n",
-                    describe(&finding.kind),
-                    path.display(),
-                    target.name,
-                    path.display()
-                ),
-            )?;
+            save_finding(target, finding, &dir, out)?;
         }
     }
     Ok(if found == 0 { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// The fuzz targets named (every one when none is).
+fn fuzz_targets(names: &[String]) -> Result<Vec<&'static Target>, String> {
+    if names.is_empty() {
+        return Ok(TARGETS.iter().collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            find_target(name).ok_or_else(|| {
+                let names: Vec<_> = TARGETS.iter().map(|t| t.name).collect();
+                format!(
+                    "unknown fuzz target `{name}` (expected one of {})",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// `--replay FILE`: whether `target`'s property holds on one saved input.
+fn replay_finding(target: &Target, file: &Path, out: &mut dyn Write) -> Result<u8, String> {
+    let input = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(match agentwatch_fuzz::driver::check_one(target, &input) {
+        None => {
+            write_out(out, format!("{}: {} holds\n", file.display(), target.name))?;
+            EXIT_OK
+        }
+        Some(kind) => {
+            write_out(
+                out,
+                format!("{}: {}: {}\n", file.display(), target.name, describe(&kind)),
+            )?;
+            EXIT_FAILED
+        }
+    })
+}
+
+/// Save a finding's input under `dir` (named by its hash) and say how to replay it.
+fn save_finding(
+    target: &Target,
+    finding: &Finding,
+    dir: &Path,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!(
+        "{}-{}.bin",
+        target.name,
+        detect_core::output_hash(&String::from_utf8_lossy(&finding.input))
+    ));
+    std::fs::write(&path, &finding.input).map_err(|e| format!("{}: {e}", path.display()))?;
+    write_out(
+        out,
+        format!(
+            "  {}\n  saved {} (cargo xtask fuzz --target {} --replay {})\n",
+            describe(&finding.kind),
+            path.display(),
+            target.name,
+            path.display()
+        ),
+    )
+}
+
+/// What a fuzz finding is, in words.
+fn describe(kind: &FindingKind) -> String {
+    match kind {
+        FindingKind::Panic(message) => format!("panic: {message}"),
+        FindingKind::Violation(why) => format!("property broken: {why}"),
+        FindingKind::Slow(took) => format!("slow input: {:.1} s", took.as_secs_f64()),
+    }
+}
+
+/// Write a command's output (an error names what failed).
+fn write_out(out: &mut dyn Write, text: String) -> Result<(), String> {
+    out.write_all(text.as_bytes())
+        .map_err(|e| format!("writing the output: {e}"))
 }
 
 /// The workspace root (xtask lives one folder below it).
