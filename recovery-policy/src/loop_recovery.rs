@@ -541,108 +541,160 @@ impl LoopRecoveryState {
         (left > 0).then_some(left)
     }
 
+    /// A report, in the order the spec checks it: fresh and suspected, nothing pending (an
+    /// outcome, the cooldown, a probe already used), a new probe far enough from the first of
+    /// the streak; then a confirmed loop goes to the router or is acted on.
     fn on_report(
         &mut self,
         config: &LoopRecoveryConfig,
         report: &LoopReport,
         now: UnixSeconds,
     ) -> LoopDecision {
-        let at = match report.status(now, config.max_report_age) {
-            ReportStatus::FreshSuspected { at } => at,
+        let step = |state: &mut Self| -> Result<LoopDecision, LoopDecision> {
+            let at = state.fresh_probe(config, report, now)?;
+            state.nothing_pending(config, at, now)?;
+            let (first, gap) = state.count_probe(config, at, now)?;
+            let confirmation = Confirmation {
+                first_probe_at: first,
+                probe_at: at,
+                reason: report.reason.clone(),
+                sequence: report.sequence.clone(),
+                rank: report.rank,
+                label: report.label.clone(),
+            };
+            Ok(state.on_confirmed(config, confirmation, gap, now))
+        };
+        step(self).unwrap_or_else(|decision| decision)
+    }
+
+    /// The probe time of a fresh suspected report; any other report breaks the streak.
+    fn fresh_probe(
+        &mut self,
+        config: &LoopRecoveryConfig,
+        report: &LoopReport,
+        now: UnixSeconds,
+    ) -> Result<UnixSeconds, LoopDecision> {
+        let decision = match report.status(now, config.max_report_age) {
+            ReportStatus::FreshSuspected { at } => return Ok(at),
             ReportStatus::Clear => {
-                self.break_streak();
-                return LoopDecision::new(Name::ReportClear, "latest probe is clear; streak reset");
+                LoopDecision::new(Name::ReportClear, "latest probe is clear; streak reset")
             }
             ReportStatus::Stale { age, .. } => {
-                self.break_streak();
                 let why = if age < 0 {
                     format!("report is {} s in the future", age.saturating_neg())
                 } else {
                     format!("report is {age} s old (limit {} s)", config.max_report_age)
                 };
-                return LoopDecision::new(Name::ReportStale, format!("{why}; streak reset"));
+                LoopDecision::new(Name::ReportStale, format!("{why}; streak reset"))
             }
-            ReportStatus::Invalid(why) => {
-                self.break_streak();
-                return LoopDecision::new(
-                    Name::ReportInvalid,
-                    format!("report unusable: {why}; streak reset"),
-                );
-            }
+            ReportStatus::Invalid(why) => LoopDecision::new(
+                Name::ReportInvalid,
+                format!("report unusable: {why}; streak reset"),
+            ),
         };
+        self.break_streak();
+        Err(decision)
+    }
 
+    /// Nothing to do while a restart's outcome is awaited, during the cooldown, or for a probe
+    /// the last restart already used.
+    fn nothing_pending(
+        &mut self,
+        config: &LoopRecoveryConfig,
+        at: UnixSeconds,
+        now: UnixSeconds,
+    ) -> Result<(), LoopDecision> {
         if let Some(in_flight) = &self.in_flight {
             if let Some(left) = self.cooldown_left(config, now) {
-                return LoopDecision::new(
+                return Err(LoopDecision::new(
                     Name::AwaitingOutcome,
                     format!(
                         "restart decided {} s ago has no reported outcome; treated as done, cooldown {left} s left",
                         elapsed(now, in_flight.decided_at)
                     ),
-                );
+                ));
             }
             // The outcome never came and the cooldown it implied is over.
             self.in_flight = None;
         }
         if let Some(left) = self.cooldown_left(config, now) {
-            return LoopDecision::new(Name::Cooldown, format!("recovery cooldown, {left} s left"));
+            return Err(LoopDecision::new(
+                Name::Cooldown,
+                format!("recovery cooldown, {left} s left"),
+            ));
         }
         if let Some(used) = self.used_through
             && at <= used
         {
-            return LoopDecision::new(
+            return Err(LoopDecision::new(
                 Name::WaitingNextProbe,
                 format!(
                     "waiting for next probe: the probe of {} s ago was used by the last restart",
                     elapsed(now, at)
                 ),
-            );
+            ));
         }
+        Ok(())
+    }
+
+    /// Count the probe at `at` in the streak: the first probe waits for a second, a probe
+    /// already counted or too close to the first waits for the next; two probes at least
+    /// `min_probe_gap` apart confirm the loop (the first's time and the gap).
+    fn count_probe(
+        &mut self,
+        config: &LoopRecoveryConfig,
+        at: UnixSeconds,
+        now: UnixSeconds,
+    ) -> Result<(UnixSeconds, i64), LoopDecision> {
         let Some(first) = self.first_probe_at else {
             self.first_probe_at = Some(at);
             self.last_probe_at = Some(at);
-            return LoopDecision::new(
+            return Err(LoopDecision::new(
                 Name::WaitingSecondProbe,
                 format!(
                     "waiting for second probe: first probe {} s ago",
                     elapsed(now, at)
                 ),
-            );
+            ));
         };
         if self.last_probe_at.is_some_and(|last| at <= last) || at <= first {
             let why = match &self.asked {
                 Some(asked) if asked.probe_at == at => "the router was asked about it".to_owned(),
                 _ => "already counted".to_owned(),
             };
-            return LoopDecision::new(
+            return Err(LoopDecision::new(
                 Name::WaitingNextProbe,
                 format!(
                     "waiting for next probe: the probe of {} s ago: {why}",
                     elapsed(now, at)
                 ),
-            );
+            ));
         }
         self.last_probe_at = Some(at);
         let gap = elapsed(at, first);
         if gap < i64::from(config.min_probe_gap) {
-            return LoopDecision::new(
+            return Err(LoopDecision::new(
                 Name::WaitingProbeGap,
                 format!(
                     "waiting for next probe: the probe of {} s ago is {gap} s after the first (needs {} s)",
                     elapsed(now, at),
                     config.min_probe_gap
                 ),
-            );
+            ));
         }
+        Ok((first, gap))
+    }
 
-        let confirmation = Confirmation {
-            first_probe_at: first,
-            probe_at: at,
-            reason: report.reason.clone(),
-            sequence: report.sequence.clone(),
-            rank: report.rank,
-            label: report.label.clone(),
-        };
+    /// A confirmed loop: blocked by a router configured halfway, acted on with no router or
+    /// past the veto limit, else the router is asked.
+    fn on_confirmed(
+        &mut self,
+        config: &LoopRecoveryConfig,
+        confirmation: Confirmation,
+        gap: i64,
+        now: UnixSeconds,
+    ) -> LoopDecision {
+        let at = confirmation.probe_at;
         let confirmed = format!(
             "loop confirmed by two probes {gap} s apart (the last {} s ago)",
             elapsed(now, at)
