@@ -2,7 +2,7 @@
 //! models and recovery pages rendered here (the tree's plots as inline SVG). Assets are
 //! embedded; every value is HTML-escaped.
 
-use crate::api::{App, group_ticks};
+use crate::api::{App, TreeTick, group_ticks};
 use crate::{Incoming, Reply};
 use agentwatch_http::percent_decode;
 use std::fmt::Write;
@@ -207,7 +207,38 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
         None => Vec::new(),
     };
     let ticks = group_ticks(&rows);
-    let th = &data["thresholds"];
+    let mut body = format!(
+        "<section class=\"card\" id=\"tree\" data-root=\"{r}\" data-ticks=\"{n}\"><h2>Tree <code>{r}</code></h2>",
+        r = esc(root),
+        n = ticks.len()
+    );
+    match data.get("alert").filter(|a| !a.is_null()) {
+        Some(a) => {
+            let sev = a["severity"].as_str().unwrap_or("info");
+            let _ = write!(
+                body,
+                "<p><span class=\"badge sev-{s}\">{s}</span> <code>{k}</code> {state}, opened {opened}, {t} flagged tick(s)</p>",
+                s = esc(sev),
+                k = esc(a["dedup_key"].as_str().unwrap_or("")),
+                state = esc(a["state"].as_str().unwrap_or("")),
+                opened = time(a["opened_at"].as_i64()),
+                t = a["flagged_ticks"].as_i64().unwrap_or(0),
+            );
+        }
+        None => body.push_str("<p class=\"empty\">No alert for this tree.</p>"),
+    }
+    if ticks.is_empty() {
+        body.push_str("<p class=\"empty\">No verdicts stored for this tree.</p></section>");
+    } else {
+        tree_plots(&ticks, &data["thresholds"], &mut body);
+        tree_verdicts(&ticks, &mut body);
+    }
+    Ok(Reply::html(200, layout("", &format!("Tree {root}"), &body)))
+}
+
+/// The tree page's plots: each signal's largest value over the tree's sessions, tick by tick,
+/// with the thresholds in force (`th`, from the API) and the flagged ticks.
+fn tree_plots(ticks: &[TreeTick<'_>], th: &serde_json::Value, body: &mut String) {
     let at = |label: &'static str, key: &str| th[key].as_f64().map(|t| (label, t));
     let max_of = |f: &dyn Fn(&agentwatch_store::VerdictRow) -> f64| -> Vec<f64> {
         ticks
@@ -251,78 +282,57 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
             thresholds: Vec::new(),
         },
     ];
-    let mut body = format!(
-        "<section class=\"card\" id=\"tree\" data-root=\"{r}\" data-ticks=\"{n}\"><h2>Tree <code>{r}</code></h2>",
-        r = esc(root),
-        n = ticks.len()
+    let _ = write!(
+        body,
+        "<p class=\"msg\">Each signal's largest value over the tree's sessions, tick by tick, from {} to {}; the dashed line is the threshold in force, red dots are flagged ticks.</p><div class=\"plots\">",
+        time(ticks.first().map(|t| t.ticked_at)),
+        time(ticks.last().map(|t| t.ticked_at)),
     );
-    match data.get("alert").filter(|a| !a.is_null()) {
-        Some(a) => {
-            let sev = a["severity"].as_str().unwrap_or("info");
-            let _ = write!(
-                body,
-                "<p><span class=\"badge sev-{s}\">{s}</span> <code>{k}</code> {state}, opened {opened}, {t} flagged tick(s)</p>",
-                s = esc(sev),
-                k = esc(a["dedup_key"].as_str().unwrap_or("")),
-                state = esc(a["state"].as_str().unwrap_or("")),
-                opened = time(a["opened_at"].as_i64()),
-                t = a["flagged_ticks"].as_i64().unwrap_or(0),
-            );
-        }
-        None => body.push_str("<p class=\"empty\">No alert for this tree.</p>"),
-    }
-    if ticks.is_empty() {
-        body.push_str("<p class=\"empty\">No verdicts stored for this tree.</p></section>");
-    } else {
+    for s in &series {
         let _ = write!(
             body,
-            "<p class=\"msg\">Each signal's largest value over the tree's sessions, tick by tick, from {} to {}; the dashed line is the threshold in force, red dots are flagged ticks.</p><div class=\"plots\">",
-            time(ticks.first().map(|t| t.ticked_at)),
-            time(ticks.last().map(|t| t.ticked_at)),
+            "<div class=\"plot\"><h3>{}</h3>{}</div>",
+            esc(s.title),
+            plot(s, &flagged)
         );
-        for s in &series {
+    }
+    body.push_str("</div></section>");
+}
+
+/// The tree page's table of its latest verdicts (the last 20 ticks, newest first).
+fn tree_verdicts(ticks: &[TreeTick<'_>], body: &mut String) {
+    body.push_str(
+        "<section class=\"card\"><h2>Latest verdicts</h2><table id=\"verdicts\"><thead><tr><th>Tick</th><th>Session</th><th>Flagged</th><th>Signals</th><th>dup</th><th>top</th><th>slow</th><th>coverage</th><th>calls since landed</th><th>Model</th><th>Cost since landed</th></tr></thead><tbody>",
+    );
+    for t in ticks.iter().rev().take(20) {
+        for s in &t.sessions {
+            let v = &s.verdict;
             let _ = write!(
                 body,
-                "<div class=\"plot\"><h3>{}</h3>{}</div>",
-                esc(s.title),
-                plot(s, &flagged)
+                "<tr class=\"{cls}\"><td>{at}</td><td><code>{sid}</code></td><td>{f}</td><td>{sig}</td><td>{dup:.3}</td><td>{top} <small>{what}</small></td><td>{slow}</td><td>{cov:.2}</td><td>{csl}</td><td>{model}</td><td>{cost}</td></tr>",
+                cls = if v.flagged { "flagged" } else { "quiet" },
+                at = time(Some(t.ticked_at)),
+                sid = esc(&v.session_id),
+                f = if v.flagged { "yes" } else { "no" },
+                sig = esc(&v.signals.join(", ")),
+                dup = v.dup,
+                top = v.top,
+                what = esc(&v.top_what),
+                slow = v.slow,
+                cov = v.coverage,
+                csl = v.calls_since_landed,
+                model = esc(&[v.provider.as_deref(), v.model_id.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("/")),
+                cost = v
+                    .cost_since_landed_usd
+                    .map_or_else(|| "—".to_owned(), |c| format!("${c:.4}")),
             );
         }
-        body.push_str("</div></section>");
-        body.push_str(
-            "<section class=\"card\"><h2>Latest verdicts</h2><table id=\"verdicts\"><thead><tr><th>Tick</th><th>Session</th><th>Flagged</th><th>Signals</th><th>dup</th><th>top</th><th>slow</th><th>coverage</th><th>calls since landed</th><th>Model</th><th>Cost since landed</th></tr></thead><tbody>",
-        );
-        for t in ticks.iter().rev().take(20) {
-            for s in &t.sessions {
-                let v = &s.verdict;
-                let _ = write!(
-                    body,
-                    "<tr class=\"{cls}\"><td>{at}</td><td><code>{sid}</code></td><td>{f}</td><td>{sig}</td><td>{dup:.3}</td><td>{top} <small>{what}</small></td><td>{slow}</td><td>{cov:.2}</td><td>{csl}</td><td>{model}</td><td>{cost}</td></tr>",
-                    cls = if v.flagged { "flagged" } else { "quiet" },
-                    at = time(Some(t.ticked_at)),
-                    sid = esc(&v.session_id),
-                    f = if v.flagged { "yes" } else { "no" },
-                    sig = esc(&v.signals.join(", ")),
-                    dup = v.dup,
-                    top = v.top,
-                    what = esc(&v.top_what),
-                    slow = v.slow,
-                    cov = v.coverage,
-                    csl = v.calls_since_landed,
-                    model = esc(&[v.provider.as_deref(), v.model_id.as_deref()]
-                        .into_iter()
-                        .flatten()
-                        .collect::<Vec<_>>()
-                        .join("/")),
-                    cost = v
-                        .cost_since_landed_usd
-                        .map_or_else(|| "—".to_owned(), |c| format!("${c:.4}")),
-                );
-            }
-        }
-        body.push_str("</tbody></table></section>");
     }
-    Ok(Reply::html(200, layout("", &format!("Tree {root}"), &body)))
+    body.push_str("</tbody></table></section>");
 }
 
 fn models(app: &App) -> Result<Reply, Reply> {
