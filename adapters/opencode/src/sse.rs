@@ -274,102 +274,18 @@ pub fn parse_event(data: &str) -> Result<Event, EventError> {
     let kind = raw
         .kind
         .ok_or_else(|| EventError::Json("no event type".to_owned()))?;
-    let props = raw.properties;
-    let missing = |field: &'static str| EventError::Missing {
-        kind: kind.clone(),
-        field,
-    };
-    let session_of = |props: &Option<Properties>| {
-        props.as_ref().and_then(|p| {
-            p.session_id.clone().or_else(|| {
-                p.info
-                    .as_ref()
-                    .and_then(|i| i.session_id.clone().or_else(|| i.id.clone()))
-            })
-        })
-    };
-    let other = |kind: &str, props: &Option<Properties>| Event::Other {
-        kind: kind.to_owned(),
-        session_id: session_of(props),
-    };
+    let props = raw.properties.as_ref();
+    let missing = |field: &'static str| missing(&kind, field);
     Ok(match kind.as_str() {
         "server.connected" => Event::Connected,
         "server.heartbeat" => Event::Heartbeat,
-        "message.part.updated" => {
-            let Some(part) = props.as_ref().and_then(|p| p.part.as_ref()) else {
-                return Err(missing("part"));
-            };
-            let settled = part
-                .state
-                .as_ref()
-                .is_some_and(|s| s.status == "completed" || s.status == "error");
-            if part.kind != "tool" || !settled {
-                return Ok(other(&kind, &props));
-            }
-            let session_id = part
-                .session_id
-                .clone()
-                .or_else(|| props.as_ref().and_then(|p| p.session_id.clone()))
-                .ok_or_else(|| missing("sessionID"))?;
-            let message_id = part
-                .message_id
-                .clone()
-                .ok_or_else(|| missing("messageID"))?;
-            let part_id = part.id.clone().ok_or_else(|| missing("part id"))?;
-            let lite = LitePart {
-                kind: part.kind.clone(),
-                tool: part.tool.clone(),
-                state: part.state.clone(),
-            };
-            let call = lite.call().ok_or_else(|| missing("tool"))?;
-            Event::ToolSettled {
-                session_id,
-                message_id,
-                part_id,
-                call: Box::new(call),
-            }
-        }
-        "message.updated" => {
-            let Some(info) = props.as_ref().and_then(|p| p.info.as_ref()) else {
-                return Err(missing("info"));
-            };
-            let session_id = info
-                .session_id
-                .clone()
-                .or_else(|| props.as_ref().and_then(|p| p.session_id.clone()))
-                .ok_or_else(|| missing("sessionID"))?;
-            let message_id = info.id.clone().ok_or_else(|| missing("info.id"))?;
-            let lite = crate::lite::LiteMessage {
-                info: LiteInfo {
-                    id: message_id.clone(),
-                    role: info.role.clone(),
-                    agent: None,
-                    mode: None,
-                    time: info.time,
-                    error: info.error,
-                    model_id: None,
-                    provider_id: None,
-                    cost: None,
-                },
-                parts: Vec::new(),
-            };
-            if lite.is_settled() {
-                Event::MessageSettled {
-                    session_id,
-                    message_id,
-                }
-            } else {
-                Event::Other {
-                    kind,
-                    session_id: Some(session_id),
-                }
-            }
-        }
+        "message.part.updated" => part_updated(&kind, props)?,
+        "message.updated" => message_updated(&kind, props)?,
         "session.created" | "session.deleted" => {
-            let info = props.as_ref().and_then(|p| p.info.as_ref());
+            let info = props.and_then(|p| p.info.as_ref());
             let session_id = info
                 .and_then(|i| i.id.clone())
-                .or_else(|| props.as_ref().and_then(|p| p.session_id.clone()))
+                .or_else(|| props.and_then(|p| p.session_id.clone()))
                 .ok_or_else(|| missing("sessionID"))?;
             if kind == "session.created" {
                 Event::SessionCreated {
@@ -381,13 +297,114 @@ pub fn parse_event(data: &str) -> Result<Event, EventError> {
             }
         }
         "message.removed" => {
-            let p = props.as_ref().ok_or_else(|| missing("properties"))?;
+            let p = props.ok_or_else(|| missing("properties"))?;
             Event::MessageRemoved {
                 session_id: p.session_id.clone().ok_or_else(|| missing("sessionID"))?,
                 message_id: p.message_id.clone().ok_or_else(|| missing("messageID"))?,
             }
         }
-        _ => other(&kind, &props),
+        _ => other(&kind, props),
+    })
+}
+
+/// A known event of `kind` without `field`.
+fn missing(kind: &str, field: &'static str) -> EventError {
+    EventError::Missing {
+        kind: kind.to_owned(),
+        field,
+    }
+}
+
+/// An event the follower only notes (by its session, when it names one).
+fn other(kind: &str, props: Option<&Properties>) -> Event {
+    let session_id = props.and_then(|p| {
+        p.session_id.clone().or_else(|| {
+            p.info
+                .as_ref()
+                .and_then(|i| i.session_id.clone().or_else(|| i.id.clone()))
+        })
+    });
+    Event::Other {
+        kind: kind.to_owned(),
+        session_id,
+    }
+}
+
+/// `message.part.updated`: a tool part that settled (completed or error) is a call; any other
+/// part is only noted.
+fn part_updated(kind: &str, props: Option<&Properties>) -> Result<Event, EventError> {
+    let missing = |field: &'static str| missing(kind, field);
+    let part = props
+        .and_then(|p| p.part.as_ref())
+        .ok_or_else(|| missing("part"))?;
+    let settled = part
+        .state
+        .as_ref()
+        .is_some_and(|s| s.status == "completed" || s.status == "error");
+    if part.kind != "tool" || !settled {
+        return Ok(other(kind, props));
+    }
+    let session_id = part
+        .session_id
+        .clone()
+        .or_else(|| props.and_then(|p| p.session_id.clone()))
+        .ok_or_else(|| missing("sessionID"))?;
+    let message_id = part
+        .message_id
+        .clone()
+        .ok_or_else(|| missing("messageID"))?;
+    let part_id = part.id.clone().ok_or_else(|| missing("part id"))?;
+    let lite = LitePart {
+        kind: part.kind.clone(),
+        tool: part.tool.clone(),
+        state: part.state.clone(),
+    };
+    let call = lite.call().ok_or_else(|| missing("tool"))?;
+    Ok(Event::ToolSettled {
+        session_id,
+        message_id,
+        part_id,
+        call: Box::new(call),
+    })
+}
+
+/// `message.updated`: a message that settled (completed or failed); one still running is only
+/// noted.
+fn message_updated(kind: &str, props: Option<&Properties>) -> Result<Event, EventError> {
+    let missing = |field: &'static str| missing(kind, field);
+    let info = props
+        .and_then(|p| p.info.as_ref())
+        .ok_or_else(|| missing("info"))?;
+    let session_id = info
+        .session_id
+        .clone()
+        .or_else(|| props.and_then(|p| p.session_id.clone()))
+        .ok_or_else(|| missing("sessionID"))?;
+    let message_id = info.id.clone().ok_or_else(|| missing("info.id"))?;
+    let lite = crate::lite::LiteMessage {
+        info: LiteInfo {
+            id: message_id.clone(),
+            role: info.role.clone(),
+            agent: None,
+            mode: None,
+            time: info.time,
+            error: info.error,
+            model_id: None,
+            provider_id: None,
+            cost: None,
+        },
+        parts: Vec::new(),
+    };
+    Ok(if lite.is_settled() {
+        Event::MessageSettled {
+            session_id,
+            message_id,
+        }
+    } else {
+        Event::Other {
+            kind: kind.to_owned(),
+            session_id: Some(session_id),
+        }
     })
 }
 
