@@ -39,61 +39,85 @@ fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-/// The registry filled from the store.
-fn collect(store: Option<&Store>) -> Result<Registry, StoreError> {
-    let mut registry = Registry::default();
-    let ticks = Family::<Labels, Counter>::default();
-    let last_tick = Family::<Labels, Gauge<f64, AtomicU64>>::default();
-    let sessions_seen = Gauge::<i64>::default();
-    let trees_flagged = Gauge::<i64>::default();
-    let verdicts = Family::<Labels, Gauge<i64>>::default();
-    let open_alerts = Family::<Labels, Gauge<i64>>::default();
-    let deliveries = Family::<Labels, Counter>::default();
-    let restarts = Family::<Labels, Counter>::default();
-    let durations =
-        Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(tick_histogram);
-    for severity in SEVERITIES {
-        let _ = open_alerts.get_or_create(&labels(&[("severity", severity)]));
+/// The metrics, before they are registered.
+struct Metrics {
+    ticks: Family<Labels, Counter>,
+    last_tick: Family<Labels, Gauge<f64, AtomicU64>>,
+    sessions_seen: Gauge<i64>,
+    trees_flagged: Gauge<i64>,
+    verdicts: Family<Labels, Gauge<i64>>,
+    open_alerts: Family<Labels, Gauge<i64>>,
+    deliveries: Family<Labels, Counter>,
+    restarts: Family<Labels, Counter>,
+    durations: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let metrics = Self {
+            ticks: Family::default(),
+            last_tick: Family::default(),
+            sessions_seen: Gauge::default(),
+            trees_flagged: Gauge::default(),
+            verdicts: Family::default(),
+            open_alerts: Family::default(),
+            deliveries: Family::default(),
+            restarts: Family::default(),
+            durations: Family::new_with_constructor(tick_histogram),
+        };
+        for severity in SEVERITIES {
+            let _ = metrics
+                .open_alerts
+                .get_or_create(&labels(&[("severity", severity)]));
+        }
+        metrics
     }
-    if let Some(store) = store {
+
+    /// The opencode job's ticks (its own table), its latest tick and the open alerts.
+    fn read_opencode(&self, store: &Store) -> Result<(), StoreError> {
         for (outcome, count) in store.tick_outcomes()? {
-            ticks
+            self.ticks
                 .get_or_create(&labels(&[("job", "opencode"), ("outcome", &outcome)]))
                 .inc_by(to_u64(count));
         }
         if let Some(tick) = store.last_tick()? {
-            last_tick
+            self.last_tick
                 .get_or_create(&labels(&[("job", "opencode")]))
                 .set(tick.ticked_at as f64);
-            sessions_seen.set(tick.sessions_seen);
-            trees_flagged.set(store.flagged_trees(tick.id)?);
+            self.sessions_seen.set(tick.sessions_seen);
+            self.trees_flagged.set(store.flagged_trees(tick.id)?);
             let counts = store.verdict_counts(tick.id)?;
-            verdicts
+            self.verdicts
                 .get_or_create(&labels(&[("flagged", "true")]))
                 .set(counts.flagged);
-            verdicts
+            self.verdicts
                 .get_or_create(&labels(&[("flagged", "false")]))
                 .set(counts.total - counts.flagged);
         }
         for alert in store.alerts(false)? {
-            open_alerts
+            self.open_alerts
                 .get_or_create(&labels(&[("severity", &alert.severity)]))
                 .inc();
         }
+        Ok(())
+    }
+
+    /// Every job's events: ticks, deliveries, restarts and tick durations.
+    fn read_events(&self, store: &Store) -> Result<(), StoreError> {
         for e in store.event_counts(EventKind::Tick)? {
-            // The opencode job's ticks are counted from its own table above.
+            // The opencode job's ticks are counted from its own table.
             if e.job != "opencode" {
-                ticks
+                self.ticks
                     .get_or_create(&labels(&[("job", &e.job), ("outcome", &e.result)]))
                     .inc_by(to_u64(e.count));
             }
-            let gauge = last_tick.get_or_create(&labels(&[("job", &e.job)]));
+            let gauge = self.last_tick.get_or_create(&labels(&[("job", &e.job)]));
             if (e.last_at as f64) > gauge.get() {
                 gauge.set(e.last_at as f64);
             }
         }
         for e in store.event_counts(EventKind::Delivery)? {
-            deliveries
+            self.deliveries
                 .get_or_create(&labels(&[
                     ("job", &e.job),
                     ("channel", &e.name),
@@ -102,57 +126,73 @@ fn collect(store: Option<&Store>) -> Result<Registry, StoreError> {
                 .inc_by(to_u64(e.count));
         }
         for e in store.event_counts(EventKind::Restart)? {
-            restarts
+            self.restarts
                 .get_or_create(&labels(&[("job", &e.job), ("result", &e.result)]))
                 .inc_by(to_u64(e.count));
         }
         for (job, ms) in store.tick_durations(DURATIONS_READ)? {
-            durations
+            self.durations
                 .get_or_create(&labels(&[("job", &job)]))
                 .observe(ms as f64 / 1000.0);
         }
+        Ok(())
     }
-    registry.register("agentwatch_ticks", "Ticks run, by job and outcome", ticks);
-    registry.register(
-        "agentwatch_last_tick_timestamp_seconds",
-        "Unix time of each job's latest tick",
-        last_tick,
-    );
-    registry.register(
-        "agentwatch_sessions_seen",
-        "opencode sessions enumerated by the latest tick",
-        sessions_seen,
-    );
-    registry.register(
-        "agentwatch_trees_flagged",
-        "Session trees with a flagged verdict at the latest tick",
-        trees_flagged,
-    );
-    registry.register(
-        "agentwatch_last_tick_verdicts",
-        "Verdicts of the latest opencode tick, flagged or not",
-        verdicts,
-    );
-    registry.register(
-        "agentwatch_open_alerts",
-        "Unresolved alerts by severity",
-        open_alerts,
-    );
-    registry.register(
-        "agentwatch_deliveries",
-        "Alert deliveries by job, channel and result",
-        deliveries,
-    );
-    registry.register(
-        "agentwatch_restarts",
-        "Restarts by job and result",
-        restarts,
-    );
-    registry.register(
-        "agentwatch_tick_duration_seconds",
-        "How long ticks took, by job",
-        durations,
-    );
+
+    fn register(self, registry: &mut Registry) {
+        let m = self;
+        registry.register("agentwatch_ticks", "Ticks run, by job and outcome", m.ticks);
+        registry.register(
+            "agentwatch_last_tick_timestamp_seconds",
+            "Unix time of each job's latest tick",
+            m.last_tick,
+        );
+        registry.register(
+            "agentwatch_sessions_seen",
+            "opencode sessions enumerated by the latest tick",
+            m.sessions_seen,
+        );
+        registry.register(
+            "agentwatch_trees_flagged",
+            "Session trees with a flagged verdict at the latest tick",
+            m.trees_flagged,
+        );
+        registry.register(
+            "agentwatch_last_tick_verdicts",
+            "Verdicts of the latest opencode tick, flagged or not",
+            m.verdicts,
+        );
+        registry.register(
+            "agentwatch_open_alerts",
+            "Unresolved alerts by severity",
+            m.open_alerts,
+        );
+        registry.register(
+            "agentwatch_deliveries",
+            "Alert deliveries by job, channel and result",
+            m.deliveries,
+        );
+        registry.register(
+            "agentwatch_restarts",
+            "Restarts by job and result",
+            m.restarts,
+        );
+        registry.register(
+            "agentwatch_tick_duration_seconds",
+            "How long ticks took, by job",
+            m.durations,
+        );
+    }
+}
+
+/// The registry filled from the store.
+fn collect(store: Option<&Store>) -> Result<Registry, StoreError> {
+    let metrics = Metrics::new();
+    if let Some(store) = store {
+        metrics.read_opencode(store)?;
+        metrics.read_events(store)?;
+    }
+    let mut registry = Registry::default();
+    metrics.register(&mut registry);
     Ok(registry)
 }
 
