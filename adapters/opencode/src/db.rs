@@ -442,77 +442,9 @@ impl OpencodeDb {
 
     /// Load one session's calls: its messages and their parts, converted like the HTTP API's.
     pub fn load(&self, row: &SessionRow) -> Result<LoadedSession, DbError> {
-        let bad = |message: String| DbError::BadRow {
-            path: self.path.clone(),
-            session: row.id.clone(),
-            message,
-        };
-        let mut messages: Vec<(String, Map<String, Value>, Vec<Value>)> = Vec::new();
-        let mut index: BTreeMap<String, usize> = BTreeMap::new();
-        {
-            let mut stmt = self
-                .conn
-                .prepare(
-                    "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id",
-                )
-                .map_err(|e| self.err(e))?;
-            let rows = stmt
-                .query_map([&row.id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                })
-                .map_err(|e| self.err(e))?;
-            for item in rows {
-                let (id, data) = item.map_err(|e| self.err(e))?;
-                let mut info = json_object(&data)
-                    .map_err(|e| bad(format!("message {id}: data is not a JSON object: {e}")))?;
-                info.insert("id".to_owned(), Value::String(id.clone()));
-                info.insert("sessionID".to_owned(), Value::String(row.id.clone()));
-                index.insert(id.clone(), messages.len());
-                messages.push((id, info, Vec::new()));
-            }
-        }
-        {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id")
-                .map_err(|e| self.err(e))?;
-            let rows = stmt
-                .query_map([&row.id], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                })
-                .map_err(|e| self.err(e))?;
-            for item in rows {
-                let (id, message_id, data) = item.map_err(|e| self.err(e))?;
-                // A part of a message of another session (or of none) is not this session's.
-                let Some(&at) = index.get(&message_id) else {
-                    continue;
-                };
-                let mut part = json_object(&data)
-                    .map_err(|e| bad(format!("part {id}: data is not a JSON object: {e}")))?;
-                part.insert("id".to_owned(), Value::String(id));
-                part.insert("sessionID".to_owned(), Value::String(row.id.clone()));
-                part.insert("messageID".to_owned(), Value::String(message_id));
-                messages[at].2.push(Value::Object(part));
-            }
-        }
-        let mut roots = vec![row.directory.clone()];
-        for (_, info, _) in &messages {
-            if let Some(path) = info.get("path") {
-                for key in ["root", "cwd"] {
-                    if let Some(dir) = path.get(key).and_then(Value::as_str)
-                        && !dir.is_empty()
-                        && !roots.iter().any(|r| r == dir)
-                    {
-                        roots.push(dir.to_owned());
-                    }
-                }
-            }
-        }
-        roots.retain(|r| !r.is_empty());
+        let mut messages = self.messages(row)?;
+        self.attach_parts(row, &mut messages)?;
+        let roots = message_roots(row, &messages);
         // A message info opencode wrote in another shape is skipped here (its calls still count).
         let infos = messages
             .iter()
@@ -538,13 +470,105 @@ impl OpencodeDb {
             info.insert("agent".to_owned(), Value::String(agent.clone()));
         }
         let session = session_from_messages(&Value::Object(info), &messages)
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|e| self.bad_row(row, e.to_string()))?;
         Ok(LoadedSession {
             session,
             roots,
             infos,
         })
     }
+
+    fn bad_row(&self, row: &SessionRow, message: String) -> DbError {
+        DbError::BadRow {
+            path: self.path.clone(),
+            session: row.id.clone(),
+            message,
+        }
+    }
+
+    /// A session's messages in order: (id, info as the HTTP API gives it, no parts yet).
+    fn messages(&self, row: &SessionRow) -> Result<Vec<DbMessage>, DbError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([&row.id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut messages = Vec::new();
+        for item in rows {
+            let (id, data) = item.map_err(|e| self.err(e))?;
+            let mut info = json_object(&data).map_err(|e| {
+                self.bad_row(row, format!("message {id}: data is not a JSON object: {e}"))
+            })?;
+            info.insert("id".to_owned(), Value::String(id.clone()));
+            info.insert("sessionID".to_owned(), Value::String(row.id.clone()));
+            messages.push((id, info, Vec::new()));
+        }
+        Ok(messages)
+    }
+
+    /// Each part of the session to its message (a part of a message of another session, or of
+    /// none, is not this session's).
+    fn attach_parts(&self, row: &SessionRow, messages: &mut [DbMessage]) -> Result<(), DbError> {
+        let index: BTreeMap<String, usize> = messages
+            .iter()
+            .enumerate()
+            .map(|(at, (id, _, _))| (id.clone(), at))
+            .collect();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([&row.id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for item in rows {
+            let (id, message_id, data) = item.map_err(|e| self.err(e))?;
+            let Some(&at) = index.get(&message_id) else {
+                continue;
+            };
+            let mut part = json_object(&data).map_err(|e| {
+                self.bad_row(row, format!("part {id}: data is not a JSON object: {e}"))
+            })?;
+            part.insert("id".to_owned(), Value::String(id));
+            part.insert("sessionID".to_owned(), Value::String(row.id.clone()));
+            part.insert("messageID".to_owned(), Value::String(message_id));
+            messages[at].2.push(Value::Object(part));
+        }
+        Ok(())
+    }
+}
+
+/// A message as [`OpencodeDb::load`] builds it: its id, its info, its parts.
+type DbMessage = (String, Map<String, Value>, Vec<Value>);
+
+/// The directories a session worked in: its own, then each message's `path.root` and
+/// `path.cwd`, once each, in order.
+fn message_roots(row: &SessionRow, messages: &[DbMessage]) -> Vec<String> {
+    let mut roots = vec![row.directory.clone()];
+    for (_, info, _) in messages {
+        if let Some(path) = info.get("path") {
+            for key in ["root", "cwd"] {
+                if let Some(dir) = path.get(key).and_then(Value::as_str)
+                    && !dir.is_empty()
+                    && !roots.iter().any(|r| r == dir)
+                {
+                    roots.push(dir.to_owned());
+                }
+            }
+        }
+    }
+    roots.retain(|r| !r.is_empty());
+    roots
 }
 
 /// The bits of an ascending id's time part (12 hex digits).
