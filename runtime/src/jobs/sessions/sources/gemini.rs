@@ -13,20 +13,22 @@
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
 use super::transcript::{
-    Found, Pass, Reading, WHOLE_BYTES, base_info, list_within, marker, read_listed, restore_file,
-    stored, tail,
+    Found, Reading, base_info, marker, read_each, read_source, read_whole, read_within,
+    restore_file, tail,
 };
-use super::{Answer, ReadContext, Source, WakeOn};
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{Tracked, cached_rows};
+use crate::jobs::sessions::tracked::Tracked;
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
-    FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini, read_transcript,
+    Discovery, FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini,
 };
 use detect_core::Call;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The Gemini CLI sessions of one `.gemini` directory.
 #[derive(Debug)]
@@ -80,40 +82,56 @@ impl Source for GeminiSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match list_within(&self.dir, ctx, discover_gemini) {
-            Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e),
-        };
-        let found: Vec<Found> = discovery
-            .transcripts
-            .into_iter()
-            .filter_map(identify)
-            .collect();
-        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let read = read_listed("gemini", &found, discovery.problems, ctx, |file, pass| {
-            let row = cache.remove(&file.id);
-            match pass {
-                Pass::Read => self.read_file(file, row, ctx).map(|session| vec![session]),
-                Pass::Keep => Ok(stored(&self.name, row)),
-            }
-        });
-        Answer::Read(read)
+        read_source(
+            &self.name,
+            &self.dir,
+            ctx,
+            discover_gemini,
+            |discovery, until| self.read_discovery(discovery, until, ctx),
+        )
     }
 }
 
-/// A session file's id (a subagent's from its path, a session's from its first line) and
-/// parent; `None` until its first line says.
-fn identify(transcript: Transcript) -> Option<Found> {
+impl GeminiSource {
+    /// The session files listed, read by `until` ([`read_listed`]).
+    fn read_discovery(
+        &self,
+        discovery: Discovery,
+        until: Instant,
+        ctx: &ReadContext<'_>,
+    ) -> SourceRead {
+        read_each(
+            "gemini",
+            &self.name,
+            discovery,
+            until,
+            ctx,
+            |t, rows| identify(t, rows, until),
+            |file| self.read_file(file, until, ctx),
+        )
+    }
+}
+
+/// A session file's id (a subagent's from its path, a session's from its first line, read by
+/// `until`), parent and stored row; `None` until its first line says.
+fn identify(
+    transcript: Transcript,
+    rows: &mut HashMap<String, SessionCacheRow>,
+    until: Instant,
+) -> std::io::Result<Option<Found>> {
     let id = match transcript.session_id() {
         Some(id) => id,
-        None => peek_gemini(&transcript.path).ok()?.session_id?,
+        None => match read_within(&transcript.path, until, peek_gemini)?.session_id {
+            Some(id) => id,
+            None => return Ok(None),
+        },
     };
-    Some(Found {
+    Ok(Some(Found {
         parent: transcript.parent_session_id().map(str::to_owned),
+        row: rows.remove(&id),
         id,
         transcript,
-        row: None,
-    })
+    }))
 }
 
 impl GeminiSource {
@@ -122,16 +140,19 @@ impl GeminiSource {
     fn read_file(
         &self,
         file: &Found,
-        row: Option<SessionCacheRow>,
+        until: Instant,
         ctx: &ReadContext<'_>,
     ) -> std::io::Result<Tracked> {
         let marker = marker(&file.transcript);
-        if let Some(row) = row.as_ref().filter(|r| r.updated_ms == Some(marker))
+        if let Some(row) = file.row.as_ref().filter(|r| r.updated_ms == Some(marker))
             && let Some(stored) = Tracked::stored(&self.name, row.clone())
         {
             return Ok(stored);
         }
-        let restored = row.as_ref().and_then(|r| restore_file::<FileState>(r, ctx));
+        let restored = file
+            .row
+            .as_ref()
+            .and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut session) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
             None => (
@@ -149,10 +170,10 @@ impl GeminiSource {
         if file.transcript.read_whole() {
             // Rewritten whole on every update: the reader compares the new history with the
             // one it handed out.
-            reader.push_document(&read_transcript(&file.transcript.path, WHOLE_BYTES)?);
+            reader.push_document(&read_whole(&file.transcript.path, until)?);
             take(reader, &mut session, ctx);
         } else {
-            tail(&file.transcript.path, cursor, |new| {
+            tail(&file.transcript.path, cursor, until, |new| {
                 if new.restarted {
                     reader.reset();
                 }
