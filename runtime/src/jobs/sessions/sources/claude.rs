@@ -13,8 +13,8 @@
 //!   replaced is read again from the start.
 
 use super::transcript::{
-    Found, Pass, Reading, base_info, identify_all, marker, read_listed, read_source, read_within,
-    restore_file, stored, tail,
+    Found, Pass, Reading, Unchanged, base_info, identify_all, marker, read_listed, read_source,
+    read_within, restore_file, stored, tail,
 };
 use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
 use crate::config::{Config, Env};
@@ -102,7 +102,11 @@ impl ClaudeSource {
         ctx: &ReadContext<'_>,
     ) -> SourceRead {
         let rows = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let mut listing = identify_all(discovery, rows, |t, rows| identify(t, rows, until));
+        let mut unchanged = None;
+        let mut listing = identify_all(discovery, rows, |t, rows| {
+            let unchanged = unchanged.get_or_insert_with(|| Unchanged::of(rows, flat_agent_id));
+            identify(t, rows, unchanged, until)
+        });
         let sidechains = sidechain_rows(&mut listing.unclaimed, &listing.found);
         read_listed("claude", listing, until, ctx, |file, pass| {
             let sidechains = sidechains.get(&file.id).map_or(&[][..], Vec::as_slice);
@@ -118,15 +122,25 @@ impl ClaudeSource {
 }
 
 /// A transcript's session id, parent and stored row; a flat subagent file's id and parent
-/// from its first lines (`None` when they do not say: the file is not read until they do).
+/// from its stored row when the file is unchanged, else from its first lines, read by `until`
+/// (`None` when they do not say: the file is not read until they do).
 fn identify(
     transcript: Transcript,
     rows: &mut HashMap<String, SessionCacheRow>,
+    unchanged: &Unchanged,
     until: Instant,
 ) -> std::io::Result<Option<Found>> {
     let (id, parent) = if let TranscriptKind::ClaudeFlatAgent { agent_id } = &transcript.kind {
-        let Some(parent) = peek_session_id(&transcript.path, until)? else {
-            return Ok(None);
+        let known = unchanged.id(agent_id, &transcript).and_then(|id| {
+            let (parent, _) = id.rsplit_once(AGENT_SEPARATOR)?;
+            Some(parent.to_owned())
+        });
+        let parent = match known {
+            Some(parent) => parent,
+            None => match peek_session_id(&transcript.path, until)? {
+                Some(parent) => parent,
+                None => return Ok(None),
+            },
         };
         (subagent_session_id(&parent, agent_id), Some(parent))
     } else {
@@ -141,6 +155,14 @@ fn identify(
         parent,
         transcript,
     }))
+}
+
+/// What a subagent's session id holds before its agent id ([`subagent_session_id`]).
+const AGENT_SEPARATOR: &str = ":agent-";
+
+/// The agent id a subagent's session id holds (a flat agent file's name holds it too).
+fn flat_agent_id(id: &str) -> Option<&str> {
+    Some(id.rsplit_once(AGENT_SEPARATOR)?.1)
 }
 
 /// The `sessionId` of the first lines of a flat subagent file (its parent's), read by

@@ -13,7 +13,7 @@
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
 use super::transcript::{
-    Found, Reading, base_info, marker, read_each, read_source, read_whole, read_within,
+    Found, Reading, Unchanged, base_info, marker, read_each, read_source, read_whole, read_within,
     restore_file, tail,
 };
 use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
@@ -100,26 +100,37 @@ impl GeminiSource {
         until: Instant,
         ctx: &ReadContext<'_>,
     ) -> SourceRead {
+        let mut unchanged = None;
         read_each(
             "gemini",
             &self.name,
             discovery,
             until,
             ctx,
-            |t, rows| identify(t, rows, until),
+            |t, rows| {
+                let unchanged =
+                    unchanged.get_or_insert_with(|| Unchanged::of(rows, |id| id.get(..8)));
+                identify(t, rows, unchanged, until)
+            },
             |file| self.read_file(file, until, ctx),
         )
     }
 }
 
-/// A session file's id (a subagent's from its path, a session's from its first line, read by
-/// `until`), parent and stored row; `None` until its first line says.
+/// A session file's id (a subagent's from its path, a session's from its stored row when the
+/// file is unchanged, else from its first line, read by `until`), parent and stored row;
+/// `None` until its first line says.
 fn identify(
     transcript: Transcript,
     rows: &mut HashMap<String, SessionCacheRow>,
+    unchanged: &Unchanged,
     until: Instant,
 ) -> std::io::Result<Option<Found>> {
-    let id = match transcript.session_id() {
+    let known = || {
+        let name = transcript.path.file_name()?.to_str()?;
+        unchanged.id(short_id(name.split('.').next()?)?, &transcript)
+    };
+    let id = match transcript.session_id().or_else(known) {
         Some(id) => id,
         None => match read_within(&transcript.path, until, peek_gemini)?.session_id {
             Some(id) => id,
@@ -132,6 +143,16 @@ fn identify(
         id,
         transcript,
     }))
+}
+
+/// What a main session file's name (`session-<time>-<8 hex>`, without its extension) holds of
+/// its session's id: the id's first 8 characters.
+fn short_id(name: &str) -> Option<&str> {
+    let short = name.get(name.len().checked_sub(8)?..)?;
+    short
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit())
+        .then_some(short)
 }
 
 impl GeminiSource {

@@ -168,6 +168,32 @@ pub(crate) fn identify_all(
     listing
 }
 
+/// The stored rows' ids by what a file's name holds of them and the file's change marker when
+/// it was read: a file unchanged since is the session its row is, without its first lines
+/// read again (only they hold a Gemini session's full id, a Claude flat agent's parent), so an
+/// idle tick reads no file.
+#[derive(Debug)]
+pub(crate) struct Unchanged(HashMap<(String, i64), String>);
+
+impl Unchanged {
+    /// `rows` by `named`: what a file's name holds of a row's id (`None`: nothing).
+    pub(crate) fn of(
+        rows: &HashMap<String, SessionCacheRow>,
+        named: impl Fn(&str) -> Option<&str>,
+    ) -> Self {
+        let by_name = rows
+            .iter()
+            .filter_map(|(id, row)| Some(((named(id)?.to_owned(), row.updated_ms?), id.clone())));
+        Self(by_name.collect())
+    }
+
+    /// The id of the session `transcript` was read as, when its name holds `named` of it and
+    /// it did not change since.
+    pub(crate) fn id(&self, named: &str, transcript: &Transcript) -> Option<String> {
+        self.0.get(&(named.to_owned(), marker(transcript))).cloned()
+    }
+}
+
 /// A transcript source's answer: the files written since the stale cutoff (and their
 /// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
 /// its part of the tick's `sources=` line (`{agent} 3 sessions`). Once the source's deadline
