@@ -356,7 +356,7 @@ impl ClaudeSource {
 #[cfg(test)]
 mod tests {
     use super::super::SourceRead;
-    use super::super::transcript::testing::{self, now_s};
+    use super::super::transcript::testing::{self, Bench, now_s};
     use super::*;
     use agentwatch_store::Store;
     use detect_core::Judgement;
@@ -478,31 +478,6 @@ mod tests {
         &bytes[..=half]
     }
 
-    /// A tick of `world` over `listed` (a listing taken earlier), bounded by `deadline`, run on
-    /// a thread: `None` when it does not return within 10 s (it hangs).
-    fn tick_over(
-        mut world: World,
-        listed: &[Transcript],
-        deadline: std::time::Duration,
-    ) -> Option<(SourceRead, Judgement, std::time::Duration, World)> {
-        let discovery = Discovery {
-            transcripts: listed.to_vec(),
-            problems: Vec::new(),
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let started = Instant::now();
-            let name = world.source.name.clone();
-            let source = &world.source;
-            let (read, judged) =
-                testing::tick_reading(&name, &mut world.store, now_s(), deadline, |ctx| {
-                    source.read_discovery(discovery, Instant::now() + ctx.deadline, ctx)
-                });
-            let _ = tx.send((read, judged, started.elapsed(), world));
-        });
-        rx.recv_timeout(std::time::Duration::from_secs(10)).ok()
-    }
-
     /// A transcript whose read does not answer once it was listed (a stuck file system; here
     /// the file, listed grown, turns into a FIFO nobody writes to) costs the source its
     /// deadline, not the tick: the files before it are read, its stored row stands (not gone,
@@ -511,54 +486,28 @@ mod tests {
     #[test]
     fn a_file_whose_read_does_not_answer_keeps_its_row_and_costs_the_deadline() {
         let (looping, healthy) = (fixture("loop"), fixture("healthy"));
-        let mut world = World::new();
-        let (read_path, stuck) = (world.file("a.jsonl"), world.file("z.jsonl"));
+        let mut bench = Bench::new(ClaudeSource::at);
+        let project = bench.home.join("projects/-p");
+        std::fs::create_dir_all(&project).unwrap();
+        let (read_path, stuck) = (project.join("a.jsonl"), project.join("z.jsonl"));
         std::fs::write(&read_path, first_half(&healthy)).unwrap();
         std::fs::write(&stuck, first_half(&looping)).unwrap();
-        world.tick(now_s());
-        let row = |world: &World| {
-            let rows = world.store.session_cache(&world.source.name).unwrap();
-            rows.into_iter().find(|r| r.session_id == "z").unwrap()
-        };
-        let before = row(&world);
+        bench.tick();
+        let before = bench.row("z");
         std::fs::write(&read_path, &healthy).unwrap();
         std::fs::write(&stuck, &looping).unwrap();
-        let listed = discover_claude(&world.dir.path.join("claude")).unwrap();
-        std::fs::remove_file(&stuck).unwrap();
-        let made = std::process::Command::new("mkfifo").arg(&stuck).status();
-        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
-        let deadline = std::time::Duration::from_secs(2);
-        let (read, _, took, world) = tick_over(world, &listed.transcripts, deadline)
-            .expect("the tick returns at its deadline, not when the file answers");
-        assert!(took >= deadline && took < deadline * 3, "{took:?}");
+        let listed = discover_claude(&bench.home).unwrap().transcripts;
+        testing::stick(&stuck);
+        let (read, bench) = bench.tick_stuck(&listed, &stuck, ClaudeSource::read_discovery);
         assert_eq!(read.deadline_skipped, 1, "{:?}", read.problems);
-        let named = format!(
-            "{}: did not answer within the source deadline",
-            stuck.display()
-        );
-        assert!(
-            read.problems.iter().any(|p| p.starts_with(&named)),
-            "{:?}",
-            read.problems
-        );
         let id = |s: &Tracked| (s.info.id.clone(), s.was_read());
         let ids: Vec<(String, bool)> = read.sessions.iter().map(id).collect();
         assert_eq!(ids, [("a".to_owned(), true), ("z".to_owned(), false)]);
-        assert_eq!(row(&world), before, "its stored row stands as it was");
-        // Still stuck: not waited on again, whatever the deadline.
-        let long = std::time::Duration::from_secs(60);
-        let (read, _, took, world) = tick_over(world, &listed.transcripts, long).unwrap();
-        assert!(took < long / 2, "{took:?}");
-        assert_eq!(read.deadline_skipped, 1, "{:?}", read.problems);
-        assert_eq!(row(&world), before);
-        // The read still waits on the FIFO (a writer finds a reader there), and goes with it.
-        use std::os::unix::fs::OpenOptionsExt;
-        let nonblocking = 0o4000;
-        let writer = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nonblocking)
-            .open(&stuck);
-        assert!(writer.is_ok(), "no read waits on the FIFO: {writer:?}");
+        assert_eq!(bench.row("z"), before, "its stored row stands as it was");
+        let (again, bench) = bench.tick_still_stuck(&listed, ClaudeSource::read_discovery);
+        assert_eq!(again.deadline_skipped, 1, "{:?}", again.problems);
+        assert_eq!(bench.row("z"), before);
+        assert!(testing::unstick(&stuck), "the read left behind still waits");
     }
 
     #[test]

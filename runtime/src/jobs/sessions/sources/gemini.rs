@@ -247,11 +247,12 @@ fn take(reader: &mut GeminiReader, session: &mut Reading, ctx: &ReadContext<'_>)
 
 #[cfg(test)]
 mod tests {
-    use super::super::transcript::testing::{Bench, files};
+    use super::super::transcript::testing::{self, Bench, files};
     use super::*;
     use detect_core::Judgement;
     use proptest::prelude::*;
     use std::path::Path;
+    use std::time::Duration;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gemini/0.61.0");
 
@@ -332,6 +333,77 @@ mod tests {
         let (read, judged) = world.tick();
         assert!(read.sessions[0].was_read());
         assert!(!judged.trees[0].flagged, "{:?}", judged.trees[0]);
+    }
+
+    /// An idle tick opens no file: an unchanged session is known by its stored row, so a file
+    /// that would not answer (here a FIFO nobody writes to, in place of the file listed
+    /// unchanged) costs nothing.
+    #[test]
+    fn an_unchanged_file_is_not_opened() {
+        let mut bench = world("loop");
+        bench.tick();
+        let listed = discover_gemini(&bench.home).unwrap().transcripts;
+        let stuck = files(&bench.home, ".jsonl").remove(0);
+        testing::stick(&stuck);
+        let long = Duration::from_secs(60);
+        let (read, took, _) = bench
+            .tick_listed(&listed, long, GeminiSource::read_discovery)
+            .expect("the tick does not wait on the file");
+        assert!(took < long / 2, "{took:?}");
+        assert_eq!(read.deadline_skipped, 0, "{:?}", read.problems);
+        assert_eq!(read.sessions.len(), 1);
+        assert!(!read.sessions[0].was_read());
+        assert!(!testing::unstick(&stuck), "no read waits on the file");
+    }
+
+    /// A session file whose first line (its full id) does not answer once it was listed (a
+    /// stuck file system; here the file, listed grown, turns into a FIFO nobody writes to)
+    /// costs the source its deadline, not the tick: the problem names it, and every stored
+    /// row stands (its own, not known this tick, as an answer the deadline cut keeps the rows
+    /// no file claimed; the other's, not read past the deadline). While it is stuck a tick
+    /// does not wait on it again.
+    #[test]
+    fn a_file_whose_first_line_does_not_answer_keeps_every_row() {
+        let mut bench = world("loop");
+        let stuck = files(&bench.home, ".jsonl").remove(0);
+        let text = std::fs::read_to_string(&stuck).unwrap();
+        let other = stuck.with_file_name(
+            stuck
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace("797a7c17", "0000aaaa"),
+        );
+        std::fs::write(&other, text.replace("797a7c17", "0000aaaa")).unwrap();
+        let (first, _) = bench.tick();
+        let ids: Vec<String> = first.sessions.iter().map(|s| s.info.id.clone()).collect();
+        let before: Vec<_> = ids.iter().map(|id| bench.row(id)).collect();
+        let last = text.lines().last().unwrap();
+        for path in [&stuck, &other] {
+            let grown = std::fs::read_to_string(path).unwrap() + last + "\n";
+            std::fs::write(path, grown).unwrap();
+        }
+        let listed = discover_gemini(&bench.home).unwrap().transcripts;
+        testing::stick(&stuck);
+        let (read, bench) = bench.tick_stuck(&listed, &stuck, GeminiSource::read_discovery);
+        assert_eq!(read.deadline_skipped, 2, "{:?}", read.problems);
+        assert!(read.sessions.iter().all(|s| !s.was_read()));
+        let after: Vec<_> = ids.iter().map(|id| bench.row(id)).collect();
+        assert_eq!(after, before, "every stored row stands as it was");
+        let (again, bench) = bench.tick_still_stuck(&listed, GeminiSource::read_discovery);
+        assert_eq!(again.deadline_skipped, 1, "{:?}", again.problems);
+        let read_again = again.sessions.iter().any(Tracked::was_read);
+        assert!(read_again, "the other is read");
+        let stuck_at = ids
+            .iter()
+            .position(|id| id.starts_with("797a7c17"))
+            .unwrap();
+        assert_eq!(
+            bench.row(&ids[stuck_at]),
+            before[stuck_at],
+            "its row stands"
+        );
+        assert!(testing::unstick(&stuck), "the read left behind still waits");
     }
 
     proptest! {

@@ -465,10 +465,12 @@ pub(crate) mod testing {
 
     use super::super::{Answer, ReadContext, Source, SourceRead};
     use crate::jobs::sessions::tracked::judge;
-    use agentwatch_store::Store;
+    use agentwatch_store::{SessionCacheRow, Store};
+    use agentwatch_transcripts::{Discovery, Transcript};
     use detect_core::{DetectConfig, Judgement};
     use std::collections::HashSet;
     use std::path::Path;
+    use std::time::{Duration, Instant};
 
     /// One tick's read and judgement, its cache rows stored as the job stores them (sessions
     /// written more than an hour before `now_s` are stale).
@@ -567,12 +569,12 @@ pub(crate) mod testing {
         pub source: S,
     }
 
-    impl<S: Source> Bench<S> {
-        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
-        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+    impl<S: Source + 'static> Bench<S> {
+        /// An empty agent directory, read by `source`.
+        pub(crate) fn new(source: fn(std::path::PathBuf) -> S) -> Self {
             let dir = agentwatch_testkit::TempDir::new("aw-transcript-source");
             let home = dir.path.join("agent");
-            copy_tree(fixture, &home);
+            std::fs::create_dir_all(&home).unwrap();
             let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
             Self {
                 source: source(home.clone()),
@@ -582,9 +584,110 @@ pub(crate) mod testing {
             }
         }
 
+        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
+        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+            let bench = Self::new(source);
+            copy_tree(fixture, &bench.home);
+            bench
+        }
+
         pub(crate) fn tick(&mut self) -> (SourceRead, Judgement) {
             tick(&self.source, &mut self.store, now_s())
         }
+
+        /// A tick over `listed` (a listing taken earlier) through `read` (the source's read
+        /// of a listing), bounded by `deadline`, on a thread of its own and timed: `None` when
+        /// it does not return within 10 s (it hangs).
+        pub(crate) fn tick_listed(
+            mut self,
+            listed: &[Transcript],
+            deadline: Duration,
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> Option<(SourceRead, Duration, Self)> {
+            let discovery = Discovery {
+                transcripts: listed.to_vec(),
+                problems: Vec::new(),
+            };
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let source = &self.source;
+                let (answer, _) =
+                    tick_reading(source.name(), &mut self.store, now_s(), deadline, |ctx| {
+                        read(source, discovery, Instant::now() + ctx.deadline, ctx)
+                    });
+                let _ = tx.send((answer, started.elapsed(), self));
+            });
+            rx.recv_timeout(Duration::from_secs(10)).ok()
+        }
+
+        /// A tick over `listed` while its file `stuck` does not answer ([`stick`]), bounded
+        /// by a short deadline: it returns at the deadline (not when the file answers), with a
+        /// problem naming the file.
+        pub(crate) fn tick_stuck(
+            self,
+            listed: &[Transcript],
+            stuck: &Path,
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> (SourceRead, Self) {
+            let deadline = Duration::from_secs(2);
+            let (answer, took, bench) = self
+                .tick_listed(listed, deadline, read)
+                .expect("the tick returns at its deadline, not when the file answers");
+            assert!(took >= deadline && took < deadline * 3, "{took:?}");
+            let named = format!(
+                "{}: did not answer within the source deadline",
+                stuck.display()
+            );
+            let problems = &answer.problems;
+            assert!(
+                problems.iter().any(|p| p.starts_with(&named)),
+                "{problems:?}"
+            );
+            (answer, bench)
+        }
+
+        /// [`Self::tick_stuck`] again, bounded by a long deadline: it returns long before it
+        /// (the file is not waited on again).
+        pub(crate) fn tick_still_stuck(
+            self,
+            listed: &[Transcript],
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> (SourceRead, Self) {
+            let long = Duration::from_secs(60);
+            let (answer, took, bench) = self.tick_listed(listed, long, read).unwrap();
+            assert!(
+                took < long / 2,
+                "still stuck: not waited on again ({took:?})"
+            );
+            (answer, bench)
+        }
+
+        /// The stored row of session `id`.
+        pub(crate) fn row(&self, id: &str) -> SessionCacheRow {
+            let rows = self.store.session_cache(self.source.name()).unwrap();
+            rows.into_iter().find(|r| r.session_id == id).unwrap()
+        }
+    }
+
+    /// `path` (a file listed) turned into a FIFO nobody writes to: a read of it waits, as on a
+    /// stuck file system.
+    pub(crate) fn stick(path: &Path) {
+        std::fs::remove_file(path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    }
+
+    /// Whether a read still waits on the FIFO at `path` (a writer that does not wait finds a
+    /// reader there); the read goes on with the writer.
+    pub(crate) fn unstick(path: &Path) -> bool {
+        use std::os::unix::fs::OpenOptionsExt;
+        let nonblocking = 0o4000;
+        let writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nonblocking)
+            .open(path);
+        writer.is_ok()
     }
 
     /// The clock now, unix seconds.
