@@ -13,21 +13,23 @@
 //!   replaced is read again from the start.
 
 use super::transcript::{
-    Found, Pass, Reading, base_info, list_within, marker, read_listed, restore_file, stored, tail,
+    Found, Pass, Reading, Unchanged, base_info, identify_all, marker, read_listed, read_source,
+    read_within, restore_file, stored, tail,
 };
-use super::{Answer, ReadContext, Source, WakeOn};
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
 use crate::jobs::sessions::tracked::{self, Tracked, cached_rows};
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
-    ClaudeReader, FileCursor, Transcript, TranscriptKind, discover_claude, read_new,
+    ClaudeReader, Discovery, FileCursor, Transcript, TranscriptKind, discover_claude, read_new,
     read_subagent_meta, subagent_session_id,
 };
 use detect_core::Session;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The Claude Code transcripts of one configuration directory.
 #[derive(Debug)]
@@ -81,77 +83,130 @@ impl Source for ClaudeSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match list_within(&self.dir, ctx, discover_claude) {
-            Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e),
-        };
-        let found: Vec<Found> = discovery
-            .transcripts
-            .into_iter()
-            .filter_map(identify)
-            .collect();
-        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let read = read_listed("claude", &found, discovery.problems, ctx, |file, pass| {
-            let row = cache.remove(&file.id);
-            let sidechains = take_sidechain_rows(&mut cache, &file.id, &found);
+        read_source(
+            &self.name,
+            &self.dir,
+            ctx,
+            discover_claude,
+            |discovery, until| self.read_discovery(discovery, until, ctx),
+        )
+    }
+}
+
+impl ClaudeSource {
+    /// The transcripts listed, read by `until` ([`read_listed`]).
+    fn read_discovery(
+        &self,
+        discovery: Discovery,
+        until: Instant,
+        ctx: &ReadContext<'_>,
+    ) -> SourceRead {
+        let rows = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
+        let mut unchanged = None;
+        let mut listing = identify_all(discovery, rows, |t, rows| {
+            let unchanged = unchanged.get_or_insert_with(|| Unchanged::of(rows, flat_agent_id));
+            identify(t, rows, unchanged, until)
+        });
+        let sidechains = sidechain_rows(&mut listing.unclaimed, &listing.found);
+        read_listed("claude", listing, until, ctx, |file, pass| {
+            let sidechains = sidechains.get(&file.id).map_or(&[][..], Vec::as_slice);
             match pass {
-                Pass::Read => self.read_file(file, row, sidechains, ctx),
-                Pass::Keep => Ok(stored(&self.name, row.into_iter().chain(sidechains))),
+                Pass::Read => self.read_file(file, sidechains, until, ctx),
+                Pass::Keep => Ok(stored(
+                    &self.name,
+                    file.row.iter().chain(sidechains).cloned(),
+                )),
             }
-        });
-        Answer::Read(read)
+        })
     }
 }
 
-/// A transcript's session id and parent; a flat subagent file's from its first lines (`None`
-/// when they do not say: the file is not read until they do).
-fn identify(transcript: Transcript) -> Option<Found> {
-    if let TranscriptKind::ClaudeFlatAgent { agent_id } = &transcript.kind {
-        let parent = peek_session_id(&transcript.path)?;
-        return Some(Found {
-            id: subagent_session_id(&parent, agent_id),
-            parent: Some(parent),
-            transcript,
-            row: None,
+/// A transcript's session id, parent and stored row; a flat subagent file's id and parent
+/// from its stored row when the file is unchanged, else from its first lines, read by `until`
+/// (`None` when they do not say: the file is not read until they do).
+fn identify(
+    transcript: Transcript,
+    rows: &mut HashMap<String, SessionCacheRow>,
+    unchanged: &Unchanged,
+    until: Instant,
+) -> std::io::Result<Option<Found>> {
+    let (id, parent) = if let TranscriptKind::ClaudeFlatAgent { agent_id } = &transcript.kind {
+        let known = unchanged.id(agent_id, &transcript).and_then(|id| {
+            let (parent, _) = id.rsplit_once(AGENT_SEPARATOR)?;
+            Some(parent.to_owned())
         });
-    }
-    Some(Found {
-        id: transcript.session_id()?,
-        parent: transcript.parent_session_id().map(str::to_owned),
+        let parent = match known {
+            Some(parent) => parent,
+            None => match peek_session_id(&transcript.path, until)? {
+                Some(parent) => parent,
+                None => return Ok(None),
+            },
+        };
+        (subagent_session_id(&parent, agent_id), Some(parent))
+    } else {
+        let Some(id) = transcript.session_id() else {
+            return Ok(None);
+        };
+        (id, transcript.parent_session_id().map(str::to_owned))
+    };
+    Ok(Some(Found {
+        row: rows.remove(&id),
+        id,
+        parent,
         transcript,
-        row: None,
-    })
+    }))
 }
 
-/// The `sessionId` of the first lines of a flat subagent file (its parent's).
-fn peek_session_id(path: &Path) -> Option<String> {
-    let new = read_new(path, &FileCursor::default(), 256 << 10).ok()?;
+/// What a subagent's session id holds before its agent id ([`subagent_session_id`]).
+const AGENT_SEPARATOR: &str = ":agent-";
+
+/// The agent id a subagent's session id holds (a flat agent file's name holds it too).
+fn flat_agent_id(id: &str) -> Option<&str> {
+    Some(id.rsplit_once(AGENT_SEPARATOR)?.1)
+}
+
+/// The `sessionId` of the first lines of a flat subagent file (its parent's), read by
+/// `until`.
+fn peek_session_id(path: &Path, until: Instant) -> std::io::Result<Option<String>> {
+    let new = read_within(path, until, |path| {
+        read_new(path, &FileCursor::default(), 256 << 10)
+    })?;
     let mut reader = ClaudeReader::new(agentwatch_transcripts::FileKind::from_file_name(
         &path.display().to_string(),
     ));
     for line in new.lines() {
         reader.push_line(line);
         if let Some(parent) = &reader.meta().parent_session_id {
-            return Some(parent.clone());
+            return Ok(Some(parent.clone()));
         }
     }
-    None
+    Ok(None)
 }
 
-/// The stored rows of a main transcript's inline sidechains: ids `{main}:…` that no file of
-/// their own claims.
-fn take_sidechain_rows(
-    cache: &mut HashMap<String, SessionCacheRow>,
-    main: &str,
+/// The stored rows of the main transcripts' inline sidechains, by main session: ids
+/// `{main}:…` that no file of their own claimed, taken out of `unclaimed`.
+fn sidechain_rows(
+    unclaimed: &mut HashMap<String, SessionCacheRow>,
     found: &[Found],
-) -> Vec<SessionCacheRow> {
-    let prefix = format!("{main}:");
-    let ids: Vec<String> = cache
+) -> HashMap<String, Vec<SessionCacheRow>> {
+    let mains: HashSet<&str> = found.iter().map(|f| f.id.as_str()).collect();
+    let owned: Vec<(String, String)> = unclaimed
         .keys()
-        .filter(|id| id.starts_with(&prefix) && !found.iter().any(|f| &f.id == *id))
-        .cloned()
+        .filter_map(|id| {
+            let main = id
+                .match_indices(':')
+                .map(|(at, _)| &id[..at])
+                .find(|main| mains.contains(main))?;
+            Some((main.to_owned(), id.clone()))
+        })
         .collect();
-    ids.into_iter().filter_map(|id| cache.remove(&id)).collect()
+    let mut out: HashMap<String, Vec<SessionCacheRow>> = HashMap::new();
+    for (main, id) in owned {
+        if let Some(row) = unclaimed.remove(&id) {
+            out.entry(main).or_default().push(row);
+        }
+    }
+    out
 }
 
 impl ClaudeSource {
@@ -160,27 +215,30 @@ impl ClaudeSource {
     fn read_file(
         &self,
         file: &Found,
-        row: Option<SessionCacheRow>,
-        sidechains: Vec<SessionCacheRow>,
+        sidechains: &[SessionCacheRow],
+        until: Instant,
         ctx: &ReadContext<'_>,
     ) -> std::io::Result<Vec<Tracked>> {
         let marker = marker(&file.transcript);
-        if let Some(row) = row.as_ref().filter(|r| r.updated_ms == Some(marker))
+        if let Some(row) = file.row.as_ref().filter(|r| r.updated_ms == Some(marker))
             && let Some(stored) = Tracked::stored(&self.name, row.clone())
         {
             let mut kept = vec![stored];
             kept.extend(
                 sidechains
-                    .into_iter()
-                    .filter_map(|r| Tracked::stored(&self.name, r)),
+                    .iter()
+                    .filter_map(|r| Tracked::stored(&self.name, r.clone())),
             );
             return Ok(kept);
         }
-        let restored = row.as_ref().and_then(|r| restore_file::<FileState>(r, ctx));
+        let restored = file
+            .row
+            .as_ref()
+            .and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut main) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
             None => (
-                self.new_state(file),
+                self.new_state(file, until),
                 Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
             ),
         };
@@ -189,7 +247,7 @@ impl ClaudeSource {
             file: cursor,
             reader,
         } = &mut state;
-        tail(&file.transcript.path, cursor, |new| {
+        tail(&file.transcript.path, cursor, until, |new| {
             if new.restarted {
                 reader.reset();
                 main = Reading::new(base_info(&file.id, file.parent.as_deref()), ctx);
@@ -197,7 +255,7 @@ impl ClaudeSource {
             }
             reader.push_text(new);
             main.push(&reader.take_calls());
-            self.push_sidechains(reader, &mut children, &sidechains, ctx);
+            self.push_sidechains(reader, &mut children, sidechains, ctx);
         })?;
         let cursor = serde_json::to_string(&state).ok();
         let mut sessions = vec![self.live(main, &state.reader, cursor, marker)];
@@ -210,20 +268,21 @@ impl ClaudeSource {
         // Sidechains with nothing new keep their stored rows.
         sessions.extend(
             sidechains
-                .into_iter()
+                .iter()
                 .filter(|r| !read_children.contains(&r.session_id))
-                .filter_map(|r| Tracked::stored(&self.name, r)),
+                .filter_map(|r| Tracked::stored(&self.name, r.clone())),
         );
         Ok(sessions)
     }
 
     /// A reader for a file read from its start, knowing what its path says (a subagent's
-    /// type from its `.meta.json`).
-    fn new_state(&self, file: &Found) -> FileState {
+    /// type from its `.meta.json`, read by `until`: one that does not answer, like one that
+    /// does not read, leaves the type unknown; the type only labels the session).
+    fn new_state(&self, file: &Found, until: Instant) -> FileState {
         let agent_type = file
             .transcript
             .meta_path()
-            .and_then(|path| read_subagent_meta(&path).ok())
+            .and_then(|path| read_within(&path, until, read_subagent_meta).ok())
             .and_then(|meta| meta.agent_type);
         FileState {
             file: FileCursor::default(),
@@ -297,7 +356,7 @@ impl ClaudeSource {
 #[cfg(test)]
 mod tests {
     use super::super::SourceRead;
-    use super::super::transcript::testing::{self, now_s};
+    use super::super::transcript::testing::{self, Bench, now_s};
     use super::*;
     use agentwatch_store::Store;
     use detect_core::Judgement;
@@ -357,11 +416,7 @@ mod tests {
         let bytes = fixture("loop");
         let mut world = World::new();
         let path = world.file("s.jsonl");
-        let half = bytes[..bytes.len() / 2]
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .unwrap();
-        std::fs::write(&path, &bytes[..=half]).unwrap();
+        std::fs::write(&path, first_half(&bytes)).unwrap();
         let (first, _) = world.tick(now_s());
         assert!(first.sessions.iter().all(Tracked::was_read));
         let (idle, _) = world.tick(now_s());
@@ -387,11 +442,7 @@ mod tests {
         let mut world = World::new();
         let path = world.file("s.jsonl");
         let other = world.file("t.jsonl");
-        let half = bytes[..bytes.len() / 2]
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .unwrap();
-        std::fs::write(&path, &bytes[..=half]).unwrap();
+        std::fs::write(&path, first_half(&bytes)).unwrap();
         std::fs::write(&other, fixture("healthy")).unwrap();
         let (first, before) = world.tick(now_s());
         assert_eq!(first.deadline_skipped, 0);
@@ -416,6 +467,47 @@ mod tests {
         std::fs::write(world.file("s.jsonl"), s).unwrap();
         std::fs::write(world.file("t.jsonl"), t).unwrap();
         world.tick(now_s()).1
+    }
+
+    /// The first half of a fixture's lines.
+    fn first_half(bytes: &[u8]) -> &[u8] {
+        let half = bytes[..bytes.len() / 2]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .unwrap();
+        &bytes[..=half]
+    }
+
+    /// A transcript whose read does not answer once it was listed (a stuck file system; here
+    /// the file, listed grown, turns into a FIFO nobody writes to) costs the source its
+    /// deadline, not the tick: the files before it are read, its stored row stands (not gone,
+    /// not read from zero) with a problem naming it, and while it is stuck a tick does not
+    /// wait on it again: the read left waiting is on a thread of its own.
+    #[test]
+    fn a_file_whose_read_does_not_answer_keeps_its_row_and_costs_the_deadline() {
+        let (looping, healthy) = (fixture("loop"), fixture("healthy"));
+        let mut bench = Bench::new(ClaudeSource::at);
+        let project = bench.home.join("projects/-p");
+        std::fs::create_dir_all(&project).unwrap();
+        let (read_path, stuck) = (project.join("a.jsonl"), project.join("z.jsonl"));
+        std::fs::write(&read_path, first_half(&healthy)).unwrap();
+        std::fs::write(&stuck, first_half(&looping)).unwrap();
+        bench.tick();
+        let before = bench.row("z");
+        std::fs::write(&read_path, &healthy).unwrap();
+        std::fs::write(&stuck, &looping).unwrap();
+        let listed = discover_claude(&bench.home).unwrap().transcripts;
+        testing::stick(&stuck);
+        let (read, bench) = bench.tick_stuck(&listed, &stuck, ClaudeSource::read_discovery);
+        assert_eq!(read.deadline_skipped, 1, "{:?}", read.problems);
+        let id = |s: &Tracked| (s.info.id.clone(), s.was_read());
+        let ids: Vec<(String, bool)> = read.sessions.iter().map(id).collect();
+        assert_eq!(ids, [("a".to_owned(), true), ("z".to_owned(), false)]);
+        assert_eq!(bench.row("z"), before, "its stored row stands as it was");
+        let (again, bench) = bench.tick_still_stuck(&listed, ClaudeSource::read_discovery);
+        assert_eq!(again.deadline_skipped, 1, "{:?}", again.problems);
+        assert_eq!(bench.row("z"), before);
+        assert!(testing::unstick(&stuck), "the read left behind still waits");
     }
 
     #[test]

@@ -11,19 +11,21 @@
 //!   stored reader and detector.
 
 use super::transcript::{
-    Found, Pass, Reading, WHOLE_BYTES, base_info, list_within, marker, read_listed, restore_file,
-    stored, stored_parent, tail,
+    Found, Reading, base_info, marker, read_each, read_source, read_whole, read_within,
+    restore_file, stored_parent, tail,
 };
-use super::{Answer, ReadContext, Source, WakeOn};
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{Tracked, cached_rows};
+use crate::jobs::sessions::tracked::Tracked;
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
-    CodexReader, FileCursor, Transcript, discover_codex, peek_codex, read_transcript,
+    CodexMeta, CodexReader, Discovery, FileCursor, Transcript, discover_codex, peek_codex,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The Codex CLI rollouts of one Codex home.
 #[derive(Debug)]
@@ -75,68 +77,81 @@ impl Source for CodexSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match list_within(&self.dir, ctx, discover_codex) {
-            Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e),
-        };
-        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let found: Vec<Found> = discovery
-            .transcripts
-            .into_iter()
-            .filter_map(|t| identify(t, &mut cache, ctx))
-            .collect();
-        let read = read_listed(
-            "codex",
-            &found,
-            discovery.problems,
+        read_source(
+            &self.name,
+            &self.dir,
             ctx,
-            |file, pass| match pass {
-                Pass::Read => self.read_file(file, ctx).map(|session| vec![session]),
-                Pass::Keep => Ok(stored(&self.name, file.row.clone())),
-            },
-        );
-        Answer::Read(read)
+            discover_codex,
+            |discovery, until| self.read_discovery(discovery, until, ctx),
+        )
+    }
+}
+
+impl CodexSource {
+    /// The rollouts listed, read by `until` ([`read_listed`]).
+    fn read_discovery(
+        &self,
+        discovery: Discovery,
+        until: Instant,
+        ctx: &ReadContext<'_>,
+    ) -> SourceRead {
+        read_each(
+            "codex",
+            &self.name,
+            discovery,
+            until,
+            ctx,
+            |t, rows| identify(t, rows, until, ctx),
+            |file| self.read_file(file, until, ctx),
+        )
     }
 }
 
 /// A rollout's thread id (its file name's, else its first lines') and parent (its stored
-/// row's, else its first lines' for a file written since the cutoff); `None` when its lines
-/// do not say yet.
+/// row's, else its first lines' for a file written since the cutoff), its first lines read by
+/// `until`; `None` when its lines do not say yet.
 fn identify(
     transcript: Transcript,
-    cache: &mut std::collections::HashMap<String, SessionCacheRow>,
+    rows: &mut HashMap<String, SessionCacheRow>,
+    until: Instant,
     ctx: &ReadContext<'_>,
-) -> Option<Found> {
+) -> std::io::Result<Option<Found>> {
     let recent = ctx
         .cutoff_ms
         .is_none_or(|cutoff| transcript.mtime_ms >= cutoff);
-    let mut peeked = None;
+    let peek = || read_within(&transcript.path, until, peek_codex);
+    let mut peeked: Option<CodexMeta> = None;
     let id = match transcript.session_id() {
         Some(id) => id,
-        None => peeked
-            .insert(peek_codex(&transcript.path).ok()?)
-            .thread_id
-            .clone()?,
+        None => match peeked.insert(peek()?).thread_id.clone() {
+            Some(id) => id,
+            None => return Ok(None),
+        },
     };
-    let row = cache.remove(&id);
+    let row = rows.remove(&id);
     let parent = match (&row, peeked) {
         (Some(row), _) => stored_parent(Some(row)),
         (None, Some(meta)) => meta.parent_thread_id,
-        (None, None) if recent => peek_codex(&transcript.path).ok()?.parent_thread_id,
+        (None, None) if recent => peek()?.parent_thread_id,
         (None, None) => None,
     };
-    Some(Found {
+    Ok(Some(Found {
         transcript,
         id,
         parent,
         row,
-    })
+    }))
 }
 
 impl CodexSource {
     /// One rollout's thread: kept from the store when the file is unchanged, else read from
     /// the stored cursor (or from the start; a compressed one whole).
-    fn read_file(&self, file: &Found, ctx: &ReadContext<'_>) -> std::io::Result<Tracked> {
+    fn read_file(
+        &self,
+        file: &Found,
+        until: Instant,
+        ctx: &ReadContext<'_>,
+    ) -> std::io::Result<Tracked> {
         let marker = marker(&file.transcript);
         if let Some(row) = file.row.as_ref().filter(|r| r.updated_ms == Some(marker))
             && let Some(stored) = Tracked::stored(&self.name, row.clone())
@@ -161,7 +176,7 @@ impl CodexSource {
         };
         if file.transcript.read_whole() {
             // zstd has no tail: the whole rollout, finished (Codex compresses closed threads).
-            let bytes = read_transcript(&file.transcript.path, WHOLE_BYTES)?;
+            let bytes = read_whole(&file.transcript.path, until)?;
             for line in bytes.split(|b| *b == b'\n') {
                 state.reader.push_line(line);
             }
@@ -173,7 +188,7 @@ impl CodexSource {
             file: cursor,
             reader,
         } = &mut state;
-        tail(&file.transcript.path, cursor, |new| {
+        tail(&file.transcript.path, cursor, until, |new| {
             if new.restarted {
                 reader.reset();
                 thread = Reading::new(base_info(&file.id, file.parent.as_deref()), ctx);

@@ -13,20 +13,22 @@
 //! - Stale, unchanged and grown files are handled as Claude Code's ([`super::claude`]).
 
 use super::transcript::{
-    Found, Pass, Reading, WHOLE_BYTES, base_info, list_within, marker, read_listed, restore_file,
-    stored, tail,
+    Found, Reading, Unchanged, base_info, marker, read_each, read_source, read_whole, read_within,
+    restore_file, tail,
 };
-use super::{Answer, ReadContext, Source, WakeOn};
+use super::{Answer, ReadContext, Source, SourceRead, WakeOn};
 use crate::config::{Config, Env};
 use crate::jobs::sessions::agent::Agent;
-use crate::jobs::sessions::tracked::{Tracked, cached_rows};
+use crate::jobs::sessions::tracked::Tracked;
 use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
-    FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini, read_transcript,
+    Discovery, FileCursor, GeminiReader, Transcript, discover_gemini, peek_gemini,
 };
 use detect_core::Call;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The Gemini CLI sessions of one `.gemini` directory.
 #[derive(Debug)]
@@ -80,40 +82,77 @@ impl Source for GeminiSource {
     }
 
     fn read(&self, ctx: &ReadContext<'_>) -> Answer {
-        let discovery = match list_within(&self.dir, ctx, discover_gemini) {
-            Ok(discovery) => discovery,
-            Err(e) => return Answer::Failed(self.name.clone(), e),
-        };
-        let found: Vec<Found> = discovery
-            .transcripts
-            .into_iter()
-            .filter_map(identify)
-            .collect();
-        let mut cache = cached_rows(ctx.store, &self.name, ctx.detector, ctx.full_read);
-        let read = read_listed("gemini", &found, discovery.problems, ctx, |file, pass| {
-            let row = cache.remove(&file.id);
-            match pass {
-                Pass::Read => self.read_file(file, row, ctx).map(|session| vec![session]),
-                Pass::Keep => Ok(stored(&self.name, row)),
-            }
-        });
-        Answer::Read(read)
+        read_source(
+            &self.name,
+            &self.dir,
+            ctx,
+            discover_gemini,
+            |discovery, until| self.read_discovery(discovery, until, ctx),
+        )
     }
 }
 
-/// A session file's id (a subagent's from its path, a session's from its first line) and
-/// parent; `None` until its first line says.
-fn identify(transcript: Transcript) -> Option<Found> {
-    let id = match transcript.session_id() {
-        Some(id) => id,
-        None => peek_gemini(&transcript.path).ok()?.session_id?,
+impl GeminiSource {
+    /// The session files listed, read by `until` ([`read_listed`]).
+    fn read_discovery(
+        &self,
+        discovery: Discovery,
+        until: Instant,
+        ctx: &ReadContext<'_>,
+    ) -> SourceRead {
+        let mut unchanged = None;
+        read_each(
+            "gemini",
+            &self.name,
+            discovery,
+            until,
+            ctx,
+            |t, rows| {
+                let unchanged =
+                    unchanged.get_or_insert_with(|| Unchanged::of(rows, |id| id.get(..8)));
+                identify(t, rows, unchanged, until)
+            },
+            |file| self.read_file(file, until, ctx),
+        )
+    }
+}
+
+/// A session file's id (a subagent's from its path, a session's from its stored row when the
+/// file is unchanged, else from its first line, read by `until`), parent and stored row;
+/// `None` until its first line says.
+fn identify(
+    transcript: Transcript,
+    rows: &mut HashMap<String, SessionCacheRow>,
+    unchanged: &Unchanged,
+    until: Instant,
+) -> std::io::Result<Option<Found>> {
+    let known = || {
+        let name = transcript.path.file_name()?.to_str()?;
+        unchanged.id(short_id(name.split('.').next()?)?, &transcript)
     };
-    Some(Found {
+    let id = match transcript.session_id().or_else(known) {
+        Some(id) => id,
+        None => match read_within(&transcript.path, until, peek_gemini)?.session_id {
+            Some(id) => id,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(Found {
         parent: transcript.parent_session_id().map(str::to_owned),
+        row: rows.remove(&id),
         id,
         transcript,
-        row: None,
-    })
+    }))
+}
+
+/// What a main session file's name (`session-<time>-<8 hex>`, without its extension) holds of
+/// its session's id: the id's first 8 characters.
+fn short_id(name: &str) -> Option<&str> {
+    let short = name.get(name.len().checked_sub(8)?..)?;
+    short
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit())
+        .then_some(short)
 }
 
 impl GeminiSource {
@@ -122,16 +161,19 @@ impl GeminiSource {
     fn read_file(
         &self,
         file: &Found,
-        row: Option<SessionCacheRow>,
+        until: Instant,
         ctx: &ReadContext<'_>,
     ) -> std::io::Result<Tracked> {
         let marker = marker(&file.transcript);
-        if let Some(row) = row.as_ref().filter(|r| r.updated_ms == Some(marker))
+        if let Some(row) = file.row.as_ref().filter(|r| r.updated_ms == Some(marker))
             && let Some(stored) = Tracked::stored(&self.name, row.clone())
         {
             return Ok(stored);
         }
-        let restored = row.as_ref().and_then(|r| restore_file::<FileState>(r, ctx));
+        let restored = file
+            .row
+            .as_ref()
+            .and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut session) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored)),
             None => (
@@ -149,10 +191,10 @@ impl GeminiSource {
         if file.transcript.read_whole() {
             // Rewritten whole on every update: the reader compares the new history with the
             // one it handed out.
-            reader.push_document(&read_transcript(&file.transcript.path, WHOLE_BYTES)?);
+            reader.push_document(&read_whole(&file.transcript.path, until)?);
             take(reader, &mut session, ctx);
         } else {
-            tail(&file.transcript.path, cursor, |new| {
+            tail(&file.transcript.path, cursor, until, |new| {
                 if new.restarted {
                     reader.reset();
                 }
@@ -205,11 +247,12 @@ fn take(reader: &mut GeminiReader, session: &mut Reading, ctx: &ReadContext<'_>)
 
 #[cfg(test)]
 mod tests {
-    use super::super::transcript::testing::{Bench, files};
+    use super::super::transcript::testing::{self, Bench, files};
     use super::*;
     use detect_core::Judgement;
     use proptest::prelude::*;
     use std::path::Path;
+    use std::time::Duration;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gemini/0.61.0");
 
@@ -290,6 +333,77 @@ mod tests {
         let (read, judged) = world.tick();
         assert!(read.sessions[0].was_read());
         assert!(!judged.trees[0].flagged, "{:?}", judged.trees[0]);
+    }
+
+    /// An idle tick opens no file: an unchanged session is known by its stored row, so a file
+    /// that would not answer (here a FIFO nobody writes to, in place of the file listed
+    /// unchanged) costs nothing.
+    #[test]
+    fn an_unchanged_file_is_not_opened() {
+        let mut bench = world("loop");
+        bench.tick();
+        let listed = discover_gemini(&bench.home).unwrap().transcripts;
+        let stuck = files(&bench.home, ".jsonl").remove(0);
+        testing::stick(&stuck);
+        let long = Duration::from_secs(60);
+        let (read, took, _) = bench
+            .tick_listed(&listed, long, GeminiSource::read_discovery)
+            .expect("the tick does not wait on the file");
+        assert!(took < long / 2, "{took:?}");
+        assert_eq!(read.deadline_skipped, 0, "{:?}", read.problems);
+        assert_eq!(read.sessions.len(), 1);
+        assert!(!read.sessions[0].was_read());
+        assert!(!testing::unstick(&stuck), "no read waits on the file");
+    }
+
+    /// A session file whose first line (its full id) does not answer once it was listed (a
+    /// stuck file system; here the file, listed grown, turns into a FIFO nobody writes to)
+    /// costs the source its deadline, not the tick: the problem names it, and every stored
+    /// row stands (its own, not known this tick, as an answer the deadline cut keeps the rows
+    /// no file claimed; the other's, not read past the deadline). While it is stuck a tick
+    /// does not wait on it again.
+    #[test]
+    fn a_file_whose_first_line_does_not_answer_keeps_every_row() {
+        let mut bench = world("loop");
+        let stuck = files(&bench.home, ".jsonl").remove(0);
+        let text = std::fs::read_to_string(&stuck).unwrap();
+        let other = stuck.with_file_name(
+            stuck
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace("797a7c17", "0000aaaa"),
+        );
+        std::fs::write(&other, text.replace("797a7c17", "0000aaaa")).unwrap();
+        let (first, _) = bench.tick();
+        let ids: Vec<String> = first.sessions.iter().map(|s| s.info.id.clone()).collect();
+        let before: Vec<_> = ids.iter().map(|id| bench.row(id)).collect();
+        let last = text.lines().last().unwrap();
+        for path in [&stuck, &other] {
+            let grown = std::fs::read_to_string(path).unwrap() + last + "\n";
+            std::fs::write(path, grown).unwrap();
+        }
+        let listed = discover_gemini(&bench.home).unwrap().transcripts;
+        testing::stick(&stuck);
+        let (read, bench) = bench.tick_stuck(&listed, &stuck, GeminiSource::read_discovery);
+        assert_eq!(read.deadline_skipped, 2, "{:?}", read.problems);
+        assert!(read.sessions.iter().all(|s| !s.was_read()));
+        let after: Vec<_> = ids.iter().map(|id| bench.row(id)).collect();
+        assert_eq!(after, before, "every stored row stands as it was");
+        let (again, bench) = bench.tick_still_stuck(&listed, GeminiSource::read_discovery);
+        assert_eq!(again.deadline_skipped, 1, "{:?}", again.problems);
+        let read_again = again.sessions.iter().any(Tracked::was_read);
+        assert!(read_again, "the other is read");
+        let stuck_at = ids
+            .iter()
+            .position(|id| id.starts_with("797a7c17"))
+            .unwrap();
+        assert_eq!(
+            bench.row(&ids[stuck_at]),
+            before[stuck_at],
+            "its row stands"
+        );
+        assert!(testing::unstick(&stuck), "the read left behind still waits");
     }
 
     proptest! {

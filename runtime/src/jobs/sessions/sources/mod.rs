@@ -57,7 +57,8 @@ pub struct ReadContext<'a> {
     /// What the event streams said changed (`--follow`).
     pub focus: Option<&'a Focus>,
     /// How long one source's read may take (`opencode.source_deadline_s`): a server's requests
-    /// are cut at it, a transcript source reads no further file past it. What it leaves unread
+    /// are cut at it, a transcript source reads no further file past it and leaves a file read
+    /// that does not answer by then waiting on a thread of its own. What it leaves unread
     /// keeps its stored row and makes the answer incomplete.
     pub deadline: std::time::Duration,
     /// Roots of the open alerts: a source that reads only active sessions still looks these up,

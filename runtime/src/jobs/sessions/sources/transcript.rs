@@ -1,14 +1,20 @@
 //! What the transcript sources (Claude Code, Codex CLI, Gemini CLI) share: a file's change
 //! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
 
-use super::{ReadContext, SourceRead, count};
-use crate::jobs::sessions::tracked::{self, Restored, Tracked, active_with_ancestors, newest_call};
+use super::{Answer, ReadContext, SourceRead, count};
+use crate::jobs::sessions::tracked::{
+    self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
+};
 use agentwatch_opencode::lite::Spend;
 use agentwatch_store::SessionCacheRow;
-use agentwatch_transcripts::{FileCursor, NewText, Transcript, read_new};
+use agentwatch_transcripts::{
+    Discovery, FileCursor, NewText, Transcript, read_new, read_transcript,
+};
 use detect_core::{Call, Session, SessionDetector};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::io;
 use std::path::Path;
+use std::time::Instant;
 
 /// Bytes of a transcript read per call of the tail (a line longer than this is dropped and
 /// counted: tool results this large are not worth judging).
@@ -58,7 +64,7 @@ pub(crate) struct Found {
     pub transcript: Transcript,
     pub id: String,
     pub parent: Option<String>,
-    /// Its stored row, when the source took it while identifying the file.
+    /// Its stored row, taken while identifying the file.
     pub row: Option<SessionCacheRow>,
 }
 
@@ -67,7 +73,8 @@ pub(crate) struct Found {
 pub(crate) enum Pass {
     /// Read it from its stored row on.
     Read,
-    /// Not read this tick (the source's deadline passed): its stored rows stand as they are.
+    /// Not read this tick (the source's deadline passed, or the file's read did not answer by
+    /// it): its stored rows stand as they are.
     Keep,
 }
 
@@ -81,47 +88,164 @@ pub(crate) fn stored(
         .collect()
 }
 
+/// A transcript source's answer: `dir` listed by `list` ([`list_within`]), the listing read
+/// by `read` within the source's deadline from now (the `until` it is given).
+pub(crate) fn read_source(
+    name: &str,
+    dir: &Path,
+    ctx: &ReadContext<'_>,
+    list: fn(&Path) -> io::Result<Discovery>,
+    read: impl FnOnce(Discovery, Instant) -> SourceRead,
+) -> Answer {
+    let until = Instant::now() + ctx.deadline;
+    match list_within(dir, ctx, list) {
+        Ok(discovery) => Answer::Read(read(discovery, until)),
+        Err(e) => Answer::Failed(name.to_owned(), e),
+    }
+}
+
+/// [`read_listed`] for a source whose every file is one session: each identified by
+/// `identify` ([`identify_all`]), read by `read_file`, or kept as its stored row.
+pub(crate) fn read_each(
+    agent: &str,
+    name: &str,
+    discovery: Discovery,
+    until: Instant,
+    ctx: &ReadContext<'_>,
+    identify: impl FnMut(Transcript, &mut HashMap<String, SessionCacheRow>) -> io::Result<Option<Found>>,
+    mut read_file: impl FnMut(&Found) -> io::Result<Tracked>,
+) -> SourceRead {
+    let rows = cached_rows(ctx.store, name, ctx.detector, ctx.full_read);
+    let listing = identify_all(discovery, rows, identify);
+    read_listed(agent, listing, until, ctx, |file, pass| match pass {
+        Pass::Read => read_file(file).map(|session| vec![session]),
+        Pass::Keep => Ok(stored(name, file.row.clone())),
+    })
+}
+
+/// A source's listing, each file known as the session it is ([`identify_all`]).
+#[derive(Debug)]
+pub(crate) struct Listing {
+    pub found: Vec<Found>,
+    pub problems: Vec<String>,
+    /// Stored rows no file found claims: sessions gone, or in files not identified.
+    pub unclaimed: HashMap<String, SessionCacheRow>,
+    /// Files not identified because their first lines did not answer within the deadline.
+    late: usize,
+}
+
+/// The files of `discovery`, each identified by `identify` (its session and parent, its
+/// stored row taken from the rows given; `Ok(None)`: its lines do not say yet, it is left out
+/// until they do). A file whose first lines do not answer within the source's deadline
+/// ([`read_within`]) is a problem naming it and counts as skipped by the deadline.
+pub(crate) fn identify_all(
+    discovery: Discovery,
+    mut rows: HashMap<String, SessionCacheRow>,
+    mut identify: impl FnMut(
+        Transcript,
+        &mut HashMap<String, SessionCacheRow>,
+    ) -> io::Result<Option<Found>>,
+) -> Listing {
+    let mut listing = Listing {
+        found: Vec::with_capacity(discovery.transcripts.len()),
+        problems: discovery.problems,
+        unclaimed: HashMap::new(),
+        late: 0,
+    };
+    for transcript in discovery.transcripts {
+        let path = transcript.path.clone();
+        match identify(transcript, &mut rows) {
+            Ok(found) => listing.found.extend(found),
+            Err(e) if is_late(&e) => {
+                listing.late += 1;
+                listing.problems.push(format!("{}: {e}", path.display()));
+            }
+            // As when its lines do not say yet: the file is known once they can be read.
+            Err(_) => {}
+        }
+    }
+    listing.unclaimed = rows;
+    listing
+}
+
+/// The stored rows' ids by what a file's name holds of them and the file's change marker when
+/// it was read: a file unchanged since is the session its row is, without its first lines
+/// read again (only they hold a Gemini session's full id, a Claude flat agent's parent), so an
+/// idle tick reads no file.
+#[derive(Debug)]
+pub(crate) struct Unchanged(HashMap<(String, i64), String>);
+
+impl Unchanged {
+    /// `rows` by `named`: what a file's name holds of a row's id (`None`: nothing).
+    pub(crate) fn of(
+        rows: &HashMap<String, SessionCacheRow>,
+        named: impl Fn(&str) -> Option<&str>,
+    ) -> Self {
+        let by_name = rows
+            .iter()
+            .filter_map(|(id, row)| Some(((named(id)?.to_owned(), row.updated_ms?), id.clone())));
+        Self(by_name.collect())
+    }
+
+    /// The id of the session `transcript` was read as, when its name holds `named` of it and
+    /// it did not change since.
+    pub(crate) fn id(&self, named: &str, transcript: &Transcript) -> Option<String> {
+        self.0.get(&(named.to_owned(), marker(transcript))).cloned()
+    }
+}
+
 /// A transcript source's answer: the files written since the stale cutoff (and their
 /// ancestors) read by `read_one`, the others listed as stale, every failure a problem, and
 /// its part of the tick's `sources=` line (`{agent} 3 sessions`). Once the source's deadline
-/// ([`ReadContext::deadline`]) passed, no further file is read: each keeps its stored rows
-/// ([`Pass::Keep`]) and is counted in [`SourceRead::deadline_skipped`] (the deadline is looked
-/// at between files; the listing before them is bounded by it too, [`list_within`]).
+/// (`until`, [`ReadContext::deadline`] from the start of its read) passed, no further file is
+/// read: each keeps its stored rows ([`Pass::Keep`]) and is counted in
+/// [`SourceRead::deadline_skipped`]. A file whose read does not answer by then (a stuck file
+/// system: `read_one` reads through [`read_within`]) is kept the same way, with a problem
+/// naming it. An answer the deadline cut also keeps the rows no file claimed (a file not
+/// identified in time is not known).
 pub(crate) fn read_listed(
     agent: &str,
-    found: &[Found],
-    problems: Vec<String>,
+    listing: Listing,
+    until: Instant,
     ctx: &ReadContext<'_>,
-    mut read_one: impl FnMut(&Found, Pass) -> std::io::Result<Vec<Tracked>>,
+    mut read_one: impl FnMut(&Found, Pass) -> io::Result<Vec<Tracked>>,
 ) -> SourceRead {
-    let until = std::time::Instant::now() + ctx.deadline;
     let keep = active(
-        found
+        listing
+            .found
             .iter()
             .map(|f| (f.id.as_str(), f.parent.as_deref(), &f.transcript)),
         ctx,
     );
     let mut read = SourceRead {
         cached: true,
-        problems,
+        problems: listing.problems,
+        deadline_skipped: listing.late,
         ..SourceRead::default()
     };
-    for file in found {
+    for file in &listing.found {
         if !keep.contains(file.id.as_str()) {
             read.stale.push(file.id.clone());
             continue;
         }
-        let pass = if std::time::Instant::now() < until {
+        let pass = if Instant::now() < until {
             Pass::Read
         } else {
             read.deadline_skipped += 1;
             Pass::Keep
         };
-        match read_one(file, pass) {
+        let path = file.transcript.path.display();
+        let answer = match read_one(file, pass) {
+            Err(e) if is_late(&e) => {
+                read.deadline_skipped += 1;
+                read.problems.push(format!("{path}: {e}"));
+                read_one(file, Pass::Keep)
+            }
+            answer => answer,
+        };
+        match answer {
             Ok(sessions) => read.sessions.extend(sessions),
-            Err(e) => read
-                .problems
-                .push(format!("{}: {e}", file.transcript.path.display())),
+            Err(e) => read.problems.push(format!("{path}: {e}")),
         }
     }
     if read.deadline_skipped > 0 {
@@ -130,9 +254,39 @@ pub(crate) fn read_listed(
             count(read.deadline_skipped, "file"),
             ctx.deadline
         ));
+        read.keep_rows = listing.unclaimed.into_keys().collect();
     }
     read.line = format!("{agent} {}", count(read.sessions.len(), "session"));
     read
+}
+
+/// A file's read that did not answer within the source's deadline ([`read_within`]).
+#[derive(Debug, thiserror::Error)]
+#[error("did not answer within the source deadline: kept for the next tick")]
+struct Late;
+
+/// Whether `e` is a read cut by the source's deadline ([`Late`]).
+fn is_late(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|e| e.is::<Late>())
+}
+
+/// `read` of the file (or directory) at `path` (a chunk of a tail, a whole file, its first
+/// lines, a listing), owned in and out, run by [`within`]: an answer that does not come before
+/// `until` (a stuck file system) is a [`Late`] error, and the caller keeps what it stored of
+/// the file.
+pub(crate) fn read_within<T: Send + 'static>(
+    path: &Path,
+    until: Instant,
+    read: impl FnOnce(&Path) -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let owned = path.to_path_buf();
+    within(path, until, move || read(&owned))
+        .unwrap_or_else(|| Err(io::Error::new(io::ErrorKind::TimedOut, Late)))
+}
+
+/// A whole transcript ([`read_transcript`], at most [`WHOLE_BYTES`]), read by `until`.
+pub(crate) fn read_whole(path: &Path, until: Instant) -> io::Result<Vec<u8>> {
+    read_within(path, until, |path| read_transcript(path, WHOLE_BYTES))
 }
 
 /// Paths whose probe has not returned yet (a stuck file system): not probed again until it
@@ -149,18 +303,19 @@ const LISTING_FLOOR: std::time::Duration = std::time::Duration::from_secs(1);
 pub(crate) fn list_within<T: Send + 'static>(
     dir: &Path,
     ctx: &ReadContext<'_>,
-    list: fn(&Path) -> std::io::Result<T>,
+    list: fn(&Path) -> io::Result<T>,
 ) -> Result<T, String> {
-    let until = std::time::Instant::now() + ctx.deadline.max(LISTING_FLOOR);
-    let owned = dir.to_path_buf();
-    match within(dir, until, move || list(&owned)) {
-        Some(listed) => listed.map_err(|e| e.to_string()),
-        None => Err(format!(
-            "{}: the listing did not return within the source deadline ({:?})",
-            dir.display(),
-            ctx.deadline.max(LISTING_FLOOR)
-        )),
-    }
+    let deadline = ctx.deadline.max(LISTING_FLOOR);
+    read_within(dir, Instant::now() + deadline, list).map_err(|e| {
+        if is_late(&e) {
+            format!(
+                "{}: the listing did not return within the source deadline ({deadline:?})",
+                dir.display()
+            )
+        } else {
+            e.to_string()
+        }
+    })
 }
 
 /// `work`'s answer when it comes before `until`, run on a thread of its own that is left
@@ -169,10 +324,10 @@ pub(crate) fn list_within<T: Send + 'static>(
 /// thread to spare: `work` runs in line.
 fn within<T: Send + 'static>(
     key: &Path,
-    until: std::time::Instant,
+    until: Instant,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    let left = until.checked_duration_since(std::time::Instant::now())?;
+    let left = until.checked_duration_since(Instant::now())?;
     let key = key.to_path_buf();
     let unstick = |key: &std::path::PathBuf| {
         STUCK
@@ -224,14 +379,17 @@ pub(crate) fn base_info(id: &str, parent: Option<&str>) -> Session {
 
 /// Read a file from `cursor` to its end, a chunk at a time, `push` with every chunk (whose
 /// `restarted` says the file was replaced or shrunk: read again from its start, so reset
-/// what was built from it).
+/// what was built from it). Each chunk is read by `until` ([`read_within`]); what it was
+/// pushed is to be dropped when one is not.
 pub(crate) fn tail(
     path: &Path,
     cursor: &mut FileCursor,
+    until: Instant,
     mut push: impl FnMut(&NewText),
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     loop {
-        let new = read_new(path, cursor, CHUNK_BYTES)?;
+        let from = cursor.clone();
+        let new = read_within(path, until, move |path| read_new(path, &from, CHUNK_BYTES))?;
         push(&new);
         *cursor = new.cursor.clone();
         if !new.more {
@@ -307,10 +465,12 @@ pub(crate) mod testing {
 
     use super::super::{Answer, ReadContext, Source, SourceRead};
     use crate::jobs::sessions::tracked::judge;
-    use agentwatch_store::Store;
+    use agentwatch_store::{SessionCacheRow, Store};
+    use agentwatch_transcripts::{Discovery, Transcript};
     use detect_core::{DetectConfig, Judgement};
     use std::collections::HashSet;
     use std::path::Path;
+    use std::time::{Duration, Instant};
 
     /// One tick's read and judgement, its cache rows stored as the job stores them (sessions
     /// written more than an hour before `now_s` are stale).
@@ -329,6 +489,22 @@ pub(crate) mod testing {
         now_s: i64,
         deadline: std::time::Duration,
     ) -> (SourceRead, Judgement) {
+        tick_reading(source.name(), store, now_s, deadline, |ctx| {
+            let Answer::Read(read) = source.read(ctx) else {
+                panic!("the directory reads");
+            };
+            read
+        })
+    }
+
+    /// [`tick_within`] of the source named `name` whose answer is `read`'s.
+    pub(crate) fn tick_reading(
+        name: &str,
+        store: &mut Store,
+        now_s: i64,
+        deadline: std::time::Duration,
+        read: impl FnOnce(&ReadContext<'_>) -> SourceRead,
+    ) -> (SourceRead, Judgement) {
         let config = DetectConfig::default();
         let watched = HashSet::new();
         let ctx = ReadContext {
@@ -341,14 +517,17 @@ pub(crate) mod testing {
             deadline,
             watched: &watched,
         };
-        let Answer::Read(mut read) = source.read(&ctx) else {
-            panic!("the directory reads");
-        };
+        let mut read = read(&ctx);
         let (judged, mut rows) = judge(&mut read.sessions, &config, now_s, Some(&*store));
-        let rows = rows.remove(source.name()).unwrap_or_default();
-        let kept: HashSet<&str> = rows.kept.iter().map(String::as_str).collect();
+        let rows = rows.remove(name).unwrap_or_default();
+        let kept: HashSet<&str> = rows
+            .kept
+            .iter()
+            .chain(&read.keep_rows)
+            .map(String::as_str)
+            .collect();
         store
-            .update_session_cache(source.name(), &rows.written, &kept)
+            .update_session_cache(name, &rows.written, &kept)
             .unwrap();
         (read, judged)
     }
@@ -390,12 +569,12 @@ pub(crate) mod testing {
         pub source: S,
     }
 
-    impl<S: Source> Bench<S> {
-        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
-        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+    impl<S: Source + 'static> Bench<S> {
+        /// An empty agent directory, read by `source`.
+        pub(crate) fn new(source: fn(std::path::PathBuf) -> S) -> Self {
             let dir = agentwatch_testkit::TempDir::new("aw-transcript-source");
             let home = dir.path.join("agent");
-            copy_tree(fixture, &home);
+            std::fs::create_dir_all(&home).unwrap();
             let store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
             Self {
                 source: source(home.clone()),
@@ -405,9 +584,110 @@ pub(crate) mod testing {
             }
         }
 
+        /// `fixture` (an agent's directory as its CLI left it) copied, read by `source`.
+        pub(crate) fn of(fixture: &Path, source: fn(std::path::PathBuf) -> S) -> Self {
+            let bench = Self::new(source);
+            copy_tree(fixture, &bench.home);
+            bench
+        }
+
         pub(crate) fn tick(&mut self) -> (SourceRead, Judgement) {
             tick(&self.source, &mut self.store, now_s())
         }
+
+        /// A tick over `listed` (a listing taken earlier) through `read` (the source's read
+        /// of a listing), bounded by `deadline`, on a thread of its own and timed: `None` when
+        /// it does not return within 10 s (it hangs).
+        pub(crate) fn tick_listed(
+            mut self,
+            listed: &[Transcript],
+            deadline: Duration,
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> Option<(SourceRead, Duration, Self)> {
+            let discovery = Discovery {
+                transcripts: listed.to_vec(),
+                problems: Vec::new(),
+            };
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let source = &self.source;
+                let (answer, _) =
+                    tick_reading(source.name(), &mut self.store, now_s(), deadline, |ctx| {
+                        read(source, discovery, Instant::now() + ctx.deadline, ctx)
+                    });
+                let _ = tx.send((answer, started.elapsed(), self));
+            });
+            rx.recv_timeout(Duration::from_secs(10)).ok()
+        }
+
+        /// A tick over `listed` while its file `stuck` does not answer ([`stick`]), bounded
+        /// by a short deadline: it returns at the deadline (not when the file answers), with a
+        /// problem naming the file.
+        pub(crate) fn tick_stuck(
+            self,
+            listed: &[Transcript],
+            stuck: &Path,
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> (SourceRead, Self) {
+            let deadline = Duration::from_secs(2);
+            let (answer, took, bench) = self
+                .tick_listed(listed, deadline, read)
+                .expect("the tick returns at its deadline, not when the file answers");
+            assert!(took >= deadline && took < deadline * 3, "{took:?}");
+            let named = format!(
+                "{}: did not answer within the source deadline",
+                stuck.display()
+            );
+            let problems = &answer.problems;
+            assert!(
+                problems.iter().any(|p| p.starts_with(&named)),
+                "{problems:?}"
+            );
+            (answer, bench)
+        }
+
+        /// [`Self::tick_stuck`] again, bounded by a long deadline: it returns long before it
+        /// (the file is not waited on again).
+        pub(crate) fn tick_still_stuck(
+            self,
+            listed: &[Transcript],
+            read: fn(&S, Discovery, Instant, &ReadContext<'_>) -> SourceRead,
+        ) -> (SourceRead, Self) {
+            let long = Duration::from_secs(60);
+            let (answer, took, bench) = self.tick_listed(listed, long, read).unwrap();
+            assert!(
+                took < long / 2,
+                "still stuck: not waited on again ({took:?})"
+            );
+            (answer, bench)
+        }
+
+        /// The stored row of session `id`.
+        pub(crate) fn row(&self, id: &str) -> SessionCacheRow {
+            let rows = self.store.session_cache(self.source.name()).unwrap();
+            rows.into_iter().find(|r| r.session_id == id).unwrap()
+        }
+    }
+
+    /// `path` (a file listed) turned into a FIFO nobody writes to: a read of it waits, as on a
+    /// stuck file system.
+    pub(crate) fn stick(path: &Path) {
+        std::fs::remove_file(path).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    }
+
+    /// Whether a read still waits on the FIFO at `path` (a writer that does not wait finds a
+    /// reader there); the read goes on with the writer.
+    pub(crate) fn unstick(path: &Path) -> bool {
+        use std::os::unix::fs::OpenOptionsExt;
+        let nonblocking = 0o4000;
+        let writer = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nonblocking)
+            .open(path);
+        writer.is_ok()
     }
 
     /// The clock now, unix seconds.
