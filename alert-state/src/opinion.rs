@@ -189,60 +189,14 @@ pub fn plan_llm_opinions<'a>(
     flagged_roots: impl IntoIterator<Item = &'a str>,
 ) -> OpinionPlan {
     let roots: BTreeSet<&str> = flagged_roots.into_iter().collect();
-    let escalate_after = config.escalate_after_ticks;
-    let mut candidates: Vec<(u8, i64, String, &str)> = Vec::new();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
     let mut skipped: Vec<OpinionDecision> = Vec::new();
-
     for root in roots {
-        let dedup_key = state
-            .open_alert_for_root(root)
-            .map_or_else(|| dedup_key_for_root(root), |a| a.dedup_key.clone());
-        let skip = |why: OpinionSkip, reason: String| OpinionDecision {
-            root: root.to_owned(),
-            dedup_key: dedup_key.clone(),
-            verdict: OpinionVerdict::Skip(why),
-            reason,
-        };
-        if !config.local_llm_enabled {
-            skipped.push(skip(
-                OpinionSkip::LlmDisabled,
-                "no LLM opinion: local_llm_enabled is false".to_owned(),
-            ));
-            continue;
-        }
-        match state.open_alerts.get(&dedup_key) {
-            None if escalate_after <= 1 => skipped.push(skip(
-                OpinionSkip::EscalatesAnyway,
-                format!(
-                    "no LLM opinion needed: a new alert opens as critical when \
-                     escalate_after_ticks is {escalate_after}"
-                ),
-            )),
-            None => candidates.push((0, 0, dedup_key.clone(), root)),
-            Some(alert) if alert.severity >= Severity::Critical => skipped.push(skip(
-                OpinionSkip::AlreadyCritical,
-                "no LLM opinion needed: the open alert is critical already".to_owned(),
-            )),
-            // With a minimum gap the plan cannot tell (it has no `now`) whether this tick's
-            // judgement counts, so it asks; a `yes` escalates as it would anyway.
-            Some(alert)
-                if config.escalate_min_gap_s <= 0
-                    && alert.flagged_ticks.saturating_add(1) >= escalate_after =>
-            {
-                skipped.push(skip(
-                    OpinionSkip::EscalatesAnyway,
-                    format!(
-                        "no LLM opinion needed: flagged tick {} reaches escalate_after_ticks {} \
-                         and escalates anyway",
-                        alert.flagged_ticks.saturating_add(1),
-                        escalate_after
-                    ),
-                ));
-            }
-            Some(alert) => candidates.push((1, alert.opened_at, dedup_key.clone(), root)),
+        match candidate(state, config, root) {
+            Ok(c) => candidates.push(c),
+            Err(skip) => skipped.push(skip),
         }
     }
-
     candidates.sort();
     let cap = usize::try_from(config.max_llm_opinions_per_tick).unwrap_or(usize::MAX);
     let mut decisions = Vec::with_capacity(candidates.len() + skipped.len());
@@ -253,30 +207,97 @@ pub fn plan_llm_opinions<'a>(
         } else {
             "a yes escalates the open warning alert early"
         };
-        if rank < cap {
-            decisions.push(OpinionDecision {
-                root: root.to_owned(),
-                dedup_key,
-                verdict: OpinionVerdict::Ask,
-                reason: format!(
+        let (verdict, reason) = if rank < cap {
+            (
+                OpinionVerdict::Ask,
+                format!(
                     "ask the local LLM ({what}); opinion {} of at most {cap} this tick",
                     rank + 1
                 ),
-            });
+            )
         } else {
-            over_cap.push(OpinionDecision {
-                root: root.to_owned(),
-                dedup_key,
-                verdict: OpinionVerdict::Skip(OpinionSkip::CapReached),
-                reason: format!(
+            (
+                OpinionVerdict::Skip(OpinionSkip::CapReached),
+                format!(
                     "no LLM opinion: the cap of {cap} opinions this tick (max_llm_opinions_per_tick) \
                      is reached"
                 ),
-            });
+            )
+        };
+        let decision = OpinionDecision {
+            root: root.to_owned(),
+            dedup_key,
+            verdict,
+            reason,
+        };
+        if rank < cap {
+            decisions.push(decision);
+        } else {
+            over_cap.push(decision);
         }
     }
     over_cap.append(&mut skipped);
     over_cap.sort_by(|a, b| a.root.cmp(&b.root));
     decisions.append(&mut over_cap);
     OpinionPlan { decisions }
+}
+
+/// A root that may be asked: (group: 0 new, 1 open warning; `opened_at`; dedup key; root),
+/// sorted in the order the cap keeps them.
+type Candidate<'a> = (u8, i64, String, &'a str);
+
+/// Whether an answer about `root` could change the outcome: a candidate, or the decision that
+/// skips it and why.
+fn candidate<'a>(
+    state: &AlertState,
+    config: &AlertConfig,
+    root: &'a str,
+) -> Result<Candidate<'a>, OpinionDecision> {
+    let escalate_after = config.escalate_after_ticks;
+    let dedup_key = state
+        .open_alert_for_root(root)
+        .map_or_else(|| dedup_key_for_root(root), |a| a.dedup_key.clone());
+    let skip = |why: OpinionSkip, reason: String| OpinionDecision {
+        root: root.to_owned(),
+        dedup_key: dedup_key.clone(),
+        verdict: OpinionVerdict::Skip(why),
+        reason,
+    };
+    if !config.local_llm_enabled {
+        return Err(skip(
+            OpinionSkip::LlmDisabled,
+            "no LLM opinion: local_llm_enabled is false".to_owned(),
+        ));
+    }
+    match state.open_alerts.get(&dedup_key) {
+        None if escalate_after <= 1 => Err(skip(
+            OpinionSkip::EscalatesAnyway,
+            format!(
+                "no LLM opinion needed: a new alert opens as critical when \
+                 escalate_after_ticks is {escalate_after}"
+            ),
+        )),
+        None => Ok((0, 0, dedup_key, root)),
+        Some(alert) if alert.severity >= Severity::Critical => Err(skip(
+            OpinionSkip::AlreadyCritical,
+            "no LLM opinion needed: the open alert is critical already".to_owned(),
+        )),
+        // With a minimum gap the plan cannot tell (it has no `now`) whether this tick's
+        // judgement counts, so it asks; a `yes` escalates as it would anyway.
+        Some(alert)
+            if config.escalate_min_gap_s <= 0
+                && alert.flagged_ticks.saturating_add(1) >= escalate_after =>
+        {
+            Err(skip(
+                OpinionSkip::EscalatesAnyway,
+                format!(
+                    "no LLM opinion needed: flagged tick {} reaches escalate_after_ticks {} \
+                     and escalates anyway",
+                    alert.flagged_ticks.saturating_add(1),
+                    escalate_after
+                ),
+            ))
+        }
+        Some(alert) => Ok((1, alert.opened_at, dedup_key, root)),
+    }
 }
