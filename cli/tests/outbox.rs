@@ -95,6 +95,11 @@ impl World {
     }
 }
 
+/// `out`'s journal has `text`.
+fn assert_said(out: &Output, text: &str) {
+    assert!(stderr(out).contains(text), "{}", stderr(out));
+}
+
 fn bodies(server: &HttpServer) -> Vec<Value> {
     server.requests().iter().map(Request::body_json).collect()
 }
@@ -105,11 +110,7 @@ fn a_failed_send_stays_pending_and_goes_out_next_tick_with_the_same_key() {
     let world = world(&hook);
 
     let first = world.tick(T0, &world.looping);
-    assert!(
-        stderr(&first).contains("channel=hook delivery=failed"),
-        "{}",
-        stderr(&first)
-    );
+    assert_said(&first, "channel=hook delivery=failed");
     let store = Store::open_read_only(&world.db).unwrap();
     let pending = store.pending_deliveries(10).unwrap();
     assert_eq!(pending.len(), 1, "{pending:?}");
@@ -120,11 +121,7 @@ fn a_failed_send_stays_pending_and_goes_out_next_tick_with_the_same_key() {
     // The receiver is back 60 s later: the trigger goes out again, same key, and is marked.
     status.store(200, Ordering::SeqCst);
     let second = world.tick(T0 + 60, &world.looping);
-    assert!(
-        stderr(&second).contains("delivery=sent retry=2"),
-        "{}",
-        stderr(&second)
-    );
+    assert_said(&second, "delivery=sent retry=2");
     let sent = bodies(&hook);
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert_eq!(sent[0], sent[1], "the retry is the same event");
@@ -152,11 +149,7 @@ fn a_channel_that_never_got_the_trigger_gets_no_resolve() {
     // Fixed before the receiver recovered: the undelivered trigger is dropped, no resolve sent.
     status.store(200, Ordering::SeqCst);
     let out = world.tick(T0 + 60, &world.fixed);
-    assert!(
-        stderr(&out).contains("state=resolve_fixed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, "state=resolve_fixed");
     assert_eq!(bodies(&hook).len(), 1, "{:?}", bodies(&hook));
     let store = Store::open_read_only(&world.db).unwrap();
     assert!(store.pending_deliveries(10).unwrap().is_empty());
@@ -181,20 +174,12 @@ fn a_channel_that_did_not_answer_in_time_gets_the_resolve() {
     let world = world(&hook);
 
     let first = world.tick(T0, &world.looping);
-    assert!(
-        stderr(&first).contains("channel=hook delivery=failed"),
-        "{}",
-        stderr(&first)
-    );
+    assert_said(&first, "channel=hook delivery=failed");
     release.send(()).unwrap();
 
     // Fixed before any retry: the trigger is dropped, the resolve goes to the webhook.
     let out = world.tick(T0 + 60, &world.fixed);
-    assert!(
-        stderr(&out).contains("state=resolve_fixed"),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, "state=resolve_fixed");
     let sent = bodies(&hook);
     let states: Vec<&str> = sent.iter().map(|b| b["state"].as_str().unwrap()).collect();
     assert_eq!(states, ["trigger", "resolve"], "{sent:?}");

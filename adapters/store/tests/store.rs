@@ -492,6 +492,17 @@ fn outbox_rows_are_marked_delivered_per_channel_and_failures_stay_pending() {
     assert_eq!(store.outbox().unwrap().len(), 2);
 }
 
+/// The ids of `events` once enqueued at 50, in order.
+fn enqueued(store: &mut Store, events: &[OutboxEvent]) -> Vec<i64> {
+    store.enqueue(events, 50).unwrap();
+    store
+        .pending_deliveries(10)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect()
+}
+
 /// A send that started and whose outcome was never recorded leaves its channel in doubt (it may
 /// hold the event) until the row is marked delivered or failed; resolves are never in doubt
 /// (nothing follows them).
@@ -500,23 +511,15 @@ fn a_send_started_and_never_recorded_is_in_doubt_until_its_outcome_is() {
     let dir = TempDir::new("aw-store");
     let path = dir.path.join("a.db");
     let mut store = Store::open(&path).unwrap();
-    store
-        .enqueue(
-            &[
-                event("k1", "trigger", "webhook"),
-                event("k1", "trigger", "desktop"),
-                event("k2", "escalate", "webhook"),
-                event("k3", "resolve", "webhook"),
-            ],
-            50,
-        )
-        .unwrap();
-    let ids: Vec<i64> = store
-        .pending_deliveries(10)
-        .unwrap()
-        .iter()
-        .map(|r| r.id)
-        .collect();
+    let ids = enqueued(
+        &mut store,
+        &[
+            event("k1", "trigger", "webhook"),
+            event("k1", "trigger", "desktop"),
+            event("k2", "escalate", "webhook"),
+            event("k3", "resolve", "webhook"),
+        ],
+    );
     assert!(store.in_doubt().unwrap().is_empty(), "nothing was sent");
     store.mark_sending(&ids, 51).unwrap();
     store.mark_delivered(ids[1], 51).unwrap();
@@ -539,21 +542,13 @@ fn a_send_started_and_never_recorded_is_in_doubt_until_its_outcome_is() {
 fn an_unanswered_send_stays_in_doubt_until_a_later_send_is_delivered() {
     let dir = TempDir::new("aw-store");
     let mut store = Store::open(&dir.path.join("a.db")).unwrap();
-    store
-        .enqueue(
-            &[
-                event("k1", "trigger", "webhook"),
-                event("k2", "trigger", "webhook"),
-            ],
-            50,
-        )
-        .unwrap();
-    let ids: Vec<i64> = store
-        .pending_deliveries(10)
-        .unwrap()
-        .iter()
-        .map(|r| r.id)
-        .collect();
+    let ids = enqueued(
+        &mut store,
+        &[
+            event("k1", "trigger", "webhook"),
+            event("k2", "trigger", "webhook"),
+        ],
+    );
     let pair = |k: &str| vec![(k.to_owned(), "webhook".to_owned())];
     let send = |store: &mut Store, id: i64, at: i64, answered: bool| {
         store.mark_sending(&[id], at).unwrap();
