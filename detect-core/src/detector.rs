@@ -74,6 +74,8 @@ pub fn subagent_name(title: &str) -> Option<&str> {
 /// The figures of a span and its window, shared by both forms so they cannot drift apart.
 fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
     let mut signals = Vec::new();
+    // Only `repeat`, `stall` and the figures they read may be looked at before `min_calls`
+    // (`SessionDetector::flagged` computes no other figure then).
     // Strong evidence: the same calls seeing the same results speak before `min_calls`.
     let repeat = config.applies(Rule::Repeat)
         && (reason.repeat >= config.repeat_min
@@ -932,6 +934,23 @@ impl SessionDetector {
     /// nothing is copied and nothing allocated unless a signal fires.
     pub fn figures(&self) -> SessionVerdict {
         self.judgement(false)
+    }
+
+    /// Whether [`SessionDetector::verdict`] is flagged, for a caller that asks after every
+    /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
+    /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
+    /// figures are not computed then: the same answer for less work.
+    pub fn flagged(&self) -> bool {
+        if self.span.len() >= self.config.min_calls {
+            return self.judgement(false).flagged;
+        }
+        let mut reason = Reason {
+            calls_since_landed: self.span.len(),
+            repeat: self.repeat,
+            ..Reason::default()
+        };
+        history_figures(&self.progress, self.last_landed, &self.config, &mut reason);
+        verdict_from_figures("", reason, &self.config).flagged
     }
 
     /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
