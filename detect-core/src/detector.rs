@@ -129,6 +129,17 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
     }
 }
 
+/// How [`history_figures`] computes the figures that look back over the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Figures {
+    /// As they are.
+    Exact,
+    /// Upper bounds of `stale`, `stale_long`, `recur` and `circle`, without looking back
+    /// ([`Staleness::bounds`]): when the verdict on them is not flagged, the verdict on the
+    /// figures is not either, since every signal only grows with its figures.
+    Bounds,
+}
+
 /// The figures the history gives (`repeat`'s and `stall`'s), zero where the rule is off; a
 /// landing as the last call always unflags `repeat`, until the calls after it repeat again.
 fn history_figures(
@@ -136,16 +147,21 @@ fn history_figures(
     last_landed: bool,
     config: &DetectConfig,
     reason: &mut Reason,
+    how: Figures,
 ) {
     if config.applies(Rule::Repeat) {
         let staleness = &progress.staleness;
         (reason.stale_span_calls, reason.stale_span) = staleness.since_landed;
         if !last_landed {
-            reason.stale = staleness.count(STALE_WINDOW);
-            reason.stale_long = staleness.count(STALE_LONG_WINDOW);
+            if how == Figures::Bounds {
+                [reason.stale, reason.stale_long, reason.recur, reason.circle] = staleness.bounds();
+            } else {
+                reason.stale = staleness.count(STALE_WINDOW);
+                reason.stale_long = staleness.count(STALE_LONG_WINDOW);
+                reason.recur = staleness.recur();
+                reason.circle = staleness.circle();
+            }
             reason.failing = staleness.failing();
-            reason.recur = staleness.recur();
-            reason.circle = staleness.circle();
         }
     }
     if config.applies(Rule::Stalls) {
@@ -375,7 +391,7 @@ pub fn judge_facts(
             progress.record(&f, &Key::of(f.identity, f.result));
         }
         let last_landed = facts.last().is_some_and(|f| f.landed);
-        history_figures(&progress, last_landed, config, &mut reason);
+        history_figures(&progress, last_landed, config, &mut reason, Figures::Exact);
     }
     verdict_from_figures(&session.id, reason, config)
 }
@@ -703,11 +719,11 @@ impl SessionDetector {
             latest_descendant_landing: snapshot.latest_descendant_landing,
             latest_own_landing: snapshot.latest_own_landing,
             progress: Progress {
-                staleness: Staleness {
-                    history: snapshot.history,
-                    recent: snapshot.recent.into_iter().collect(),
-                    since_landed: snapshot.since_landed,
-                },
+                staleness: Staleness::restored(
+                    snapshot.history,
+                    snapshot.recent.into_iter().collect(),
+                    snapshot.since_landed,
+                ),
                 polls: snapshot.polls,
                 written: snapshot.written.into_iter().collect(),
                 unconfirmed: snapshot.unconfirmed,
@@ -940,21 +956,45 @@ impl SessionDetector {
     /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
     /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
     /// figures are not computed then: the same answer for less work.
+    /// The history's figures are bounded first ([`Figures::Bounds`]), and computed only when
+    /// the bounds flag the verdict.
     pub fn flagged(&self) -> bool {
-        if self.span.len() >= self.config.min_calls {
-            return self.judgement(false).flagged;
-        }
-        let mut reason = Reason {
-            calls_since_landed: self.span.len(),
-            repeat: self.repeat,
-            ..Reason::default()
+        let mut reason = if self.span.len() >= self.config.min_calls {
+            self.window_figures(false)
+        } else {
+            Reason {
+                calls_since_landed: self.span.len(),
+                repeat: self.repeat,
+                ..Reason::default()
+            }
         };
-        history_figures(&self.progress, self.last_landed, &self.config, &mut reason);
+        let history = |reason: &mut Reason, how| {
+            history_figures(&self.progress, self.last_landed, &self.config, reason, how);
+        };
+        history(&mut reason, Figures::Bounds);
+        if !verdict_from_figures("", reason.clone(), &self.config).flagged {
+            return false;
+        }
+        history(&mut reason, Figures::Exact);
         verdict_from_figures("", reason, &self.config).flagged
     }
 
     /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
     fn judgement(&self, named: bool) -> SessionVerdict {
+        let mut reason = self.window_figures(named);
+        history_figures(
+            &self.progress,
+            self.last_landed,
+            &self.config,
+            &mut reason,
+            Figures::Exact,
+        );
+        verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
+    }
+
+    /// The figures of the span and its window, with their names when `named`; the history's
+    /// are left at zero.
+    fn window_figures(&self, named: bool) -> Reason {
         let name = |id: u32| self.names.get(id);
         let views = || self.span[self.window_start..].iter().filter_map(|c| c.view);
         // Without names, files are told apart by their interned ids: the same figures.
@@ -989,7 +1029,7 @@ impl SessionDetector {
         } else {
             (max_by_ratio(ratios()).map(|(_, r)| r), None)
         };
-        let mut reason = Reason {
+        Reason {
             dup: share(dup_count, window_calls),
             top,
             top_what,
@@ -1005,9 +1045,7 @@ impl SessionDetector {
             reread_file,
             repeat: self.repeat,
             ..Reason::default()
-        };
-        history_figures(&self.progress, self.last_landed, &self.config, &mut reason);
-        verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
+        }
     }
 }
 

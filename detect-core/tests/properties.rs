@@ -370,6 +370,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(resumed.verdict(), straight.verdict());
+            prop_assert_eq!(resumed.flagged(), straight.verdict().flagged);
         }
         prop_assert_eq!(resumed.latest_own_landing(), straight.latest_own_landing());
     }
