@@ -363,7 +363,7 @@ pub fn judge_facts(
         0
     };
     let reread = if config.applies(Rule::Rereads) {
-        most_reread(views)
+        most_reread(&mut views)
     } else {
         None
     };
@@ -398,7 +398,7 @@ pub fn judge_facts(
 
 /// `reread`: for each file viewed in the window, the lines shown (with repeats) over the
 /// distinct lines shown; the largest, ties broken by the smallest path.
-fn most_reread<K: Ord + Copy>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)> {
+fn most_reread<K: Ord + Copy>(views: &mut [(K, u64, u64)]) -> Option<(K, f64)> {
     views.sort_unstable();
     let mut best: Option<(K, f64)> = None;
     let mut i = 0;
@@ -423,6 +423,22 @@ fn most_reread<K: Ord + Copy>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)>
         };
     }
     best
+}
+
+/// [`most_reread`]'s ratio for views told apart by their interned ids, sorted on the stack
+/// when they fit (the default window does): the unnamed verdict is read after every call.
+fn reread_unnamed(views: impl Iterator<Item = (u32, u64, u64)> + Clone) -> Option<f64> {
+    const ON_STACK: usize = 64;
+    let mut buf = [(0u32, 0u64, 0u64); ON_STACK];
+    let mut n = 0;
+    for view in views.clone() {
+        if n == ON_STACK {
+            return most_reread(&mut views.collect::<Vec<_>>()).map(|(_, r)| r);
+        }
+        buf[n] = view;
+        n += 1;
+    }
+    most_reread(&mut buf[..n]).map(|(_, r)| r)
 }
 
 fn share(count: u32, total: usize) -> f64 {
@@ -959,24 +975,26 @@ impl SessionDetector {
     /// The history's figures are bounded first ([`Figures::Bounds`]), and computed only when
     /// the bounds flag the verdict.
     pub fn flagged(&self) -> bool {
-        let mut reason = if self.span.len() >= self.config.min_calls {
-            self.window_figures(false)
-        } else {
-            Reason {
-                calls_since_landed: self.span.len(),
-                repeat: self.repeat,
-                ..Reason::default()
-            }
+        let figures = |how| {
+            let mut reason = if self.span.len() >= self.config.min_calls {
+                self.window_figures(false)
+            } else {
+                Reason {
+                    calls_since_landed: self.span.len(),
+                    repeat: self.repeat,
+                    ..Reason::default()
+                }
+            };
+            history_figures(
+                &self.progress,
+                self.last_landed,
+                &self.config,
+                &mut reason,
+                how,
+            );
+            verdict_from_figures("", reason, &self.config).flagged
         };
-        let history = |reason: &mut Reason, how| {
-            history_figures(&self.progress, self.last_landed, &self.config, reason, how);
-        };
-        history(&mut reason, Figures::Bounds);
-        if !verdict_from_figures("", reason.clone(), &self.config).flagged {
-            return false;
-        }
-        history(&mut reason, Figures::Exact);
-        verdict_from_figures("", reason, &self.config).flagged
+        figures(Figures::Bounds) && figures(Figures::Exact)
     }
 
     /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
@@ -1001,10 +1019,11 @@ impl SessionDetector {
         let (reread, reread_file) = match (self.config.applies(Rule::Rereads), named) {
             (false, _) => (None, None),
             (true, true) => {
-                let best = most_reread(views().map(|(p, a, b)| (name(p), a, b)).collect());
+                let mut named: Vec<_> = views().map(|(p, a, b)| (name(p), a, b)).collect();
+                let best = most_reread(&mut named);
                 (best.map(|(_, r)| r), best.map(|(path, _)| path.to_owned()))
             }
-            (true, false) => (most_reread(views().collect()).map(|(_, r)| r), None),
+            (true, false) => (reread_unnamed(views()), None),
         };
         let window_calls = self.span.len() - self.window_start;
         let dup_count = self.identity_in_window.values().copied().max().unwrap_or(0);
