@@ -481,6 +481,36 @@ struct SpanCall {
     result: Option<u32>,
 }
 
+/// Upper bounds of the window's figures, kept as calls are added so that
+/// [`SessionDetector::flagged`] reads them without looking over the window: the largest each
+/// count (and `coverage`'s ratio) has been since the span began, which no figure of the window
+/// can exceed since a call leaving the window only lowers the counts of what it counted.
+#[derive(Debug, Clone, Default)]
+struct Peaks {
+    /// The most calls of one identity in the window.
+    dup: u32,
+    /// The most calls of one target in the window.
+    top: u32,
+    /// The largest coverage ratio of a file read.
+    coverage: f64,
+    /// Views in the window, by file.
+    views: FxHashMap<u32, u32>,
+    /// The most views of one file in the window.
+    reread_views: u32,
+    /// A view began at line 0 (where `most_reread` counts one distinct line fewer).
+    view_at_zero: bool,
+}
+
+impl Peaks {
+    /// An upper bound of `reread`: a file shown by `n` views, each of them within the lines
+    /// shown, is shown at most `n` times over; at most `2n` when line 0 is among them (see
+    /// `most_reread`). A hair more, for the rounding of the division.
+    fn reread(&self) -> f64 {
+        let times = if self.view_at_zero { 2.0 } else { 1.0 };
+        f64::from(self.reread_views) * times * (1.0 + 1e-9)
+    }
+}
+
 /// Per-file reads inside the window.
 #[derive(Debug, Clone, Copy, Default)]
 struct FileInWindow {
@@ -506,6 +536,8 @@ pub struct SessionDetector {
     identity_in_window: FxHashMap<u32, u32>,
     target_in_window: FxHashMap<u32, u32>,
     files_in_window: FxHashMap<u32, FileInWindow>,
+    /// Bounds of the window's figures ([`Peaks`]).
+    peaks: Peaks,
     landed: bool,
     latest_descendant_landing: Option<i64>,
     latest_own_landing: Option<i64>,
@@ -612,6 +644,7 @@ impl SessionDetector {
             identity_in_window: FxHashMap::default(),
             target_in_window: FxHashMap::default(),
             files_in_window: FxHashMap::default(),
+            peaks: Peaks::default(),
             landed: false,
             latest_descendant_landing: None,
             latest_own_landing: None,
@@ -900,6 +933,7 @@ impl SessionDetector {
         self.identity_in_window.clear();
         self.target_in_window.clear();
         self.files_in_window.clear();
+        self.peaks = Peaks::default();
         self.runs = [0; CYCLE_MAX_PERIOD];
         self.cycle = 0;
         self.repeat_runs = [0; REPEAT_MAX_PERIOD];
@@ -912,14 +946,28 @@ impl SessionDetector {
         *in_span += 1;
         self.slow = self.slow.max(*in_span);
         if !call.wait {
-            *self.identity_in_window.entry(call.identity).or_default() += 1;
-            *self.target_in_window.entry(call.target).or_default() += 1;
+            let dup = self.identity_in_window.entry(call.identity).or_default();
+            *dup += 1;
+            self.peaks.dup = self.peaks.dup.max(*dup);
+            let top = self.target_in_window.entry(call.target).or_default();
+            *top += 1;
+            self.peaks.top = self.peaks.top.max(*top);
         }
         if let Some((path, lines, file_lines)) = call.read {
             let file = self.files_in_window.entry(path).or_default();
             file.lines += lines;
             file.reads += 1;
             file.file_lines = file_lines;
+            let coverage = ratio(file.lines, file.file_lines);
+            if coverage > self.peaks.coverage {
+                self.peaks.coverage = coverage;
+            }
+        }
+        if let Some((path, first, _)) = call.view {
+            let views = self.peaks.views.entry(path).or_default();
+            *views += 1;
+            self.peaks.reread_views = self.peaks.reread_views.max(*views);
+            self.peaks.view_at_zero |= first == 0;
         }
         if self.config.applies(Rule::Cycle) {
             let best = extend_runs(&mut self.runs, &self.span, CYCLE_MIN_REPEATS, |a, b| {
@@ -952,6 +1000,9 @@ impl SessionDetector {
                     self.files_in_window.remove(&path);
                 }
             }
+            if let Some((path, _, _)) = old.view {
+                decrement(&mut self.peaks.views, path);
+            }
         }
     }
 
@@ -976,14 +1027,16 @@ impl SessionDetector {
     /// the bounds flag the verdict.
     pub fn flagged(&self) -> bool {
         let figures = |how| {
-            let mut reason = if self.span.len() >= self.config.min_calls {
-                self.window_figures(false)
-            } else {
+            let mut reason = if self.span.len() < self.config.min_calls {
                 Reason {
                     calls_since_landed: self.span.len(),
                     repeat: self.repeat,
                     ..Reason::default()
                 }
+            } else if how == Figures::Bounds {
+                self.window_bounds()
+            } else {
+                self.window_figures(false)
             };
             history_figures(
                 &self.progress,
@@ -995,6 +1048,30 @@ impl SessionDetector {
             verdict_from_figures("", reason, &self.config).flagged
         };
         figures(Figures::Bounds) && figures(Figures::Exact)
+    }
+
+    /// [`SessionDetector::window_figures`] with the figures that look over the window replaced
+    /// by their bounds ([`Peaks`]).
+    fn window_bounds(&self) -> Reason {
+        let window_calls = self.span.len() - self.window_start;
+        Reason {
+            dup: share(self.peaks.dup, window_calls),
+            top: self.peaks.top,
+            slow: self.slow,
+            coverage: self.peaks.coverage,
+            landed: self.landed,
+            calls_since_landed: self.span.len(),
+            window_calls,
+            read_only: self.read_only,
+            cycle: self.cycle,
+            reread: if self.config.applies(Rule::Rereads) {
+                self.peaks.reread()
+            } else {
+                0.0
+            },
+            repeat: self.repeat,
+            ..Reason::default()
+        }
     }
 
     /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
