@@ -74,8 +74,10 @@ pub fn subagent_name(title: &str) -> Option<&str> {
 /// The figures of a span and its window, shared by both forms so they cannot drift apart.
 fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
     let mut signals = Vec::new();
-    // Only `repeat`, `stall` and the figures they read may be looked at before `min_calls`
-    // (`SessionDetector::flagged` computes no other figure then).
+    // `SessionDetector::flagged` relies on two things here: only `repeat`, `stall` and the
+    // figures they read are looked at before `min_calls` (it computes no other figure then),
+    // and every signal only grows with its figures but `stale_span_calls` (it reads their
+    // upper bounds first, `stale_span_calls` exact).
     // Strong evidence: the same calls seeing the same results speak before `min_calls`.
     let repeat = config.applies(Rule::Repeat)
         && (reason.repeat >= config.repeat_min
