@@ -74,6 +74,10 @@ pub fn subagent_name(title: &str) -> Option<&str> {
 /// The figures of a span and its window, shared by both forms so they cannot drift apart.
 fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
     let mut signals = Vec::new();
+    // `SessionDetector::flagged` relies on two things here: only `repeat`, `stall` and the
+    // figures they read are looked at before `min_calls` (it computes no other figure then),
+    // and every signal only grows with its figures but `stale_span_calls` (it reads their
+    // upper bounds first, `stale_span_calls` exact).
     // Strong evidence: the same calls seeing the same results speak before `min_calls`.
     let repeat = config.applies(Rule::Repeat)
         && (reason.repeat >= config.repeat_min
@@ -127,6 +131,17 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
     }
 }
 
+/// How [`history_figures`] computes the figures that look back over the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Figures {
+    /// As they are.
+    Exact,
+    /// Upper bounds of `stale`, `stale_long`, `recur` and `circle`, without looking back
+    /// ([`Staleness::bounds`]): when the verdict on them is not flagged, the verdict on the
+    /// figures is not either, since every signal only grows with its figures.
+    Bounds,
+}
+
 /// The figures the history gives (`repeat`'s and `stall`'s), zero where the rule is off; a
 /// landing as the last call always unflags `repeat`, until the calls after it repeat again.
 fn history_figures(
@@ -134,16 +149,21 @@ fn history_figures(
     last_landed: bool,
     config: &DetectConfig,
     reason: &mut Reason,
+    how: Figures,
 ) {
     if config.applies(Rule::Repeat) {
         let staleness = &progress.staleness;
         (reason.stale_span_calls, reason.stale_span) = staleness.since_landed;
         if !last_landed {
-            reason.stale = staleness.count(STALE_WINDOW);
-            reason.stale_long = staleness.count(STALE_LONG_WINDOW);
+            if how == Figures::Bounds {
+                [reason.stale, reason.stale_long, reason.recur, reason.circle] = staleness.bounds();
+            } else {
+                reason.stale = staleness.count(STALE_WINDOW);
+                reason.stale_long = staleness.count(STALE_LONG_WINDOW);
+                reason.recur = staleness.recur();
+                reason.circle = staleness.circle();
+            }
             reason.failing = staleness.failing();
-            reason.recur = staleness.recur();
-            reason.circle = staleness.circle();
         }
     }
     if config.applies(Rule::Stalls) {
@@ -345,7 +365,7 @@ pub fn judge_facts(
         0
     };
     let reread = if config.applies(Rule::Rereads) {
-        most_reread(views)
+        most_reread(&mut views)
     } else {
         None
     };
@@ -373,14 +393,14 @@ pub fn judge_facts(
             progress.record(&f, &Key::of(f.identity, f.result));
         }
         let last_landed = facts.last().is_some_and(|f| f.landed);
-        history_figures(&progress, last_landed, config, &mut reason);
+        history_figures(&progress, last_landed, config, &mut reason, Figures::Exact);
     }
     verdict_from_figures(&session.id, reason, config)
 }
 
 /// `reread`: for each file viewed in the window, the lines shown (with repeats) over the
 /// distinct lines shown; the largest, ties broken by the smallest path.
-fn most_reread<K: Ord + Copy>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)> {
+fn most_reread<K: Ord + Copy>(views: &mut [(K, u64, u64)]) -> Option<(K, f64)> {
     views.sort_unstable();
     let mut best: Option<(K, f64)> = None;
     let mut i = 0;
@@ -405,6 +425,22 @@ fn most_reread<K: Ord + Copy>(mut views: Vec<(K, u64, u64)>) -> Option<(K, f64)>
         };
     }
     best
+}
+
+/// [`most_reread`]'s ratio for views told apart by their interned ids, sorted on the stack
+/// when they fit (the default window does): the unnamed verdict is read after every call.
+fn reread_unnamed(views: impl Iterator<Item = (u32, u64, u64)> + Clone) -> Option<f64> {
+    const ON_STACK: usize = 64;
+    let mut buf = [(0u32, 0u64, 0u64); ON_STACK];
+    let mut n = 0;
+    for view in views.clone() {
+        if n == ON_STACK {
+            return most_reread(&mut views.collect::<Vec<_>>()).map(|(_, r)| r);
+        }
+        buf[n] = view;
+        n += 1;
+    }
+    most_reread(&mut buf[..n]).map(|(_, r)| r)
 }
 
 fn share(count: u32, total: usize) -> f64 {
@@ -447,6 +483,36 @@ struct SpanCall {
     result: Option<u32>,
 }
 
+/// Upper bounds of the window's figures, kept as calls are added so that
+/// [`SessionDetector::flagged`] reads them without looking over the window: the largest each
+/// count (and `coverage`'s ratio) has been since the span began, which no figure of the window
+/// can exceed since a call leaving the window only lowers the counts of what it counted.
+#[derive(Debug, Clone, Default)]
+struct Peaks {
+    /// The most calls of one identity in the window.
+    dup: u32,
+    /// The most calls of one target in the window.
+    top: u32,
+    /// The largest coverage ratio of a file read.
+    coverage: f64,
+    /// Views in the window, by file.
+    views: FxHashMap<u32, u32>,
+    /// The most views of one file in the window.
+    reread_views: u32,
+    /// A view began at line 0 (where `most_reread` counts one distinct line fewer).
+    view_at_zero: bool,
+}
+
+impl Peaks {
+    /// An upper bound of `reread`: a file shown by `n` views, each of them within the lines
+    /// shown, is shown at most `n` times over; at most `2n` when line 0 is among them (see
+    /// `most_reread`). A hair more, for the rounding of the division.
+    fn reread(&self) -> f64 {
+        let times = if self.view_at_zero { 2.0 } else { 1.0 };
+        f64::from(self.reread_views) * times * (1.0 + 1e-9)
+    }
+}
+
 /// Per-file reads inside the window.
 #[derive(Debug, Clone, Copy, Default)]
 struct FileInWindow {
@@ -472,6 +538,8 @@ pub struct SessionDetector {
     identity_in_window: FxHashMap<u32, u32>,
     target_in_window: FxHashMap<u32, u32>,
     files_in_window: FxHashMap<u32, FileInWindow>,
+    /// Bounds of the window's figures ([`Peaks`]).
+    peaks: Peaks,
     landed: bool,
     latest_descendant_landing: Option<i64>,
     latest_own_landing: Option<i64>,
@@ -578,6 +646,7 @@ impl SessionDetector {
             identity_in_window: FxHashMap::default(),
             target_in_window: FxHashMap::default(),
             files_in_window: FxHashMap::default(),
+            peaks: Peaks::default(),
             landed: false,
             latest_descendant_landing: None,
             latest_own_landing: None,
@@ -701,11 +770,11 @@ impl SessionDetector {
             latest_descendant_landing: snapshot.latest_descendant_landing,
             latest_own_landing: snapshot.latest_own_landing,
             progress: Progress {
-                staleness: Staleness {
-                    history: snapshot.history,
-                    recent: snapshot.recent.into_iter().collect(),
-                    since_landed: snapshot.since_landed,
-                },
+                staleness: Staleness::restored(
+                    snapshot.history,
+                    snapshot.recent.into_iter().collect(),
+                    snapshot.since_landed,
+                ),
                 polls: snapshot.polls,
                 written: snapshot.written.into_iter().collect(),
                 unconfirmed: snapshot.unconfirmed,
@@ -866,6 +935,7 @@ impl SessionDetector {
         self.identity_in_window.clear();
         self.target_in_window.clear();
         self.files_in_window.clear();
+        self.peaks = Peaks::default();
         self.runs = [0; CYCLE_MAX_PERIOD];
         self.cycle = 0;
         self.repeat_runs = [0; REPEAT_MAX_PERIOD];
@@ -878,14 +948,28 @@ impl SessionDetector {
         *in_span += 1;
         self.slow = self.slow.max(*in_span);
         if !call.wait {
-            *self.identity_in_window.entry(call.identity).or_default() += 1;
-            *self.target_in_window.entry(call.target).or_default() += 1;
+            let dup = self.identity_in_window.entry(call.identity).or_default();
+            *dup += 1;
+            self.peaks.dup = self.peaks.dup.max(*dup);
+            let top = self.target_in_window.entry(call.target).or_default();
+            *top += 1;
+            self.peaks.top = self.peaks.top.max(*top);
         }
         if let Some((path, lines, file_lines)) = call.read {
             let file = self.files_in_window.entry(path).or_default();
             file.lines += lines;
             file.reads += 1;
             file.file_lines = file_lines;
+            let coverage = ratio(file.lines, file.file_lines);
+            if coverage > self.peaks.coverage {
+                self.peaks.coverage = coverage;
+            }
+        }
+        if let Some((path, first, _)) = call.view {
+            let views = self.peaks.views.entry(path).or_default();
+            *views += 1;
+            self.peaks.reread_views = self.peaks.reread_views.max(*views);
+            self.peaks.view_at_zero |= first == 0;
         }
         if self.config.applies(Rule::Cycle) {
             let best = extend_runs(&mut self.runs, &self.span, CYCLE_MIN_REPEATS, |a, b| {
@@ -918,6 +1002,9 @@ impl SessionDetector {
                     self.files_in_window.remove(&path);
                 }
             }
+            if let Some((path, _, _)) = old.view {
+                decrement(&mut self.peaks.views, path);
+            }
         }
     }
 
@@ -934,18 +1021,88 @@ impl SessionDetector {
         self.judgement(false)
     }
 
+    /// Whether [`SessionDetector::verdict`] is flagged, for a caller that asks after every
+    /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
+    /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
+    /// figures are not computed then: the same answer for less work.
+    /// The history's figures are bounded first ([`Figures::Bounds`]), and computed only when
+    /// the bounds flag the verdict.
+    pub fn flagged(&self) -> bool {
+        let figures = |how| {
+            let mut reason = if self.span.len() < self.config.min_calls {
+                Reason {
+                    calls_since_landed: self.span.len(),
+                    repeat: self.repeat,
+                    ..Reason::default()
+                }
+            } else if how == Figures::Bounds {
+                self.window_bounds()
+            } else {
+                self.window_figures(false)
+            };
+            history_figures(
+                &self.progress,
+                self.last_landed,
+                &self.config,
+                &mut reason,
+                how,
+            );
+            verdict_from_figures("", reason, &self.config).flagged
+        };
+        figures(Figures::Bounds) && figures(Figures::Exact)
+    }
+
+    /// [`SessionDetector::window_figures`] with the figures that look over the window replaced
+    /// by their bounds ([`Peaks`]).
+    fn window_bounds(&self) -> Reason {
+        let window_calls = self.span.len() - self.window_start;
+        Reason {
+            dup: share(self.peaks.dup, window_calls),
+            top: self.peaks.top,
+            slow: self.slow,
+            coverage: self.peaks.coverage,
+            landed: self.landed,
+            calls_since_landed: self.span.len(),
+            window_calls,
+            read_only: self.read_only,
+            cycle: self.cycle,
+            reread: if self.config.applies(Rule::Rereads) {
+                self.peaks.reread()
+            } else {
+                0.0
+            },
+            repeat: self.repeat,
+            ..Reason::default()
+        }
+    }
+
     /// The verdict, with its names when `named` (see [`SessionDetector::figures`]).
     fn judgement(&self, named: bool) -> SessionVerdict {
+        let mut reason = self.window_figures(named);
+        history_figures(
+            &self.progress,
+            self.last_landed,
+            &self.config,
+            &mut reason,
+            Figures::Exact,
+        );
+        verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
+    }
+
+    /// The figures of the span and its window, with their names when `named`; the history's
+    /// are left at zero.
+    fn window_figures(&self, named: bool) -> Reason {
         let name = |id: u32| self.names.get(id);
         let views = || self.span[self.window_start..].iter().filter_map(|c| c.view);
         // Without names, files are told apart by their interned ids: the same figures.
         let (reread, reread_file) = match (self.config.applies(Rule::Rereads), named) {
             (false, _) => (None, None),
             (true, true) => {
-                let best = most_reread(views().map(|(p, a, b)| (name(p), a, b)).collect());
+                let mut named: Vec<_> = views().map(|(p, a, b)| (name(p), a, b)).collect();
+                let best = most_reread(&mut named);
                 (best.map(|(_, r)| r), best.map(|(path, _)| path.to_owned()))
             }
-            (true, false) => (most_reread(views().collect()).map(|(_, r)| r), None),
+            (true, false) => (reread_unnamed(views()), None),
         };
         let window_calls = self.span.len() - self.window_start;
         let dup_count = self.identity_in_window.values().copied().max().unwrap_or(0);
@@ -970,7 +1127,7 @@ impl SessionDetector {
         } else {
             (max_by_ratio(ratios()).map(|(_, r)| r), None)
         };
-        let mut reason = Reason {
+        Reason {
             dup: share(dup_count, window_calls),
             top,
             top_what,
@@ -986,9 +1143,7 @@ impl SessionDetector {
             reread_file,
             repeat: self.repeat,
             ..Reason::default()
-        };
-        history_figures(&self.progress, self.last_landed, &self.config, &mut reason);
-        verdict_from_figures(if named { &self.id } else { "" }, reason, &self.config)
+        }
     }
 }
 

@@ -217,9 +217,56 @@ pub(crate) struct Staleness {
     pub(crate) recent: VecDeque<bool>,
     /// The calls since the session last landed, and how many of them echoed.
     pub(crate) since_landed: (u32, u32),
+    /// Bit `i` is set when the call `i` calls before the last (0: the last) echoed: `recent`
+    /// as bits, for [`Staleness::bounds`]. A history restored from a snapshot sets them all.
+    echoes: u32,
+    /// Bit `i` is set when that call may have been a repeat ([`Echo::repeated`]); set for the
+    /// calls of a restored history, which may predate the flag.
+    repeats: u32,
+}
+
+/// How many of the last `n` calls (`n` < 32) have their bit set in `bits`.
+fn among_last(bits: u32, n: usize) -> u32 {
+    (bits & ((1u32 << n) - 1)).count_ones()
 }
 
 impl Staleness {
+    /// A history restored from a snapshot: its bounds start at their largest.
+    pub(crate) fn restored(
+        history: VecDeque<Echo>,
+        recent: VecDeque<bool>,
+        since_landed: (u32, u32),
+    ) -> Self {
+        Self {
+            history,
+            recent,
+            since_landed,
+            echoes: u32::MAX,
+            repeats: u32::MAX,
+        }
+    }
+
+    /// Upper bounds of `repeat`'s figures `stale`, `stale_long`, `recur` and `circle` (in that
+    /// order), from the bits kept at each call rather than a look back, for a caller that only
+    /// needs to know whether they can reach a threshold. `count` counts echoes among the last
+    /// calls (a poll's at most once); `circle` repeats among them; `recur` is 0 unless
+    /// [`RECUR_RECENT_MIN`] occurrences of one call and result are among the last
+    /// [`RECUR_RECENT_WINDOW`] calls, and every occurrence of one in the history but its first
+    /// was a repeat (the first was in the history when it came).
+    pub(crate) fn bounds(&self) -> [u32; 4] {
+        let recur = if among_last(self.repeats, RECUR_RECENT_WINDOW) + 1 < RECUR_RECENT_MIN {
+            0
+        } else {
+            among_last(self.repeats, ECHO_HISTORY) + 1
+        };
+        [
+            among_last(self.echoes, STALE_WINDOW),
+            among_last(self.echoes, STALE_LONG_WINDOW),
+            recur,
+            among_last(self.repeats, CIRCLE_WINDOW),
+        ]
+    }
+
     /// Whether a call of `key` would echo one of the calls remembered, by its result alone.
     fn seen(&self, key: &Key) -> bool {
         self.history.iter().any(|e| e.seen == Some(key.seen))
@@ -271,6 +318,8 @@ impl Staleness {
             self.recent.pop_front();
         }
         self.recent.push_back(echoed);
+        self.echoes = self.echoes << 1 | u32::from(echoed);
+        self.repeats = self.repeats << 1 | u32::from(repeated);
         self.since_landed = if facts.landed {
             (0, 0)
         } else {
@@ -544,6 +593,74 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A call for [`Staleness::push`]: (identity, result, poll, failed, landed, view).
+    type Pushed = (u8, u8, bool, bool, bool, Option<(u8, u64)>);
+
+    fn pushed() -> impl Strategy<Value = Pushed> {
+        (
+            0u8..4,
+            0u8..3,
+            prop::bool::weighted(0.15),
+            prop::bool::weighted(0.3),
+            prop::bool::weighted(0.1),
+            prop::option::weighted(0.3, (0u8..2, 1u64..4)),
+        )
+    }
+
+    fn push(staleness: &mut Staleness, (call, result, wait, failed, landed, view): Pushed) {
+        let identity = format!("bash c{call}");
+        // Results 0 and 1 are output hashes, 2 a status.
+        let result = match result {
+            2 => "completed 1".to_owned(),
+            r => format!("#000000000000000{r}"),
+        };
+        let path = view.map(|(file, _)| format!("f{file}"));
+        let facts = Facts {
+            identity: &identity,
+            target: &identity,
+            landed,
+            write: false,
+            read: None,
+            wait,
+            view: path
+                .as_deref()
+                .zip(view)
+                .map(|(p, (_, at))| (p, at * 10, at * 10 + 15)),
+            result: &result,
+            failed,
+            unconfirmed_write: None,
+            shows_file: None,
+            start_ms: None,
+            end_ms: None,
+        };
+        staleness.push(&facts, &Key::of(&identity, &result));
+    }
+
+    proptest! {
+        /// `bounds` is never below the figures it bounds, for a history pushed call by call and
+        /// for one restored from a snapshot part way.
+        #[test]
+        fn the_bounds_bound_the_figures(calls in prop::collection::vec(pushed(), 0..60), cut in 0usize..60) {
+            let mut staleness = Staleness::default();
+            for (i, call) in calls.into_iter().enumerate() {
+                if i == cut {
+                    staleness = Staleness::restored(
+                        staleness.history.clone(),
+                        staleness.recent.clone(),
+                        staleness.since_landed,
+                    );
+                }
+                push(&mut staleness, call);
+                let [stale, stale_long, recur, circle] = staleness.bounds();
+                prop_assert!(stale >= staleness.count(STALE_WINDOW));
+                prop_assert!(stale_long >= staleness.count(STALE_LONG_WINDOW));
+                prop_assert!(recur >= staleness.recur());
+                prop_assert!(circle >= staleness.circle());
+            }
+        }
+    }
 
     #[test]
     fn the_empty_output_is_the_hash_of_nothing() {

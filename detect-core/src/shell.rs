@@ -266,25 +266,29 @@ fn is_assignment(word: &str) -> bool {
 /// The simple commands of a command line, in order.
 pub(crate) fn simple_commands(text: &str) -> impl Iterator<Item = Simple<'_>> {
     let mut lexer = Lexer::new(text);
+    // The outer lexer moves past a command when the next one is asked for, not before: a
+    // caller that stops at the first command does not lex it twice.
+    let mut inside = false;
     std::iter::from_fn(move || {
+        if std::mem::take(&mut inside) {
+            for tok in lexer.by_ref() {
+                if tok == Tok::Separator {
+                    break;
+                }
+            }
+        }
         // Skip empty commands (`;;`, leading separators).
         loop {
             let start = lexer.clone();
             match lexer.next()? {
                 Tok::Separator => continue,
                 _ => {
-                    let simple = Simple {
+                    inside = true;
+                    return Some(Simple {
                         tokens: start,
                         done: false,
                         started: false,
-                    };
-                    // Move the outer lexer past this command.
-                    for tok in lexer.by_ref() {
-                        if tok == Tok::Separator {
-                            break;
-                        }
-                    }
-                    return Some(simple);
+                    });
                 }
             }
         }

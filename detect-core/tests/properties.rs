@@ -305,6 +305,7 @@ proptest! {
             verdict.reason.top_what = String::new();
             verdict.reason.coverage_file = None;
             verdict.reason.reread_file = None;
+            prop_assert_eq!(detector.flagged(), verdict.flagged);
             prop_assert_eq!(detector.figures(), verdict);
         }
     }
@@ -369,6 +370,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(resumed.verdict(), straight.verdict());
+            prop_assert_eq!(resumed.flagged(), straight.verdict().flagged);
         }
         prop_assert_eq!(resumed.latest_own_landing(), straight.latest_own_landing());
     }

@@ -659,8 +659,8 @@ impl Watch {
     /// `calls` calls are read, the last one pushed into `detector`.
     fn at_call(&mut self, calls: usize, detector: &SessionDetector) {
         self.calls = calls;
-        // `figures` is the verdict without names: nothing is allocated unless a signal fires.
-        if self.first_flag_at_call.is_none() && detector.figures().flagged {
+        // `flagged` computes only the figures that can flag the verdict at this call.
+        if self.first_flag_at_call.is_none() && detector.flagged() {
             self.first_flag_at_call = Some(calls);
         }
     }
