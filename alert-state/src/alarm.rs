@@ -14,10 +14,11 @@
 use crate::config::AlertConfig;
 use crate::event::{AlertEvent, EventState, Severity};
 use crate::lifecycle::{
-    Alert, AlertState, Decision, DecisionKind, ResolveCause, TickError, TickOutcome, decision,
-    event_for, resolve, route_events,
+    Decision, DecisionKind, ResolveCause, TickError, TickOutcome, decision, event_for, resolve,
+    route_events,
 };
 use crate::opinion::OpinionPlan;
+use crate::state::{Alert, AlertState};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -231,7 +232,7 @@ mod tests {
                 enabled: true,
                 min_severity: Severity::Warning,
                 rate_limit_s: 300,
-                group_by: crate::GroupBy::Channel,
+                group_by: crate::config::GroupBy::Channel,
             }],
             ..AlertConfig::default()
         }

@@ -121,6 +121,7 @@ mod event;
 mod lifecycle;
 mod opinion;
 mod router;
+mod state;
 mod time;
 
 pub use alarm::{Alarm, AlarmTick, process_alarms};
@@ -134,12 +135,12 @@ pub use event::{
     is_loop_key, loop_key, loop_root, title_for_agent,
 };
 pub use lifecycle::{
-    Alert, AlertState, Decision, DecisionKind, Dispatch, RootObservation, Tick, TickError,
-    TickOutcome, process_tick,
+    Decision, DecisionKind, Dispatch, RootObservation, Tick, TickError, TickOutcome, process_tick,
 };
 pub use opinion::{
     LlmOpinion, OpinionDecision, OpinionPlan, OpinionSkip, OpinionVerdict, Opinions,
     parse_llm_opinion, plan_llm_opinions,
 };
 pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression, window_is_of, window_of};
+pub use state::{Alert, AlertState};
 pub use time::iso8601;

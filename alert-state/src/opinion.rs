@@ -2,7 +2,7 @@
 
 use crate::config::AlertConfig;
 use crate::event::{Severity, dedup_key_for_root};
-use crate::lifecycle::AlertState;
+use crate::state::AlertState;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -160,16 +160,6 @@ impl Opinions {
     #[must_use]
     pub fn plan(&self) -> &OpinionPlan {
         &self.plan
-    }
-
-    /// Put each answer on its root's observation, for [`process_tick`](crate::process_tick)
-    /// (which checks them against the same plan, recomputed from the state).
-    pub fn attach(&self, roots: &mut [crate::RootObservation]) {
-        for root in roots {
-            if let Some(opinion) = self.get(&root.root) {
-                root.opinion = Some(opinion);
-            }
-        }
     }
 }
 

@@ -143,7 +143,7 @@ impl RouterState {
                     reason = format!(
                         "{} is silenced until {}",
                         event.dedup_key,
-                        crate::iso8601(until)
+                        crate::time::iso8601(until)
                     );
                 }
                 if event.state == EventState::Resolve && channel.group_by == GroupBy::Key {
@@ -257,8 +257,9 @@ impl RouterState {
                     "`{name}` was given {} at {} ({when}); rate limit {limit} s, free again \
                      at {}",
                     last.dedup_key,
-                    crate::iso8601(last.at),
-                    i64::try_from(free_at).map_or_else(|_| free_at.to_string(), crate::iso8601)
+                    crate::time::iso8601(last.at),
+                    i64::try_from(free_at)
+                        .map_or_else(|_| free_at.to_string(), crate::time::iso8601)
                 ),
             );
         }
