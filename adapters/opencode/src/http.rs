@@ -7,6 +7,7 @@
 
 use crate::convert::session_from_messages;
 use crate::lite::{LiteMessage, read_messages};
+use crate::problem::parse_problem;
 use crate::sse::{Event, Frame, FrameParser, parse_event};
 use agentwatch_http::{
     Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
@@ -579,41 +580,6 @@ impl EventStream {
             }
         }
     }
-}
-
-/// What a server's JSON did wrong, without quoting it (a hostile answer's text must not reach
-/// a log): the kind of problem and where.
-pub(crate) fn parse_problem(error: &serde_json::Error) -> String {
-    let kind = match error.classify() {
-        serde_json::error::Category::Io => "unreadable",
-        serde_json::error::Category::Syntax => "not JSON",
-        serde_json::error::Category::Data => "JSON of the wrong shape",
-        serde_json::error::Category::Eof => "cut short",
-    };
-    let what = if error.classify() == serde_json::error::Category::Data {
-        let text = error.to_string();
-        if text.contains("expected") {
-            // serde's "invalid type: string \"…\", expected …": keep the expectation only.
-            let expected = text
-                .split_once("expected ")
-                .map_or("", |(_, e)| e)
-                .split(" at line ")
-                .next()
-                .unwrap_or("");
-            format!(" (expected {})", agentwatch_http::head(expected, 60))
-        } else if let Some(field) = text.strip_prefix("missing field `") {
-            format!(" (missing `{}`)", field.split('`').next().unwrap_or(""))
-        } else {
-            String::new()
-        }
-    } else {
-        String::new()
-    };
-    format!(
-        "{kind}{what} at line {} column {}",
-        error.line(),
-        error.column()
-    )
 }
 
 /// One entry of a session list, typed: the fields agentwatch reads. Unknown fields are skipped

@@ -11,6 +11,7 @@ pub mod db;
 pub mod discover;
 pub mod http;
 pub mod lite;
+mod problem;
 pub mod sse;
 
 pub use convert::{ConvertError, call_from_part, session_from_export, session_from_messages};

@@ -265,8 +265,8 @@ struct Info {
 /// # Errors
 /// [`EventError`] when the data is not an event's JSON or a known event lacks what it needs.
 pub fn parse_event(data: &str) -> Result<Event, EventError> {
-    let raw: Raw =
-        serde_json::from_str(data).map_err(|e| EventError::Json(crate::http::parse_problem(&e)))?;
+    let raw: Raw = serde_json::from_str(data)
+        .map_err(|e| EventError::Json(crate::problem::parse_problem(&e)))?;
     let raw = match raw.payload {
         Some(payload) if raw.kind.is_none() => *payload,
         _ => raw,
