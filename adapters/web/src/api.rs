@@ -1,4 +1,4 @@
-//! Routing, the request checks, and the JSON API over the store.
+//! The JSON API over the store (routed by [`crate::route`]).
 
 use crate::{Incoming, Reply, ServeOptions};
 use agentwatch_http::{percent_decode, percent_encode};
@@ -25,7 +25,7 @@ pub(crate) struct App {
 }
 
 /// A failed request: its reply.
-type Handled = Result<Reply, Reply>;
+pub(crate) type Handled = Result<Reply, Reply>;
 
 fn store_error(e: &StoreError) -> Reply {
     Reply::error(500, None, format!("store: {e}"))
@@ -53,57 +53,7 @@ impl App {
             .map_err(|e| store_error(&e))
     }
 
-    pub fn handle(&self, req: &Incoming) -> Reply {
-        if let Err(reply) = crate::access::check(&self.options, req) {
-            return reply;
-        }
-        // Pages are served under `/` and under `/admin/` (`watchdog.dashboard_base_url`).
-        let path = req.path.as_str();
-        let page_path = match path.strip_prefix("/admin") {
-            Some(rest) if !rest.starts_with("/api/") => {
-                if rest.is_empty() {
-                    "/"
-                } else {
-                    rest
-                }
-            }
-            _ => path,
-        };
-        let result = match (req.method.as_str(), page_path) {
-            ("GET", "/api/watchdog/loops") => self.loops(),
-            ("GET", "/api/watchdog/status") => self.status(),
-            ("GET", "/api/watchdog/channels") => self.channels().map(|c| Reply::json(200, &c)),
-            ("POST", "/api/watchdog/channels") => self.set_channel(req),
-            ("POST", "/api/watchdog/test-alert") => self.test_alert(req),
-            ("GET", "/api/watchdog/models") => self.models(),
-            ("GET", "/api/watchdog/models/blocked") => self.blocked(),
-            ("POST", "/api/watchdog/models/block") => self.block(req),
-            ("POST", "/api/watchdog/models/unblock") => self.unblock(req),
-            ("GET", "/recovery-notice.json") => Ok(self.notice_file()),
-            ("GET", "/api/recovery/splash") => Ok(Reply::json(200, &self.splash())),
-            ("GET", "/api/deck") => self.deck().map(|v| Reply::json(200, &v)),
-            ("GET", "/api/recover") => self.recover().map(|v| Reply::json(200, &v)),
-            ("GET", "/admin/api/config") => self.config_values(),
-            ("GET", "/metrics") => crate::metrics::render(self, req.header("Accept")),
-            ("GET", p) if p.starts_with("/api/watchdog/trees/") => {
-                let root = percent_decode(&p["/api/watchdog/trees/".len()..]);
-                self.tree(&root, req).map(|v| Reply::json(200, &v))
-            }
-            ("POST", p) if p.starts_with("/admin/api/config/") => {
-                self.set_config(&p["/admin/api/config/".len()..], req)
-            }
-            ("GET", p) => crate::pages::page(self, p, req),
-            (_, p) if p.starts_with("/api/") || p.starts_with("/admin/api/") => Err(Reply::error(
-                405,
-                None,
-                format!("{} {} is not supported", req.method, req.path),
-            )),
-            _ => Err(Reply::error(405, None, "method not allowed")),
-        };
-        result.unwrap_or_else(|reply| reply)
-    }
-
-    fn loops(&self) -> Handled {
+    pub(crate) fn loops(&self) -> Handled {
         let alerts = match self.read_store()? {
             Some(store) => store.alerts(false).map_err(|e| store_error(&e))?,
             None => Vec::new(),
@@ -140,7 +90,7 @@ impl App {
         }))
     }
 
-    fn status(&self) -> Handled {
+    pub(crate) fn status(&self) -> Handled {
         self.status_value().map(|v| Reply::json(200, &v))
     }
 
@@ -169,7 +119,7 @@ impl App {
         Ok(json!({ "channels": channels }))
     }
 
-    fn set_channel(&self, req: &Incoming) -> Handled {
+    pub(crate) fn set_channel(&self, req: &Incoming) -> Handled {
         let body = json_object(req, &["name", "enabled", "min_severity"])?;
         let name = body
             .get("name")
@@ -237,7 +187,7 @@ impl App {
         Ok(Reply::json(200, &json!({ "channel": setting })))
     }
 
-    fn test_alert(&self, req: &Incoming) -> Handled {
+    pub(crate) fn test_alert(&self, req: &Incoming) -> Handled {
         let body = json_object(req, &["severity", "channel_name"])?;
         let severity = match body.get("severity") {
             None => Severity::Warning,
@@ -273,7 +223,7 @@ impl App {
         ))
     }
 
-    fn config_values(&self) -> Handled {
+    pub(crate) fn config_values(&self) -> Handled {
         let Some(config) = &self.options.config else {
             return Ok(Reply::json(
                 200,
@@ -286,7 +236,7 @@ impl App {
             .map_err(|r| refusal(&r))
     }
 
-    fn set_config(&self, key: &str, req: &Incoming) -> Handled {
+    pub(crate) fn set_config(&self, key: &str, req: &Incoming) -> Handled {
         let key = percent_decode(key);
         let body = json_object(req, &["value"])?;
         let value = body
@@ -358,7 +308,7 @@ impl App {
         }))
     }
 
-    fn models(&self) -> Handled {
+    pub(crate) fn models(&self) -> Handled {
         let rollup = match self.read_store()? {
             Some(store) => store.model_rollup().map_err(|e| store_error(&e))?,
             None => Vec::new(),
@@ -367,7 +317,7 @@ impl App {
     }
 
     /// The models a person blocked, for a router to route away from.
-    fn blocked(&self) -> Handled {
+    pub(crate) fn blocked(&self) -> Handled {
         let blocked = match self.read_store()? {
             Some(store) => store.blocked_models().map_err(|e| store_error(&e))?,
             None => Vec::new(),
@@ -398,7 +348,7 @@ impl App {
         Ok((provider, model_id.to_owned()))
     }
 
-    fn block(&self, req: &Incoming) -> Handled {
+    pub(crate) fn block(&self, req: &Incoming) -> Handled {
         let body = json_object(req, &["provider", "model_id", "reason"])?;
         let (provider, model_id) = Self::model_of(&body)?;
         let reason = match body.get("reason") {
@@ -420,7 +370,7 @@ impl App {
         Ok(Reply::json(200, &json!({ "blocked": model, "new": new })))
     }
 
-    fn unblock(&self, req: &Incoming) -> Handled {
+    pub(crate) fn unblock(&self, req: &Incoming) -> Handled {
         let body = json_object(req, &["provider", "model_id"])?;
         let (provider, model_id) = Self::model_of(&body)?;
         let mut store = Store::open(&self.options.db).map_err(|e| store_error(&e))?;
@@ -449,7 +399,7 @@ impl App {
 
     /// `GET /recovery-notice.json`: the file as the recover job wrote it (the stage page's
     /// contract), or 204 when there is none to show.
-    fn notice_file(&self) -> Reply {
+    pub(crate) fn notice_file(&self) -> Reply {
         match self.notice_text() {
             Some(text) => Reply::text(200, "application/json; charset=utf-8", text),
             None => Reply::text(204, "application/json; charset=utf-8", Vec::new()),

@@ -216,7 +216,7 @@ async fn answer(request: Request<Limited<Body>>, shared: Shared) -> Response<Ful
         return respond(Reply::error(503, None, "the server is stopping"), None);
     };
     let app = Arc::clone(&shared.app);
-    let handled = tokio::task::spawn_blocking(move || app.handle(&incoming)).await;
+    let handled = tokio::task::spawn_blocking(move || crate::route::handle(&app, &incoming)).await;
     drop(slot);
     let reply = handled.unwrap_or_else(|_| Reply::error(500, None, "the request failed"));
     // An answer larger than the whole budget waits for all of it.

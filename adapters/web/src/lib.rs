@@ -32,6 +32,7 @@ mod api;
 mod http;
 mod metrics;
 mod pages;
+mod route;
 
 pub use http::Limits;
 
