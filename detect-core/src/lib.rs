@@ -68,6 +68,7 @@ mod bash;
 mod config;
 mod detector;
 mod hand;
+mod hash;
 mod json;
 mod matcher;
 mod model;

@@ -5,6 +5,7 @@
 //! used to be a shared string of its own, allocated when first seen and freed at each landing,
 //! two or three per call). Two names of the same hash are told apart by their text.
 
+use crate::hash::hash;
 use rustc_hash::FxHashMap;
 use std::ops::Range;
 
@@ -24,11 +25,10 @@ pub(crate) struct Names {
 impl Names {
     /// The number of `name`, numbering it when it is new.
     pub(crate) fn intern(&mut self, name: &str) -> u32 {
-        self.intern_hashed(name, crate::progress::hash(name))
+        self.intern_hashed(name, hash(name))
     }
 
-    /// [`Names::intern`] of `name` whose hash is `hash`.
-    /// [`Names::intern`] of `name` whose [`crate::progress::hash`] is `hash` (computed once by
+    /// [`Names::intern`] of `name` whose [`hash`] is `hash` (computed once by
     /// a caller that needs it too).
     pub(crate) fn intern_hashed(&mut self, name: &str, hash: u64) -> u32 {
         match self.by_hash.get(&hash) {
@@ -53,7 +53,7 @@ impl Names {
     /// names is restored as it was written); it is found under its latest number.
     pub(crate) fn push_anew(&mut self, name: &str) -> u32 {
         let id = self.push(name);
-        let hash = crate::progress::hash(name);
+        let hash = hash(name);
         match self.by_hash.get(&hash) {
             Some(&first) if self.get(first) != name => {
                 self.collided.insert(name.into(), id);

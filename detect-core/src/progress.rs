@@ -7,11 +7,12 @@
 //! - [`Progress::settle`]: the landings only a session's history shows (rules
 //!   `repeated_writes` and `output_landings`).
 //!
-//! Calls, results and viewed files are kept as 64-bit hashes of their text ([`Key`], [`hash`]),
+//! Calls, results and viewed files are kept as 64-bit hashes of their text ([`Key`], [`crate::hash`]),
 //! so that looking back costs no allocation and no string comparison; a snapshot keeps the
 //! hashes.
 
 use crate::config::{DetectConfig, Rule};
+use crate::hash::{hash, mix};
 use crate::matcher::Facts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
@@ -90,32 +91,6 @@ impl Key {
 
 /// The result of a call whose output, without its noise, is empty (`#` and the hash of "").
 const EMPTY_OUTPUT: &str = "#cbf29ce484222325";
-
-/// A 64-bit hash of `text`, eight bytes at a time. Written here rather than taken from a hasher
-/// crate because snapshots keep these hashes: the function must never change with a dependency.
-pub(crate) fn hash(text: &str) -> u64 {
-    mix(0x243f_6a88_85a3_08d3, text)
-}
-
-/// `text` folded into `state` (a different `state` gives a different hash of the same text).
-fn mix(state: u64, text: &str) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let step = |h: u64, word: u64| (h.rotate_left(5) ^ word).wrapping_mul(K);
-    let bytes = text.as_bytes();
-    let mut chunks = bytes.chunks_exact(8);
-    let mut h = state;
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        h = step(h, u64::from_le_bytes(word));
-    }
-    let mut tail = [0u8; 8];
-    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    h = step(h, u64::from_le_bytes(tail));
-    // The length last, so that texts that differ only in trailing zero bytes differ.
-    let h = step(h, bytes.len() as u64);
-    h ^ (h >> 29)
-}
 
 /// One call as [`Staleness`] remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
