@@ -15,10 +15,11 @@
 //!   as serde's read does not read it, and the caller reads it the usual way.
 
 use crate::detector::SessionDetector;
-use crate::json::Json;
-use crate::matcher::{LineCountsText, MetaFacts, lines_changed};
+use crate::json::{Json, MapOnly};
+use crate::matcher::LineCountsText;
+use crate::meta::{MetaFacts, lines_changed};
 use crate::model::{
-    CallSink, CallText, CallWatcher, Label, MapOnly, NewDetector, Session, SessionDoc, TimeDoc,
+    CallSink, CallText, CallWatcher, Label, NewDetector, Session, SessionDoc, TimeDoc,
     UnixMs, is_session_key,
 };
 use crate::scan::{is_space, string_stop, string_tail};

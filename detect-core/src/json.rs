@@ -305,6 +305,27 @@ impl<'de> serde::de::Visitor<'de> for CowStr {
     }
 }
 
+/// `T` read only from a JSON object: a derived struct also reads from a list, which the walk of a
+/// session file refuses.
+pub(crate) struct MapOnly<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Object<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Object(std::marker::PhantomData))
+            .map(MapOnly)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,6 +71,7 @@ mod hand;
 mod hash;
 mod json;
 mod matcher;
+mod meta;
 mod model;
 mod names;
 mod output;

@@ -6,8 +6,9 @@
 
 use crate::config::DetectConfig;
 use crate::detector::SessionDetector;
-use crate::json::Json;
-use crate::matcher::{CallRef, LineCountsText, MetaFacts, ReadMetadata};
+use crate::json::{Json, MapOnly};
+use crate::matcher::{CallRef, LineCountsText};
+use crate::meta::{MetaFacts, ReadMetadata};
 use crate::output::{COMMITTED_KEY, output_hash, output_shows_commit};
 use crate::scan::scan_session_texts;
 use serde::{Deserialize, Serialize};
@@ -324,27 +325,6 @@ pub(crate) fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
         Some(Value::String(f)) => Err(ParseError::Format(f.clone())),
         Some(other) => Err(ParseError::Format(other.to_string())),
         None => Err(ParseError::Format("(missing)".to_owned())),
-    }
-}
-
-/// `T` read only from a JSON object: a derived struct also reads from a list, which the walk of a
-/// session file refuses.
-pub(crate) struct MapOnly<T>(pub T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Object<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Object<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_map(Object(std::marker::PhantomData))
-            .map(MapOnly)
     }
 }
 
