@@ -18,11 +18,9 @@ use crate::detector::SessionDetector;
 use crate::json::{Json, MapOnly};
 use crate::matcher::LineCountsText;
 use crate::meta::{MetaFacts, lines_changed};
-use crate::model::{
-    CallSink, CallText, CallWatcher, Label, NewDetector, Session, SessionDoc, TimeDoc,
-    UnixMs, is_session_key,
-};
+use crate::model::{CallText, Label, Session, SessionDoc, TimeDoc, UnixMs, is_session_key};
 use crate::scan::{is_space, string_stop, string_tail};
+use crate::sink::{CallSink, CallWatcher, NewDetector};
 use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -677,7 +675,7 @@ fn unescape(raw: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::serde_watch;
+    use crate::sink::serde_watch;
     use crate::{DetectConfig, Profile, SessionText, scan_session_texts};
     use proptest::prelude::*;
 
@@ -744,7 +742,7 @@ mod tests {
 
     #[test]
     fn the_borrowed_read_cases_read_by_hand_as_serde_does() {
-        for (text, borrowed) in crate::model::tests::borrowed_read_cases() {
+        for (text, borrowed) in crate::sink::tests::borrowed_read_cases() {
             let how = check(&text);
             // What serde's borrowed read takes, the hand reader takes (through serde for a
             // call it does not read itself).

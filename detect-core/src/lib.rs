@@ -67,6 +67,8 @@
 mod bash;
 mod config;
 mod detector;
+mod document;
+mod file;
 mod hand;
 mod hash;
 mod json;
@@ -78,8 +80,10 @@ mod output;
 mod progress;
 mod scan;
 mod shell;
+mod sink;
 mod tree;
 mod verdict;
+mod watch;
 
 pub use bash::normalize_bash;
 pub use config::{ConfigError, DETECT_KEYS, DetectConfig, Profile, Rule, Rules};
@@ -88,17 +92,21 @@ pub use detector::{
     judge_facts, judge_session, latest_own_landing, no_progress_calls, session_facts,
     subagent_name,
 };
+pub use document::{
+    SessionText, SharedText, Streamed, counted_sessions, scanned_cleanly, stream_session_texts,
+};
+pub use file::SessionFile;
 pub use matcher::{
     CallContext, CallFacts, DEFAULT_READ_LIMIT, PATTERN_TARGET_CHARS, ReadFacts, ViewRange,
     basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
-    Call, CallStatus, CallTime, CallWatcher, Label, NewDetector, ParseError, SESSION_FILE_FORMAT,
-    Session, SessionCalls, SessionFile, SessionText, SharedText, Streamed, counted_sessions,
-    detect_session_text, parse_judged_session_text, parse_session_text, scanned_cleanly,
-    stream_session_texts, watch_session_text,
+    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session,
+    parse_judged_session_text, parse_session_text,
 };
 pub use output::{COMMITTED_KEY, normalize_output, output_hash, output_shows_commit, text_hash};
 pub use scan::{Scanned, scan_session_texts};
+pub use sink::{CallWatcher, NewDetector};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
 pub use verdict::{DEDUP_KEY_PREFIX, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};
+pub use watch::{SessionCalls, detect_session_text, watch_session_text};

@@ -15,7 +15,7 @@
 //! across the end of a block is copied, into the next block. Held at a time: the block being
 //! read, and the blocks of sessions not yet parsed.
 
-use crate::model::{ListState, SessionText, SharedText, Streamed, check_format};
+use crate::document::{ListState, SessionText, SharedText, Streamed, check_format};
 use serde_json::{Map, Value};
 use std::io::Read;
 use std::sync::Arc;
