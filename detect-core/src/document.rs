@@ -17,8 +17,9 @@ pub struct SessionText {
     pub serial: usize,
     /// Its place in its list, which names it in errors.
     pub index: usize,
-    /// Where its text begins in the input, when the scan cut it out ([`crate::scan_session_texts`]):
-    /// a caller may read it again alone there (its length is the text's).
+    /// Where its text begins in the input, when the scan cut it out
+    /// ([`crate::scan_session_texts`]): a caller may read it again alone there (its length is the
+    /// text's).
     pub offset: Option<u64>,
     /// Its JSON text (nothing built; checked by serde's reader, not by the scan, see
     /// [`crate::scan_session_texts`]).
@@ -101,13 +102,13 @@ pub(crate) fn check_format(format: Option<&Value>) -> Result<(), ParseError> {
     }
 }
 
-/// Read a session file from `de` one session at a time, handing each element of the `sessions`
-/// list to `on_text` as JSON text as soon as it is read, so that a caller may parse it anywhere
-/// ([`crate::parse_session_text`], [`crate::detect_session_text`]); only one session's text is held at a time.
-/// The whole document is read (a syntax error anywhere is [`ParseError::Json`], as with
-/// [`crate::SessionFile::from_json`]); the document's shape is reported in [`Streamed::outcome`]. Top-level
-/// keys named in `keep` are kept as JSON (e.g. to recognise another format); other keys are
-/// skipped without being built.
+/// Read a session file from `de` one session at a time, handing each element of the `sessions` list
+/// to `on_text` as JSON text as soon as it is read, so that a caller may parse it anywhere
+/// ([`crate::parse_session_text`], [`crate::detect_session_text`]); only one session's text is held
+/// at a time. The whole document is read (a syntax error anywhere is [`ParseError::Json`], as with
+/// [`crate::SessionFile::from_json`]); the document's shape is reported in [`Streamed::outcome`].
+/// Top-level keys named in `keep` are kept as JSON (e.g. to recognise another format); other keys
+/// are skipped without being built.
 pub fn stream_session_texts<'de, R: serde_json::de::Read<'de>>(
     de: &mut serde_json::Deserializer<R>,
     keep: &[&str],
@@ -148,8 +149,8 @@ pub fn stream_session_texts<'de, R: serde_json::de::Read<'de>>(
     })
 }
 
-/// Whether what was parsed of the texts [`crate::scan_session_texts`] handed over stands: no text was
-/// found not to be JSON (else the document must be read again through [`stream_session_texts`],
+/// Whether what was parsed of the texts [`crate::scan_session_texts`] handed over stands: no text
+/// was found not to be JSON (else the document must be read again through [`stream_session_texts`],
 /// for the error a reader of the whole document gives).
 pub fn scanned_cleanly<T>(parsed: &[(usize, Result<T, ParseError>)]) -> bool {
     !parsed

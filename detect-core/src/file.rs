@@ -119,7 +119,7 @@ mod tests {
             {"id": "b", "label": "must_flag", "calls": []}]});
         let parsed = SessionFile::from_json(&file.to_string()).unwrap();
         let (a, b) = (&parsed.sessions[0], &parsed.sessions[1]);
-        use crate::Profile::{Design, Precise};
+        use crate::config::Profile::{Design, Precise};
         assert_eq!(a.label_for(Design), Some(Label::MustNotFlag));
         assert_eq!(a.label_for(Precise), Some(Label::MustFlag));
         assert_eq!(b.label_for(Precise), Some(Label::MustFlag));

@@ -675,8 +675,10 @@ fn unescape(raw: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{DetectConfig, Profile};
+    use crate::document::SessionText;
+    use crate::scan::scan_session_texts;
     use crate::sink::serde_watch;
-    use crate::{DetectConfig, Profile, SessionText, scan_session_texts};
     use proptest::prelude::*;
 
     /// What a read of `text` answers, with what its watcher saw (calls read, effect times).

@@ -747,7 +747,7 @@ mod tests {
     /// panicked (debug) or wrapped into a bogus range (release).
     #[test]
     fn a_read_range_at_the_end_of_u64_saturates() {
-        let config = DetectConfig::with_profile(crate::Profile::Precise);
+        let config = DetectConfig::with_profile(crate::config::Profile::Precise);
         let counts = BTreeMap::new();
         let ctx = CallContext {
             directory: Some("/repo"),
@@ -756,7 +756,7 @@ mod tests {
         let read = |offset: u64, limit: u64| Call {
             tool: "read".to_owned(),
             input: json!({"filePath": "a.py", "offset": offset, "limit": limit}),
-            status: crate::CallStatus::Completed,
+            status: CallStatus::Completed,
             metadata: Value::Null,
             time: None,
             output_hash: None,

@@ -8,6 +8,7 @@
 //! [`crate::scan`]'s, the whole file [`crate::file`]'s; pushing a session's calls into a detector
 //! as they are read is [`crate::sink`]'s, [`crate::hand`]'s and [`crate::watch`]'s.
 
+use crate::config::Profile;
 use crate::json::{Json, MapOnly};
 use crate::meta::{MetaFacts, ReadMetadata};
 use crate::output::{COMMITTED_KEY, output_hash, output_shows_commit};
@@ -93,7 +94,7 @@ impl<'de> Deserialize<'de> for Label {
 
 impl Session {
     /// The session's label under `profile`: its `labels` entry for the profile, else `label`.
-    pub fn label_for(&self, profile: crate::Profile) -> Option<Label> {
+    pub fn label_for(&self, profile: Profile) -> Option<Label> {
         self.labels.get(profile.as_str()).copied().or(self.label)
     }
 }
@@ -501,7 +502,7 @@ impl<C> SessionDoc<C> {
             });
         }
         let labels = self.labels.take().unwrap_or_default();
-        if let Some(name) = labels.keys().find(|k| k.parse::<crate::Profile>().is_err()) {
+        if let Some(name) = labels.keys().find(|k| k.parse::<Profile>().is_err()) {
             return Err(Refused {
                 at: "labels".to_owned(),
                 message: format!("{name:?} is not a profile name (design, precise)"),

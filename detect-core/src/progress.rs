@@ -7,9 +7,9 @@
 //! - [`Progress::settle`]: the landings only a session's history shows (rules
 //!   `repeated_writes` and `output_landings`).
 //!
-//! Calls, results and viewed files are kept as 64-bit hashes of their text ([`Key`], [`crate::hash`]),
-//! so that looking back costs no allocation and no string comparison; a snapshot keeps the
-//! hashes.
+//! Calls, results and viewed files are kept as 64-bit hashes of their text ([`Key`],
+//! [`crate::hash`]), so that looking back costs no allocation and no string comparison; a
+//! snapshot keeps the hashes.
 
 use crate::config::{DetectConfig, Rule};
 use crate::hash::{hash, mix};
@@ -639,7 +639,7 @@ mod tests {
 
     #[test]
     fn the_empty_output_is_the_hash_of_nothing() {
-        assert_eq!(EMPTY_OUTPUT, format!("#{}", crate::text_hash("")));
+        assert_eq!(EMPTY_OUTPUT, format!("#{}", crate::output::text_hash("")));
         assert!(!Key::of("bash git add a.py", EMPTY_OUTPUT).hashed);
         assert!(Key::of("bash git add a.py", "#0000000000000001").hashed);
         assert!(!Key::of("bash git add a.py", "completed 0").hashed);

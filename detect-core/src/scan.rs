@@ -523,7 +523,7 @@ mod tests {
     fn serde_read(doc: &str) -> (Vec<(usize, usize, String)>, Option<Streamed>) {
         let mut texts = Vec::new();
         let mut de = serde_json::Deserializer::from_str(doc);
-        let streamed = crate::stream_session_texts(&mut de, &["info"], &mut |t| {
+        let streamed = crate::document::stream_session_texts(&mut de, &["info"], &mut |t| {
             texts.push((t.serial, t.index, (*t.text).to_owned()));
         });
         (texts, streamed.ok())

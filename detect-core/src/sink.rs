@@ -18,12 +18,13 @@ pub type NewDetector<'n> = dyn Fn(&mut Session) -> SessionDetector + 'n;
 
 /// What [`crate::watch_session_text`]'s watcher is told after each call of a session: the session
 /// (without calls), how many of its calls are read (counted or not), the call's effect time (its
-/// end, else its start, as [`crate::Call::end_ms`]), and the detector it was pushed into. It answers
-/// whether to read on.
+/// end, else its start, as [`crate::Call::end_ms`]), and the detector it was pushed into. It
+/// answers whether to read on.
 pub type CallWatcher<'w> =
     dyn FnMut(&Session, usize, Option<i64>, &mut SessionDetector) -> bool + 'w;
 
-/// [`crate::watch_session_text`] through serde's reader, for a session the hand reader leaves alone.
+/// [`crate::watch_session_text`] through serde's reader, for a session the hand reader leaves
+/// alone.
 pub(crate) fn serde_watch(
     text: &str,
     new_detector: &NewDetector<'_>,
@@ -39,16 +40,16 @@ pub(crate) fn serde_watch(
     Some(detected)
 }
 
-/// Serde's borrowed read of a session ([`serde_watch`]): the keys of [`SessionDoc`] (each at most once), the calls
-/// pushed as they come; any key of the session after `calls` fails it (a detector is made from
-/// the session before its first call).
+/// Serde's borrowed read of a session ([`serde_watch`]): the keys of [`SessionDoc`] (each at most
+/// once), the calls pushed as they come; any key of the session after `calls` fails it (a detector
+/// is made from the session before its first call).
 struct DetectVisitor<'c, 'w, 'h> {
     new_detector: &'c NewDetector<'c>,
     after_call: &'w mut CallWatcher<'h>,
 }
 
-/// Where the calls of [`crate::watch_session_text`] go, one at a time as they are read: into a detector
-/// made already, with the session's line counts as they were read, then to the watcher.
+/// Where the calls of [`crate::watch_session_text`] go, one at a time as they are read: into a
+/// detector made already, with the session's line counts as they were read, then to the watcher.
 pub(crate) struct CallSink<'d, 'l, 'h> {
     pub(crate) session: &'d Session,
     pub(crate) detector: &'d mut SessionDetector,

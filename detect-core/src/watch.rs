@@ -172,6 +172,7 @@ pub fn watch_session_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Profile;
     use crate::model::{parse_judged_session_text, parse_session_text};
     use crate::sink::tests::borrowed_read_cases;
 
@@ -266,7 +267,7 @@ mod tests {
                 *error,
                 "{text}"
             );
-            for profile in [crate::Profile::Design, crate::Profile::Precise] {
+            for profile in [Profile::Design, Profile::Precise] {
                 let config = DetectConfig::with_profile(profile);
                 let detected = detect_session_text(3, text, &config);
                 match tree.clone() {
@@ -302,7 +303,7 @@ mod tests {
     #[test]
     fn the_borrowed_read_judges_as_the_usual_read() {
         for (text, borrowed) in &borrowed_read_cases() {
-            for profile in crate::Profile::ALL {
+            for profile in Profile::ALL {
                 let config = DetectConfig::with_profile(profile);
                 // As `detect_session_text` hands both over: their calls done.
                 let done = |(s, mut d): (Session, SessionDetector)| {
