@@ -447,12 +447,8 @@ pub(crate) fn facts<'s>(
         normalize_bash_into(c, &mut scratch.command);
         scratch.command.as_str()
     });
-    let identity = &mut scratch.identity;
-    identity.clear();
-    write_identity(tool, call.input, normalized, identity);
-    let mut shape = shell::Shape::default();
-    let target = &mut scratch.target;
-    target.clear();
+    scratch.identity.clear();
+    write_identity(tool, call.input, normalized, &mut scratch.identity);
     // A reader's file, resolved once (its target, its read and its view name it).
     let read_path = if config.is_reader(tool) {
         str_input("filePath")
@@ -461,11 +457,95 @@ pub(crate) fn facts<'s>(
     };
     if let Some(path) = read_path {
         resolve_path_into(ctx.directory, path, &mut scratch.read_path);
+    }
+    let read_file = read_path.map(|path| (path, scratch.read_path.as_str()));
+    let mut shape = write_target(
+        call,
+        config,
+        read_file,
+        normalized,
+        &scratch.identity,
+        &mut scratch.target,
+    );
+    let landing = landing_of(call, command, normalized, ctx, config, &mut scratch.written_path);
+    let output_landings = config.applies(Rule::OutputLandings);
+    // The file a bash viewer shows, resolved when a rule needs it.
+    let bash_view = shape.view.take();
+    let bash_view_file = if output_landings || config.applies(Rule::Rereads) {
+        bash_view.as_ref().map(|(file, _)| {
+            resolve_path_into(ctx.directory, file, &mut scratch.view_path);
+        })
+    } else {
+        None
+    };
+    let shows_file = output_landings && (read_path.is_some() || bash_view_file.is_some());
+    let read = read_path.and_then(|_| read_facts(call, ctx, &scratch.read_path));
+    let view = if !config.applies(Rule::Rereads) {
+        None
+    } else if let Some((_, lines)) = bash_view {
+        view_lines(call, lines, ctx, &scratch.view_path)
+    } else if read_path.is_some() {
+        read_lines(call, ctx, &scratch.read_path)
+    } else {
+        None
+    };
+    // A read of known lines is its own target, as a bash view is (paging is no loop).
+    if read_path.is_some()
+        && config.applies(Rule::PathTargets)
+        && let Some((first, last)) = view
+    {
+        let _ = write!(scratch.target, " lines {first}-{last}");
+    }
+    let shown_path = if read_path.is_some() {
+        scratch.read_path.as_str()
+    } else {
+        scratch.view_path.as_str()
+    };
+    if config.applies(Rule::Repeat) {
+        call_result(call, &mut scratch.result);
+    } else {
+        scratch.result.clear();
+    }
+    Facts {
+        identity: &scratch.identity,
+        target: &scratch.target,
+        landed: landing.landed,
+        write: landing.write,
+        read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
+        wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
+        view: view.map(|(first, last)| (shown_path, first, last)),
+        result: &scratch.result,
+        failed: config.applies(Rule::Repeat)
+            && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
+        unconfirmed_write: landing
+            .unconfirmed_write
+            .then_some(scratch.written_path.as_str()),
+        shows_file: shows_file.then_some(shown_path),
+        start_ms: call.start_ms,
+        end_ms: call.end_ms,
+    }
+}
+
+/// Write what a call works on into `target`: a reader's file (`read_file`: as named, resolved),
+/// a bash command's target, a search's pattern, else the call itself (its `identity`). For bash,
+/// the shape of the command (whether it waits, what it views).
+fn write_target(
+    call: &CallRef<'_>,
+    config: &DetectConfig,
+    read_file: Option<(&str, &str)>,
+    normalized: Option<&str>,
+    identity: &str,
+    target: &mut String,
+) -> shell::Shape {
+    let tool = call.tool;
+    target.clear();
+    let mut shape = shell::Shape::default();
+    if let Some((path, resolved)) = read_file {
         target.push_str(tool);
         target.push(' ');
         if config.applies(Rule::PathTargets) {
             // The file, not its basename: reads of two `mod.rs` are different work.
-            target.push_str(&scratch.read_path);
+            target.push_str(resolved);
         } else {
             target.push_str(basename(path));
         }
@@ -483,7 +563,7 @@ pub(crate) fn facts<'s>(
             }
         }
     } else if config.is_search(tool)
-        && let Some(pattern) = str_input("pattern")
+        && let Some(pattern) = call.input.get("pattern").and_then(Json::as_str)
     {
         target.push_str(tool);
         target.push(' ');
@@ -491,6 +571,30 @@ pub(crate) fn facts<'s>(
     } else {
         target.push_str(identity);
     }
+    shape
+}
+
+/// Whether a call landed, and how.
+struct Landing {
+    landed: bool,
+    /// The landing wrote a file (the same content written again changes nothing).
+    write: bool,
+    /// A bash write of unknown exit, its file resolved into the `written_path` it was given.
+    unconfirmed_write: bool,
+}
+
+/// How a call landed: [`is_landed`], a commit its output shows, a bash write that exited 0, or
+/// a bash write of no exit status that a later view must confirm (its file into
+/// `written_path`).
+fn landing_of(
+    call: &CallRef<'_>,
+    command: Option<&str>,
+    normalized: Option<&str>,
+    ctx: Context<'_>,
+    config: &DetectConfig,
+    written_path: &mut String,
+) -> Landing {
+    let tool = call.tool;
     let mut landed = is_landed(call, normalized, config);
     let output_landings = config.applies(Rule::OutputLandings);
     // A commit the output shows was made, whatever the exit (`git commit && pytest` failing).
@@ -521,62 +625,14 @@ pub(crate) fn facts<'s>(
         {
             // No exit status (an opencode `/shell` call records none): the write lands once a
             // view of its file shows new content (the detector decides).
-            resolve_path_into(ctx.directory, &file, &mut scratch.written_path);
+            resolve_path_into(ctx.directory, &file, written_path);
             unconfirmed_write = true;
         }
     }
-    // The file a bash viewer shows, resolved when a rule needs it.
-    let bash_view = shape.view.take();
-    let bash_view_file = if output_landings || config.applies(Rule::Rereads) {
-        bash_view.as_ref().map(|(file, _)| {
-            resolve_path_into(ctx.directory, file, &mut scratch.view_path);
-        })
-    } else {
-        None
-    };
-    let shows_file = output_landings && (read_path.is_some() || bash_view_file.is_some());
-    let read = read_path.and_then(|_| read_facts(call, ctx, &scratch.read_path));
-    let view = if !config.applies(Rule::Rereads) {
-        None
-    } else if let Some((_, lines)) = bash_view {
-        view_lines(call, lines, ctx, &scratch.view_path)
-    } else if read_path.is_some() {
-        read_lines(call, ctx, &scratch.read_path)
-    } else {
-        None
-    };
-    // A read of known lines is its own target, as a bash view is (paging is no loop).
-    if read_path.is_some()
-        && config.applies(Rule::PathTargets)
-        && let Some((first, last)) = view
-    {
-        let _ = write!(scratch.target, " lines {first}-{last}");
-    }
-    let (view_path, shown_path) = if read_path.is_some() {
-        (scratch.read_path.as_str(), scratch.read_path.as_str())
-    } else {
-        (scratch.view_path.as_str(), scratch.view_path.as_str())
-    };
-    if config.applies(Rule::Repeat) {
-        call_result(call, &mut scratch.result);
-    } else {
-        scratch.result.clear();
-    }
-    Facts {
-        identity: &scratch.identity,
-        target: &scratch.target,
+    Landing {
         landed,
         write,
-        read: read.map(|(lines, file_lines)| (scratch.read_path.as_str(), lines, file_lines)),
-        wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
-        view: view.map(|(first, last)| (view_path, first, last)),
-        result: &scratch.result,
-        failed: config.applies(Rule::Repeat)
-            && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
-        unconfirmed_write: unconfirmed_write.then_some(scratch.written_path.as_str()),
-        shows_file: shows_file.then_some(shown_path),
-        start_ms: call.start_ms,
-        end_ms: call.end_ms,
+        unconfirmed_write,
     }
 }
 
