@@ -438,11 +438,7 @@ pub(crate) fn facts<'s>(
 ) -> Facts<'s> {
     let tool = call.tool;
     let str_input = |key: &str| call.input.get(key).and_then(Json::as_str);
-    let command = if tool == "bash" {
-        str_input("command")
-    } else {
-        None
-    };
+    let command = (tool == "bash").then(|| str_input("command")).flatten();
     let normalized = command.map(|c| {
         normalize_bash_into(c, &mut scratch.command);
         scratch.command.as_str()
@@ -450,11 +446,10 @@ pub(crate) fn facts<'s>(
     scratch.identity.clear();
     write_identity(tool, call.input, normalized, &mut scratch.identity);
     // A reader's file, resolved once (its target, its read and its view name it).
-    let read_path = if config.is_reader(tool) {
-        str_input("filePath")
-    } else {
-        None
-    };
+    let read_path = config
+        .is_reader(tool)
+        .then(|| str_input("filePath"))
+        .flatten();
     if let Some(path) = read_path {
         resolve_path_into(ctx.directory, path, &mut scratch.read_path);
     }
@@ -467,28 +462,24 @@ pub(crate) fn facts<'s>(
         &scratch.identity,
         &mut scratch.target,
     );
-    let landing = landing_of(call, command, normalized, ctx, config, &mut scratch.written_path);
-    let output_landings = config.applies(Rule::OutputLandings);
-    // The file a bash viewer shows, resolved when a rule needs it.
-    let bash_view = shape.view.take();
-    let bash_view_file = if output_landings || config.applies(Rule::Rereads) {
-        bash_view.as_ref().map(|(file, _)| {
-            resolve_path_into(ctx.directory, file, &mut scratch.view_path);
-        })
-    } else {
-        None
-    };
-    let shows_file = output_landings && (read_path.is_some() || bash_view_file.is_some());
+    let landing = landing_of(
+        call,
+        command,
+        normalized,
+        ctx,
+        config,
+        &mut scratch.written_path,
+    );
     let read = read_path.and_then(|_| read_facts(call, ctx, &scratch.read_path));
-    let view = if !config.applies(Rule::Rereads) {
-        None
-    } else if let Some((_, lines)) = bash_view {
-        view_lines(call, lines, ctx, &scratch.view_path)
-    } else if read_path.is_some() {
-        read_lines(call, ctx, &scratch.read_path)
-    } else {
-        None
-    };
+    let resolved_read = read_path.map(|_| scratch.read_path.as_str());
+    let (shows_file, view) = shown_lines(
+        call,
+        ctx,
+        config,
+        shape.view.take(),
+        resolved_read,
+        &mut scratch.view_path,
+    );
     // A read of known lines is its own target, as a bash view is (paging is no loop).
     if read_path.is_some()
         && config.applies(Rule::PathTargets)
@@ -524,6 +515,38 @@ pub(crate) fn facts<'s>(
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
+}
+
+/// Whether a call shows a file whose content a later view can compare (for `output_landings`),
+/// and the lines of it shown when `reread` applies: a bash viewer's (`bash_view`, its file
+/// resolved into `view_path`) or a reader's (`read_path`, resolved).
+fn shown_lines(
+    call: &CallRef<'_>,
+    ctx: Context<'_>,
+    config: &DetectConfig,
+    bash_view: Option<(String, Option<(u64, u64)>)>,
+    read_path: Option<&str>,
+    view_path: &mut String,
+) -> (bool, Option<(u64, u64)>) {
+    let output_landings = config.applies(Rule::OutputLandings);
+    let rereads = config.applies(Rule::Rereads);
+    // The file a bash viewer shows, resolved when a rule needs it.
+    if (output_landings || rereads)
+        && let Some((file, _)) = &bash_view
+    {
+        resolve_path_into(ctx.directory, file, view_path);
+    }
+    let shows_file = output_landings && (read_path.is_some() || bash_view.is_some());
+    let view = if !rereads {
+        None
+    } else if let Some((_, lines)) = bash_view {
+        view_lines(call, lines, ctx, view_path)
+    } else if let Some(path) = read_path {
+        read_lines(call, ctx, path)
+    } else {
+        None
+    };
+    (shows_file, view)
 }
 
 /// Write what a call works on into `target`: a reader's file (`read_file`: as named, resolved),
