@@ -34,6 +34,16 @@ pub struct Counters {
 /// Lines of a file looked at, at most, to tell its format.
 const SNIFF_LINES: usize = 64;
 
+/// Whether `text` can be one JSON object: between blanks, it opens with `{` and closes with
+/// `}`. Asked before parsing a line to tell a format: a document of one session per line (a
+/// session file of 100 KB lines, each ending `},`) then costs nothing to pass over, where
+/// parsing each line to its end to learn it is not one object cost 5% of `detect` on a
+/// 227 MB file.
+pub fn may_be_object(text: &[u8]) -> bool {
+    let text = text.trim_ascii();
+    text.first() == Some(&b'{') && text.last() == Some(&b'}')
+}
+
 /// The first line of `bytes` (among the first 64 that are not blank) that is a JSON object
 /// `T` reads and `skip` does not pass over; else why there is none (empty, no JSON object).
 pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
@@ -44,8 +54,9 @@ pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
         .split(|b| *b == b'\n')
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
     for line in lines.take(SNIFF_LINES) {
-        if let Ok(crate::lenient::Obj(Some(record))) =
-            serde_json::from_slice::<crate::lenient::Obj<T>>(line)
+        if may_be_object(line)
+            && let Ok(crate::lenient::Obj(Some(record))) =
+                serde_json::from_slice::<crate::lenient::Obj<T>>(line)
             && !skip(&record)
         {
             return Ok(record);
@@ -250,6 +261,26 @@ pub(crate) fn compact_long_strings(value: &mut Value, keep: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `may_be_object` passes over no line that parses as one JSON object.
+    #[test]
+    fn what_may_be_one_object() {
+        for (line, may) in [
+            (r#"{"type":"user"}"#, true),
+            ("  {\"a\":1}\r", true),
+            ("{}", true),
+            (r#"{"id":"s1","calls":[]},"#, false),
+            (r#"{"format":"agentwatch-sessions/1","sessions":["#, false),
+            ("[1]", false),
+            ("{", false),
+            ("", false),
+        ] {
+            assert_eq!(may_be_object(line.as_bytes()), may, "{line:?}");
+            let parses = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
+                .is_ok();
+            assert!(may || !parses, "{line:?} parses as an object");
+        }
+    }
 
     #[test]
     fn numbers_after_labels() {

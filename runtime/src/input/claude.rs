@@ -42,7 +42,9 @@ pub(super) fn read_head(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
             continue;
         }
         lines += 1;
-        if line.starts_with(b"{") && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() {
+        if agentwatch_transcripts::may_be_object(line)
+            && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+        {
             break;
         }
     }

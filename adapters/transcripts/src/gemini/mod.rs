@@ -56,7 +56,7 @@ pub mod tools;
 use crate::Error;
 use crate::common::{
     Counters, Finished, compact_long_strings, count_line, file_lines, first_object_line,
-    prompt_title, trimmed_title, unix_ms,
+    may_be_object, prompt_title, trimmed_title, unix_ms,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
@@ -605,8 +605,8 @@ fn whole_document(bytes: &[u8]) -> Option<Record<'_>> {
     let body = &bytes[start..];
     // A JSON Lines file's first line ends before its last byte; the older file is one
     // (pretty-printed) object.
-    let one_object = body.first() == Some(&b'{')
-        && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
+    let one_object =
+        may_be_object(body) && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
     let doc = parse_line(body).filter(|_| one_object)?;
     doc.messages.is_some().then_some(doc)
 }
