@@ -167,14 +167,15 @@ pub(crate) fn write_object<'j, 'a>(
 
 /// A number as canonical JSON: integers as integers (`1.0` is `1`).
 pub(crate) fn write_number(n: &Number, out: &mut String) {
+    let mut digits = itoa::Buffer::new();
     if let Some(i) = n.as_i64() {
-        let _ = write!(out, "{i}");
+        out.push_str(digits.format(i));
     } else if let Some(u) = n.as_u64() {
-        let _ = write!(out, "{u}");
+        out.push_str(digits.format(u));
     } else {
         let f = n.as_f64().unwrap_or(0.0);
         if f.fract() == 0.0 && f.abs() < 9.0e15 {
-            let _ = write!(out, "{}", f as i64);
+            out.push_str(digits.format(f as i64));
         } else {
             let _ = write!(out, "{f}");
         }

@@ -485,7 +485,7 @@ pub(crate) fn facts<'s>(
         && config.applies(Rule::PathTargets)
         && let Some((first, last)) = view
     {
-        let _ = write!(scratch.target, " lines {first}-{last}");
+        shell::push_line_range(&mut scratch.target, first, last);
     }
     let shown_path = if read_path.is_some() {
         scratch.read_path.as_str()

@@ -8,7 +8,6 @@
 
 use crate::bash::Scanner;
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// One token of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -607,7 +606,7 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
                     _ => None,
                 };
                 if ranged && let Some((a, b)) = lines {
-                    let _ = write!(out, " lines {a}-{b}");
+                    push_line_range(out, a, b);
                 }
                 shape.view = Some((file.into_owned(), lines));
             }
@@ -685,6 +684,16 @@ fn is_scratch(path: &str) -> bool {
         || path == "/dev/null"
 }
 
+/// ` lines {first}-{last}` at the end of `target`: a view of known lines is its own target
+/// (paging is no loop). Written digit by digit: it runs for most reads.
+pub(crate) fn push_line_range(target: &mut String, first: u64, last: u64) {
+    let mut digits = itoa::Buffer::new();
+    target.push_str(" lines ");
+    target.push_str(digits.format(first));
+    target.push('-');
+    target.push_str(digits.format(last));
+}
+
 /// Cheap test first: can this command write a file at all? (`sed` and `perl` only with a short
 /// flag cluster holding an `i`, or `--in-place`.)
 fn may_write(command: &str) -> bool {
@@ -699,15 +708,29 @@ fn may_write(command: &str) -> bool {
                 })
         })
     };
-    redirects_into_a_file(command)
-        || command.contains("tee")
-        || command.contains("patch")
-        || command.contains("apply")
-        || command.contains("mv")
-        || command.contains("cp")
-        || command.contains("write")
-        || command.contains("git am")
-        || ((command.contains("sed") || command.contains("perl")) && in_place())
+    if redirects_into_a_file(command) {
+        return true;
+    }
+    // One pass for every word looked for (nine `contains` were 1.3% of `detect`).
+    let bytes = command.as_bytes();
+    let mut sed_or_perl = false;
+    for (i, &b) in bytes.iter().enumerate() {
+        let rest = &bytes[i..];
+        let is = |word: &[u8]| rest.starts_with(word);
+        match b {
+            b't' if is(b"tee") => return true,
+            b'p' if is(b"patch") => return true,
+            b'a' if is(b"apply") => return true,
+            b'm' if is(b"mv") => return true,
+            b'c' if is(b"cp") => return true,
+            b'w' if is(b"write") => return true,
+            b'g' if is(b"git am") => return true,
+            b's' if is(b"sed") => sed_or_perl = true,
+            b'p' if is(b"perl") => sed_or_perl = true,
+            _ => {}
+        }
+    }
+    sed_or_perl && in_place()
 }
 
 /// Cheap test: a `>` that may redirect into a file, not a descriptor duplication (`2>&1`,
@@ -899,6 +922,30 @@ fn program_writes(program: &str, args: &[&str], whole: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `may_write`'s one pass finds what a `contains` for each word finds.
+        #[test]
+        fn may_write_looks_for_every_word(
+            command in "([a-z -]|tee|patch|apply|mv|cp|write|git am|sed|perl| -i| --in-place){0,12}"
+        ) {
+            let word = |w: &str| command.contains(w);
+            let by_contains = redirects_into_a_file(&command)
+                || ["tee", "patch", "apply", "mv", "cp", "write", "git am"].into_iter().any(word)
+                || ((word("sed") || word("perl"))
+                    && command.split_whitespace().any(|w| {
+                        w.starts_with("--in-place")
+                            || w.strip_prefix('-').is_some_and(|f| {
+                                !f.starts_with('-')
+                                    && f.chars()
+                                        .take_while(char::is_ascii_alphabetic)
+                                        .any(|c| c == 'i')
+                            })
+                    }));
+            prop_assert_eq!(may_write(&command), by_contains);
+        }
+    }
 
     fn target(command: &str) -> String {
         let mut out = String::new();

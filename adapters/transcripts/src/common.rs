@@ -276,8 +276,8 @@ mod tests {
             ("", false),
         ] {
             assert_eq!(may_be_object(line.as_bytes()), may, "{line:?}");
-            let parses = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line)
-                .is_ok();
+            let parses =
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line).is_ok();
             assert!(may || !parses, "{line:?} parses as an object");
         }
     }
