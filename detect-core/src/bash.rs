@@ -140,11 +140,34 @@ fn join_lines(command: &str) -> String {
 /// Every run of whitespace becomes one space; leading and trailing whitespace goes. Appended to
 /// `out`, which is empty.
 fn collapse_whitespace(text: &str, out: &mut String) {
-    for word in text.split_whitespace() {
+    if !text.is_ascii() {
+        for word in text.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        return;
+    }
+    // The usual command is ASCII: the same words, found byte by byte (Unicode's whitespace
+    // there is tab to carriage return and space).
+    let is_space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(start) = bytes[at..]
+        .iter()
+        .position(|b| !is_space(b))
+        .map(|n| at + n)
+    {
+        let end = bytes[start..]
+            .iter()
+            .position(is_space)
+            .map_or(bytes.len(), |n| start + n);
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(word);
+        out.push_str(&text[start..end]);
+        at = end;
     }
 }
 
@@ -152,6 +175,16 @@ fn collapse_whitespace(text: &str, out: &mut String) {
 /// The word stops at whitespace or at a `;` outside quotes. `text` has collapsed whitespace.
 fn split_word(text: &str) -> (&str, &str) {
     let mut scanner = Scanner::default();
+    // Byte by byte where the text is ASCII (the collapsed text's only whitespace is then a
+    // space): quotes, backslashes and `;` are ASCII, so each index found is a char boundary.
+    if text.is_ascii() {
+        for (i, &b) in text.as_bytes().iter().enumerate() {
+            if scanner.feed(char::from(b)) && (b == b';' || b == b' ') {
+                return (&text[..i], &text[i..]);
+            }
+        }
+        return (text, "");
+    }
     for (i, ch) in text.char_indices() {
         if scanner.feed(ch) && (ch == ';' || ch.is_whitespace()) {
             return (&text[..i], &text[i..]);
@@ -225,7 +258,24 @@ fn strip_one_prefix(text: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::normalize_bash;
+    use super::{Scanner, collapse_whitespace, normalize_bash, split_word};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The ASCII paths find what the char paths find.
+        #[test]
+        fn ascii_paths_agree_with_char_paths(text in "[a-c ;'\"\\\t\n\r\u{b}\u{c}\u{a0}é]{0,24}") {
+            let mut fast = String::new();
+            collapse_whitespace(&text, &mut fast);
+            prop_assert_eq!(&fast, &text.split_whitespace().collect::<Vec<_>>().join(" "));
+            let mut scanner = Scanner::default();
+            let by_chars = fast
+                .char_indices()
+                .find(|&(_, ch)| scanner.feed(ch) && (ch == ';' || ch.is_whitespace()))
+                .map_or((fast.as_str(), ""), |(i, _)| (&fast[..i], &fast[i..]));
+            prop_assert_eq!(split_word(&fast), by_chars);
+        }
+    }
 
     /// Each row: (what the rule says, input, expected normal form).
     const CASES: &[(&str, &str, &str)] = &[

@@ -178,10 +178,16 @@ impl<'a> Lexer<'a> {
 /// end of the text.
 fn word_len(text: &str) -> usize {
     let mut scanner = Scanner::default();
-    for (i, ch) in text.char_indices() {
-        if scanner.feed(ch) && matches!(ch, ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '<' | '>')
+    // Byte by byte: what ends a word, quotes and backslashes are ASCII, and the bytes of a
+    // character beyond ASCII (fed as Latin-1, never syntax) are passed over as its one char was.
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        if scanner.feed(char::from(b))
+            && matches!(
+                b,
+                b' ' | b'\t' | b'\r' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>'
+            )
         {
-            return if i == 0 { ch.len_utf8() } else { i };
+            return i.max(1);
         }
     }
     text.len()
