@@ -607,7 +607,10 @@ fn whole_document(bytes: &[u8]) -> Option<Record<'_>> {
     // (pretty-printed) object.
     let one_object =
         may_be_object(body) && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
-    let doc = parse_line(body).filter(|_| one_object)?;
+    if !one_object {
+        return None;
+    }
+    let doc = parse_line(body)?;
     doc.messages.is_some().then_some(doc)
 }
 
