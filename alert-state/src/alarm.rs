@@ -128,6 +128,8 @@ pub fn process_alarms(
     })
 }
 
+/// One raised alarm against the open alerts: opens a new alert, holds or reminds an open one at
+/// the same or a lower severity, or escalates it.
 fn raise(
     next: &mut AlertState,
     config: &AlertConfig,
@@ -135,69 +137,100 @@ fn raise(
     now: i64,
 ) -> (Decision, Option<AlertEvent>) {
     let severity = alarm.severity.max(Severity::Warning);
-    let details = |alert: &Alert| {
-        serde_json::json!({
-            "subject": alert.root,
-            "kind": alarm.kind,
-            "flagged_ticks": alert.flagged_ticks,
-            "opened_at": alert.opened_at,
-            "alarm": alarm.details,
-        })
-    };
-    let key = &alarm.dedup_key;
-    let Some(alert) = next.open_alerts.get_mut(key) else {
-        let alert = Alert {
-            dedup_key: key.clone(),
-            root: alarm.subject.clone(),
-            agent: alarm.kind.clone(),
-            title: alarm.title.clone(),
-            severity,
-            flagged_ticks: 1,
-            opened_at: now,
-            counted_at: None,
-            last_fired_at: now,
-            resolved_at: None,
-            source: String::new(),
-        };
-        let event = event_for(
-            &alert,
-            EventState::Trigger,
-            alarm.summary.clone(),
-            details(&alert),
-            config,
-        );
-        let reason = format!("{} raised: opened {key} as {severity}", alarm.kind);
-        let decided = decision(DecisionKind::Trigger, &alert, reason);
-        next.open_alerts.insert(key.clone(), alert);
-        return (decided, Some(event));
+    let Some(alert) = next.open_alerts.get_mut(&alarm.dedup_key) else {
+        return open_alarm(next, config, alarm, severity, now);
     };
     alert.flagged_ticks = alert.flagged_ticks.saturating_add(1);
     if severity <= alert.severity {
-        let every = config.repeat_interval_s;
-        let since = now.saturating_sub(alert.last_fired_at);
-        if every <= 0 || since < every {
-            let reason = format!(
-                "{} raised again while {key} is open as {}; no new event",
-                alarm.kind, alert.severity
-            );
-            return (decision(DecisionKind::StillFlagged, alert, reason), None);
-        }
-        // Still raised a repeat interval after its last event: reminded, as a loop alert is.
-        alert.last_fired_at = now;
-        let mut details = details(alert);
-        details["repeat_interval_s"] = serde_json::json!(every);
-        let summary = format!(
-            "{} (still raised: {} ticks since it opened)",
-            alarm.summary, alert.flagged_ticks
-        );
-        let event = event_for(alert, EventState::Trigger, summary, details, config);
+        return hold_or_remind(alert, config, alarm, now);
+    }
+    escalate(alert, config, alarm, severity, now)
+}
+
+/// What an event of `alarm` says of its alert in `details`.
+fn alarm_details(alarm: &Alarm, alert: &Alert) -> serde_json::Value {
+    serde_json::json!({
+        "subject": alert.root,
+        "kind": alarm.kind,
+        "flagged_ticks": alert.flagged_ticks,
+        "opened_at": alert.opened_at,
+        "alarm": alarm.details,
+    })
+}
+
+/// A first raise: a new open alert and its trigger event.
+fn open_alarm(
+    next: &mut AlertState,
+    config: &AlertConfig,
+    alarm: &Alarm,
+    severity: Severity,
+    now: i64,
+) -> (Decision, Option<AlertEvent>) {
+    let key = &alarm.dedup_key;
+    let alert = Alert::opened(
+        key.clone(),
+        alarm.subject.clone(),
+        alarm.kind.clone(),
+        alarm.title.clone(),
+        severity,
+        String::new(),
+        now,
+    );
+    let event = event_for(
+        &alert,
+        EventState::Trigger,
+        alarm.summary.clone(),
+        alarm_details(alarm, &alert),
+        config,
+    );
+    let reason = format!("{} raised: opened {key} as {severity}", alarm.kind);
+    let decided = decision(DecisionKind::Trigger, &alert, reason);
+    next.open_alerts.insert(key.clone(), alert);
+    (decided, Some(event))
+}
+
+/// A raise no more severe than the open alert: no event until a repeat interval has passed
+/// since its last one, then a reminder, as a loop alert gets.
+fn hold_or_remind(
+    alert: &mut Alert,
+    config: &AlertConfig,
+    alarm: &Alarm,
+    now: i64,
+) -> (Decision, Option<AlertEvent>) {
+    let key = &alarm.dedup_key;
+    let every = config.repeat_interval_s;
+    let since = now.saturating_sub(alert.last_fired_at);
+    if every <= 0 || since < every {
         let reason = format!(
-            "{} raised again while {key} is open as {}; its last event was {since} s ago, at \
-             least repeat_interval_s {every}: reminded",
+            "{} raised again while {key} is open as {}; no new event",
             alarm.kind, alert.severity
         );
-        return (decision(DecisionKind::Repeat, alert, reason), Some(event));
+        return (decision(DecisionKind::StillFlagged, alert, reason), None);
     }
+    alert.last_fired_at = now;
+    let mut details = alarm_details(alarm, alert);
+    details["repeat_interval_s"] = serde_json::json!(every);
+    let summary = format!(
+        "{} (still raised: {} ticks since it opened)",
+        alarm.summary, alert.flagged_ticks
+    );
+    let event = event_for(alert, EventState::Trigger, summary, details, config);
+    let reason = format!(
+        "{} raised again while {key} is open as {}; its last event was {since} s ago, at \
+         least repeat_interval_s {every}: reminded",
+        alarm.kind, alert.severity
+    );
+    (decision(DecisionKind::Repeat, alert, reason), Some(event))
+}
+
+/// A raise more severe than the open alert: the alert takes the new severity and kind.
+fn escalate(
+    alert: &mut Alert,
+    config: &AlertConfig,
+    alarm: &Alarm,
+    severity: Severity,
+    now: i64,
+) -> (Decision, Option<AlertEvent>) {
     let was = alert.severity;
     alert.severity = severity;
     alert.last_fired_at = now;
@@ -206,12 +239,12 @@ fn raise(
         alert,
         EventState::Escalate,
         alarm.summary.clone(),
-        details(alert),
+        alarm_details(alarm, alert),
         config,
     );
     let reason = format!(
-        "{} raised: escalated {key} from {was} to {severity}",
-        alarm.kind
+        "{} raised: escalated {} from {was} to {severity}",
+        alarm.kind, alarm.dedup_key
     );
     (decision(DecisionKind::Escalate, alert, reason), Some(event))
 }

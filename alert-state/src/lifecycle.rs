@@ -578,19 +578,15 @@ fn open_alert(
         (Severity::Warning, format!("as warning; {note}"))
     };
     let dedup_key = observation.dedup_key();
-    let alert = Alert {
-        dedup_key: dedup_key.clone(),
-        root: observation.root.clone(),
-        agent: observation.agent.clone(),
-        title: observation.alert_title(),
+    let alert = Alert::opened(
+        dedup_key.clone(),
+        observation.root.clone(),
+        observation.agent.clone(),
+        observation.alert_title(),
         severity,
-        flagged_ticks: 1,
-        opened_at: now,
-        counted_at: None,
-        last_fired_at: now,
-        resolved_at: None,
-        source: observation.source.clone(),
-    };
+        observation.source.clone(),
+        now,
+    );
     let event = event_for(
         &alert,
         EventState::Trigger,

@@ -41,6 +41,31 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// A fresh open alert at `now`: flagged tick 1, its trigger fired now.
+    pub(crate) fn opened(
+        dedup_key: String,
+        root: String,
+        agent: String,
+        title: String,
+        severity: Severity,
+        source: String,
+        now: i64,
+    ) -> Self {
+        Self {
+            dedup_key,
+            root,
+            agent,
+            title,
+            severity,
+            flagged_ticks: 1,
+            opened_at: now,
+            counted_at: None,
+            last_fired_at: now,
+            resolved_at: None,
+            source,
+        }
+    }
+
     /// Seconds since the latest judgement that counted (the trigger when none has since).
     #[must_use]
     pub fn counting_gap(&self, now: i64) -> i64 {
