@@ -193,35 +193,13 @@ impl RouterState {
         })
     }
 
+    /// Whether `channel` takes `event`, and why: a resolve follows the alert's earlier
+    /// deliveries; a trigger or escalate must pass enabled, min_severity and the rate limit.
     fn decide(&self, channel: &ChannelConfig, event: &AlertEvent, now: i64) -> (Delivery, String) {
-        let name = &channel.name;
-        let suppressed = |why: Suppression, reason: String| (Delivery::Suppressed(why), reason);
         if event.state == EventState::Resolve {
-            let delivered_before = self
-                .delivered
-                .get(&event.dedup_key)
-                .is_some_and(|channels| channels.contains(name));
-            if !delivered_before {
-                return suppressed(
-                    Suppression::NotDeliveredBefore,
-                    format!("`{name}` delivered no earlier event of this alert, so no resolve"),
-                );
-            }
-            if !channel.enabled {
-                return suppressed(
-                    Suppression::Disabled,
-                    format!("`{name}` is disabled (it had delivered this alert before)"),
-                );
-            }
-            return (
-                Delivery::Delivered,
-                format!(
-                    "resolve routed to `{name}`: it delivered an earlier event of this alert \
-                     (resolves bypass min_severity and the rate limit)"
-                ),
-            );
+            return self.decide_resolve(channel, event);
         }
-
+        let name = &channel.name;
         if !channel.enabled {
             return suppressed(Suppression::Disabled, format!("`{name}` is disabled"));
         }
@@ -234,34 +212,8 @@ impl RouterState {
                 ),
             );
         }
-        let limit = i128::from(channel.rate_limit_s);
-        if let Some(last) = self
-            .last_alarm
-            .get(&window_of(
-                &channel.name,
-                channel.group_by,
-                &event.dedup_key,
-            ))
-            .filter(|_| !self.is_free(channel, &event.dedup_key, now))
-        {
-            let elapsed = i128::from(now) - i128::from(last.at);
-            let free_at = i128::from(last.at) + limit;
-            let when = if elapsed >= 0 {
-                format!("{elapsed} s ago")
-            } else {
-                format!("{} s after now (the clock went back)", -elapsed)
-            };
-            return suppressed(
-                Suppression::RateLimited,
-                format!(
-                    "`{name}` was given {} at {} ({when}); rate limit {limit} s, free again \
-                     at {}",
-                    last.dedup_key,
-                    crate::time::iso8601(last.at),
-                    i64::try_from(free_at)
-                        .map_or_else(|_| free_at.to_string(), crate::time::iso8601)
-                ),
-            );
+        if let Some(reason) = self.rate_limited(channel, event, now) {
+            return suppressed(Suppression::RateLimited, reason);
         }
         let of = match channel.group_by {
             GroupBy::Channel => "",
@@ -271,11 +223,75 @@ impl RouterState {
             Delivery::Delivered,
             format!(
                 "routed to `{name}`: {} >= min_severity {} and no trigger or escalate{of} in \
-                 the last {limit} s",
-                event.severity, channel.min_severity
+                 the last {} s",
+                event.severity, channel.min_severity, channel.rate_limit_s
             ),
         )
     }
+
+    /// A resolve goes to an enabled channel that delivered an earlier event of its alert,
+    /// whatever its severity and the rate limit.
+    fn decide_resolve(&self, channel: &ChannelConfig, event: &AlertEvent) -> (Delivery, String) {
+        let name = &channel.name;
+        let delivered_before = self
+            .delivered
+            .get(&event.dedup_key)
+            .is_some_and(|channels| channels.contains(name));
+        if !delivered_before {
+            return suppressed(
+                Suppression::NotDeliveredBefore,
+                format!("`{name}` delivered no earlier event of this alert, so no resolve"),
+            );
+        }
+        if !channel.enabled {
+            return suppressed(
+                Suppression::Disabled,
+                format!("`{name}` is disabled (it had delivered this alert before)"),
+            );
+        }
+        (
+            Delivery::Delivered,
+            format!(
+                "resolve routed to `{name}`: it delivered an earlier event of this alert \
+                 (resolves bypass min_severity and the rate limit)"
+            ),
+        )
+    }
+
+    /// Why `channel` may not take `event` yet, if its window had a trigger or escalate within
+    /// the rate limit: what it was given, when, and when it is free again.
+    fn rate_limited(
+        &self,
+        channel: &ChannelConfig,
+        event: &AlertEvent,
+        now: i64,
+    ) -> Option<String> {
+        if self.is_free(channel, &event.dedup_key, now) {
+            return None;
+        }
+        let window = window_of(&channel.name, channel.group_by, &event.dedup_key);
+        let last = self.last_alarm.get(&window)?;
+        let limit = i128::from(channel.rate_limit_s);
+        let elapsed = i128::from(now) - i128::from(last.at);
+        let free_at = i128::from(last.at) + limit;
+        let when = if elapsed >= 0 {
+            format!("{elapsed} s ago")
+        } else {
+            format!("{} s after now (the clock went back)", -elapsed)
+        };
+        Some(format!(
+            "`{}` was given {} at {} ({when}); rate limit {limit} s, free again at {}",
+            channel.name,
+            last.dedup_key,
+            crate::time::iso8601(last.at),
+            i64::try_from(free_at).map_or_else(|_| free_at.to_string(), crate::time::iso8601)
+        ))
+    }
+}
+
+/// A channel left out of a delivery, and why.
+fn suppressed(why: Suppression, reason: String) -> (Delivery, String) {
+    (Delivery::Suppressed(why), reason)
 }
 
 #[cfg(test)]
