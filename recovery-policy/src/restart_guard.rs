@@ -702,78 +702,16 @@ impl RestartGuardState {
         let label = obs.label();
         let record = self.sessions.entry(obs.id.clone()).or_default();
         let decision = if let Some(hold) = &obs.auth_hold {
-            let reason = if hold.reason.is_empty() {
-                "auth hold"
-            } else {
-                hold.reason.as_str()
-            };
-            if record.auth_hold_escalated {
-                GuardDecision::new(
-                    Name::AuthHeld,
-                    format!("held for an auth failure ({reason}); never restarted"),
-                )
-            } else {
-                record.auth_hold_escalated = true;
-                let message = format!(
-                    "{label} is held for an auth failure ({reason}); a restart cannot fix a credential. Repair the login, then restart it explicitly."
-                );
-                GuardDecision::new(
-                    Name::AuthHoldEscalated,
-                    format!("held for an auth failure ({reason}); escalating, never restarted"),
-                )
-                .with_action(GuardAction::Escalate {
-                    session: obs.id.clone(),
-                    severity: Severity::AuthHold,
-                    message,
-                    dry_run: config.dry_run,
-                })
-            }
-        } else if let Some(until) = record.backoff_until.filter(|&until| until > now) {
-            GuardDecision::new(
-                Name::BackingOff,
-                format!("rate-limited: backing off, {} s left", elapsed(until, now)),
-            )
-        } else if let Some(last) = record
-            .last_restart_at
-            .filter(|&t| add(t, config.quiet_after_restart) > now)
-        {
-            GuardDecision::new(
-                Name::QuietAfterRestart,
-                format!(
-                    "restarted {} s ago; left alone for {} s more",
-                    elapsed(now, last),
-                    elapsed(add(last, config.quiet_after_restart), now)
-                ),
-            )
-        } else if let Some(decision) = limit_hold(config, record, obs, &label, now) {
+            auth_hold(config, record, obs, hold, &label)
+        } else if let Some(decision) = wait_hold(config, record, obs, &label, trigger, now) {
             decision
-        } else if let Some(last) = record
-            .poller_restart_at
-            .filter(|&t| trigger == Trigger::PollerMissing && add(t, config.poller_dedup) > now)
-        {
-            GuardDecision::new(
-                Name::PollerDedup,
-                format!(
-                    "telegram poller missing, but restarted for it {} s ago; next poller restart in {} s",
-                    elapsed(now, last),
-                    elapsed(add(last, config.poller_dedup), now)
-                ),
-            )
-        } else if let Some(output) = obs
-            .last_output
-            .as_deref()
-            .filter(|o| mentions_rate_limit(o))
-        {
-            rate_limit_backoff(
-                config,
-                record,
-                &obs.id,
-                &label,
-                &format!("last output: {}", clip(output)),
-                now,
-            )
         } else {
-            return None;
+            let output = obs
+                .last_output
+                .as_deref()
+                .filter(|o| mentions_rate_limit(o))?;
+            let seen_in = format!("last output: {}", clip(output));
+            rate_limit_backoff(config, record, &obs.id, &label, &seen_in, now)
         };
         Some(decision.about(&obs.id))
     }
@@ -877,17 +815,7 @@ impl RestartGuardState {
         record.last_restart_at = Some(record.last_restart_at.map_or(now, |t| t.max(now)));
         self.last_restart_at = Some(self.last_restart_at.map_or(now, |t| t.max(now)));
 
-        let reply_text = result.reply.text();
-        let seen_in = if mentions_rate_limit(reply_text) {
-            Some(format!("restart reply: {}", clip(reply_text)))
-        } else {
-            result
-                .last_output
-                .as_deref()
-                .filter(|o| mentions_rate_limit(o))
-                .map(|o| format!("last output: {}", clip(o)))
-        };
-        if let Some(seen_in) = seen_in {
+        if let Some(seen_in) = rate_limit_in(result) {
             return rate_limit_backoff(config, record, id, id, &seen_in, now).about(id);
         }
         let decision = match &result.reply {
@@ -910,39 +838,7 @@ impl RestartGuardState {
                     clip(reason)
                 ),
             ),
-            RestartReply::Failed { error } => {
-                // A failed poller restart did not restart anything: the dedup (one poller restart
-                // per hour) counts only restarts that happened, so the next tick may try again,
-                // as agent-deck's own watchdog does; the other guards still hold.
-                if for_poller {
-                    record.poller_restart_at = None;
-                }
-                record.consecutive_failures = record.consecutive_failures.saturating_add(1);
-                let failures = record.consecutive_failures;
-                let error = clip(error);
-                if failures == config.failures_before_escalation {
-                    let message = format!(
-                        "{id} failed to restart {failures}x consecutively; last error: {error}"
-                    );
-                    GuardDecision::new(
-                        Name::RestartFailedEscalated,
-                        format!(
-                            "restart failed ({error}); {failures} failures in a row, escalating"
-                        ),
-                    )
-                    .with_action(GuardAction::Escalate {
-                        session: id.to_owned(),
-                        severity: Severity::RestartFailed,
-                        message,
-                        dry_run: config.dry_run,
-                    })
-                } else {
-                    GuardDecision::new(
-                        Name::RestartFailed,
-                        format!("restart failed ({error}); {failures} failure(s) in a row"),
-                    )
-                }
-            }
+            RestartReply::Failed { error } => restart_failed(config, record, id, error, for_poller),
         };
         decision.about(id)
     }
@@ -1026,6 +922,136 @@ fn rate_limit_backoff(
     .with_action(GuardAction::Escalate {
         session: id.to_owned(),
         severity: Severity::RateLimit,
+        message,
+        dry_run: config.dry_run,
+    })
+}
+
+/// A session held for an auth failure: escalated once, then held quietly; never restarted.
+fn auth_hold(
+    config: &RestartGuardConfig,
+    record: &mut SessionRecord,
+    obs: &SessionObservation,
+    hold: &AuthHold,
+    label: &str,
+) -> GuardDecision {
+    let reason = if hold.reason.is_empty() {
+        "auth hold"
+    } else {
+        hold.reason.as_str()
+    };
+    if record.auth_hold_escalated {
+        return GuardDecision::new(
+            Name::AuthHeld,
+            format!("held for an auth failure ({reason}); never restarted"),
+        );
+    }
+    record.auth_hold_escalated = true;
+    let message = format!(
+        "{label} is held for an auth failure ({reason}); a restart cannot fix a credential. Repair the login, then restart it explicitly."
+    );
+    GuardDecision::new(
+        Name::AuthHoldEscalated,
+        format!("held for an auth failure ({reason}); escalating, never restarted"),
+    )
+    .with_action(GuardAction::Escalate {
+        session: obs.id.clone(),
+        severity: Severity::AuthHold,
+        message,
+        dry_run: config.dry_run,
+    })
+}
+
+/// The waits that hold a session back, in order: a rate-limit backoff, the quiet after a
+/// restart, the per-session limit, and the poller dedup. `None` when none holds.
+fn wait_hold(
+    config: &RestartGuardConfig,
+    record: &mut SessionRecord,
+    obs: &SessionObservation,
+    label: &str,
+    trigger: Trigger,
+    now: UnixSeconds,
+) -> Option<GuardDecision> {
+    if let Some(until) = record.backoff_until.filter(|&until| until > now) {
+        return Some(GuardDecision::new(
+            Name::BackingOff,
+            format!("rate-limited: backing off, {} s left", elapsed(until, now)),
+        ));
+    }
+    if let Some(last) = record
+        .last_restart_at
+        .filter(|&t| add(t, config.quiet_after_restart) > now)
+    {
+        return Some(GuardDecision::new(
+            Name::QuietAfterRestart,
+            format!(
+                "restarted {} s ago; left alone for {} s more",
+                elapsed(now, last),
+                elapsed(add(last, config.quiet_after_restart), now)
+            ),
+        ));
+    }
+    if let Some(decision) = limit_hold(config, record, obs, label, now) {
+        return Some(decision);
+    }
+    let last = record
+        .poller_restart_at
+        .filter(|&t| trigger == Trigger::PollerMissing && add(t, config.poller_dedup) > now)?;
+    Some(GuardDecision::new(
+        Name::PollerDedup,
+        format!(
+            "telegram poller missing, but restarted for it {} s ago; next poller restart in {} s",
+            elapsed(now, last),
+            elapsed(add(last, config.poller_dedup), now)
+        ),
+    ))
+}
+
+/// Where a restart result shows a rate limit, the reply first, then the last output.
+fn rate_limit_in(result: &RestartResult) -> Option<String> {
+    let reply_text = result.reply.text();
+    if mentions_rate_limit(reply_text) {
+        return Some(format!("restart reply: {}", clip(reply_text)));
+    }
+    result
+        .last_output
+        .as_deref()
+        .filter(|o| mentions_rate_limit(o))
+        .map(|o| format!("last output: {}", clip(o)))
+}
+
+/// A failed restart: one more failure in a row, escalated when the count reaches
+/// `failures_before_escalation`.
+fn restart_failed(
+    config: &RestartGuardConfig,
+    record: &mut SessionRecord,
+    id: &str,
+    error: &str,
+    for_poller: bool,
+) -> GuardDecision {
+    // A failed poller restart did not restart anything: the dedup (one poller restart per hour)
+    // counts only restarts that happened, so the next tick may try again, as agent-deck's own
+    // watchdog does; the other guards still hold.
+    if for_poller {
+        record.poller_restart_at = None;
+    }
+    record.consecutive_failures = record.consecutive_failures.saturating_add(1);
+    let failures = record.consecutive_failures;
+    let error = clip(error);
+    if failures != config.failures_before_escalation {
+        return GuardDecision::new(
+            Name::RestartFailed,
+            format!("restart failed ({error}); {failures} failure(s) in a row"),
+        );
+    }
+    let message = format!("{id} failed to restart {failures}x consecutively; last error: {error}");
+    GuardDecision::new(
+        Name::RestartFailedEscalated,
+        format!("restart failed ({error}); {failures} failures in a row, escalating"),
+    )
+    .with_action(GuardAction::Escalate {
+        session: id.to_owned(),
+        severity: Severity::RestartFailed,
         message,
         dry_run: config.dry_run,
     })
