@@ -624,6 +624,21 @@ fn insert_tick(
         .into_iter()
         .map(|v| (v.session_id.clone(), v))
         .collect();
+    let listed = insert_changed_verdicts(tx, tick_id, ticked_at, verdicts, &mut current)?;
+    let gone = current.keys().filter(|id| !listed.contains(id.as_str()));
+    close_unlisted(tx, tick_id, gone)?;
+    Ok(tick_id)
+}
+
+/// Writes each verdict that differs from its session's `current` one and points the session at
+/// it (updating `current`); returns the sessions `verdicts` lists.
+fn insert_changed_verdicts<'v>(
+    tx: &Connection,
+    tick_id: i64,
+    ticked_at: i64,
+    verdicts: &'v [VerdictRow],
+    current: &mut HashMap<String, VerdictRow>,
+) -> Result<HashSet<&'v str>, StoreError> {
     let mut insert = tx.prepare_cached(
         "INSERT INTO watchdog_verdicts (tick_id, session_id, session_root, flagged, signals,
            dup, top, top_what, landed, slow, coverage, coverage_file, calls_since_landed,
@@ -664,7 +679,16 @@ fn insert_tick(
         point.execute(params![v.session_id, tx.last_insert_rowid()])?;
         current.insert(v.session_id.clone(), v.clone());
     }
-    // A session no longer listed: its verdict held until the tick before this one.
+    Ok(listed)
+}
+
+/// A session no longer listed: its verdict held until the tick before `tick_id`, and it has
+/// no current verdict any more.
+fn close_unlisted<'a>(
+    tx: &Connection,
+    tick_id: i64,
+    gone: impl Iterator<Item = &'a String>,
+) -> Result<(), StoreError> {
     let mut held = tx.prepare_cached(
         "UPDATE watchdog_verdicts SET current_until =
              (SELECT MAX(id) FROM watchdog_ticks WHERE id < ?2)
@@ -672,11 +696,11 @@ fn insert_tick(
     )?;
     let mut unlist =
         tx.prepare_cached("DELETE FROM watchdog_current_verdicts WHERE session_id = ?1")?;
-    for gone in current.keys().filter(|id| !listed.contains(id.as_str())) {
+    for gone in gone {
         held.execute(params![gone, tick_id])?;
         unlist.execute([gone])?;
     }
-    Ok(tick_id)
+    Ok(())
 }
 
 /// Each session's current verdict (the last tick's), in the order of their roots and ids.
