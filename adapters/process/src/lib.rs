@@ -18,7 +18,7 @@
 
 use std::ffi::OsStr;
 use std::io::Read;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -73,6 +73,24 @@ pub fn run(
     for name in unset_env {
         command.env_remove(name);
     }
+    let mut child = spawn(&mut command)?;
+    let (buffers, finished) = read_outputs(&mut child);
+    wait_for_pipes(&mut child, &finished, buffers.len(), timeout)?;
+    let status = child.wait().map_err(|e| RunError::Wait(e.to_string()))?;
+    let [stdout, stderr] = buffers.map(|b| {
+        b.lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    });
+    Ok(Finished {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Starts `command`, retrying while its program is a "text file busy".
+fn spawn(command: &mut Command) -> Result<Child, RunError> {
     let mut spawned = command.spawn();
     for _ in 0..BUSY_RETRIES {
         match &spawned {
@@ -83,13 +101,21 @@ pub fn run(
             _ => break,
         }
     }
-    let mut child = match spawned {
-        Ok(child) => child,
+    match spawned {
+        Ok(child) => Ok(child),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RunError::NotFound(e.to_string()));
+            Err(RunError::NotFound(e.to_string()))
         }
-        Err(e) => return Err(RunError::Spawn(e.to_string())),
-    };
+        Err(e) => Err(RunError::Spawn(e.to_string())),
+    }
+}
+
+/// The kept heads of stdout and stderr, in that order.
+type Kept = [Arc<Mutex<Vec<u8>>>; 2];
+
+/// Reads `child`'s stdout and stderr on a thread each; the receiver gets one message per
+/// stream at its end of file (or none, once every thread is gone).
+fn read_outputs(child: &mut Child) -> (Kept, mpsc::Receiver<()>) {
     let (done, finished) = mpsc::channel::<()>();
     let streams: [Option<Box<dyn Read + Send>>; 2] = [
         child
@@ -113,11 +139,21 @@ pub fn run(
         });
         buffer
     });
-    drop(done);
+    (buffers, finished)
+}
+
+/// Waits until `pipes` streams reached their end (or the program exited leaving one open);
+/// kills and reaps it at the deadline.
+fn wait_for_pipes(
+    child: &mut Child,
+    finished: &mpsc::Receiver<()>,
+    pipes: usize,
+    timeout: Duration,
+) -> Result<(), RunError> {
     // Both pipes reach end of file when the program exits: the clock-free way to wait for it.
     let deadline = Instant::now() + timeout;
     let mut closed = 0;
-    while closed < buffers.len() {
+    while closed < pipes {
         let left = deadline.saturating_duration_since(Instant::now());
         match finished.recv_timeout(left) {
             Ok(()) => closed += 1,
@@ -133,17 +169,7 @@ pub fn run(
             },
         }
     }
-    let status = child.wait().map_err(|e| RunError::Wait(e.to_string()))?;
-    let [stdout, stderr] = buffers.map(|b| {
-        b.lock()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    });
-    Ok(Finished {
-        status,
-        stdout,
-        stderr,
-    })
+    Ok(())
 }
 
 /// Reads `stream` to its end, keeping its first [`KEEP_BYTES`] in `kept`.
