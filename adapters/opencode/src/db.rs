@@ -718,40 +718,60 @@ pub fn export_fixture(
     config: &DetectConfig,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Export, DbError> {
-    let loaded = db.snapshot(|db| {
-        let mut unknown = Vec::new();
-        for id in labels.keys() {
-            if db.session(id)?.is_none() {
-                unknown.push(id.clone());
-            }
-        }
-        if !unknown.is_empty() {
-            return Err(DbError::UnknownSessions {
-                path: db.path.clone(),
-                ids: unknown,
-            });
-        }
-        // Each labelled session's tree; a labelled session inside another's tree is no root.
-        let mut trees = Vec::new();
-        let mut inside = HashSet::new();
-        for id in labels.keys() {
-            let tree = db.tree(id)?;
-            inside.extend(tree.iter().skip(1).map(|r| r.id.clone()));
-            trees.push(tree);
-        }
-        trees.retain(|t| !inside.contains(&t[0].id));
-        trees.sort_by(|a, b| (a[0].time_created, &a[0].id).cmp(&(b[0].time_created, &b[0].id)));
-        // Parents before children, trees oldest first.
-        let mut seen = HashSet::new();
-        let mut loaded = Vec::new();
-        for row in trees.into_iter().flatten() {
-            if seen.insert(row.id.clone()) {
-                loaded.push(db.load(&row)?);
-            }
-        }
-        Ok(loaded)
-    })?;
+    let loaded = db.snapshot(|db| load_labelled_trees(db, labels))?;
+    let (sessions, unknown_lengths) = label_and_measure(loaded, labels, lines, config, progress)?;
+    let scrubbed = scrub_keeping_verdicts(&sessions, config)?;
+    Ok(Export {
+        file: SessionFile::new(scrubbed),
+        unknown_lengths: unknown_lengths.into_iter().collect(),
+    })
+}
 
+/// Every labelled session's tree, parents before children, trees oldest first; a labelled
+/// session inside another's tree is no root of its own.
+fn load_labelled_trees(db: &OpencodeDb, labels: &Labels) -> Result<Vec<LoadedSession>, DbError> {
+    let mut unknown = Vec::new();
+    for id in labels.keys() {
+        if db.session(id)?.is_none() {
+            unknown.push(id.clone());
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(DbError::UnknownSessions {
+            path: db.path.clone(),
+            ids: unknown,
+        });
+    }
+    // Each labelled session's tree; a labelled session inside another's tree is no root.
+    let mut trees = Vec::new();
+    let mut inside = HashSet::new();
+    for id in labels.keys() {
+        let tree = db.tree(id)?;
+        inside.extend(tree.iter().skip(1).map(|r| r.id.clone()));
+        trees.push(tree);
+    }
+    trees.retain(|t| !inside.contains(&t[0].id));
+    trees.sort_by(|a, b| (a[0].time_created, &a[0].id).cmp(&(b[0].time_created, &b[0].id)));
+    // Parents before children, trees oldest first.
+    let mut seen = HashSet::new();
+    let mut loaded = Vec::new();
+    for row in trees.into_iter().flatten() {
+        if seen.insert(row.id.clone()) {
+            loaded.push(db.load(&row)?);
+        }
+    }
+    Ok(loaded)
+}
+
+/// Labels each labelled session (which must have a counted call) and fills in the file lengths
+/// its reads did not report; returns the sessions and the files whose length stayed unknown.
+fn label_and_measure(
+    loaded: Vec<LoadedSession>,
+    labels: &Labels,
+    lines: &mut dyn FnMut(&FileRef) -> Option<u64>,
+    config: &DetectConfig,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Session>, BTreeSet<String>), DbError> {
     let total = loaded.len();
     let mut sessions = Vec::with_capacity(total);
     let mut unknown_lengths = BTreeSet::new();
@@ -770,12 +790,19 @@ pub fn export_fixture(
         sessions.push(session);
         progress(sessions.len(), total);
     }
+    Ok((sessions, unknown_lengths))
+}
 
+/// The sessions scrubbed, provided each gets the same verdict scrubbed as raw.
+fn scrub_keeping_verdicts(
+    sessions: &[Session],
+    config: &DetectConfig,
+) -> Result<Vec<Session>, DbError> {
     let scrubbed: Vec<Session> = sessions
         .iter()
         .map(|s| scrub::scrub_session(s, config))
         .collect();
-    let raw_verdicts = judge_sessions(&sessions, config);
+    let raw_verdicts = judge_sessions(sessions, config);
     let scrubbed_verdicts = judge_sessions(&scrubbed, config);
     for (raw, clean) in raw_verdicts
         .sessions
@@ -792,10 +819,7 @@ pub fn export_fixture(
             });
         }
     }
-    Ok(Export {
-        file: SessionFile::new(scrubbed),
-        unknown_lengths: unknown_lengths.into_iter().collect(),
-    })
+    Ok(scrubbed)
 }
 
 /// Ask `lines` for the length of every file the session reads whose read did not report it.
