@@ -500,26 +500,8 @@ fn piped_lines(simple: Simple<'_>) -> Option<(u64, u64)> {
 /// - anything else: its first two words, then its other path operands.
 pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> Shape {
     let mut shape = Shape::default();
-    let mut chosen = None;
-    let mut slept = false;
     let mut commands = simple_commands(command).peekable();
-    while let Some(simple) = commands.next() {
-        let mut words = simple.clone();
-        let first = words.next().map(program_name);
-        let setup = first.is_some_and(|w| SETUP.contains(&w));
-        if !setup || commands.peek().is_none() {
-            chosen = Some(simple);
-            break;
-        }
-        if first == Some("sleep")
-            && words
-                .next()
-                .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()))
-        {
-            slept = true;
-        }
-    }
-    let Some(simple) = chosen else {
+    let (Some(simple), slept) = first_real_command(&mut commands) else {
         return shape;
     };
     let mut words = simple.peekable();
@@ -530,10 +512,7 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
     // A poll: a sleep, then a look; or a sleep alone (waiting between polls of a job).
     shape.wait = (slept && POLL_LOOKS.contains(&program))
         || (program == "sleep"
-            && words
-                .clone()
-                .next()
-                .is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+            && words.clone().next().is_some_and(starts_with_digit)
             && words.clone().nth(1).is_none());
     if program == "git"
         && let Some(sub) = words.clone().find(|w| !w.starts_with('-'))
@@ -552,72 +531,10 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
         search_target(program, words, out);
         return shape;
     }
-    if VIEWERS.contains(&program) {
-        // One pass over the words: options, the sed script, the operands.
-        let mut value_of: Option<&str> = None;
-        let mut e_script: Option<&str> = None;
-        let mut has_script_option = false;
-        let mut in_place = false;
-        let mut operands: [&str; MAX_TARGET_PATHS + 1] = [""; MAX_TARGET_PATHS + 1];
-        let mut n = 0;
-        for w in words.clone() {
-            if let Some(option) = value_of.take() {
-                if option == "-e" || option == "--expression" {
-                    e_script.get_or_insert(w);
-                }
-                continue;
-            }
-            if w.starts_with('-') {
-                if program == "sed" {
-                    in_place |= is_in_place_flag(w);
-                    has_script_option |= matches!(w, "-e" | "-f" | "--expression" | "--file");
-                }
-                if takes_value(program, w) {
-                    value_of = Some(w);
-                }
-                continue;
-            }
-            if n < operands.len() {
-                operands[n] = w;
-                n += 1;
-            }
-        }
-        // sed's first operand is its script, unless `-e` / `-f` gave one.
-        let (script, files) = if program == "sed" && !has_script_option {
-            (operands[..n].first().copied(), &operands[n.min(1)..n])
-        } else {
-            (e_script, &operands[..n])
-        };
-        let mut paths = 0;
-        let mut single: Option<Cow<'_, str>> = None;
-        if !in_place {
-            for w in files {
-                let word = unquote(w);
-                if is_path_like(&word) && paths < MAX_TARGET_PATHS {
-                    out.push_str(if paths == 0 { "view " } else { " " });
-                    out.push_str(&word);
-                    paths += 1;
-                    single = Some(word);
-                }
-            }
-        }
-        if paths > 0 {
-            if paths == 1
-                && let Some(file) = single
-            {
-                let lines = match program {
-                    "sed" => script.and_then(|s| sed_lines(&unquote(s))),
-                    "head" => head_lines(words.clone()),
-                    "nl" | "cat" => commands.next().and_then(piped_lines),
-                    _ => None,
-                };
-                if ranged && let Some((a, b)) = lines {
-                    push_line_range(out, a, b);
-                }
-                shape.view = Some((file.into_owned(), lines));
-            }
-            return shape;
-        }
+    if VIEWERS.contains(&program)
+        && view_target(program, &words, &mut commands, out, ranged, &mut shape)
+    {
+        return shape;
     }
     // The first two words as written, then the other path operands.
     out.push_str(program_word);
@@ -635,6 +552,128 @@ pub(crate) fn precise_target(command: &str, out: &mut String, ranged: bool) -> S
         }
     }
     shape
+}
+
+/// Whether a word starts with a digit (`sleep 5`, not `sleep $T`).
+fn starts_with_digit(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The first command that is not set-up (or the last command, whatever it is), and whether a
+/// `sleep N` came before it.
+fn first_real_command<'a>(
+    commands: &mut std::iter::Peekable<impl Iterator<Item = Simple<'a>>>,
+) -> (Option<Simple<'a>>, bool) {
+    let mut slept = false;
+    while let Some(simple) = commands.next() {
+        let mut words = simple.clone();
+        let first = words.next().map(program_name);
+        let setup = first.is_some_and(|w| SETUP.contains(&w));
+        if !setup || commands.peek().is_none() {
+            return (Some(simple), slept);
+        }
+        if first == Some("sleep") && words.next().is_some_and(starts_with_digit) {
+            slept = true;
+        }
+    }
+    (None, slept)
+}
+
+/// A file viewer's words, read in one pass: its script (sed's), its file operands (at most one
+/// more than a target names), and whether it edits in place.
+struct ViewerWords<'a> {
+    script: Option<&'a str>,
+    operands: [&'a str; MAX_TARGET_PATHS + 1],
+    files: std::ops::Range<usize>,
+    in_place: bool,
+}
+
+fn viewer_words<'a>(program: &str, words: impl Iterator<Item = &'a str>) -> ViewerWords<'a> {
+    let mut value_of: Option<&str> = None;
+    let mut e_script: Option<&str> = None;
+    let mut has_script_option = false;
+    let mut in_place = false;
+    let mut operands: [&str; MAX_TARGET_PATHS + 1] = [""; MAX_TARGET_PATHS + 1];
+    let mut n = 0;
+    for w in words {
+        if let Some(option) = value_of.take() {
+            if option == "-e" || option == "--expression" {
+                e_script.get_or_insert(w);
+            }
+            continue;
+        }
+        if w.starts_with('-') {
+            if program == "sed" {
+                in_place |= is_in_place_flag(w);
+                has_script_option |= matches!(w, "-e" | "-f" | "--expression" | "--file");
+            }
+            if takes_value(program, w) {
+                value_of = Some(w);
+            }
+            continue;
+        }
+        if n < operands.len() {
+            operands[n] = w;
+            n += 1;
+        }
+    }
+    // sed's first operand is its script, unless `-e` / `-f` gave one.
+    let (script, files) = if program == "sed" && !has_script_option {
+        (operands[..n].first().copied(), n.min(1)..n)
+    } else {
+        (e_script, 0..n)
+    };
+    ViewerWords {
+        script,
+        operands,
+        files,
+        in_place,
+    }
+}
+
+/// A viewer's target, `view FILES` (with `lines A-B` when `ranged` and one file's lines are
+/// known), written into `out`; the one file it shows goes to `shape.view`. False, writing
+/// nothing, when it names no file (or edits in place).
+fn view_target<'a>(
+    program: &str,
+    words: &std::iter::Peekable<Simple<'a>>,
+    commands: &mut impl Iterator<Item = Simple<'a>>,
+    out: &mut String,
+    ranged: bool,
+    shape: &mut Shape,
+) -> bool {
+    let viewer = viewer_words(program, words.clone());
+    let mut paths = 0;
+    let mut single: Option<Cow<'_, str>> = None;
+    if !viewer.in_place {
+        for w in &viewer.operands[viewer.files.clone()] {
+            let word = unquote(w);
+            if is_path_like(&word) && paths < MAX_TARGET_PATHS {
+                out.push_str(if paths == 0 { "view " } else { " " });
+                out.push_str(&word);
+                paths += 1;
+                single = Some(word);
+            }
+        }
+    }
+    if paths == 0 {
+        return false;
+    }
+    if paths == 1
+        && let Some(file) = single
+    {
+        let lines = match program {
+            "sed" => viewer.script.and_then(|s| sed_lines(&unquote(s))),
+            "head" => head_lines(words.clone()),
+            "nl" | "cat" => commands.next().and_then(piped_lines),
+            _ => None,
+        };
+        if ranged && let Some((a, b)) = lines {
+            push_line_range(out, a, b);
+        }
+        shape.view = Some((file.into_owned(), lines));
+    }
+    true
 }
 
 fn search_target<'a>(program: &str, mut args: impl Iterator<Item = &'a str>, out: &mut String) {
