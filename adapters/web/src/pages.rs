@@ -421,10 +421,29 @@ fn splash_layout() -> String {
         .to_owned()
 }
 
+/// The recovery page: `agentwatch recover`'s phase and restarts, then the deck's sessions,
+/// waiting panes, escalations and restarts.
 fn recovery(app: &App) -> Result<Reply, Reply> {
     let rec = app.recover()?;
     let deck = app.deck()?;
-    let mut body = format!(
+    let mut body = recover_card(&rec);
+    body.push_str(&restart_history(
+        "recover-restarts",
+        "Recover: restart history",
+        &rec["restarts"],
+    ));
+    body.push_str(&deck_card(&deck));
+    body.push_str(&restart_history(
+        "deck-restarts",
+        "Deck: restart history",
+        &deck["restarts"],
+    ));
+    Ok(Reply::html(200, layout("recovery", "Recovery", &body)))
+}
+
+/// `agentwatch recover`'s figures: phase, cooldown, last restart, notice.
+fn recover_card(rec: &serde_json::Value) -> String {
+    format!(
         "<section class=\"card\" id=\"recover\" data-phase=\"{phase}\"><h2>Recover</h2><div class=\"figures\">\
          <div class=\"figure\"><span>Phase</span><b>{phase}</b></div>\
          <div class=\"figure\"><span>Cooldown left</span><b>{left} s</b></div>\
@@ -434,15 +453,25 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
         left = rec["cooldown_left_s"].as_i64().unwrap_or(0),
         last = time(rec["last_restart_at"].as_i64()),
         notice = esc(rec["notice_phase"].as_str().unwrap_or("none")),
-    );
-    body.push_str(&restart_history(
-        "recover-restarts",
-        "Recover: restart history",
-        &rec["restarts"],
-    ));
-    body.push_str(
+    )
+}
+
+/// The deck's sessions, waiting panes and escalations, a table each.
+fn deck_card(deck: &serde_json::Value) -> String {
+    let mut body = String::from(
         "<section class=\"card\" id=\"deck\"><h2>Deck sessions</h2><table><thead><tr><th>Session</th><th>Restarts in window</th><th>Last restart</th><th>Backoff until</th><th>Failures in a row</th></tr></thead><tbody>",
     );
+    deck_session_rows(&mut body, deck);
+    body.push_str("</tbody></table><h3>Waiting</h3><table><thead><tr><th>Session</th><th>Pane unchanged since</th><th>Last nudge</th></tr></thead><tbody>");
+    waiting_rows(&mut body, deck);
+    body.push_str("</tbody></table><h3>Escalations</h3><table><thead><tr><th>Severity</th><th>Key</th><th>State</th><th>Opened</th><th>Title</th></tr></thead><tbody>");
+    escalation_rows(&mut body, deck);
+    body.push_str("</tbody></table></section>");
+    body
+}
+
+/// One row a deck session: its restarts in the window, backoff and failures.
+fn deck_session_rows(body: &mut String, deck: &serde_json::Value) {
     let sessions = deck["sessions"].as_array().cloned().unwrap_or_default();
     for s in &sessions {
         let restarts: Vec<String> = s["restarts"]
@@ -468,7 +497,10 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
             "<tr><td colspan=\"5\" class=\"empty\">No deck session restarted yet.</td></tr>",
         );
     }
-    body.push_str("</tbody></table><h3>Waiting</h3><table><thead><tr><th>Session</th><th>Pane unchanged since</th><th>Last nudge</th></tr></thead><tbody>");
+}
+
+/// One row a session whose pane waits unchanged.
+fn waiting_rows(body: &mut String, deck: &serde_json::Value) {
     let waiting = deck["waiting"].as_array().cloned().unwrap_or_default();
     for w in &waiting {
         let _ = write!(
@@ -482,7 +514,10 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
     if waiting.is_empty() {
         body.push_str("<tr><td colspan=\"3\" class=\"empty\">No session waiting.</td></tr>");
     }
-    body.push_str("</tbody></table><h3>Escalations</h3><table><thead><tr><th>Severity</th><th>Key</th><th>State</th><th>Opened</th><th>Title</th></tr></thead><tbody>");
+}
+
+/// One row an escalation the deck raised.
+fn escalation_rows(body: &mut String, deck: &serde_json::Value) {
     let escalations = deck["escalations"].as_array().cloned().unwrap_or_default();
     for a in &escalations {
         let sev = a["severity"].as_str().unwrap_or("info");
@@ -499,13 +534,6 @@ fn recovery(app: &App) -> Result<Reply, Reply> {
     if escalations.is_empty() {
         body.push_str("<tr><td colspan=\"5\" class=\"empty\">No escalations.</td></tr>");
     }
-    body.push_str("</tbody></table></section>");
-    body.push_str(&restart_history(
-        "deck-restarts",
-        "Deck: restart history",
-        &deck["restarts"],
-    ));
-    Ok(Reply::html(200, layout("recovery", "Recovery", &body)))
 }
 
 /// A job's restarts, newest first: when, what, and how it went.
