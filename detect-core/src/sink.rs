@@ -62,8 +62,9 @@ pub(crate) struct CallSink<'d, 'l, 'h> {
 impl CallSink<'_, '_, '_> {
     /// Take the next call: checked as the format wants it ([`check_call`], an input that is an
     /// object), pushed when it counts, and shown to the watcher; false when the call is refused
-    /// or the watcher says stop.
-    pub(crate) fn take(&mut self, call: CallText<'_>) -> bool {
+    /// or the watcher says stop. Its metadata and time are taken out of `call`; the rest is
+    /// left to the caller, which may keep the input's storage for the next call.
+    pub(crate) fn take(&mut self, call: &mut CallText<'_>) -> bool {
         if !matches!(call.input, Json::Object(_))
             || check_call(self.read, &call.tool, call.input.get("command")).is_err()
         {
@@ -71,8 +72,8 @@ impl CallSink<'_, '_, '_> {
         }
         self.read += 1;
         let status = CallStatus::from_text(&call.status);
-        let time = call.time.map(|MapOnly(t)| t.time());
-        let meta = call.metadata;
+        let time = call.time.take().map(|MapOnly(t)| t.time());
+        let meta = std::mem::take(&mut call.metadata);
         let counted = CallRef::new(
             &call.tool,
             &call.input,
@@ -186,8 +187,8 @@ impl<'de> serde::de::Visitor<'de> for CallsSeed<'_, '_, '_, '_> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         use serde::de::Error as _;
-        while let Some(MapOnly(call)) = seq.next_element::<MapOnly<CallText<'de>>>()? {
-            if !self.0.take(call) {
+        while let Some(MapOnly(mut call)) = seq.next_element::<MapOnly<CallText<'de>>>()? {
+            if !self.0.take(&mut call) {
                 return Err(A::Error::custom(NOT_READ));
             }
         }
