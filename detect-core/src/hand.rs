@@ -15,11 +15,12 @@
 //!   as serde's read does not read it, and the caller reads it the usual way.
 
 use crate::detector::SessionDetector;
+use crate::json::string_stop;
 use crate::json::{Json, MapOnly};
 use crate::matcher::LineCountsText;
 use crate::meta::{MetaFacts, lines_changed};
 use crate::model::{CallText, Label, Session, SessionDoc, TimeDoc, UnixMs, is_session_key};
-use crate::scan::{is_space, string_stop, string_tail};
+use crate::scan::{is_space, string_tail};
 use crate::sink::{CallSink, CallWatcher, NewDetector};
 use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;

@@ -41,7 +41,10 @@ mod tests {
             ("", 0x8181_f66f_d0c8_2e76_u64),
             ("a", 0xbf4d_38ad_a1fe_3b77),
             ("bash git status", 0x8372_7fd9_f93a_c0e0),
-            ("read /home/u/proj/src/lib.rs lines 1-40", 0x2b74_960f_2d9d_49d4),
+            (
+                "read /home/u/proj/src/lib.rs lines 1-40",
+                0x2b74_960f_2d9d_49d4,
+            ),
             ("1234567", 0xf741_daef_eea3_c0b6),
             ("12345678", 0x438d_a45e_fdad_5cd1),
             ("123456789", 0xd56a_ea98_530b_ae17),

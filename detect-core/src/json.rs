@@ -182,14 +182,44 @@ pub(crate) fn write_number(n: &Number, out: &mut String) {
     }
 }
 
+/// Where the first `"` or `\\` of `bytes` is, eight bytes at a time, also stopping at a byte
+/// below 0x20 when `controls` (JSON refuses them inside a string): where a string's text ends or
+/// needs a closer look (by the scan, the hand read, and the canonical writer).
+pub(crate) fn string_stop(bytes: &[u8], controls: bool) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of `word` below `n` (at most 0x80); a false one only above a
+    // true one (a borrow runs upwards), so the lowest bit set is exact.
+    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
+    let equal = |word: u64, b: u8| below(word ^ (ONES * u64::from(b)), 1);
+    let stop = |b: u8| b == b'"' || b == b'\\' || (controls && b < 0x20);
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let mut le = [0; 8];
+        le.copy_from_slice(word);
+        let word = u64::from_le_bytes(le);
+        let mut found = equal(word, b'"') | equal(word, b'\\');
+        if controls {
+            found |= below(word, 0x20);
+        }
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| stop(b))
+        .map(|i| at + i)
+}
+
 pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
-    // Most strings need no escape: one pass without an early exit (the compiler turns it into
-    // wide compares) says so, and the string is copied whole.
-    let needs_escape = s.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if !needs_escape {
+    // Most strings need no escape: the search eight bytes at a time says so, and the string is
+    // copied whole.
+    if string_stop(s.as_bytes(), true).is_none() {
         out.push_str(s);
         out.push('"');
         return;

@@ -16,6 +16,7 @@
 //! read, and the blocks of sessions not yet parsed.
 
 use crate::document::{ListState, SessionText, SharedText, Streamed, check_format};
+use crate::json::string_stop;
 use serde_json::{Map, Value};
 use std::io::Read;
 use std::sync::Arc;
@@ -123,38 +124,6 @@ struct Scanner<'f, R> {
 /// the scan's strings were a seventh of `detect`'s instructions).
 fn quote_or_backslash(bytes: &[u8]) -> Option<usize> {
     string_stop(bytes, false)
-}
-
-/// [`quote_or_backslash`], also stopping at a byte below 0x20 when `controls` (JSON refuses
-/// them inside a string): where a string's text ends or needs a closer look.
-pub(crate) fn string_stop(bytes: &[u8], controls: bool) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    // The high bit of each byte of `word` below `n` (at most 0x80); a false one only above a
-    // true one (a borrow runs upwards), so the lowest bit set is exact.
-    let below = |word: u64, n: u8| word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS;
-    let equal = |word: u64, b: u8| below(word ^ (ONES * u64::from(b)), 1);
-    let stop = |b: u8| b == b'"' || b == b'\\' || (controls && b < 0x20);
-    let mut words = bytes.chunks_exact(8);
-    let mut at = 0;
-    for word in &mut words {
-        let mut le = [0; 8];
-        le.copy_from_slice(word);
-        let word = u64::from_le_bytes(le);
-        let mut found = equal(word, b'"') | equal(word, b'\\');
-        if controls {
-            found |= below(word, 0x20);
-        }
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| stop(b))
-        .map(|i| at + i)
 }
 
 pub(crate) fn is_space(b: u8) -> bool {
@@ -447,12 +416,6 @@ impl<R: Read> Scanner<'_, R> {
                         }
                     },
                     b'{' | b'[' => depth += 1,
-                    // A number's digits in a tight loop (each call has two 13-digit times).
-                    b'0'..=b'9' => {
-                        while buf.get(i).is_some_and(u8::is_ascii_digit) {
-                            i += 1;
-                        }
-                    }
                     b'}' | b']' => {
                         depth -= 1;
                         if depth == 0 {
