@@ -742,17 +742,6 @@ pub(crate) fn push_line_range(target: &mut String, first: u64, last: u64) {
 /// Cheap test first: can this command write a file at all? (`sed` and `perl` only with a short
 /// flag cluster holding an `i`, or `--in-place`.)
 fn may_write(command: &str) -> bool {
-    let in_place = || {
-        command.split_whitespace().any(|w| {
-            w.starts_with("--in-place")
-                || w.strip_prefix('-').is_some_and(|f| {
-                    !f.starts_with('-')
-                        && f.chars()
-                            .take_while(char::is_ascii_alphabetic)
-                            .any(|c| c == 'i')
-                })
-        })
-    };
     if redirects_into_a_file(command) {
         return true;
     }
@@ -775,7 +764,20 @@ fn may_write(command: &str) -> bool {
             _ => {}
         }
     }
-    sed_or_perl && in_place()
+    sed_or_perl && edits_in_place(command)
+}
+
+/// A word of `command` is `--in-place` or a short flag cluster holding an `i` (`-i`, `-pi`).
+fn edits_in_place(command: &str) -> bool {
+    command.split_whitespace().any(|w| {
+        w.starts_with("--in-place")
+            || w.strip_prefix('-').is_some_and(|f| {
+                !f.starts_with('-')
+                    && f.chars()
+                        .take_while(char::is_ascii_alphabetic)
+                        .any(|c| c == 'i')
+            })
+    })
 }
 
 /// Cheap test: a `>` that may redirect into a file, not a descriptor duplication (`2>&1`,
@@ -978,16 +980,7 @@ mod tests {
             let word = |w: &str| command.contains(w);
             let by_contains = redirects_into_a_file(&command)
                 || ["tee", "patch", "apply", "mv", "cp", "write", "git am"].into_iter().any(word)
-                || ((word("sed") || word("perl"))
-                    && command.split_whitespace().any(|w| {
-                        w.starts_with("--in-place")
-                            || w.strip_prefix('-').is_some_and(|f| {
-                                !f.starts_with('-')
-                                    && f.chars()
-                                        .take_while(char::is_ascii_alphabetic)
-                                        .any(|c| c == 'i')
-                            })
-                    }));
+                || ((word("sed") || word("perl")) && edits_in_place(&command));
             prop_assert_eq!(may_write(&command), by_contains);
         }
     }
