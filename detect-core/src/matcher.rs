@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// How many characters of a grep / glob pattern make its target.
-pub const PATTERN_TARGET_CHARS: usize = 60;
+pub const PATTERN_TARGET_CHARS: usize = shell::PATTERN_CHARS;
 /// opencode's default `limit` of a read.
 pub const DEFAULT_READ_LIMIT: u64 = 2000;
 
@@ -590,7 +590,7 @@ fn write_target(
     {
         target.push_str(tool);
         target.push(' ');
-        target.extend(pattern.chars().take(PATTERN_TARGET_CHARS));
+        target.push_str(shell::first_chars(pattern, PATTERN_TARGET_CHARS));
     } else {
         target.push_str(identity);
     }

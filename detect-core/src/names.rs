@@ -7,7 +7,16 @@
 
 use crate::hash::hash;
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 use std::ops::Range;
+
+/// `name` written after the others in `text`, its place the next in `places`: its number.
+fn push_name(text: &mut String, places: &mut Vec<Range<usize>>, name: &str) -> u32 {
+    let start = text.len();
+    text.push_str(name);
+    places.push(start..text.len());
+    u32::try_from(places.len() - 1).unwrap_or(u32::MAX)
+}
 
 /// Numbered names: the first one interned is 0, the next new one 1, and so on.
 #[derive(Debug, Clone, Default)]
@@ -31,19 +40,23 @@ impl Names {
     /// [`Names::intern`] of `name` whose [`hash`] is `hash` (computed once by
     /// a caller that needs it too).
     pub(crate) fn intern_hashed(&mut self, name: &str, hash: u64) -> u32 {
-        match self.by_hash.get(&hash) {
-            Some(&id) if self.get(id) == name => id,
-            Some(_) => match self.collided.get(name) {
-                Some(&id) => id,
-                None => {
-                    let id = self.push(name);
-                    self.collided.insert(name.into(), id);
-                    id
-                }
-            },
+        // One look-up for a new name (most are), through the entry.
+        let first = match self.by_hash.entry(hash) {
+            Entry::Vacant(slot) => {
+                let id = push_name(&mut self.text, &mut self.places, name);
+                slot.insert(id);
+                return id;
+            }
+            Entry::Occupied(slot) => *slot.get(),
+        };
+        if self.get(first) == name {
+            return first;
+        }
+        match self.collided.get(name) {
+            Some(&id) => id,
             None => {
                 let id = self.push(name);
-                self.by_hash.insert(hash, id);
+                self.collided.insert(name.into(), id);
                 id
             }
         }
@@ -66,10 +79,7 @@ impl Names {
     }
 
     fn push(&mut self, name: &str) -> u32 {
-        let start = self.text.len();
-        self.text.push_str(name);
-        self.places.push(start..self.text.len());
-        u32::try_from(self.places.len() - 1).unwrap_or(u32::MAX)
+        push_name(&mut self.text, &mut self.places, name)
     }
 
     /// The name numbered `id` (empty when there is none).

@@ -409,8 +409,9 @@ pub(crate) fn is_path_like(word: &str) -> bool {
 
 /// How many path operands a target names at most.
 const MAX_TARGET_PATHS: usize = 4;
-/// How many characters of a search pattern make its target (as for the `grep` tool).
-const PATTERN_CHARS: usize = 60;
+/// How many characters of a search pattern make its target, for a search tool (`grep`, `glob`)
+/// as for a search command.
+pub(crate) const PATTERN_CHARS: usize = 60;
 
 /// What the `precise` profile learns from a bash command besides its target.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -699,7 +700,7 @@ fn search_target<'a>(program: &str, mut args: impl Iterator<Item = &'a str>, out
     }
     if let Some(p) = pattern {
         out.push(' ');
-        out.extend(unquote(p).chars().take(PATTERN_CHARS));
+        out.push_str(first_chars(&unquote(p), PATTERN_CHARS));
     }
 }
 
@@ -727,6 +728,14 @@ fn is_scratch(path: &str) -> bool {
         || path.starts_with("/tmp/")
         || path.starts_with("/proc/")
         || path == "/dev/null"
+}
+
+/// The first `n` characters of `text` (all of it when it is shorter), as one slice: pushed
+/// whole rather than a character at a time.
+pub(crate) fn first_chars(text: &str, n: usize) -> &str {
+    text.char_indices()
+        .nth(n)
+        .map_or(text, |(end, _)| &text[..end])
 }
 
 /// ` lines {first}-{last}` at the end of `target`: a view of known lines is its own target
@@ -982,6 +991,18 @@ mod tests {
                 || ["tee", "patch", "apply", "mv", "cp", "write", "git am"].into_iter().any(word)
                 || ((word("sed") || word("perl")) && edits_in_place(&command));
             prop_assert_eq!(may_write(&command), by_contains);
+        }
+    }
+
+    #[test]
+    fn first_chars_counts_characters_not_bytes() {
+        for (text, n, want) in [
+            ("abc", 2, "ab"),
+            ("é→x", 2, "é→"),
+            ("ab", 5, "ab"),
+            ("ab", 0, ""),
+        ] {
+            assert_eq!(first_chars(text, n), want, "{text:?} {n}");
         }
     }
 
