@@ -194,13 +194,24 @@ fn split_word(text: &str) -> (&str, &str) {
 }
 
 /// `NAME=value` with a shell variable name.
-fn is_assignment(word: &str) -> bool {
-    let Some((name, _)) = word.split_once('=') else {
+pub(crate) fn is_assignment(word: &str) -> bool {
+    // One pass over the bytes: a letter or `_`, then letters, digits or `_` up to the `=`.
+    let bytes = word.as_bytes();
+    if !bytes
+        .first()
+        .is_some_and(|b| *b == b'_' || b.is_ascii_alphabetic())
+    {
         return false;
-    };
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+    }
+    for &b in &bytes[1..] {
+        if b == b'=' {
+            return true;
+        }
+        if !(b == b'_' || b.is_ascii_alphanumeric()) {
+            return false;
+        }
+    }
+    false
 }
 
 /// If `text` starts with a `&&` or `;` separator (after optional space), the text after it.
@@ -258,8 +269,25 @@ fn strip_one_prefix(text: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scanner, collapse_whitespace, normalize_bash, split_word};
+    use super::{Scanner, collapse_whitespace, is_assignment, normalize_bash, split_word};
     use proptest::prelude::*;
+
+    #[test]
+    fn assignments_are_a_name_then_an_equals_sign() {
+        for (word, is) in [
+            ("A=1", true),
+            ("_x=", true),
+            ("a1_b=c=d", true),
+            ("1a=2", false),
+            ("=x", false),
+            ("a-b=1", false),
+            ("abc", false),
+            ("é=1", false),
+            ("", false),
+        ] {
+            assert_eq!(is_assignment(word), is, "{word:?}");
+        }
+    }
 
     proptest! {
         /// The ASCII paths find what the char paths find.

@@ -86,6 +86,13 @@ pub(crate) fn resolve_path_into(directory: Option<&str>, path: &str, out: &mut S
     if is_clean_absolute(path) {
         // What the walk would write, copied at once (most paths agents pass are so).
         out.push_str(path);
+    } else if let Some(directory) = directory.filter(|d| is_clean_absolute(d))
+        && is_clean_relative(path)
+    {
+        // `src/a.py` in a clean directory: joined as the walk would join them.
+        out.push_str(directory);
+        out.push('/');
+        out.push_str(path);
     } else {
         walk_path_into(directory, path, out);
     }
@@ -139,6 +146,19 @@ fn is_clean_absolute(path: &str) -> bool {
     let bytes = path.as_bytes();
     bytes.len() > 1
         && bytes[0] == b'/'
+        && bytes[bytes.len() - 1] != b'/'
+        && !bytes
+            .windows(2)
+            .any(|w| w[0] == b'/' && (w[1] == b'/' || w[1] == b'.'))
+}
+
+/// Whether `path` is relative and the walk would keep each of its components as it is: not
+/// empty, no empty component, none that begins with a dot, no `/` at the end.
+fn is_clean_relative(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    !bytes.is_empty()
+        && bytes[0] != b'/'
+        && bytes[0] != b'.'
         && bytes[bytes.len() - 1] != b'/'
         && !bytes
             .windows(2)
@@ -765,6 +785,21 @@ fn read_facts(call: &CallRef<'_>, ctx: Context<'_>, path: &str) -> Option<(u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The shortcuts of `resolve_path_into` write what the walk writes.
+        #[test]
+        fn resolving_writes_what_the_walk_writes(
+            directory in proptest::option::of("[/a.]{0,8}"),
+            path in "[/a.]{0,8}",
+        ) {
+            let (mut fast, mut walked) = (String::new(), String::new());
+            resolve_path_into(directory.as_deref(), &path, &mut fast);
+            walk_path_into(directory.as_deref(), &path, &mut walked);
+            prop_assert_eq!(fast, walked);
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -6,7 +6,7 @@
 //! bodies skipped. It works on `char` boundaries only, so no input can make it panic, and it
 //! allocates nothing: every word is a slice of the command.
 
-use crate::bash::Scanner;
+use crate::bash::{Scanner, is_assignment};
 use std::borrow::Cow;
 
 /// One token of a command.
@@ -256,16 +256,6 @@ impl<'a> Iterator for Simple<'a> {
             }
         }
     }
-}
-
-/// `NAME=value` with a shell variable name.
-fn is_assignment(word: &str) -> bool {
-    let Some((name, _)) = word.split_once('=') else {
-        return false;
-    };
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// The simple commands of a command line, in order.
