@@ -175,18 +175,11 @@ fn collapse_whitespace(text: &str, out: &mut String) {
 /// The word stops at whitespace or at a `;` outside quotes. `text` has collapsed whitespace.
 fn split_word(text: &str) -> (&str, &str) {
     let mut scanner = Scanner::default();
-    // Byte by byte where the text is ASCII (the collapsed text's only whitespace is then a
-    // space): quotes, backslashes and `;` are ASCII, so each index found is a char boundary.
-    if text.is_ascii() {
-        for (i, &b) in text.as_bytes().iter().enumerate() {
-            if scanner.feed(char::from(b)) && (b == b';' || b == b' ') {
-                return (&text[..i], &text[i..]);
-            }
-        }
-        return (text, "");
-    }
-    for (i, ch) in text.char_indices() {
-        if scanner.feed(ch) && (ch == ';' || ch.is_whitespace()) {
+    // Byte by byte: the collapsed text's only whitespace is a space, and quotes, backslashes and
+    // `;` are ASCII (a character beyond ASCII, fed byte by byte as Latin-1, is never syntax), so
+    // each index found is a char boundary.
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        if scanner.feed(char::from(b)) && (b == b';' || b == b' ') {
             return (&text[..i], &text[i..]);
         }
     }

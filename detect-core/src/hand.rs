@@ -451,14 +451,7 @@ impl<'a> Cursor<'a> {
     fn json(&mut self, depth: u32) -> Option<Json<'a>> {
         Some(match self.space()? {
             b'{' | b'[' if depth >= MAX_DEPTH => return None,
-            b'{' => {
-                let mut entries = Vec::with_capacity(4);
-                self.object(|c, key| {
-                    entries.push((key, c.json(depth + 1)?));
-                    Some(())
-                })?;
-                Json::Object(entries)
-            }
+            b'{' => self.object_into(depth, Vec::with_capacity(4))?,
             b'[' => {
                 let mut items = Vec::new();
                 self.list(|c| {
@@ -478,17 +471,26 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    /// A call's input: [`Cursor::json`], an object read into the spare entries.
-    fn input(&mut self, depth: u32) -> Option<Json<'a>> {
-        if self.space()? != b'{' || depth >= MAX_DEPTH {
-            return self.json(depth);
-        }
-        let mut entries = std::mem::take(&mut self.spare);
+    /// The object here (at `depth`), its entries read into `entries` (empty).
+    fn object_into(
+        &mut self,
+        depth: u32,
+        mut entries: Vec<(Cow<'a, str>, Json<'a>)>,
+    ) -> Option<Json<'a>> {
         self.object(|c, key| {
             entries.push((key, c.json(depth + 1)?));
             Some(())
         })?;
         Some(Json::Object(entries))
+    }
+
+    /// A call's input: [`Cursor::json`], an object read into the spare entries.
+    fn input(&mut self, depth: u32) -> Option<Json<'a>> {
+        if self.space()? != b'{' || depth >= MAX_DEPTH {
+            return self.json(depth);
+        }
+        let spare = std::mem::take(&mut self.spare);
+        self.object_into(depth, spare)
     }
 
     /// Any value as a [`Value`].
