@@ -2,16 +2,15 @@
 //! `agentwatch-alerts-ack.1`, …), rendered by `clap_mangen` from the same definitions the parser
 //! uses, each with the exit codes (`agentwatch_runtime::error::code::MEANINGS`, the one table)
 //! and the files; the main page also lists every configuration key with its default and range
-//! (`Config::default()`, `operator::OPTIONAL_KEYS`, `config::bound_of`). Written to a directory
+//! (`config::default_keys`, `operator::OPTIONAL_KEYS`). Written to a directory
 //! (default `$XDG_DATA_HOME/man/man1`, else `~/.local/share/man/man1`), or the main page printed.
 
 use crate::{CliResult, write_stdout};
 use agentwatch_runtime::Error;
-use agentwatch_runtime::config::{self, ChannelSection, Config};
+use agentwatch_runtime::config::{self, KeyDefault};
 use agentwatch_runtime::error::code;
 use agentwatch_runtime::operator::OPTIONAL_KEYS;
 use clap_mangen::roff::{Roff, bold, roman};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -140,18 +139,8 @@ fn configuration(roff: &mut Roff) {
     roff.control("SH", ["CONFIGURATION"]).text([roman(
         "One TOML file (see FILES). Each key below with its default; a number outside its range is refused (exit 78). `agentwatch config` prints the configuration in force.",
     )]);
-    let mut keys = Vec::new();
-    flatten(
-        "",
-        &serde_json::to_value(Config::default()).unwrap_or_default(),
-        &mut keys,
-    );
-    let channel = serde_json::to_value(ChannelSection::default()).unwrap_or_default();
-    flatten("channels[]", &channel, &mut keys);
-    for (key, value) in keys {
-        let range = config::bound_of(&key)
-            .map(|b| format!(" ({})", b.range()))
-            .unwrap_or_default();
+    for KeyDefault { key, value, range } in config::default_keys() {
+        let range = range.map(|r| format!(" ({r})")).unwrap_or_default();
         roff.control("TP", [])
             .text([bold(key)])
             .text([roman(format!("default {value}{range}"))]);
@@ -160,29 +149,5 @@ fn configuration(roff: &mut Roff) {
         roff.control("TP", [])
             .text([bold(format!("{section}.{key}"))])
             .text([roman(format!("unset by default ({unset}); e.g. {example}"))]);
-    }
-}
-
-/// `(dotted key, value as JSON text, which TOML reads the same for these)` for every leaf of
-/// `value` (a table); `channels` (empty by default) is listed on its own.
-fn flatten(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
-    let Some(table) = value.as_object() else {
-        return;
-    };
-    for (key, v) in table {
-        if prefix.is_empty() && key == "channels" {
-            continue;
-        }
-        let dotted = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
-        match v {
-            Value::Object(_) => flatten(&dotted, v, out),
-            Value::Array(items) if items.iter().any(Value::is_object) => {}
-            Value::Null => {}
-            other => out.push((dotted, other.to_string())),
-        }
     }
 }

@@ -1978,6 +1978,60 @@ pub fn bounds_table() -> String {
     out
 }
 
+/// A key of the default configuration, as `agentwatch man` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDefault {
+    /// Dotted (`watchdog.detector.window`; a channel's keys under `channels[]`).
+    pub key: String,
+    /// The default as JSON text, which TOML reads the same for these values.
+    pub value: String,
+    /// The range [`BOUNDS`] allows, when it has a row for the key.
+    pub range: Option<String>,
+}
+
+/// Every leaf key of [`Config::default()`] with its value and range, then a channel's keys
+/// (`channels[].…`, from [`ChannelSection::default()`]). Lists of tables and unset (`null`)
+/// keys are left out; `channels` (empty by default) is listed through the channel's keys.
+pub fn default_keys() -> Vec<KeyDefault> {
+    let mut keys = Vec::new();
+    flatten_defaults(
+        "",
+        &serde_json::to_value(Config::default()).unwrap_or_default(),
+        &mut keys,
+    );
+    let channel = serde_json::to_value(ChannelSection::default()).unwrap_or_default();
+    flatten_defaults("channels[]", &channel, &mut keys);
+    keys
+}
+
+/// The leaves of `value` (a table) under `prefix`, in the table's order.
+fn flatten_defaults(prefix: &str, value: &serde_json::Value, out: &mut Vec<KeyDefault>) {
+    use serde_json::Value as Json;
+    let Some(table) = value.as_object() else {
+        return;
+    };
+    for (key, v) in table {
+        if prefix.is_empty() && key == "channels" {
+            continue;
+        }
+        let dotted = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match v {
+            Json::Object(_) => flatten_defaults(&dotted, v, out),
+            Json::Array(items) if items.iter().any(Json::is_object) => {}
+            Json::Null => {}
+            other => out.push(KeyDefault {
+                range: bound_of(&dotted).map(Bound::range),
+                key: dotted,
+                value: other.to_string(),
+            }),
+        }
+    }
+}
+
 /// `info`, `warning` or `critical`.
 pub fn parse_severity(text: &str) -> Result<Severity, String> {
     match text {

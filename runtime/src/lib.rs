@@ -21,6 +21,10 @@
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
 //! - [`backtest`]: the design's backtest of a labelled session file (`agentwatch backtest`, also
 //!   `cargo xtask backtest`).
+//! - [`export_fixture`]: labelled sessions from opencode's database or Claude Code transcripts
+//!   as a scrubbed session file (`agentwatch export-fixture`).
+//! - [`detect`]: what `agentwatch detect` shows of a [`input::Detection`] (its table, its JSON
+//!   report, its trees keyed by agent).
 //! - [`progress`]: the progress bar of long reads and runs (standard error, on a terminal only).
 //!
 //! Nothing here parses command lines or prints results: the `agentwatch` binary does that.
@@ -29,9 +33,11 @@
 pub mod backtest;
 pub mod clock;
 pub mod config;
+pub mod detect;
 pub mod doctor;
 pub mod drive;
 pub mod error;
+pub mod export_fixture;
 pub mod fleet;
 pub mod input;
 pub mod jobs;
