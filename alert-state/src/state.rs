@@ -84,7 +84,7 @@ impl Alert {
 /// Everything the next tick needs: the open alerts and the router's memory. The caller stores it
 /// between oneshot runs (it is plain serde data) and passes it back unchanged.
 ///
-/// Resolved alerts leave the state: the [`Decision`] that resolves one carries its final record
+/// Resolved alerts leave the state: the [`Decision`](crate::Decision) that resolves one carries its final record
 /// for the caller's history, and a later flag of the same root opens a fresh alert.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1025,7 +1025,7 @@ impl SessionDetector {
     /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
     /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
     /// figures are not computed then: the same answer for less work.
-    /// The history's figures are bounded first ([`Figures::Bounds`]), and computed only when
+    /// The history's figures are bounded first (`Figures::Bounds`), and computed only when
     /// the bounds flag the verdict.
     pub fn flagged(&self) -> bool {
         let figures = |how| {

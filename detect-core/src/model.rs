@@ -462,7 +462,7 @@ impl<M: Metadata> SessionDoc<CallDoc<'_, M>> {
 }
 
 /// A session read from any serde format (the store keeps them as JSON) through the one reader,
-/// [`SessionDoc`].
+/// `SessionDoc`.
 impl<'de> Deserialize<'de> for Session {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let MapOnly(doc) = MapOnly::<SessionDoc<CallDoc<'de, Value>>>::deserialize(d)?;

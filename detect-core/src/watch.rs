@@ -16,8 +16,13 @@ use crate::model::{
 use crate::sink::{CallWatcher, NewDetector, serde_watch};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+// Named in the docs only.
+#[cfg(doc)]
+use crate::model::{Call, parse_judged_session_text, parse_session_text};
+#[cfg(doc)]
+use serde_json::Value;
 
-/// A session's calls read typed and borrowed from its text in the matcher's form ([`CallText`]:
+/// A session's calls read typed and borrowed from its text in the matcher's form (`CallText`:
 /// no [`Call`], no [`Value`]), kept for a caller that pushes them into detectors itself, some
 /// more than once: the backtest walks every prefix and may start a detector over (issue 19).
 #[derive(Debug)]
@@ -104,7 +109,7 @@ impl<'a> SessionCalls<'a> {
 /// detector as they are read, dropping them: the session comes back without calls and without
 /// line counts, and the detector with its calls done ([`SessionDetector::calls_done`]: the line
 /// counts are read borrowed for the calls' sake and not kept). Of each
-/// call only what the matcher reads is built, borrowed from the text ([`CallText`]); a session
+/// call only what the matcher reads is built, borrowed from the text (`CallText`); a session
 /// that does not read so is read again through [`parse_session_text`]'s reader. The same errors
 /// as [`parse_session_text`]; the detector is the one that would have been fed its calls.
 pub fn detect_session_text(

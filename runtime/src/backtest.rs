@@ -104,8 +104,8 @@ pub fn run(request: &Request) -> Result<Outcome, Error> {
 
 /// [`backtest::run`] on the sessions of `paths` without holding them: each session's prefixes
 /// judged on the core that parsed it, keeping only its result (issue 19: memory does not grow
-/// with the file). A file is read once ([`one_pass_backtest`]); several files in two passes
-/// ([`two_pass_backtest`]). Standard input cannot be read twice: it is read once and kept (of
+/// with the file). A file is read once (`one_pass_backtest`); several files in two passes
+/// (`two_pass_backtest`). Standard input cannot be read twice: it is read once and kept (of
 /// each call only what the detector reads).
 pub fn streamed(paths: &[String], options: &Options) -> Result<backtest::Report, Error> {
     if paths.iter().any(|p| p == "-") {

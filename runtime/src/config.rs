@@ -1439,7 +1439,7 @@ pub fn scrub_secrets(config: &Config, env: Env<'_>, text: &str) -> String {
 /// The longest timeout a key may set: one day.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
-/// A validated timeout as a [`Duration`]; total (an out-of-range value saturates, never panics).
+/// A validated timeout as a [`Duration`](std::time::Duration); total (an out-of-range value saturates, never panics).
 pub fn duration(seconds: f64) -> std::time::Duration {
     std::time::Duration::try_from_secs_f64(seconds.clamp(0.0, MAX_TIMEOUT_S)).unwrap_or_default()
 }

@@ -221,7 +221,7 @@ struct Reading<'a, T> {
 }
 
 /// Read what a path names: a directory's Claude Code transcripts, one at a time, each handed to
-/// `sink` as it is read ([`claude::read_directory`]), or one document ([`read_document`]).
+/// `sink` as it is read (`claude::read_directory`), or one document ([`read_document`]).
 fn read_path<T: Send>(
     source: Source<'_>,
     how: &Reading<'_, T>,
@@ -669,7 +669,7 @@ impl Watch {
 /// Judge the sessions of several files (as [`read_sessions`] reads them) without holding their
 /// calls: each session's calls are pushed into its detector as they are parsed, on every core,
 /// and dropped; the verdicts are [`detect_core::judge_sessions`]'s, in the same order. A
-/// directory is read for its Claude Code transcripts ([`claude::read_directory`]).
+/// directory is read for its Claude Code transcripts (`claude::read_directory`).
 pub fn detect_files(paths: &[String], config: &DetectConfig) -> Result<Detection, Error> {
     let mut read = Vec::new();
     with_detecting(config, |how| {

@@ -28,7 +28,7 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
-/// `text` with every character [`needs_escape`] names escaped (`\n`, `\u{1b}`, `\u{9b}`);
+/// `text` with every character `needs_escape` names escaped (`\n`, `\u{1b}`, `\u{9b}`);
 /// unchanged (and not copied) when it holds none.
 pub fn escape_control(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {

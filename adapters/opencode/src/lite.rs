@@ -73,7 +73,7 @@ pub struct LitePart {
 pub struct LiteState {
     pub status: String,
     /// The call's input; one over [`MAX_INPUT_BYTES`] of JSON text is its stand-in
-    /// ([`bounded_input`]).
+    /// (`bounded_input`).
     #[serde(default, deserialize_with = "bounded_input")]
     pub input: Option<Value>,
     #[serde(default)]

@@ -36,7 +36,7 @@ pub struct Options {
     pub full_read: bool,
     /// opencode's database for this run (`--opencode-db`), as `--set opencode.db=PATH`.
     pub opencode_db: Option<PathBuf>,
-    /// Follow the servers' event streams ([`follow::follow`]) instead of one tick.
+    /// Follow the servers' event streams ([`follow::follow`](crate::jobs::sessions::follow::follow)) instead of one tick.
     pub follow: bool,
     /// Set by the follower: what the streams said changed; only trees with a session read
     /// fresh are judged for the alert lifecycle.
