@@ -17,16 +17,23 @@ use agentwatch_benches::{Jumping, cpu_seconds, rss_kib};
 use agentwatch_runtime::jobs::sessions::{self, follow};
 use agentwatch_testkit::opencode::{ExportBuilder, serve_live};
 use agentwatch_testkit::{HttpServer, Reply, Request, TempDir};
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long the bench waits for something the follower should do before it gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
 const EVENTS: usize = 10_000;
+
+/// The ticks the follower reports: (reason, events taken so far).
+type Ticks = Receiver<(&'static str, u64)>;
+/// The follower's thread.
+type Running = JoinHandle<Result<follow::FollowReport, agentwatch_runtime::Error>>;
 
 /// A session whose `calls` identical failing commands make a loop, served as opencode does.
 fn looping_session(id: &str, calls: usize) -> Value {
@@ -78,7 +85,7 @@ fn usage() -> Option<(f64, u64, u64)> {
 }
 
 /// Waits for the follower's tick (reason, events taken so far) that `done` accepts; its events.
-fn wait_tick(ticks: &Receiver<(&'static str, u64)>, done: impl Fn(&str, u64) -> bool) -> u64 {
+fn wait_tick(ticks: &Ticks, done: impl Fn(&str, u64) -> bool) -> u64 {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -105,12 +112,7 @@ fn wait_for_stream(server: &HttpServer) {
 
 /// Writes `blob` (`EVENTS` frames) to the stream and waits for the tick after its last event;
 /// `taken`: the events taken before.
-fn take_events(
-    frames: &Sender<Vec<u8>>,
-    ticks: &Receiver<(&'static str, u64)>,
-    blob: &[u8],
-    taken: u64,
-) -> u64 {
+fn take_events(frames: &Sender<Vec<u8>>, ticks: &Ticks, blob: &[u8], taken: u64) -> u64 {
     while ticks.try_recv().is_ok() {}
     frames.send(blob.to_vec()).unwrap();
     let target = taken + EVENTS as u64;
@@ -122,6 +124,38 @@ fn follower(c: &mut Criterion) {
     let exports = Arc::new(Mutex::new(vec![looping_session(cost_session, 3)]));
     let (frames, frames_rx) = channel::<Vec<u8>>();
     let server = serve_live(Arc::clone(&exports), Some(Arc::new(Mutex::new(frames_rx))));
+    let (webhook, alerts) = alert_hook();
+    let tmp = TempDir::new("aw-bench-follow");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (running, ticks) = start_follower(&tmp, &server, &webhook, &stop);
+    // The first tick, and the stream open (a stream that opens before the first tick has no
+    // `resync` tick after it: that tick reads everything).
+    wait_tick(&ticks, |reason, _| reason == "start");
+    wait_for_stream(&server);
+
+    let mut g = c.benchmark_group("follow");
+    g.sample_size(20);
+    bench_latency(&mut g, &exports, &frames, &alerts);
+    let blob = many_frames(cost_session, EVENTS);
+    let mut taken = print_cost(&frames, &ticks, &blob, cost_session);
+    g.sample_size(10);
+    g.bench_function("10000_events", |b| {
+        b.iter_custom(|iters| {
+            let started = Instant::now();
+            for _ in 0..iters {
+                taken = take_events(&frames, &ticks, &blob, taken);
+            }
+            started.elapsed()
+        })
+    });
+    g.finish();
+    stop.store(true, Ordering::SeqCst);
+    drop(frames);
+    running.join().unwrap().expect("the follower ran");
+}
+
+/// A loopback webhook that passes on each alert's dedup key with the time it arrived.
+fn alert_hook() -> (HttpServer, Receiver<(Instant, String)>) {
     let (hook_tx, alerts) = channel::<(Instant, String)>();
     let hook_tx = Mutex::new(hook_tx);
     let webhook = HttpServer::start(move |r: &Request| {
@@ -134,7 +168,17 @@ fn follower(c: &mut Criterion) {
         }
         Reply::json(200, &json!({"ok": true}))
     });
-    let tmp = TempDir::new("aw-bench-follow");
+    (webhook, alerts)
+}
+
+/// The follower on its own thread, watching `server` and alerting `webhook`, with a config and
+/// a store in `tmp`, until `stop`.
+fn start_follower(
+    tmp: &TempDir,
+    server: &HttpServer,
+    webhook: &HttpServer,
+    stop: &Arc<AtomicBool>,
+) -> (Running, Ticks) {
     let config = tmp.path.join("config.toml");
     std::fs::write(
         &config,
@@ -154,24 +198,25 @@ fn follower(c: &mut Criterion) {
         follow: true,
         ..sessions::Options::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tick_tx, ticks): (Sender<(&'static str, u64)>, _) = channel();
-    let running = {
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let clock = Jumping::from(1_796_000_000);
-            follow::follow(&options, &clock, &stop, |t| {
-                let _ = tick_tx.send((t.reason, t.events));
-            })
+    let (tick_tx, ticks) = channel();
+    let stop = Arc::clone(stop);
+    let running = std::thread::spawn(move || {
+        let clock = Jumping::from(1_796_000_000);
+        follow::follow(&options, &clock, &stop, |t| {
+            let _ = tick_tx.send((t.reason, t.events));
         })
-    };
-    // The first tick, and the stream open (a stream that opens before the first tick has no
-    // `resync` tick after it: that tick reads everything).
-    wait_tick(&ticks, |reason, _| reason == "start");
-    wait_for_stream(&server);
+    });
+    (running, ticks)
+}
 
-    let mut g = c.benchmark_group("follow");
-    g.sample_size(20);
+/// `completed_event_to_delivered_alert`: each iteration serves a new looping session, writes its
+/// last call's completed frame and waits for its alert at the webhook.
+fn bench_latency(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    exports: &Mutex<Vec<Value>>,
+    frames: &Sender<Vec<u8>>,
+    alerts: &Receiver<(Instant, String)>,
+) {
     let mut n = 0;
     g.bench_function("completed_event_to_delivered_alert", |b| {
         b.iter_custom(|iters| {
@@ -198,16 +243,20 @@ fn follower(c: &mut Criterion) {
             total
         })
     });
-    let blob = many_frames(cost_session, EVENTS);
+}
+
+/// One run of `blob` (`EVENTS` frames) measured for the process's CPU time and memory, printed;
+/// the events taken after it.
+fn print_cost(frames: &Sender<Vec<u8>>, ticks: &Ticks, blob: &[u8], cost_session: &str) -> u64 {
     // The events taken so far (the latency bench's): one more frame, and its tick says.
     while ticks.try_recv().is_ok() {}
     frames
         .send(completed_frame(&looping_session(cost_session, 3)))
         .unwrap();
-    let mut taken = wait_tick(&ticks, |_, _| true);
+    let taken = wait_tick(ticks, |_, _| true);
     let before = usage();
     let started = Instant::now();
-    taken = take_events(&frames, &ticks, &blob, taken);
+    let taken = take_events(frames, ticks, blob, taken);
     let took = started.elapsed();
     if let (Some((cpu0, _, _)), Some((cpu1, rss, peak))) = (before, usage()) {
         println!(
@@ -216,20 +265,7 @@ fn follower(c: &mut Criterion) {
             cpu1 - cpu0
         );
     }
-    g.sample_size(10);
-    g.bench_function("10000_events", |b| {
-        b.iter_custom(|iters| {
-            let started = Instant::now();
-            for _ in 0..iters {
-                taken = take_events(&frames, &ticks, &blob, taken);
-            }
-            started.elapsed()
-        })
-    });
-    g.finish();
-    stop.store(true, Ordering::SeqCst);
-    drop(frames);
-    running.join().unwrap().expect("the follower ran");
+    taken
 }
 
 criterion_group!(benches, follower);

@@ -302,70 +302,19 @@ pub fn judge_facts(
     config: &DetectConfig,
 ) -> SessionVerdict {
     let own_cut = facts.iter().rposition(|f| f.landed).map_or(0, |i| i + 1);
-    let descendant_cut = latest_descendant_landing.map_or(0, |t| {
-        facts
-            .iter()
-            .rposition(|f| f.start_ms.is_some_and(|s| s <= t))
-            .map_or(0, |i| i + 1)
-    });
-    let span = &facts[own_cut.max(descendant_cut)..];
+    let span = &facts[own_cut.max(descendant_cut(facts, latest_descendant_landing))..];
     let window = &span[span.len().saturating_sub(config.window)..];
-
-    let mut identity_in_window: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut target_in_window: FxHashMap<&str, u32> = FxHashMap::default();
-    // path -> (lines read, the file length of its latest read)
-    let mut files: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    let mut views: Vec<(&str, u64, u64)> = Vec::new();
-    for f in window {
-        if let Some(v) = &f.view {
-            views.push((&v.path, v.first, v.last));
-        }
-        // A poll counts towards `slow` only.
-        if !f.wait {
-            *identity_in_window.entry(&f.identity).or_default() += 1;
-            *target_in_window.entry(&f.target).or_default() += 1;
-        }
-        if let Some(read) = &f.read {
-            let entry = files.entry(&read.path).or_default();
-            entry.0 += read.lines;
-            entry.1 = read.file_lines;
-        }
-    }
-    let mut identity_in_span: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
-    for f in span {
-        *identity_in_span
-            .entry(slow_key(&f.identity, &f.result, f.wait))
-            .or_default() += 1;
-    }
-    let dup_count = identity_in_window.values().copied().max().unwrap_or(0);
-    let top = max_by_count(target_in_window.iter().map(|(k, n)| (*k, *n)));
+    let mut tally = WindowTally::of(window);
+    let dup_count = tally.identities.values().copied().max().unwrap_or(0);
+    let top = max_by_count(tally.targets.iter().map(|(k, n)| (*k, *n)));
     let coverage = max_by_ratio(
-        files
+        tally
+            .files
             .iter()
             .map(|(path, (lines, len))| (*path, ratio(*lines, *len))),
     );
-    let cycle = if config.applies(Rule::Cycle) {
-        // A poll matches nothing: waiting breaks a cycle.
-        let ids: Vec<Option<&str>> = span
-            .iter()
-            .map(|f| (!f.wait).then_some(f.identity.as_str()))
-            .collect();
-        longest_cycle(&ids, CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS)
-    } else {
-        0
-    };
-    let repeat = if config.applies(Rule::Repeat) {
-        // The same call seeing the same result; a poll matches nothing.
-        let ids: Vec<Option<(&str, &str)>> = span
-            .iter()
-            .map(|f| (!f.wait).then_some((f.identity.as_str(), f.result.as_str())))
-            .collect();
-        longest_cycle(&ids, REPEAT_MAX_PERIOD, REPEAT_MIN_REPEATS)
-    } else {
-        0
-    };
     let reread = if config.applies(Rule::Rereads) {
-        most_reread(&mut views)
+        most_reread(&mut tally.views)
     } else {
         None
     };
@@ -373,29 +322,121 @@ pub fn judge_facts(
         dup: share(dup_count, window.len()),
         top: top.map_or(0, |(_, n)| n),
         top_what: top.map_or_else(String::new, |(k, _)| k.to_owned()),
-        slow: identity_in_span.values().copied().max().unwrap_or(0),
+        slow: slowest(span),
         coverage: coverage.map_or(0.0, |(_, r)| r),
         coverage_file: coverage.map(|(path, _)| path.to_owned()),
         landed: own_cut > 0 || latest_descendant_landing.is_some(),
         calls_since_landed: span.len(),
         window_calls: window.len(),
         read_only: is_read_only(session, config),
-        cycle,
+        cycle: span_cycle(span, config),
         reread: reread.map_or(0.0, |(_, r)| r),
         reread_file: reread.map(|(path, _)| path.to_owned()),
-        repeat,
+        repeat: span_repeat(span, config),
         ..Reason::default()
     };
     if config.applies(Rule::Repeat) || config.applies(Rule::Stalls) {
-        let mut progress = Progress::default();
-        for f in facts {
-            let f = f.as_facts();
-            progress.record(&f, &Key::of(f.identity, f.result));
-        }
-        let last_landed = facts.last().is_some_and(|f| f.landed);
-        history_figures(&progress, last_landed, config, &mut reason, Figures::Exact);
+        exact_history_figures(facts, config, &mut reason);
     }
     verdict_from_figures(&session.id, reason, config)
+}
+
+/// Where the span starts after the latest descendant landing (`latest_descendant_landing`):
+/// just past the last own call that started at or before it, or 0.
+fn descendant_cut(facts: &[CallFacts], latest_descendant_landing: Option<i64>) -> usize {
+    latest_descendant_landing.map_or(0, |t| {
+        facts
+            .iter()
+            .rposition(|f| f.start_ms.is_some_and(|s| s <= t))
+            .map_or(0, |i| i + 1)
+    })
+}
+
+/// What the batch form counts over the window, borrowing the calls' facts.
+struct WindowTally<'a> {
+    /// identity -> calls (polls count towards `slow` only, so not here)
+    identities: FxHashMap<&'a str, u32>,
+    /// target -> calls (polls left out as above)
+    targets: FxHashMap<&'a str, u32>,
+    /// path -> (lines read, the file length of its latest read)
+    files: BTreeMap<&'a str, (u64, u64)>,
+    /// every view: (path, first line, last line)
+    views: Vec<(&'a str, u64, u64)>,
+}
+
+impl<'a> WindowTally<'a> {
+    fn of(window: &'a [CallFacts]) -> Self {
+        let mut tally = WindowTally {
+            identities: FxHashMap::default(),
+            targets: FxHashMap::default(),
+            files: BTreeMap::new(),
+            views: Vec::new(),
+        };
+        for f in window {
+            if let Some(v) = &f.view {
+                tally.views.push((&v.path, v.first, v.last));
+            }
+            // A poll counts towards `slow` only.
+            if !f.wait {
+                *tally.identities.entry(&f.identity).or_default() += 1;
+                *tally.targets.entry(&f.target).or_default() += 1;
+            }
+            if let Some(read) = &f.read {
+                let entry = tally.files.entry(&read.path).or_default();
+                entry.0 += read.lines;
+                entry.1 = read.file_lines;
+            }
+        }
+        tally
+    }
+}
+
+/// `slow`: the most calls in the span under one [`slow_key`].
+fn slowest(span: &[CallFacts]) -> u32 {
+    let mut identity_in_span: FxHashMap<Cow<'_, str>, u32> = FxHashMap::default();
+    for f in span {
+        *identity_in_span
+            .entry(slow_key(&f.identity, &f.result, f.wait))
+            .or_default() += 1;
+    }
+    identity_in_span.values().copied().max().unwrap_or(0)
+}
+
+/// `cycle` over the span, when it applies (else 0).
+fn span_cycle(span: &[CallFacts], config: &DetectConfig) -> u32 {
+    if !config.applies(Rule::Cycle) {
+        return 0;
+    }
+    // A poll matches nothing: waiting breaks a cycle.
+    let ids: Vec<Option<&str>> = span
+        .iter()
+        .map(|f| (!f.wait).then_some(f.identity.as_str()))
+        .collect();
+    longest_cycle(&ids, CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS)
+}
+
+/// `repeat` over the span, when it applies (else 0).
+fn span_repeat(span: &[CallFacts], config: &DetectConfig) -> u32 {
+    if !config.applies(Rule::Repeat) {
+        return 0;
+    }
+    // The same call seeing the same result; a poll matches nothing.
+    let ids: Vec<Option<(&str, &str)>> = span
+        .iter()
+        .map(|f| (!f.wait).then_some((f.identity.as_str(), f.result.as_str())))
+        .collect();
+    longest_cycle(&ids, REPEAT_MAX_PERIOD, REPEAT_MIN_REPEATS)
+}
+
+/// The figures the whole history decides (`repeat`'s and the stalls'), exactly.
+fn exact_history_figures(facts: &[CallFacts], config: &DetectConfig, reason: &mut Reason) {
+    let mut progress = Progress::default();
+    for f in facts {
+        let f = f.as_facts();
+        progress.record(&f, &Key::of(f.identity, f.result));
+    }
+    let last_landed = facts.last().is_some_and(|f| f.landed);
+    history_figures(&progress, last_landed, config, reason, Figures::Exact);
 }
 
 /// `reread`: for each file viewed in the window, the lines shown (with repeats) over the

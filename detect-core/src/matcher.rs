@@ -402,8 +402,13 @@ impl Facts<'_> {
 
 /// What a call saw, for `repeat`: its output hash where it has one, otherwise its status and
 /// exit code. Two calls with the same identity and result made no progress between them.
-fn call_result(call: &CallRef<'_>, out: &mut String) {
+/// Empty when `repeat` does not apply.
+#[inline]
+fn call_result(call: &CallRef<'_>, config: &DetectConfig, out: &mut String) {
     out.clear();
+    if !config.applies(Rule::Repeat) {
+        return;
+    }
     if let Some(hash) = call.output_hash {
         out.push('#');
         out.push_str(hash);
@@ -459,12 +464,7 @@ pub(crate) fn facts<'s>(
     let tool = call.tool;
     let str_input = |key: &str| call.input.get(key).and_then(Json::as_str);
     let command = (tool == "bash").then(|| str_input("command")).flatten();
-    let normalized = command.map(|c| {
-        normalize_bash_into(c, &mut scratch.command);
-        scratch.command.as_str()
-    });
-    scratch.identity.clear();
-    write_identity(tool, call.input, normalized, &mut scratch.identity);
+    let normalized = identity_into(call, command, &mut scratch.command, &mut scratch.identity);
     // A reader's file, resolved once (its target, its read and its view name it).
     let read_path = config
         .is_reader(tool)
@@ -512,11 +512,7 @@ pub(crate) fn facts<'s>(
     } else {
         scratch.view_path.as_str()
     };
-    if config.applies(Rule::Repeat) {
-        call_result(call, &mut scratch.result);
-    } else {
-        scratch.result.clear();
-    }
+    call_result(call, config, &mut scratch.result);
     Facts {
         identity: &scratch.identity,
         target: &scratch.target,
@@ -526,8 +522,7 @@ pub(crate) fn facts<'s>(
         wait: (shape.wait || config.is_poll(tool)) && config.applies(Rule::Waits),
         view: view.map(|(first, last)| (shown_path, first, last)),
         result: &scratch.result,
-        failed: config.applies(Rule::Repeat)
-            && (call.error || call.meta.exit_code().is_some_and(|code| code != 0)),
+        failed: failed(call, config),
         unconfirmed_write: landing
             .unconfirmed_write
             .then_some(scratch.written_path.as_str()),
@@ -535,6 +530,31 @@ pub(crate) fn facts<'s>(
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
+}
+
+/// A call's identity written into `identity`; a bash `command`'s normal form, written into
+/// `command_buf`, is returned for the matchers that read the command.
+#[inline]
+fn identity_into<'s>(
+    call: &CallRef<'_>,
+    command: Option<&str>,
+    command_buf: &'s mut String,
+    identity: &mut String,
+) -> Option<&'s str> {
+    let normalized = command.map(|c| {
+        normalize_bash_into(c, command_buf);
+        command_buf.as_str()
+    });
+    identity.clear();
+    write_identity(call.tool, call.input, normalized, identity);
+    normalized
+}
+
+/// Whether a call failed: status `error`, or a non-zero exit (`false` when `repeat` is off).
+#[inline]
+fn failed(call: &CallRef<'_>, config: &DetectConfig) -> bool {
+    config.applies(Rule::Repeat)
+        && (call.error || call.meta.exit_code().is_some_and(|code| code != 0))
 }
 
 /// Whether a call shows a file whose content a later view can compare (for `output_landings`),

@@ -230,6 +230,7 @@ impl WaitingPatrolState {
         decisions
     }
 
+    /// One listed session: forget it, start watching it, or follow its tracker.
     fn observe(
         &mut self,
         config: &WaitingPatrolConfig,
@@ -237,87 +238,121 @@ impl WaitingPatrolState {
         now: UnixSeconds,
     ) -> Option<PatrolDecision> {
         if !obs.is_child() || obs.status != SessionStatus::Waiting {
-            self.trackers.remove(&obs.id)?;
-            let why = if obs.is_child() {
-                format!("status is now {}", obs.status.as_str())
-            } else {
-                "no longer a child session".to_owned()
-            };
-            return Some(PatrolDecision::new(
-                Name::Forgotten,
-                format!("{why}; forgotten"),
-            ));
+            return self.forget(obs);
         }
         let Some(hash) = obs.pane_hash.as_deref() else {
-            let kept = if self.trackers.contains_key(&obs.id) {
-                "tracker kept"
-            } else {
-                "not tracked yet"
-            };
-            return Some(PatrolDecision::new(
-                Name::PaneUnreadable,
-                format!("pane could not be captured; {kept}, no nudge"),
-            ));
+            return Some(self.pane_unreadable(obs));
         };
-        let threshold = i64::from(config.threshold);
         let Some(tracker) = self.trackers.get_mut(&obs.id) else {
-            self.trackers.insert(
-                obs.id.clone(),
-                Tracker {
-                    pane_hash: hash.to_owned(),
-                    unchanged_since: now,
-                    last_nudge_at: None,
-                },
-            );
-            return Some(PatrolDecision::new(
-                Name::Watching,
-                format!(
-                    "child waiting with pane {}; nudge if unchanged for more than {threshold} s",
-                    short(hash)
-                ),
-            ));
+            return Some(self.start_watching(config, obs, hash, now));
         };
-        if tracker.pane_hash != hash {
-            tracker.pane_hash = hash.to_owned();
-            tracker.unchanged_since = now;
-            return Some(PatrolDecision::new(
+        Some(tracker.follow(config, obs, hash, now))
+    }
+
+    /// A session that is no longer a waiting child: its tracker dropped, if it had one.
+    fn forget(&mut self, obs: &PatrolObservation) -> Option<PatrolDecision> {
+        self.trackers.remove(&obs.id)?;
+        let why = if obs.is_child() {
+            format!("status is now {}", obs.status.as_str())
+        } else {
+            "no longer a child session".to_owned()
+        };
+        Some(PatrolDecision::new(
+            Name::Forgotten,
+            format!("{why}; forgotten"),
+        ))
+    }
+
+    /// A waiting child whose pane could not be captured: its tracker, if any, kept as it is.
+    fn pane_unreadable(&self, obs: &PatrolObservation) -> PatrolDecision {
+        let kept = if self.trackers.contains_key(&obs.id) {
+            "tracker kept"
+        } else {
+            "not tracked yet"
+        };
+        PatrolDecision::new(
+            Name::PaneUnreadable,
+            format!("pane could not be captured; {kept}, no nudge"),
+        )
+    }
+
+    /// A waiting child seen for the first time: its pane's timer starts now.
+    fn start_watching(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        obs: &PatrolObservation,
+        hash: &str,
+        now: UnixSeconds,
+    ) -> PatrolDecision {
+        self.trackers.insert(
+            obs.id.clone(),
+            Tracker {
+                pane_hash: hash.to_owned(),
+                unchanged_since: now,
+                last_nudge_at: None,
+            },
+        );
+        PatrolDecision::new(
+            Name::Watching,
+            format!(
+                "child waiting with pane {}; nudge if unchanged for more than {} s",
+                short(hash),
+                config.threshold
+            ),
+        )
+    }
+}
+
+impl Tracker {
+    /// A watched child still waiting with pane `hash`: reset the timer when the pane changed,
+    /// else nudge once it has been unchanged past the threshold and no nudge is recent.
+    fn follow(
+        &mut self,
+        config: &WaitingPatrolConfig,
+        obs: &PatrolObservation,
+        hash: &str,
+        now: UnixSeconds,
+    ) -> PatrolDecision {
+        if self.pane_hash != hash {
+            self.pane_hash = hash.to_owned();
+            self.unchanged_since = now;
+            return PatrolDecision::new(
                 Name::PaneChanged,
                 format!("pane changed to {}; timer reset", short(hash)),
-            ));
+            );
         }
-        let unchanged = elapsed(now, tracker.unchanged_since);
+        let threshold = i64::from(config.threshold);
+        let unchanged = elapsed(now, self.unchanged_since);
         if unchanged <= threshold {
-            return Some(PatrolDecision::new(
+            return PatrolDecision::new(
                 Name::Unchanged,
                 format!("pane unchanged for {unchanged} s; nudge after more than {threshold} s"),
-            ));
+            );
         }
         let dedup = i64::from(config.nudge_dedup);
-        if let Some(last) = tracker.last_nudge_at
+        if let Some(last) = self.last_nudge_at
             && elapsed(now, last) < dedup
         {
             let ago = elapsed(now, last);
-            return Some(PatrolDecision::new(
+            return PatrolDecision::new(
                 Name::NudgeDeduped,
                 format!(
                     "pane unchanged for {unchanged} s; last nudge {ago} s ago, next in {} s",
                     dedup.saturating_sub(ago)
                 ),
-            ));
+            );
         }
-        tracker.last_nudge_at = Some(now);
-        Some(
-            PatrolDecision::new(
-                Name::Nudge,
-                format!("waiting with an unchanged pane for {unchanged} s; nudging"),
-            )
-            .with_action(PatrolAction::Nudge {
-                session: obs.id.clone(),
-                message: config.message.clone(),
-                no_wait: true,
-                dry_run: config.dry_run,
-            }),
+        self.last_nudge_at = Some(now);
+        PatrolDecision::new(
+            Name::Nudge,
+            format!("waiting with an unchanged pane for {unchanged} s; nudging"),
         )
+        .with_action(PatrolAction::Nudge {
+            session: obs.id.clone(),
+            message: config.message.clone(),
+            no_wait: true,
+            dry_run: config.dry_run,
+        })
     }
 }
 

@@ -718,11 +718,19 @@ fn lit(text: &str) -> String {
 /// The starter config: the sources doctor found answering or present, the channels it found
 /// usable, every other choice as a comment naming its default.
 pub fn starter_config(report: &Report, llm_answers: bool) -> String {
-    let c = &report.config;
     let mut out = String::from(
         "# agentwatch configuration, written by `agentwatch init` from what `agentwatch doctor`\n\
          # found. `agentwatch config` prints every key with its effective value.\n\n",
     );
+    push_opencode_section(&mut out, report);
+    push_watchdog_section(&mut out, &report.config, llm_answers);
+    push_channels(&mut out);
+    out
+}
+
+/// `[opencode]`: the servers that answered, the registry and database when present.
+fn push_opencode_section(out: &mut String, report: &Report) {
+    let c = &report.config;
     let answering: Vec<String> = report
         .checks
         .iter()
@@ -762,6 +770,10 @@ pub fn starter_config(report: &Report, llm_answers: bool) -> String {
         "# password_env = {}   # the variable holding the servers' password\n\n",
         lit(&c.opencode.password_env)
     ));
+}
+
+/// `[watchdog]`: the local LLM on when it answered.
+fn push_watchdog_section(out: &mut String, c: &Config, llm_answers: bool) {
     out.push_str("[watchdog]\n");
     if llm_answers {
         out.push_str(&format!(
@@ -778,6 +790,10 @@ pub fn starter_config(report: &Report, llm_answers: bool) -> String {
         "# dashboard_base_url = {}   # links in alerts (agentwatch serve)\n\n",
         lit(&c.watchdog.dashboard_base_url)
     ));
+}
+
+/// The channels: the journal, the desktop when notify-send is on PATH, a webhook commented out.
+fn push_channels(out: &mut String) {
     out.push_str(
         "# Channels: naming any replaces the defaults (the journal, and the desktop when\n\
          # notify-send is on PATH).\n\
@@ -798,7 +814,6 @@ pub fn starter_config(report: &Report, llm_answers: bool) -> String {
         "# [[channels]]\n# name = \"chat\"\n# type = \"webhook\"\n\
          # url = \"https://ntfy.sh/YOUR-TOPIC\"\n# mode = \"ntfy\"   # or slack, json, pagerduty\n",
     );
-    out
 }
 
 #[cfg(test)]

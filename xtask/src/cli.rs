@@ -307,38 +307,14 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
 
 fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
     let real_path = devset::default_real_path();
-    let dev_path = devset::default_dev_path();
     let dir = args
         .from
         .clone()
         .unwrap_or_else(devset::default_trajectories_dir);
     let converted = if dir.is_dir() {
-        let real = trajectories::convert_dir(&dir)?;
-        let file = SessionFile::new(real.iter().map(|c| c.session.clone()).collect());
-        let text = corpus::to_json(&file);
-        if args.check {
-            let committed = std::fs::read_to_string(&real_path)
-                .map_err(|e| format!("{}: {e}", real_path.display()))?;
-            if !corpus::same_corpus(&committed, &file) {
-                let _ = writeln!(
-                    out,
-                    "{}: differs from the conversion of {}; run `cargo xtask import-trajectories`",
-                    real_path.display(),
-                    dir.display()
-                );
-                return Ok(EXIT_FAILED);
-            }
-            let _ = writeln!(out, "{}: up to date", real_path.display());
-        } else {
-            write_atomically(&real_path, &text)?;
-            let _ = writeln!(
-                out,
-                "wrote {} ({} runs converted from {})",
-                real_path.display(),
-                real.len(),
-                dir.display()
-            );
-        }
+        let Some(real) = convert_trajectories(&dir, &real_path, args.check, out)? else {
+            return Ok(EXIT_FAILED);
+        };
         real
     } else if args.from.is_some() {
         return Err(format!("{}: not a directory", dir.display()));
@@ -355,11 +331,57 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
             SessionFile::from_json(&text).map_err(|e| format!("{}: {e}", real_path.display()))?;
         devset::real_from_file(&file)
     };
+    write_generated_sets(&converted, args.check, out)
+}
+
+/// The trajectories of `dir` converted and written to `real_path`, or with `check` compared
+/// with it: `None` when the committed file differs (said on `out`).
+fn convert_trajectories(
+    dir: &Path,
+    real_path: &Path,
+    check: bool,
+    out: &mut dyn Write,
+) -> Result<Option<Vec<trajectories::Converted>>, String> {
+    let real = trajectories::convert_dir(dir)?;
+    let file = SessionFile::new(real.iter().map(|c| c.session.clone()).collect());
+    if check {
+        let committed = std::fs::read_to_string(real_path)
+            .map_err(|e| format!("{}: {e}", real_path.display()))?;
+        if !corpus::same_corpus(&committed, &file) {
+            let _ = writeln!(
+                out,
+                "{}: differs from the conversion of {}; run `cargo xtask import-trajectories`",
+                real_path.display(),
+                dir.display()
+            );
+            return Ok(None);
+        }
+        let _ = writeln!(out, "{}: up to date", real_path.display());
+    } else {
+        write_atomically(real_path, &corpus::to_json(&file))?;
+        let _ = writeln!(
+            out,
+            "wrote {} ({} runs converted from {})",
+            real_path.display(),
+            real.len(),
+            dir.display()
+        );
+    }
+    Ok(Some(real))
+}
+
+/// The sets generated from the converted runs (and the ones generated from nothing), written,
+/// or with `check` compared with the committed files: `EXIT_FAILED` when one differs.
+fn write_generated_sets(
+    converted: &[trajectories::Converted],
+    check: bool,
+    out: &mut dyn Write,
+) -> Result<u8, String> {
     let sets = [
-        (dev_path, devset::generate(&converted)),
+        (devset::default_dev_path(), devset::generate(converted)),
         (
             devset::default_latency_path(),
-            devset::generate_latency(&converted),
+            devset::generate_latency(converted),
         ),
         (devset::default_tools_path(), devset::generate_tools()),
         (
@@ -370,7 +392,7 @@ fn run_import(args: ImportArgs, out: &mut dyn Write) -> Result<u8, String> {
     ];
     let mut code = EXIT_OK;
     for (path, file) in sets {
-        if args.check {
+        if check {
             let committed =
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             if corpus::same_corpus(&committed, &file) {

@@ -288,12 +288,8 @@ fn answer(
     sent: &std::sync::atomic::AtomicU64,
 ) -> bool {
     match reply {
-        Reply::Hang => {
-            // Hold the connection until the server stops; the client's timeout is under test.
-            while !stop.load(Ordering::SeqCst) {
-                std::thread::park_timeout(std::time::Duration::from_millis(50));
-            }
-        }
+        // Hold the connection until the server stops; the client's timeout is under test.
+        Reply::Hang => hold_until_stopped(stop),
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes);
         }
@@ -301,75 +297,109 @@ fn answer(
             let _ = stream.write_all(EVENT_STREAM_HEAD.as_bytes());
             let _ = stream.write_all(&body);
             let _ = stream.flush();
-            while hold && !stop.load(Ordering::SeqCst) {
-                std::thread::park_timeout(std::time::Duration::from_millis(50));
+            if hold {
+                hold_until_stopped(stop);
             }
         }
-        Reply::Feed(frames) => {
-            if stream.write_all(EVENT_STREAM_HEAD.as_bytes()).is_err() {
-                return false;
-            }
-            let Ok(frames) = frames.lock() else {
-                return false;
-            };
-            while !stop.load(Ordering::SeqCst) {
-                match frames.recv_timeout(std::time::Duration::from_millis(50)) {
-                    Ok(bytes) => {
-                        if stream
-                            .write_all(&bytes)
-                            .and_then(|()| stream.flush())
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                }
-            }
-        }
-        Reply::Endless { status, declared } => {
-            let head = format!(
-                "HTTP/1.1 {status} {}\r\ncontent-type: text/plain\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n",
-                reason(status)
-            );
-            if stream.write_all(head.as_bytes()).is_err() {
-                return false;
-            }
-            let chunk = vec![b'x'; 64 * 1024];
-            let mut left = declared;
-            while left > 0 && !stop.load(Ordering::SeqCst) {
-                let n = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
-                if stream.write_all(&chunk[..n]).is_err() {
-                    break;
-                }
-                sent.fetch_add(n as u64, Ordering::SeqCst);
-                left -= n as u64;
-            }
-        }
+        Reply::Feed(frames) => write_feed(stream, &frames, stop),
+        Reply::Endless { status, declared } => write_endless(stream, status, declared, stop, sent),
         Reply::Http {
             status,
             headers,
             body,
-        } => {
-            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-            for (name, value) in headers {
-                head.push_str(&format!("{name}: {value}\r\n"));
-            }
-            head.push_str(&format!(
-                "content-length: {}\r\nconnection: {}\r\n\r\n",
-                body.len(),
-                if close { "close" } else { "keep-alive" }
-            ));
-            // One write: a head and a body written apart would wait on the client's delayed
-            // acknowledgement (Nagle) on a connection kept alive.
-            let mut bytes = head.into_bytes();
-            bytes.extend_from_slice(&body);
-            let written = stream.write_all(&bytes).and_then(|()| stream.flush());
-            return written.is_ok() && !close;
-        }
+        } => return write_http(stream, status, &headers, &body, close),
     }
     false
+}
+
+/// Park until the server stops.
+fn hold_until_stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::park_timeout(std::time::Duration::from_millis(50));
+    }
+}
+
+/// [`Reply::Feed`]: the event stream's head, then each frame as it arrives until its sender is
+/// dropped, the client goes or the server stops.
+fn write_feed(
+    stream: &mut TcpStream,
+    frames: &Mutex<std::sync::mpsc::Receiver<Vec<u8>>>,
+    stop: &AtomicBool,
+) {
+    if stream.write_all(EVENT_STREAM_HEAD.as_bytes()).is_err() {
+        return;
+    }
+    let Ok(frames) = frames.lock() else {
+        return;
+    };
+    while !stop.load(Ordering::SeqCst) {
+        match frames.recv_timeout(std::time::Duration::from_millis(50)) {
+            Ok(bytes) => {
+                if stream
+                    .write_all(&bytes)
+                    .and_then(|()| stream.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+/// [`Reply::Endless`]: a head declaring `declared` bytes, then `x`s in 64 KiB chunks while the
+/// client reads them (counted in `sent`).
+fn write_endless(
+    stream: &mut TcpStream,
+    status: u16,
+    declared: u64,
+    stop: &AtomicBool,
+    sent: &std::sync::atomic::AtomicU64,
+) {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: text/plain\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n",
+        reason(status)
+    );
+    if stream.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut left = declared;
+    while left > 0 && !stop.load(Ordering::SeqCst) {
+        let n = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
+        if stream.write_all(&chunk[..n]).is_err() {
+            break;
+        }
+        sent.fetch_add(n as u64, Ordering::SeqCst);
+        left -= n as u64;
+    }
+}
+
+/// [`Reply::Http`]; true when it was written and the connection stays open (not `close`).
+fn write_http(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    body: &[u8],
+    close: bool,
+) -> bool {
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!(
+        "content-length: {}\r\nconnection: {}\r\n\r\n",
+        body.len(),
+        if close { "close" } else { "keep-alive" }
+    ));
+    // One write: a head and a body written apart would wait on the client's delayed
+    // acknowledgement (Nagle) on a connection kept alive.
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body);
+    let written = stream.write_all(&bytes).and_then(|()| stream.flush());
+    written.is_ok() && !close
 }
 
 fn reason(status: u16) -> &'static str {

@@ -38,7 +38,9 @@ use crate::stored::{
     save_policy, store_path, take_lock,
 };
 use crate::text::{escape_control, quote};
-use agentwatch_agentdeck::cli::{AgentDeck, DEFAULT_BIN, SessionInfo, Shown, find_on_path};
+use agentwatch_agentdeck::cli::{
+    AgentDeck, DEFAULT_BIN, Listing, SessionInfo, Shown, find_on_path,
+};
 use agentwatch_agentdeck::hooks::{HookWatch, Woken};
 use agentwatch_agentdeck::pollers;
 use agentwatch_agentdeck::tmux::{Socket, Tmux, pane_hash, pane_tail};
@@ -116,6 +118,18 @@ struct Watched {
     shown: String,
     pane_hash: Option<String>,
     pollers: Option<u32>,
+}
+
+impl Watched {
+    /// What the waiting patrol sees of a watched session: its parent, status and pane.
+    fn patrol_observation(&self) -> PatrolObservation {
+        PatrolObservation {
+            id: self.info.id.clone(),
+            parent_session_id: self.info.parent_session_id.clone(),
+            status: SessionStatus::parse(self.info.status.as_deref()),
+            pane_hash: self.pane_hash.clone(),
+        }
+    }
 }
 
 enum Telegram {
@@ -943,11 +957,7 @@ impl<'a> Runtime<'a> {
             .filter(|a| a.dedup_key.starts_with(DECK_KEY_PREFIX))
             .filter(|a| !raised.iter().any(|r| r.dedup_key == a.dedup_key))
             .filter(|a| match watched.iter().find(|w| w.info.id == a.root) {
-                Some(w) => {
-                    let mut obs = self.observation(&w.info);
-                    obs.pollers = w.pollers;
-                    obs.is_fine()
-                }
+                Some(w) => self.guard_observation(w).is_fine(),
                 None => !list_failed,
             })
             .map(|a| a.dedup_key.clone())
@@ -1007,35 +1017,56 @@ impl<'a> Runtime<'a> {
         })
     }
 
-    /// One tick.
+    /// One tick: observe the sessions, let the guard and the patrol decide and act on them,
+    /// then alert and log.
     fn tick(&self, states: &mut States, now: i64) -> TickReport {
         let mut report = TickReport {
             now,
             dry_run: self.dry_run,
             ..TickReport::default()
         };
+        let Some(listing) = self.listing(&mut report) else {
+            let event = PatrolEvent::ListingUnavailable;
+            self.drive(&mut states.patrol, &self.patrol, &event, &[], &mut report);
+            self.log_tick(&mut report);
+            return report;
+        };
+        let watched = self.observe(&listing, &mut report);
+        self.decide_and_act(states, &watched, &mut report);
+        self.alert(states, &watched, &mut report);
+        self.log_changes(&mut states.seen, &watched, &mut report);
+        self.log_tick(&mut report);
+        report.next_wakeup = self.next_wakeup(states, now);
+        report
+    }
+
+    /// `agent-deck list`, its note and skipped entries in the report; `None` when it failed
+    /// (the report says so).
+    fn listing(&self, report: &mut TickReport) -> Option<Listing> {
         let listing = match self.deck.list_all() {
             Ok(listing) => listing,
             Err(e) => {
                 report.list_failed = true;
                 report.listing = format!("failed: {e}");
-                self.problem(&mut report, format!("agent-deck list: {e}"));
-                let event = PatrolEvent::ListingUnavailable;
-                self.drive(&mut states.patrol, &self.patrol, &event, &[], &mut report);
-                self.log_tick(&mut report);
-                return report;
+                self.problem(report, format!("agent-deck list: {e}"));
+                return None;
             }
         };
         report.listing = listing.note.clone().unwrap_or_else(|| "ok".to_owned());
         if listing.skipped_entries > 0 {
             self.problem(
-                &mut report,
+                report,
                 format!(
                     "agent-deck list: {} entr(y/ies) without an id skipped",
                     listing.skipped_entries
                 ),
             );
         }
+        Some(listing)
+    }
+
+    /// What the tick sees of each listed session of the watched profile whose id is usable.
+    fn observe(&self, listing: &Listing, report: &mut TickReport) -> Vec<Watched> {
         let mut scan = None;
         let mut watched = Vec::new();
         for listed in &listing.sessions {
@@ -1045,49 +1076,30 @@ impl<'a> Runtime<'a> {
                 continue;
             }
             if let Err(e) = agentwatch_agentdeck::cli::check_argument("session id", &listed.id) {
-                self.problem(&mut report, format!("session skipped: {e}"));
+                self.problem(report, format!("session skipped: {e}"));
                 continue;
             }
-            watched.push(self.watch(listed, &mut scan, &mut report));
+            watched.push(self.watch(listed, &mut scan, report));
         }
-        let observations: Vec<SessionObservation> = watched
-            .iter()
-            .map(|w| {
-                let mut obs = self.observation(&w.info);
-                obs.pollers = w.pollers;
-                obs
-            })
-            .collect();
+        watched
+    }
+
+    /// The restart guard, then the waiting patrol, on what the tick saw; each performs what it
+    /// decides.
+    fn decide_and_act(&self, states: &mut States, watched: &[Watched], report: &mut TickReport) {
+        let observations = watched.iter().map(|w| self.guard_observation(w)).collect();
         let event = GuardEvent::Tick(observations);
-        self.drive(
-            &mut states.guard,
-            &self.guard,
-            &event,
-            &watched,
-            &mut report,
-        );
-        let patrol: Vec<PatrolObservation> = watched
-            .iter()
-            .map(|w| PatrolObservation {
-                id: w.info.id.clone(),
-                parent_session_id: w.info.parent_session_id.clone(),
-                status: SessionStatus::parse(w.info.status.as_deref()),
-                pane_hash: w.pane_hash.clone(),
-            })
-            .collect();
+        self.drive(&mut states.guard, &self.guard, &event, watched, report);
+        let patrol = watched.iter().map(Watched::patrol_observation).collect();
         let event = PatrolEvent::Tick(patrol);
-        self.drive(
-            &mut states.patrol,
-            &self.patrol,
-            &event,
-            &watched,
-            &mut report,
-        );
-        self.alert(states, &watched, &mut report);
-        self.log_changes(&mut states.seen, &watched, &mut report);
-        self.log_tick(&mut report);
-        report.next_wakeup = self.next_wakeup(states, now);
-        report
+        self.drive(&mut states.patrol, &self.patrol, &event, watched, report);
+    }
+
+    /// What the restart guard sees of a watched session: its status and its pollers.
+    fn guard_observation(&self, w: &Watched) -> SessionObservation {
+        let mut obs = self.observation(&w.info);
+        obs.pollers = w.pollers;
+        obs
     }
 
     /// `watchdog.log`, with `--verbose`: one line per tick.
