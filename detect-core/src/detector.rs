@@ -216,7 +216,9 @@ fn indexed_session_facts(session: &Session, config: &DetectConfig) -> Vec<(usize
         let mut facts = owned.as_facts();
         let key = progress.settle(&mut facts, config);
         progress.record(&facts, &key);
-        owned.landed = facts.landed;
+        let (landed, resent) = (facts.landed, facts.resent);
+        owned.landed = landed;
+        owned.resent = resent;
         out.push((i, owned));
     }
     out

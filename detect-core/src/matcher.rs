@@ -215,6 +215,12 @@ pub struct CallFacts {
     /// The file the call shows (a viewer or a reader tool), resolved (`precise`, rule
     /// `output_landings`).
     pub shows_file: Option<String>,
+    /// The call, not landing, is a write or edit tool's call that landed earlier in the session,
+    /// sent again (an edit whose old text is gone since it was made): no progress, an echo even
+    /// when its result is new (`precise`, rule `repeated_writes`; the detector decides, as for
+    /// `write`). Not for bash: the same command writing a file (`make > build.log`) is run again
+    /// after real changes and sees new results.
+    pub resent: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -368,6 +374,8 @@ pub(crate) struct Facts<'s> {
     pub unconfirmed_write: Option<&'s str>,
     /// See [`CallFacts::shows_file`].
     pub shows_file: Option<&'s str>,
+    /// See [`CallFacts::resent`].
+    pub resent: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -394,6 +402,7 @@ impl Facts<'_> {
             failed: self.failed,
             unconfirmed_write: self.unconfirmed_write.map(str::to_owned),
             shows_file: self.shows_file.map(str::to_owned),
+            resent: self.resent,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -441,6 +450,7 @@ impl CallFacts {
             failed: self.failed,
             unconfirmed_write: self.unconfirmed_write.as_deref(),
             shows_file: self.shows_file.as_deref(),
+            resent: self.resent,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -527,6 +537,7 @@ pub(crate) fn facts<'s>(
             .unconfirmed_write
             .then_some(scratch.written_path.as_str()),
         shows_file: shows_file.then_some(shown_path),
+        resent: false,
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }

@@ -259,6 +259,7 @@ impl Staleness {
         };
         let repeated = seen.is_some() && self.seen(key);
         let echoed = repeated
+            || facts.resent
             || view.is_some_and(|(path, a, b)| {
                 self.history.iter().any(|e| {
                     e.view
@@ -428,6 +429,11 @@ impl Staleness {
     }
 }
 
+/// The tool of a call's identity, which starts with the tool's name ([`crate::call_identity`]).
+fn tool_of(identity: &str) -> &str {
+    identity.split_once(' ').map_or(identity, |(tool, _)| tool)
+}
+
 /// Whether the lines `a..=b` of a view were at least half shown by an earlier view of `x..=y`.
 fn shows_half_again(a: u64, b: u64, x: u64, y: u64) -> bool {
     let (from, to) = (a.max(x), b.min(y));
@@ -517,9 +523,11 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// Decide the landings the history shows, on `facts` as the matcher read them: a bash
-    /// write identical to one that landed is no landing (`repeated_writes`); a bash write of
-    /// unknown exit waits for a view of its file, and that view lands when it shows what no
-    /// recent call showed (`output_landings`). Returns the call's key.
+    /// write or a write tool's call identical to one that landed is no landing, and a write or
+    /// edit tool's call identical to one that landed, not landing, is re-sent: an echo whatever
+    /// it returned (`repeated_writes`); a bash write of unknown exit waits for a view of its
+    /// file, and that view lands when it shows what no recent call showed (`output_landings`).
+    /// Returns the call's key.
     pub(crate) fn settle(&mut self, facts: &mut Facts<'_>, config: &DetectConfig) -> Key {
         let key = Key::of(facts.identity, facts.result);
         let repeated_writes = config.applies(Rule::RepeatedWrites);
@@ -529,7 +537,16 @@ impl Progress {
             } else {
                 self.written.insert(facts.identity.to_owned());
             }
+        } else if facts.landed && repeated_writes && config.is_edit(tool_of(facts.identity)) {
+            // Remembered, not demoted: an edit that changed the file again was undone between.
+            self.written.insert(facts.identity.to_owned());
         }
+        // A bash write sent again is judged by its result, as any command (`CallFacts::resent`).
+        facts.resent = repeated_writes
+            && !facts.landed
+            && !self.written.is_empty()
+            && tool_of(facts.identity) != "bash"
+            && self.written.contains(facts.identity);
         if !config.applies(Rule::OutputLandings) {
             return key;
         }
@@ -607,6 +624,7 @@ mod tests {
             failed,
             unconfirmed_write: None,
             shows_file: None,
+            resent: false,
             start_ms: None,
             end_ms: None,
         };

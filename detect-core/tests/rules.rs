@@ -707,6 +707,74 @@ fn precise_a_repeated_write_is_no_landing() {
     assert_eq!(judge_with(&precise(), calls).reason.calls_since_landed, 0);
 }
 
+/// An edit tool's call: `old` replaced by `new` in `a.py`; `changed` as its metadata reports.
+fn edit_of(old: &str, new: &str, changed: bool) -> Call {
+    let call = Call::completed(
+        "edit",
+        json!({"filePath": format!("{DIR}/a.py"), "oldString": old, "newString": new}),
+    );
+    if changed {
+        call.with_metadata(json!({ "diff": format!("-{old}\n+{new}") }))
+    } else {
+        call.with_status(CallStatus::Error)
+            .with_output("oldString not found")
+    }
+}
+
+#[test]
+fn precise_an_edit_sent_again_after_it_landed_echoes() {
+    let (ab, ba) = (edit_of("a", "b", true), edit_of("b", "a", true));
+    let resent = edit_of("a", "b", false);
+    let test = bash_exit("pytest -x tests/test_a.py", 1);
+    // (calls, calls since the last landing, echoes among them)
+    let table: Vec<(&str, Vec<Call>, u32, u32)> = vec![
+        (
+            "a new edit lands",
+            vec![ab.clone(), test.clone(), ba.clone()],
+            0,
+            0,
+        ),
+        (
+            "the same edit made again, undone in between, lands again: it changed the file",
+            vec![ab.clone(), ba.clone(), ab.clone()],
+            0,
+            0,
+        ),
+        (
+            "an edit sent again after it landed fails: an echo, though its error is new",
+            vec![ab.clone(), test.clone(), resent.clone()],
+            2,
+            1,
+        ),
+        (
+            "sent again and again",
+            vec![ab.clone(), resent.clone(), test.clone(), resent.clone()],
+            3,
+            2,
+        ),
+    ];
+    for (what, calls, since, echoes) in table {
+        let v = judge_with(&precise(), calls.clone());
+        assert_eq!(
+            (v.reason.stale_span_calls, v.reason.stale_span),
+            (since, echoes),
+            "{what}: {}",
+            v.summary()
+        );
+        // The design knows none of it: every changed edit lands.
+        let design = judge_with(&DetectConfig::design(), calls);
+        assert!(!design.flagged, "{what}");
+    }
+    // An edit sent again and again between runs of the same failing test flags, early.
+    let mut calls = vec![ab.clone()];
+    for _ in 0..3 {
+        calls.extend([test.clone(), resent.clone()]);
+    }
+    let v = judge_with(&precise(), calls);
+    assert!(v.flagged, "{}", v.summary());
+    assert_eq!(v.reason.calls_since_landed, 6);
+}
+
 #[test]
 fn precise_cycle_needs_three_repeats_and_cycle_min_calls() {
     // (`repeat` would also fire on these calls with their same results: switched off here.)
