@@ -626,6 +626,9 @@ pub struct DetectorSnapshot {
     /// The bash writes that landed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     written: Vec<String>,
+    /// The write and edit tool calls that landed, hashed (`precise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    sent: Vec<u64>,
     /// The session's last calls and results (`precise`, rule `repeat`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     history: VecDeque<Echo>,
@@ -772,6 +775,7 @@ impl SessionDetector {
             latest_own_landing: self.latest_own_landing,
             profile: self.config.profile,
             written: progress.written.iter().cloned().collect(),
+            sent: progress.sent.iter().copied().collect(),
             history: progress.staleness.history.clone(),
             auto: None,
             recent: progress.staleness.recent.iter().copied().collect(),
@@ -820,6 +824,7 @@ impl SessionDetector {
                 ),
                 polls: snapshot.polls,
                 written: snapshot.written.into_iter().collect(),
+                sent: snapshot.sent.into_iter().collect(),
                 unconfirmed: snapshot.unconfirmed,
             },
             last_landed: snapshot.last_landed,

@@ -517,6 +517,9 @@ pub(crate) struct Progress {
     pub(crate) polls: PollRun,
     /// Identities of the bash writes that landed (a repeat is no landing).
     pub(crate) written: BTreeSet<String>,
+    /// The calls of write and edit tools that landed, as [`Key::call`] hashes: one sent again
+    /// that does not land is no progress.
+    pub(crate) sent: BTreeSet<u64>,
     /// Bash writes of unknown exit not yet confirmed: (file, identity), oldest first.
     pub(crate) unconfirmed: Vec<(String, String)>,
 }
@@ -537,16 +540,21 @@ impl Progress {
             } else {
                 self.written.insert(facts.identity.to_owned());
             }
-        } else if facts.landed && repeated_writes && config.is_edit(tool_of(facts.identity)) {
-            // Remembered, not demoted: an edit that changed the file again was undone between.
-            self.written.insert(facts.identity.to_owned());
         }
-        // A bash write sent again is judged by its result, as any command (`CallFacts::resent`).
+        if facts.landed && repeated_writes {
+            let tool = tool_of(facts.identity);
+            if config.is_edit(tool) || config.is_write(tool) {
+                // Remembered, not demoted: an edit that changed the file again was undone
+                // between.
+                self.sent.insert(key.call);
+            }
+        }
+        // Only tool calls are remembered: a bash write sent again is judged by its result, as
+        // any command (`CallFacts::resent`).
         facts.resent = repeated_writes
             && !facts.landed
-            && !self.written.is_empty()
-            && tool_of(facts.identity) != "bash"
-            && self.written.contains(facts.identity);
+            && !self.sent.is_empty()
+            && self.sent.contains(&key.call);
         if !config.applies(Rule::OutputLandings) {
             return key;
         }
