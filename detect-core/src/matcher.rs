@@ -221,6 +221,9 @@ pub struct CallFacts {
     /// `write`). Not for bash: the same command writing a file (`make > build.log`) is run again
     /// after real changes and sees new results.
     pub resent: bool,
+    /// A write or edit tool's call (`precise`, rule `repeated_writes`), landed or not: what
+    /// [`CallFacts::resent`] looks at.
+    pub tool_change: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -376,6 +379,8 @@ pub(crate) struct Facts<'s> {
     pub shows_file: Option<&'s str>,
     /// See [`CallFacts::resent`].
     pub resent: bool,
+    /// See [`CallFacts::tool_change`].
+    pub tool_change: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -403,6 +408,7 @@ impl Facts<'_> {
             unconfirmed_write: self.unconfirmed_write.map(str::to_owned),
             shows_file: self.shows_file.map(str::to_owned),
             resent: self.resent,
+            tool_change: self.tool_change,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -451,6 +457,7 @@ impl CallFacts {
             unconfirmed_write: self.unconfirmed_write.as_deref(),
             shows_file: self.shows_file.as_deref(),
             resent: self.resent,
+            tool_change: self.tool_change,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -538,6 +545,7 @@ pub(crate) fn facts<'s>(
             .then_some(scratch.written_path.as_str()),
         shows_file: shows_file.then_some(shown_path),
         resent: false,
+        tool_change: landing.tool_change && config.applies(Rule::RepeatedWrites),
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
@@ -655,6 +663,8 @@ struct Landing {
     write: bool,
     /// A bash write of unknown exit, its file resolved into the `written_path` it was given.
     unconfirmed_write: bool,
+    /// See [`CallFacts::tool_change`].
+    tool_change: bool,
 }
 
 /// How a call landed: [`is_landed`], a commit its output shows, a bash write that exited 0, or
@@ -669,7 +679,7 @@ fn landing_of(
     written_path: &mut String,
 ) -> Landing {
     let tool = call.tool;
-    let mut landed = is_landed(call, normalized, config);
+    let (mut landed, tool_change) = is_landed(call, normalized, config);
     let output_landings = config.applies(Rule::OutputLandings);
     // A commit the output shows was made, whatever the exit (`git commit && pytest` failing).
     if !landed
@@ -707,22 +717,31 @@ fn landing_of(
         landed,
         write,
         unconfirmed_write,
+        tool_change,
     }
 }
 
-/// Whether a call landed: a real edit, a completed write, or a successful `git commit`.
-fn is_landed(call: &CallRef<'_>, normalized_command: Option<&str>, config: &DetectConfig) -> bool {
+/// Whether a call landed (a real edit, a completed write, or a successful `git commit`), and
+/// whether it is a write or edit tool's call.
+fn is_landed(
+    call: &CallRef<'_>,
+    normalized_command: Option<&str>,
+    config: &DetectConfig,
+) -> (bool, bool) {
     let tool = call.tool;
     if config.is_edit(tool) {
-        return call.meta.changed;
+        return (call.meta.changed, true);
     }
     if config.is_write(tool) {
-        return !call.error;
+        return (!call.error, true);
     }
     if let Some(command) = normalized_command {
-        return command.contains("git commit") && call.meta.exit_code() == Some(0);
+        return (
+            command.contains("git commit") && call.meta.exit_code() == Some(0),
+            false,
+        );
     }
-    false
+    (false, false)
 }
 
 /// The lines a bash viewer showed of the file at `path` (resolved): those its command names, or

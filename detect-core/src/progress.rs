@@ -429,11 +429,6 @@ impl Staleness {
     }
 }
 
-/// The tool of a call's identity, which starts with the tool's name ([`crate::call_identity`]).
-fn tool_of(identity: &str) -> &str {
-    identity.split_once(' ').map_or(identity, |(tool, _)| tool)
-}
-
 /// Whether the lines `a..=b` of a view were at least half shown by an earlier view of `x..=y`.
 fn shows_half_again(a: u64, b: u64, x: u64, y: u64) -> bool {
     let (from, to) = (a.max(x), b.min(y));
@@ -541,20 +536,17 @@ impl Progress {
                 self.written.insert(facts.identity.to_owned());
             }
         }
-        if facts.landed && repeated_writes {
-            let tool = tool_of(facts.identity);
-            if config.is_edit(tool) || config.is_write(tool) {
+        // Only tool calls: a bash write sent again is judged by its result, as any command
+        // (`CallFacts::resent`).
+        if facts.tool_change && repeated_writes {
+            if facts.landed {
                 // Remembered, not demoted: an edit that changed the file again was undone
                 // between.
                 self.sent.insert(key.call);
+            } else {
+                facts.resent = self.sent.contains(&key.call);
             }
         }
-        // Only tool calls are remembered: a bash write sent again is judged by its result, as
-        // any command (`CallFacts::resent`).
-        facts.resent = repeated_writes
-            && !facts.landed
-            && !self.sent.is_empty()
-            && self.sent.contains(&key.call);
         if !config.applies(Rule::OutputLandings) {
             return key;
         }
@@ -633,6 +625,7 @@ mod tests {
             unconfirmed_write: None,
             shows_file: None,
             resent: false,
+            tool_change: false,
             start_ms: None,
             end_ms: None,
         };
