@@ -216,9 +216,9 @@ fn indexed_session_facts(session: &Session, config: &DetectConfig) -> Vec<(usize
         let mut facts = owned.as_facts();
         let key = progress.settle(&mut facts, config);
         progress.record(&facts, &key);
-        let (landed, resent) = (facts.landed, facts.resent);
-        owned.landed = landed;
-        owned.resent = resent;
+        // Copied out first: `facts` borrows `owned`.
+        let settled = (facts.landed, facts.resent);
+        (owned.landed, owned.resent) = settled;
         out.push((i, owned));
     }
     out

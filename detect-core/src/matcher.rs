@@ -221,8 +221,7 @@ pub struct CallFacts {
     /// `write`). Not for bash: the same command writing a file (`make > build.log`) is run again
     /// after real changes and sees new results.
     pub resent: bool,
-    /// A write or edit tool's call (`precise`, rule `repeated_writes`), landed or not: what
-    /// [`CallFacts::resent`] looks at.
+    /// A write or edit tool's call, landed or not: the calls [`CallFacts::resent`] looks at.
     pub tool_change: bool,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
@@ -545,7 +544,7 @@ pub(crate) fn facts<'s>(
             .then_some(scratch.written_path.as_str()),
         shows_file: shows_file.then_some(shown_path),
         resent: false,
-        tool_change: landing.tool_change && config.applies(Rule::RepeatedWrites),
+        tool_change: landing.tool_change,
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
