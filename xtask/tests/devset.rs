@@ -100,8 +100,7 @@ fn the_dev_set_has_every_kind_from_both_sources() {
 }
 
 /// Issue 35's targets for the default profile: on bash-agent and tool-agent runs, at least 99%
-/// of loops caught within 15 calls of their start (the tool agents' latency set: 96%, what it
-/// holds, docs/detection.md says why), median at most 6, at most 1% of healthy runs flagged; no
+/// of loops caught within 15 calls of their start, median at most 6, at most 1% of healthy runs flagged; no
 /// peer's loop caught more than 3 calls after the peer, no peer's healthy run flagged. On the
 /// corpus every label holds under both profiles, each on its own labels (every prefix judged).
 #[test]
@@ -119,26 +118,21 @@ fn the_default_meets_its_targets() {
         .latency
         .expect("a set of loops")
     };
-    for (dev_path, latency_path, latency_share) in [
-        (
-            devset::default_dev_path(),
-            devset::default_latency_path(),
-            99,
-        ),
+    for (dev_path, latency_path) in [
+        (devset::default_dev_path(), devset::default_latency_path()),
         (
             devset::default_tools_path(),
             devset::default_tools_latency_path(),
-            96,
         ),
     ] {
         let dev = load(dev_path.clone());
         let t = DevTotals::of(&report::judge_dev_set(&dev, &config));
         assert!(t.healthy_flagged * 100 <= t.healthy, "{t:?}");
         assert!(t.flagged_before_loop * 100 <= t.loops, "{t:?}");
-        for (set, share) in [(dev, 99), (load(latency_path), latency_share)] {
+        for set in [dev, load(latency_path)] {
             let l = latency(&set);
             assert!(
-                l.caught_within * 100 >= share * l.sessions,
+                l.caught_within * 100 >= 99 * l.sessions,
                 "{dev_path:?} {l:?}"
             );
             assert!(l.p50.is_some_and(|p| p <= 6), "{l:?}");
