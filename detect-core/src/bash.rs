@@ -21,7 +21,7 @@ pub fn normalize_bash(command: &str) -> String {
 /// usual one) allocates nothing.
 pub(crate) fn normalize_bash_into(command: &str, out: &mut String) {
     out.clear();
-    if command.contains(['\n', '\r', '#']) {
+    if memchr::memchr3(b'\n', b'\r', b'#', command.as_bytes()).is_some() {
         collapse_whitespace(&join_lines(command), out);
     } else {
         // One line and no comment: the join is the line, trimmed.
@@ -153,6 +153,16 @@ fn collapse_whitespace(text: &str, out: &mut String) {
     // there is tab to carriage return and space).
     let is_space = |b: &u8| matches!(b, b'\t'..=b'\r' | b' ');
     let bytes = text.as_bytes();
+    // Most commands already have one space between words and none around them: copied whole.
+    let collapsed = !bytes.first().is_some_and(is_space)
+        && !bytes.last().is_some_and(is_space)
+        && !bytes
+            .windows(2)
+            .any(|w| is_space(&w[0]) && (w[0] != b' ' || is_space(&w[1])));
+    if collapsed && out.is_empty() {
+        out.push_str(text);
+        return;
+    }
     let mut at = 0;
     while let Some(start) = bytes[at..]
         .iter()
@@ -174,16 +184,32 @@ fn collapse_whitespace(text: &str, out: &mut String) {
 /// One shell word at the start of `text` (quotes and escapes respected): `(word, rest)`.
 /// The word stops at whitespace or at a `;` outside quotes. `text` has collapsed whitespace.
 fn split_word(text: &str) -> (&str, &str) {
-    let mut scanner = Scanner::default();
-    // Byte by byte: the collapsed text's only whitespace is a space, and quotes, backslashes and
-    // `;` are ASCII (a character beyond ASCII, fed byte by byte as Latin-1, is never syntax), so
-    // each index found is a char boundary.
-    for (i, &b) in text.as_bytes().iter().enumerate() {
-        if scanner.feed(char::from(b)) && (b == b';' || b == b' ') {
-            return (&text[..i], &text[i..]);
-        }
+    // The collapsed text's only whitespace is a space.
+    match unquoted_stop(text, |b| b == b';' || b == b' ') {
+        Some(i) => (&text[..i], &text[i..]),
+        None => (text, ""),
     }
-    (text, "")
+}
+
+/// Where the first byte of `text` for which `stop` holds stands outside quotes, unescaped.
+/// `stop` is asked only of ASCII syntax bytes' kind: quotes, backslashes and what it stops at
+/// are ASCII (a character beyond ASCII, fed byte by byte as Latin-1, is never syntax), so the
+/// index found is a char boundary.
+#[inline]
+pub(crate) fn unquoted_stop(text: &str, stop: impl Fn(u8) -> bool) -> Option<usize> {
+    let bytes = text.as_bytes();
+    // Most words hold no quote and no backslash: no scanner until the first one.
+    let first = bytes
+        .iter()
+        .position(|&b| stop(b) || matches!(b, b'\\' | b'\'' | b'"'))?;
+    if stop(bytes[first]) {
+        return Some(first);
+    }
+    let mut scanner = Scanner::default();
+    bytes[first..]
+        .iter()
+        .position(|&b| scanner.feed(char::from(b)) && stop(b))
+        .map(|i| first + i)
 }
 
 /// `NAME=value` with a shell variable name.
@@ -262,7 +288,9 @@ fn strip_one_prefix(text: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scanner, collapse_whitespace, is_assignment, normalize_bash, split_word};
+    use super::{
+        Scanner, collapse_whitespace, is_assignment, normalize_bash, split_word, unquoted_stop,
+    };
     use proptest::prelude::*;
 
     #[test]
@@ -295,6 +323,18 @@ mod tests {
                 .find(|&(_, ch)| scanner.feed(ch) && (ch == ';' || ch.is_whitespace()))
                 .map_or((fast.as_str(), ""), |(i, _)| (&fast[..i], &fast[i..]));
             prop_assert_eq!(split_word(&fast), by_chars);
+        }
+
+        /// The search for a byte outside quotes finds what a scan of every character finds.
+        #[test]
+        fn unquoted_stops_are_the_scanners(text in "[a-c ;&|<>'\"\\\t\n\u{a0}é]{0,24}") {
+            let stop = |b: u8| matches!(b, b' ' | b';' | b'&' | b'|' | b'<' | b'>' | b'\n');
+            let mut scanner = Scanner::default();
+            let by_chars = text
+                .char_indices()
+                .find(|&(_, ch)| scanner.feed(ch) && u8::try_from(ch).is_ok_and(stop))
+                .map(|(i, _)| i);
+            prop_assert_eq!(unquoted_stop(&text, stop), by_chars);
         }
     }
 
