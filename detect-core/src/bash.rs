@@ -191,10 +191,9 @@ fn split_word(text: &str) -> (&str, &str) {
     }
 }
 
-/// Where the first byte of `text` for which `stop` holds stands outside quotes, unescaped.
-/// `stop` is asked only of ASCII syntax bytes' kind: quotes, backslashes and what it stops at
-/// are ASCII (a character beyond ASCII, fed byte by byte as Latin-1, is never syntax), so the
-/// index found is a char boundary.
+/// The index of the first byte of `text` outside quotes and unescaped for which `stop` holds.
+/// `stop` must hold only for ASCII bytes: quotes and backslashes are ASCII too (a character
+/// beyond ASCII, fed byte by byte as Latin-1, is never syntax), so the index is a char boundary.
 #[inline]
 pub(crate) fn unquoted_stop(text: &str, stop: impl Fn(u8) -> bool) -> Option<usize> {
     let bytes = text.as_bytes();

@@ -100,9 +100,10 @@ fn the_dev_set_has_every_kind_from_both_sources() {
 }
 
 /// Issue 35's targets for the default profile: on bash-agent and tool-agent runs, at least 99%
-/// of loops caught within 15 calls of their start, median at most 6, at most 1% of healthy runs flagged; no
-/// peer's loop caught more than 3 calls after the peer, no peer's healthy run flagged. On the
-/// corpus every label holds under both profiles, each on its own labels (every prefix judged).
+/// of loops caught within 15 calls of their start, median at most 6, at most 1% of healthy
+/// runs flagged; no peer's loop caught more than 3 calls after the peer, no peer's healthy run
+/// flagged. On the corpus every label holds under both profiles, each on its own labels (every
+/// prefix judged).
 #[test]
 fn the_default_meets_its_targets() {
     let config = report::profile_config(Profile::Precise);
