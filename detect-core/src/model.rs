@@ -140,6 +140,10 @@ pub enum CallStatus {
     Running,
     Completed,
     Error,
+    /// A call a pre-tool hook refused (agentwatch's own, `agentwatch hook`): it never ran, so
+    /// it is neither progress nor a new repeat; not counted. Adapters set it from the record
+    /// the agent writes for a refused call.
+    Blocked,
     /// A status this version does not know: not counted.
     #[serde(untagged)]
     Other(String),
@@ -152,6 +156,7 @@ impl CallStatus {
             "running" => Self::Running,
             "completed" => Self::Completed,
             "error" => Self::Error,
+            "blocked" => Self::Blocked,
             other => Self::Other(other.to_owned()),
         }
     }

@@ -1,0 +1,12 @@
+//! # agentwatch-hooks: agentwatch inside the agent
+//!
+//! Every agent agentwatch watches runs a program of the user's before each tool call and lets
+//! it refuse the call with a reason the model reads (`shared/reference/hooks.md`). This crate
+//! is that program's adapter, one per agent, over one decision made in the runtime:
+//!
+//! - [`Agent`]: the four agents by name, as `agentwatch hook AGENT` spells them.
+#![forbid(unsafe_code)]
+
+mod agent;
+
+pub use agent::Agent;
