@@ -21,7 +21,7 @@ use crate::progress::{
     CIRCLE_MIN, Echo, FAILING_MIN, Key, PollRun, Progress, RECUR_MIN, STALE_LONG_MIN,
     STALE_LONG_WINDOW, STALE_MIN, STALE_SPAN_MIN_CALLS, STALE_WINDOW, Staleness,
 };
-use crate::verdict::{Reason, SessionVerdict, Signal};
+use crate::verdict::{PendingCall, Reason, SessionVerdict, Signal};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -1053,6 +1053,40 @@ impl SessionDetector {
             if let Some((path, _, _)) = old.view {
                 decrement(&mut self.peaks.views, path);
             }
+        }
+    }
+
+    /// What the detector says of `call` before it runs (its status and result are not looked
+    /// at): whether the session is flagged, whether the call would change something, and how
+    /// often this very call ran among the session's last calls ([`PendingCall`]). Nothing is
+    /// pushed: the call is judged as the next one, not counted.
+    pub fn pending(&self, call: &Call) -> PendingCall {
+        let input = Json::of(&call.input);
+        let completed = crate::model::CallStatus::Completed;
+        let Some(call) = CallRef::new(&call.tool, &input, &completed, Default::default, None, None)
+        else {
+            return PendingCall::default();
+        };
+        let mut scratch = Scratch::default();
+        let ctx = Context {
+            directory: self.directory.as_deref(),
+            line_counts: LineCounts::Map(&self.line_counts),
+        };
+        let facts = facts(&call, ctx, &self.config, &mut scratch);
+        let key = Key::of(facts.identity, "");
+        // Without its result a bash write's exit is unknown: it would write.
+        let writes = facts.write || facts.unconfirmed_write.is_some();
+        let changes = (facts.tool_change && !self.progress.sent.contains(&key.call))
+            || (writes && !self.progress.written.contains(facts.identity));
+        let (same_calls, echoed, failed, last_ago) =
+            self.progress.staleness.occurrences(key.call);
+        PendingCall {
+            flagged: self.flagged(),
+            changes,
+            same_calls,
+            echoed,
+            failed,
+            last_ago,
         }
     }
 

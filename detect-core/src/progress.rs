@@ -242,6 +242,23 @@ impl Staleness {
         ]
     }
 
+    /// How this call (its identity hash) fared among the calls remembered: how many of them
+    /// it was, how many of those repeated an earlier one's result, how many failed, and how
+    /// many calls back it last ran (1: the last call).
+    pub(crate) fn occurrences(&self, call: u64) -> (u32, u32, u32, Option<u32>) {
+        let (mut same, mut echoed, mut failed, mut last_ago) = (0u32, 0u32, 0u32, None);
+        for (ago, echo) in self.history.iter().rev().enumerate() {
+            if echo.call != call || echo.poll {
+                continue;
+            }
+            same += 1;
+            echoed += u32::from(echo.repeated);
+            failed += u32::from(echo.failed);
+            last_ago = last_ago.or(u32::try_from(ago + 1).ok());
+        }
+        (same, echoed, failed, last_ago)
+    }
+
     /// Whether a call of `key` would echo one of the calls remembered, by its result alone.
     fn seen(&self, key: &Key) -> bool {
         self.history.iter().any(|e| e.seen == Some(key.seen))

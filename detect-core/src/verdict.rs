@@ -258,3 +258,24 @@ pub const DEDUP_KEY_PREFIX: &str = "opencode-loop:";
 pub fn dedup_key(root: &str) -> String {
     format!("{DEDUP_KEY_PREFIX}{root}")
 }
+
+/// What the detector says of a call about to run, before its result: whether the session is
+/// flagged, and how this very call (its identity) fared among the session's last calls. A
+/// pre-tool hook asks it before letting a call run ([`crate::SessionDetector::pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The session is flagged on the calls it has made.
+    pub flagged: bool,
+    /// The call would change something (an edit or write tool's call not sent before, a bash
+    /// write not made before): it breaks any loop, whatever it returns.
+    pub changes: bool,
+    /// How many of the session's last calls (the detector's history, at most 16) were this
+    /// call; 0 under a profile that keeps no history.
+    pub same_calls: u32,
+    /// How many of those returned what an earlier one of them returned.
+    pub echoed: u32,
+    /// How many of those failed.
+    pub failed: u32,
+    /// How many calls back it last ran (1: the last call), when it is in the history.
+    pub last_ago: Option<u32>,
+}

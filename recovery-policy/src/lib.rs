@@ -32,10 +32,13 @@
 //! * [`restart_guard`]: agent-deck session restarts (critical sessions in `error`, conductors whose
 //!   Telegram poller died) behind per-session, global, quiet-period and rate-limit guards.
 //! * [`waiting_patrol`]: one `report status?` nudge for a child session stuck in `waiting`.
+//! * [`hook_ladder`]: inside the agent, what agentwatch's pre-tool hook answers a call: warn,
+//!   refuse the looping call, stop the session; a call that breaks the pattern always runs.
 //!
 //! The rules are those of `decisions.md` section 3; each module documents its decision names.
 #![forbid(unsafe_code)]
 
+pub mod hook_ladder;
 pub mod loop_recovery;
 pub mod notice;
 pub mod restart_guard;

@@ -5,8 +5,15 @@
 //! is that program's adapter, one per agent, over one decision made in the runtime:
 //!
 //! - [`Agent`]: the four agents by name, as `agentwatch hook AGENT` spells them.
+//! - [`event`]: the pre-tool event each agent writes on standard input, read into one
+//!   [`PreToolEvent`].
+//! - [`answer`]: the hook's answer (allow, warn, refuse, stop) in each agent's protocol, and
+//!   what each agent lets a hook do ([`answer::can`]).
 #![forbid(unsafe_code)]
 
 mod agent;
+pub mod answer;
+pub mod event;
 
-pub use agent::Agent;
+pub use agent::{Agent, UnknownAgent};
+pub use event::{EventError, PreToolEvent, parse_event};
