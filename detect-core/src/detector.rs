@@ -1078,8 +1078,7 @@ impl SessionDetector {
         let writes = facts.write || facts.unconfirmed_write.is_some();
         let changes = (facts.tool_change && !self.progress.sent.contains(&key.call))
             || (writes && !self.progress.written.contains(facts.identity));
-        let (same_calls, echoed, failed, last_ago) =
-            self.progress.staleness.occurrences(key.call);
+        let (same_calls, echoed, failed, last_ago) = self.progress.staleness.occurrences(key.call);
         PendingCall {
             flagged: self.flagged(),
             changes,

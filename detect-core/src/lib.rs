@@ -108,5 +108,7 @@ pub use output::{COMMITTED_KEY, normalize_output, output_hash, output_shows_comm
 pub use scan::{Scanned, scan_session_texts};
 pub use sink::{CallWatcher, NewDetector};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};
-pub use verdict::{DEDUP_KEY_PREFIX, PendingCall, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key};
+pub use verdict::{
+    DEDUP_KEY_PREFIX, PendingCall, Reason, SessionVerdict, Signal, TreeVerdict, dedup_key,
+};
 pub use watch::{SessionCalls, detect_session_text, watch_session_text};

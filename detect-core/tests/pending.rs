@@ -8,7 +8,10 @@ use serde_json::json;
 const DIR: &str = "/home/user/proj";
 
 fn bash(command: &str) -> Call {
-    Call::completed("bash", json!({ "command": command, "description": "run it" }))
+    Call::completed(
+        "bash",
+        json!({ "command": command, "description": "run it" }),
+    )
 }
 
 fn failing(command: &str, output: &str) -> Call {
@@ -78,9 +81,30 @@ fn what_a_pending_call_is() {
     let loop_of = |n| std::iter::repeat_n(probe.clone(), n).collect::<Vec<_>>();
     let rows: Vec<(&str, Vec<Call>, Call, bool, bool, u32)> = vec![
         ("a fresh session", vec![], probe.clone(), false, false, 0),
-        ("twice, not a loop yet", loop_of(2), probe.clone(), false, false, 2),
-        ("another command in a loop", loop_of(5), bash("git status"), true, false, 0),
-        ("an edit in a loop changes something", loop_of(5), edit("a", "b"), true, true, 0),
+        (
+            "twice, not a loop yet",
+            loop_of(2),
+            probe.clone(),
+            false,
+            false,
+            2,
+        ),
+        (
+            "another command in a loop",
+            loop_of(5),
+            bash("git status"),
+            true,
+            false,
+            0,
+        ),
+        (
+            "an edit in a loop changes something",
+            loop_of(5),
+            edit("a", "b"),
+            true,
+            true,
+            0,
+        ),
         (
             "an edit sent again after it landed changes nothing",
             [vec![edit("a", "b")], loop_of(5)].concat(),

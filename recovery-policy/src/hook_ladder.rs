@@ -200,8 +200,11 @@ impl LadderState {
         }
         self.blocks = self.blocks.saturating_add(1);
         let message = block_message(event, config, self.blocks);
-        Decision::new(N::Block, format!("the loop's call again: refusal {}", self.blocks))
-            .with_action(HookAction::Refuse(message))
+        Decision::new(
+            N::Block,
+            format!("the loop's call again: refusal {}", self.blocks),
+        )
+        .with_action(HookAction::Refuse(message))
     }
 
     fn warn(&mut self, event: &PendingEvent) -> LadderDecision {
@@ -210,7 +213,10 @@ impl LadderState {
         let (action, how) = if event.can.add_context {
             (HookAction::Warn(message), "it runs, the model is told why")
         } else {
-            (HookAction::Refuse(message), "refused once, as the agent takes no added context")
+            (
+                HookAction::Refuse(message),
+                "refused once, as the agent takes no added context",
+            )
         };
         Decision::new(
             LadderDecisionName::Warn,
@@ -246,12 +252,13 @@ fn outcome(event: &PendingEvent) -> String {
 
 /// `N times in your last M calls`.
 fn how_often(pending: &PendingCall) -> String {
-    let window = pending.last_ago.map_or(16, |ago| ago.max(pending.same_calls));
+    let window = pending
+        .last_ago
+        .map_or(16, |ago| ago.max(pending.same_calls));
     format!("{} times in your last {window} calls", pending.same_calls)
 }
 
-const INSTEAD: &str =
-    "Try something different (read the error, change the code or the command), or stop and say what blocks you.";
+const INSTEAD: &str = "Try something different (read the error, change the code or the command), or stop and say what blocks you.";
 
 fn warn_message(event: &PendingEvent) -> String {
     format!(

@@ -4,8 +4,7 @@
 use detect_core::PendingCall;
 use proptest::prelude::*;
 use recovery_policy::hook_ladder::{
-    ActMode, AgentCan, HookAction, LadderConfig, LadderDecisionName as N, LadderState,
-    PendingEvent,
+    ActMode, AgentCan, HookAction, LadderConfig, LadderDecisionName as N, LadderState, PendingEvent,
 };
 
 const CLAUDE: AgentCan = AgentCan {
@@ -55,11 +54,27 @@ fn the_ladder_per_mode_and_agent() {
     use N::*;
     let rows = [
         (ActMode::Off, CLAUDE, vec![Off, Off, Off, Off, Off, Off]),
-        (ActMode::Warn, CLAUDE, vec![Warn, Warned, Warned, Warned, Warned, Warned]),
-        (ActMode::Block, CLAUDE, vec![Warn, Block, Block, Block, Block, Block]),
-        (ActMode::Stop, CLAUDE, vec![Warn, Block, Block, Block, Stop, Stop]),
+        (
+            ActMode::Warn,
+            CLAUDE,
+            vec![Warn, Warned, Warned, Warned, Warned, Warned],
+        ),
+        (
+            ActMode::Block,
+            CLAUDE,
+            vec![Warn, Block, Block, Block, Block, Block],
+        ),
+        (
+            ActMode::Stop,
+            CLAUDE,
+            vec![Warn, Block, Block, Block, Stop, Stop],
+        ),
         // Codex cannot be stopped by a hook: it keeps refusing.
-        (ActMode::Stop, CODEX, vec![Warn, Block, Block, Block, Block, Block]),
+        (
+            ActMode::Stop,
+            CODEX,
+            vec![Warn, Block, Block, Block, Block, Block],
+        ),
     ];
     for (mode, can, expected) in rows {
         assert_eq!(ladder(mode, can, 6), expected, "{mode:?} {can:?}");
@@ -89,7 +104,10 @@ fn every_message_starts_with_agentwatch_and_says_what_repeats_and_what_to_do() {
     }
     for message in &messages {
         assert!(message.starts_with("agentwatch: "), "{message}");
-        assert!(message.contains("`python3 -c \"import nosuchmodule\"`"), "{message}");
+        assert!(
+            message.contains("`python3 -c \"import nosuchmodule\"`"),
+            "{message}"
+        );
         assert!(message.contains("ModuleNotFoundError"), "{message}");
     }
     insta::assert_snapshot!(messages.join("\n\n"));
@@ -116,7 +134,11 @@ fn a_call_that_breaks_the_pattern_always_runs() {
             }),
             N::OtherCall,
         ),
-        ("the session no longer flagged", with(&|p| p.flagged = false), N::NotFlagged),
+        (
+            "the session no longer flagged",
+            with(&|p| p.flagged = false),
+            N::NotFlagged,
+        ),
     ];
     for (what, event, name) in rows {
         let mut state = LadderState::default();

@@ -115,7 +115,10 @@ mod tests {
             HookAction::Stop("agentwatch: s".into()),
         ] {
             let out = rendered(Agent::Codex, &action);
-            assert!(!out.contains("continue") && !out.contains("additionalContext"), "{out}");
+            assert!(
+                !out.contains("continue") && !out.contains("additionalContext"),
+                "{out}"
+            );
             assert!(out.contains("\"permissionDecision\":\"deny\""), "{out}");
         }
     }

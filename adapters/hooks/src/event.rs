@@ -218,8 +218,14 @@ mod tests {
             (b"", "empty"),
             (b"not json", "not a JSON object"),
             (b"[1,2]", "not a JSON object"),
-            (br#"{"hook_event_name":"PostToolUse","session_id":"s","tool_name":"Bash"}"#, "`PostToolUse` is not claude's"),
-            (br#"{"hook_event_name":"PreToolUse","tool_name":"Bash"}"#, "no `session_id`"),
+            (
+                br#"{"hook_event_name":"PostToolUse","session_id":"s","tool_name":"Bash"}"#,
+                "`PostToolUse` is not claude's",
+            ),
+            (
+                br#"{"hook_event_name":"PreToolUse","tool_name":"Bash"}"#,
+                "no `session_id`",
+            ),
             (br#"{"session_id":"s","tool_name":7}"#, "no `tool_name`"),
         ];
         for (bytes, says) in rows {

@@ -343,3 +343,126 @@ mod tests {
         assert_eq!(v["short"], "s");
     }
 }
+
+/// Characters of an output kept as its excerpt.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// The metadata key of a call's output excerpt ([`excerpt`]), set by a reader asked for them
+/// (`with_excerpts`); the detector does not read it.
+pub const EXCERPT_KEY: &str = "excerpt";
+
+/// The line of a tool's output a person reads first: the last line that reads as an error
+/// (a traceback's last line, `error: …`, `FAILED …`), else its last line that is not the
+/// agent's own framing (`Exit code: 1`, `Output:`); at most [`EXCERPT_CHARS`] characters,
+/// shortened in the middle. `None` for an output with no such line.
+pub fn excerpt(output: &str) -> Option<String> {
+    const FRAMING: &[&str] = &[
+        "exit code",
+        "process exited with code",
+        "output:",
+        "wall time",
+        "chunk id",
+        "original token count",
+        "command:",
+        "directory:",
+        "stdout:",
+        "stderr:",
+        "error: (none)",
+    ];
+    const ERROR_WORDS: &[&str] = &[
+        "error",
+        "exception",
+        "failed",
+        "fatal",
+        "not found",
+        "no such",
+    ];
+    let lines = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .filter(|l| {
+            let lower = l.to_ascii_lowercase();
+            !FRAMING.iter().any(|f| lower.starts_with(f))
+        });
+    let mut last = None;
+    let mut last_error = None;
+    for line in lines {
+        let lower = line.to_ascii_lowercase();
+        if ERROR_WORDS.iter().any(|w| lower.contains(w)) {
+            last_error = Some(line);
+        }
+        last = Some(line);
+    }
+    last_error
+        .or(last)
+        .map(|line| shortened(line, EXCERPT_CHARS))
+}
+
+/// `text` at most `max` characters, cut in the middle (`…`) when longer.
+pub fn shortened(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let head = max.saturating_sub(1) / 2;
+    let tail = max.saturating_sub(1) - head;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(count - tail));
+    out
+}
+
+/// `metadata` with the excerpt of `output` ([`excerpt`]) when `on`: an object is given the
+/// key, `null` becomes an object holding it.
+pub(crate) fn with_excerpt(metadata: Value, output: &str, on: bool) -> Value {
+    let Some(text) = on.then(|| excerpt(output)).flatten() else {
+        return metadata;
+    };
+    match metadata {
+        Value::Object(mut map) => {
+            map.insert(EXCERPT_KEY.to_owned(), Value::String(text));
+            Value::Object(map)
+        }
+        Value::Null => json!({ EXCERPT_KEY: text }),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod excerpt_tests {
+    use super::*;
+
+    /// Table: (output, excerpt).
+    #[test]
+    fn the_line_a_person_reads_first() {
+        let rows = [
+            (
+                "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nModuleNotFoundError: No module named 'nosuchmodule'\n",
+                Some("ModuleNotFoundError: No module named 'nosuchmodule'"),
+            ),
+            (
+                "Exit code: 1\nOutput:\n===== 1 failed, 3 passed in 0.12s =====\n",
+                Some("===== 1 failed, 3 passed in 0.12s ====="),
+            ),
+            (
+                "Process exited with code 0\nOutput:\nhello\n",
+                Some("hello"),
+            ),
+            ("a.py\nb.py\n", Some("b.py")),
+            ("\n  \n", None),
+        ];
+        for (output, expected) in rows {
+            assert_eq!(excerpt(output).as_deref(), expected, "{output:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_cut_in_the_middle() {
+        let line = format!("error: {}", "x".repeat(400));
+        let cut = excerpt(&line).unwrap();
+        assert_eq!(cut.chars().count(), EXCERPT_CHARS);
+        assert!(cut.starts_with("error: xx") && cut.contains('…'));
+        assert_eq!(shortened("short", 10), "short");
+    }
+}

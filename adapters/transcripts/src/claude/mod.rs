@@ -17,6 +17,7 @@ pub mod tools;
 use crate::Error;
 use crate::common::{
     Finished, count_line, file_lines, first_object_line, prompt_title, trimmed_title, unix_ms,
+    with_excerpt,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
@@ -34,6 +35,13 @@ const SIDECHAIN_UUIDS: usize = 65_536;
 /// Spawns (Task / Agent calls) remembered in [`TranscriptMeta::spawns`].
 const MAX_SPAWNS: usize = 4096;
 pub use crate::common::{Counters, MAX_PENDING, TITLE_CHARS};
+
+/// A call Claude Code is about to run (a pre-tool hook's `tool_name` and `tool_input`), in the
+/// detector's model as a call of its transcript will read, with status `running`.
+pub fn pending_call(name: &str, input: Value) -> Call {
+    let (tool, input) = map_unanswered(name, input);
+    Call::completed(tool, input).with_status(CallStatus::Running)
+}
 
 /// The id of a subagent's session: unique and stable, and its parent is `session_id`, so a
 /// subagent's loop rolls up to the session that spawned it.
@@ -181,6 +189,10 @@ pub struct ClaudeReader {
     sidechain_uuids: HashMap<String, usize>,
     #[serde(default)]
     sidechain_uuid_order: VecDeque<String>,
+    /// Each call's output excerpt kept in its metadata ([`crate::common::excerpt`]): for a
+    /// reader whose caller shows what a call returned (the hook's messages).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    excerpts: bool,
 }
 
 impl ClaudeReader {
@@ -194,14 +206,25 @@ impl ClaudeReader {
             sidechains: Vec::new(),
             sidechain_uuids: HashMap::new(),
             sidechain_uuid_order: VecDeque::new(),
+            excerpts: false,
         };
         reader.refresh_ids();
         reader
     }
 
+    /// The same reader keeping each call's output excerpt in its metadata
+    /// (`metadata.excerpt`, [`crate::excerpt`]); the detector does not read it.
+    #[must_use]
+    pub fn with_excerpts(mut self) -> Self {
+        self.excerpts = true;
+        self
+    }
+
     /// Forget everything read (the file was read again from its start), keeping its kind.
     pub fn reset(&mut self) {
+        let excerpts = self.excerpts;
         *self = Self::new(self.kind.clone());
+        self.excerpts = excerpts;
     }
 
     pub fn kind(&self) -> &FileKind {
@@ -539,7 +562,7 @@ impl ClaudeReader {
             } else {
                 CallStatus::Completed
             },
-            metadata: mapped.metadata,
+            metadata: with_excerpt(mapped.metadata, &text, self.excerpts),
             start: pending.start,
             end,
             output_hash: Some(output_hash(&text)),

@@ -28,7 +28,7 @@ pub mod tools;
 use crate::Error;
 use crate::common::{
     Counters, Finished, MAX_PENDING, count_line, file_lines, first_object_line, prompt_title,
-    unix_ms,
+    unix_ms, with_excerpt,
 };
 use crate::lenient::StrOr;
 use crate::tail::NewText;
@@ -104,6 +104,21 @@ enum PatchEvent {
     Failed,
 }
 
+/// A call as Codex's `PreToolUse` hook names it (`Bash {command}`, `apply_patch {command}`), in
+/// the detector's model with status `running`: for when the rollout does not hold the call yet
+/// ([`CodexReader::pending_call`] is the rollout's own form).
+pub fn hook_call(name: &str, input: &Value) -> Call {
+    let command = input.get("command").cloned().unwrap_or(Value::Null);
+    let (name, input) = match name {
+        "Bash" => ("exec_command", serde_json::json!({ "cmd": command })),
+        "apply_patch" => ("apply_patch", serde_json::json!({ "input": command })),
+        other => (other, input.clone()),
+    };
+    let input = mapped_input(name, input);
+    let tool = tools::detector_tool(name, &input).into_owned();
+    Call::completed(tool, input).with_status(CallStatus::Running)
+}
+
 /// The incremental reader of one Codex rollout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CodexReader {
@@ -123,6 +138,10 @@ pub struct CodexReader {
     /// A `session_meta` of this thread was read.
     #[serde(default)]
     own_meta: bool,
+    /// Each call's output excerpt kept in its metadata ([`crate::common::excerpt`]): for a
+    /// reader whose caller shows what a call returned (the hook's messages).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    excerpts: bool,
 }
 
 impl CodexReader {
@@ -141,13 +160,24 @@ impl CodexReader {
             exits: VecDeque::new(),
             patches: VecDeque::new(),
             own_meta: false,
+            excerpts: false,
         }
+    }
+
+    /// The same reader keeping each call's output excerpt in its metadata
+    /// (`metadata.excerpt`, [`crate::excerpt`]); the detector does not read it.
+    #[must_use]
+    pub fn with_excerpts(mut self) -> Self {
+        self.excerpts = true;
+        self
     }
 
     /// Forget everything read (the file was read again from its start), keeping the thread id
     /// its name gave.
     pub fn reset(&mut self) {
+        let excerpts = self.excerpts;
         *self = Self::new(self.thread_hint.clone());
+        self.excerpts = excerpts;
     }
 
     pub fn meta(&self) -> &CodexMeta {
@@ -157,6 +187,15 @@ impl CodexReader {
     /// Calls waiting for their output.
     pub fn pending_calls(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The call `call_id` as it waits for its output (the rollout holds a call before it runs:
+    /// a pre-tool hook finds the pending call here), in the detector's model with status
+    /// `running`.
+    pub fn pending_call(&self, call_id: &str) -> Option<Call> {
+        let p = self.pending.iter().find(|p| p.call_id == call_id)?;
+        let tool = tools::detector_tool(&p.name, &p.input).into_owned();
+        Some(Call::completed(tool, p.input.clone()).with_status(CallStatus::Running))
     }
 
     /// The calls completed since the last take, in the order their outputs were written.
@@ -500,7 +539,7 @@ impl CodexReader {
             } else {
                 CallStatus::Completed
             },
-            metadata,
+            metadata: with_excerpt(metadata, &output.text, self.excerpts),
             start: pending.start,
             end,
             output_hash: Some(output_hash(&output.stable_text())),

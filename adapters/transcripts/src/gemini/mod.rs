@@ -56,7 +56,7 @@ pub mod tools;
 use crate::Error;
 use crate::common::{
     Counters, Finished, compact_long_strings, count_line, file_lines, first_object_line,
-    may_be_object, prompt_title, trimmed_title, unix_ms,
+    may_be_object, prompt_title, trimmed_title, unix_ms, with_excerpt,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
@@ -172,6 +172,14 @@ struct Message {
     calls: Vec<Entry>,
 }
 
+/// A call Gemini CLI is about to run (a `BeforeTool` hook's `tool_name` and `tool_input`), in
+/// the detector's model as the call its session file will hold reads, with status `running`.
+pub fn pending_call(name: &str, args: Value) -> Call {
+    let mut input = tools::mapped_input(name, args);
+    compact_long_strings(&mut input, &["command"]);
+    Call::completed(tools::detector_tool(name).into_owned(), input).with_status(CallStatus::Running)
+}
+
 /// The incremental reader of one Gemini CLI session file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GeminiReader {
@@ -192,6 +200,10 @@ pub struct GeminiReader {
     /// The file was read again from its start: the next take hands the whole history.
     #[serde(default)]
     rewrite_next: bool,
+    /// Each call's output excerpt kept in its metadata ([`crate::common::excerpt`]): for a
+    /// reader whose caller shows what a call returned (the hook's messages).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    excerpts: bool,
 }
 
 impl GeminiReader {
@@ -211,7 +223,16 @@ impl GeminiReader {
             rewound: false,
             finished: false,
             rewrite_next: false,
+            excerpts: false,
         }
+    }
+
+    /// The same reader keeping each call's output excerpt in its metadata
+    /// (`metadata.excerpt`, [`crate::excerpt`]); the detector does not read it.
+    #[must_use]
+    pub fn with_excerpts(mut self) -> Self {
+        self.excerpts = true;
+        self
     }
 
     /// Forget everything read (the file was read again from its start), keeping what its
@@ -222,6 +243,7 @@ impl GeminiReader {
         let mut fresh = Self::new(self.file.clone());
         fresh.generation = self.generation;
         fresh.rewrite_next = !self.handed.is_empty();
+        fresh.excerpts = self.excerpts;
         *self = fresh;
     }
 
@@ -484,7 +506,11 @@ impl GeminiReader {
         let text = c.result_text();
         let success = status == "success";
         let metadata = if terminal {
-            tools::metadata(name, c, &text, success)
+            with_excerpt(
+                tools::metadata(name, c, &text, success),
+                &text,
+                self.excerpts,
+            )
         } else {
             Value::Null
         };
