@@ -413,3 +413,29 @@ impl From<TestAlertArgs> for operator::TestAlertArgs {
         }
     }
 }
+
+/// `agentwatch hook AGENT`: what an agent runs before each tool call.
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    /// The agent whose pre-tool event is on standard input: claude, codex, gemini or opencode.
+    pub agent: agentwatch_hooks::Agent,
+    /// Configuration file (default `$XDG_CONFIG_HOME/agentwatch/config.toml`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The SQLite database, beside which the hook keeps its states (`hooks/`).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// The time, unix seconds (default: the clock).
+    #[arg(long, hide = true)]
+    pub now: Option<i64>,
+}
+
+impl From<HookArgs> for agentwatch_runtime::hook::HookOptions {
+    fn from(args: HookArgs) -> Self {
+        Self {
+            config: args.config,
+            db: args.db,
+            now: args.now,
+        }
+    }
+}

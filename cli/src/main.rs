@@ -16,7 +16,7 @@ use agentwatch_runtime::error::code;
 use agentwatch_runtime::journal::Priority;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
-    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, InitArgs, OpencodeArgs,
+    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, HookArgs, InitArgs, OpencodeArgs,
     RecoverArgs, ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs,
 };
 use clap::{CommandFactory, Parser, Subcommand};
@@ -76,6 +76,9 @@ enum Command {
     Doctor(DoctorArgs),
     /// Write a commented starter config from what `doctor` finds (never over an existing file).
     Init(InitArgs),
+    /// Answer an agent's pre-tool event on standard input (what `hooks install` sets up): let
+    /// the call run, warn, refuse the looping call or stop the session. Always exits 0.
+    Hook(HookArgs),
     /// Print a shell completion script (`agentwatch completions bash > …/agentwatch`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -87,7 +90,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    agentwatch_runtime::journal::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -95,6 +97,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { code::USAGE } else { 0 });
         }
     };
+    // The hook's journal is a file of its own: the agent owns its standard streams.
+    if let Command::Hook(args) = cli.command {
+        return hook(args);
+    }
+    agentwatch_runtime::journal::install();
     let result = match cli.command {
         Command::Detect(args) => detect::run(args),
         Command::Backtest(args) => backtest::run(args),
@@ -113,6 +120,7 @@ fn main() -> ExitCode {
         Command::Run(args) => agentwatch_runtime::run::run(&args.into()).map(ExitCode::from),
         Command::Doctor(args) => doctor(args),
         Command::Init(args) => init(args),
+        Command::Hook(args) => Ok(hook(args)),
         Command::Completions { shell } => completions(shell),
         Command::Man(args) => man::run(&args, Cli::command()),
     };
@@ -183,6 +191,16 @@ fn opencode(args: OpencodeArgs) -> CliResult {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `agentwatch hook AGENT`: the answer on standard output, exit 0 whatever happened (an agent
+/// reads another exit as a failed hook, and exit 2 would show our command line to the model).
+fn hook(args: HookArgs) -> ExitCode {
+    let agent = args.agent;
+    let stdout = agentwatch_runtime::hook::run_process(agent, &mut std::io::stdin(), &args.into());
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&stdout).and_then(|()| out.flush());
+    ExitCode::SUCCESS
 }
 
 fn doctor(args: DoctorArgs) -> CliResult {

@@ -42,6 +42,9 @@ pub struct Config {
     /// `[gemini]`: Google Gemini CLI's chat recordings (`dir`: its `.gemini` directory,
     /// `$GEMINI_CLI_HOME/.gemini` or `~/.gemini`).
     pub gemini: TranscriptsSection,
+    /// `[act]`: what agentwatch's pre-tool hook does inside the agent (`agentwatch hook`):
+    /// `mode` (`off`, `warn`, `block`, `stop`), `max_blocks`, `min_repeats`.
+    pub act: recovery_policy::hook_ladder::LadderConfig,
     /// Notification channels (`[[channels]]`).
     pub channels: Vec<ChannelSection>,
     /// Which parts are the defaults for a configuration that does not name them (set by
@@ -1680,6 +1683,22 @@ pub const BOUNDS: &[Bound] = &[
         64.0,
         "each read in flight is a thread and a connection",
         |c| vec![f64::from(c.opencode.max_parallel)]
+    ),
+    bound!(
+        "act.max_blocks",
+        1.0,
+        false,
+        1_000.0,
+        "a session is stopped after at most this many refusals",
+        |c| vec![f64::from(c.act.max_blocks)]
+    ),
+    bound!(
+        "act.min_repeats",
+        2.0,
+        false,
+        16.0,
+        "the detector remembers a session's last 16 calls",
+        |c| vec![f64::from(c.act.min_repeats)]
     ),
     bound!(
         "follow.min_interval_s",

@@ -39,6 +39,7 @@ pub mod drive;
 pub mod error;
 pub mod export_fixture;
 pub mod fleet;
+pub mod hook;
 pub mod input;
 pub mod jobs;
 pub mod journal;

@@ -33,20 +33,39 @@ pub fn write_atomic_with(
     mode: u32,
     fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> Result<(), AtomicWriteError> {
-    write(path, mode, true, fill)
+    write(path, mode, Place::Replace { durable: true }, fill)
+}
+
+/// [`write_atomic`] without the `fsync`s: a reader still sees the old file or the new one,
+/// never a part, but a power loss may keep the old one. For a cache rebuilt from what it caches
+/// when it is lost (the hook's per-session state, written before every tool call an agent
+/// makes, where a sync costs more than the rest of the call).
+pub fn write_atomic_cache(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
+    write(path, mode, Place::Replace { durable: false }, |file| {
+        file.write_all(contents)
+    })
+}
+
+/// How the temporary file takes its place.
+#[derive(Clone, Copy)]
+enum Place {
+    /// Renamed over the file; synced first (and the directory after) when `durable`.
+    Replace { durable: bool },
+    /// Linked into place, never over an existing file (always synced).
+    Create,
 }
 
 /// Creates `path` with `contents` in one step, like [`write_atomic`], but never over an existing
 /// file: it fails (`AlreadyExists`, step `link into place`) when `path` exists, leaving it
 /// untouched.
 pub fn create_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), AtomicWriteError> {
-    write(path, mode, false, |file| file.write_all(contents))
+    write(path, mode, Place::Create, |file| file.write_all(contents))
 }
 
 fn write(
     path: &Path,
     mode: u32,
-    replace: bool,
+    place: Place,
     fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
 ) -> Result<(), AtomicWriteError> {
     let fail = |step: &'static str| {
@@ -89,15 +108,21 @@ fn write(
     }
     #[cfg(not(unix))]
     let _ = mode;
-    temp.as_file()
-        .sync_all()
-        .map_err(fail("fsync temporary file"))?;
-    if replace {
+    let durable = !matches!(place, Place::Replace { durable: false });
+    if durable {
+        temp.as_file()
+            .sync_all()
+            .map_err(fail("fsync temporary file"))?;
+    }
+    if let Place::Replace { .. } = place {
         temp.persist(path)
             .map_err(|e| fail("rename into place")(e.error))?;
     } else {
         temp.persist_noclobber(path)
             .map_err(|e| fail("link into place")(e.error))?;
+    }
+    if !durable {
+        return Ok(());
     }
     // Make the rename itself durable; a directory that cannot be opened for sync is not an error
     // of the write (the file is in place).

@@ -22,7 +22,10 @@ mod env_file;
 mod notify;
 mod systemctl;
 
-pub use atomic::{AtomicWriteError, NOTICE_MODE, create_atomic, write_atomic, write_atomic_with};
+pub use atomic::{
+    AtomicWriteError, NOTICE_MODE, create_atomic, write_atomic, write_atomic_cache,
+    write_atomic_with,
+};
 pub use env_file::{
     ENV_FILE_MAX_MODE, EnvFile, EnvFileError, env_value, parse_env_text, read_env_file,
 };

@@ -1,0 +1,106 @@
+//! agentwatch's pre-tool hook inside the real agents (issue 47): the real Claude Code, Codex
+//! and Gemini CLIs from npm, driven offline by a scripted model, with `agentwatch hook AGENT`
+//! installed in their own settings.
+//!
+//! - A loop of 45 identical failing calls: at most 15 of them really run (the command counts
+//!   its own runs in a file), the model's next request carries agentwatch's reason, and the
+//!   agent's own record of a refused call is in its transcript.
+//! - A healthy session (reads, edits, tests, commits): no refusal, and no `agentwatch:` text in
+//!   anything the model is sent.
+//! - The binary gone after install: the agent runs every call as if nothing were installed.
+
+use agentwatch_testkit::TempDir;
+use agentwatch_testkit::claude::{ClaudeRun, ModelServer, Script, Turn, require_binary};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Calls of the looping script.
+const LOOP_CALLS: usize = 45;
+/// Of them, at most this many may really run.
+const AT_MOST_RUN: usize = 15;
+
+/// A check that counts its runs (one line each in `runs.log`) and fails the same way each time.
+const CHECK: &str = "#!/bin/sh\necho run >> runs.log\necho 'check failed: no value' >&2\nexit 1\n";
+
+/// The agentwatch binary under test.
+fn agentwatch() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agentwatch"))
+}
+
+/// The hook command an agent's settings name.
+fn hook_command(bin: &Path, agent: &str) -> String {
+    format!("'{}' hook {agent}", bin.display())
+}
+
+/// Claude Code's settings with agentwatch's hook (as `hooks install claude` writes it).
+fn install_claude(config_dir: &Path, bin: &Path) {
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*",
+        "hooks": [{"type": "command", "command": hook_command(bin, "claude"), "timeout": 10}]}]}});
+    std::fs::write(config_dir.join("settings.json"), settings.to_string()).unwrap();
+}
+
+/// How many times the check really ran.
+fn runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs.log"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// Every model request's text, as one string per request.
+fn requests_text(requests: &[Value]) -> Vec<String> {
+    requests.iter().map(Value::to_string).collect()
+}
+
+/// A Claude Code run of `script` in a fresh project holding the check.
+fn claude_run(root: &TempDir, server: &ModelServer, prompt: &str) -> ClaudeRun {
+    let run = ClaudeRun::new(require_binary(), server, &root.path, prompt);
+    std::fs::write(run.dir.join("check.sh"), CHECK).unwrap();
+    run
+}
+
+fn looping_script(marker: &str) -> Script {
+    let turns = (0..LOOP_CALLS)
+        .map(|_| {
+            Turn::tool(
+                "Bash",
+                json!({"command": "sh check.sh", "description": "Run the check"}),
+            )
+        })
+        .collect();
+    Script::new().conversation(marker, turns)
+}
+
+#[test]
+#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]
+fn claude_a_looping_call_is_refused_and_the_model_is_told_why() {
+    let root = TempDir::new("aw-hook-claude-loop");
+    let server = ModelServer::start(looping_script("AW-HOOK-LOOP"));
+    let run = claude_run(&root, &server, "AW-HOOK-LOOP: make the check pass");
+    install_claude(&run.config_dir, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("claude ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let ran = runs(&run.dir);
+    let log = std::fs::read_to_string(run.home.join(".local/state/agentwatch/hooks/hook.log"))
+        .unwrap_or_default();
+    eprintln!("{ran} of {LOOP_CALLS} calls ran; the hook's journal:\n{log}");
+    assert!(
+        (3..=AT_MOST_RUN).contains(&ran),
+        "{ran} of {LOOP_CALLS} calls ran"
+    );
+    let requests = requests_text(&server.conversation_requests("AW-HOOK-LOOP"));
+    let told = requests
+        .iter()
+        .position(|r| r.contains("agentwatch: "))
+        .expect("a request carries agentwatch's reason");
+    assert!(told < AT_MOST_RUN, "told at request {told}");
+    let transcript = run
+        .transcripts()
+        .into_iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<String>();
+    assert!(
+        transcript.contains("PreToolUse:Bash hook error: agentwatch: "),
+        "the agent's own record of a refused call"
+    );
+}
