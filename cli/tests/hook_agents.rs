@@ -11,6 +11,9 @@
 
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::claude::{ClaudeRun, ModelServer, Script, Turn, require_binary};
+use agentwatch_testkit::gemini::{
+    GeminiRun, GeminiServer, require_binary as gemini_binary,
+};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -81,8 +84,7 @@ fn claude_a_looping_call_is_refused_and_the_model_is_told_why() {
     let done = run.run(Duration::from_secs(300)).expect("claude ran");
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
     let ran = runs(&run.dir);
-    let log = std::fs::read_to_string(run.home.join(".local/state/agentwatch/hooks/hook.log"))
-        .unwrap_or_default();
+    let log = hook_journal(&run.home);
     eprintln!("{ran} of {LOOP_CALLS} calls ran; the hook's journal:\n{log}");
     assert!(
         (3..=AT_MOST_RUN).contains(&ran),
@@ -103,4 +105,57 @@ fn claude_a_looping_call_is_refused_and_the_model_is_told_why() {
         transcript.contains("PreToolUse:Bash hook error: agentwatch: "),
         "the agent's own record of a refused call"
     );
+}
+
+/// Gemini CLI's settings with agentwatch's hook merged in (as `hooks install gemini` does).
+fn install_gemini(run: &GeminiRun, bin: &Path) {
+    let mut settings = run.settings();
+    settings["hooks"] = json!({"BeforeTool": [{"matcher": ".*", "hooks": [{"name": "agentwatch",
+        "type": "command", "command": hook_command(bin, "gemini"), "timeout": 10000}]}]});
+    std::fs::write(run.gemini_dir.join("settings.json"), settings.to_string()).unwrap();
+}
+
+#[test]
+#[ignore = "needs gemini (npm @google/gemini-cli)"]
+fn gemini_a_looping_call_is_refused_and_the_model_is_told_why() {
+    let root = TempDir::new("aw-hook-gemini-loop");
+    let turns = (0..LOOP_CALLS)
+        .map(|_| Turn::tool("run_shell_command", json!({"command": "sh check.sh"})))
+        .collect();
+    let server = GeminiServer::start(Script::new().conversation("AW-HOOK-GLOOP", turns));
+    let mut run = GeminiRun::new(
+        gemini_binary(),
+        &server,
+        &root.path,
+        "AW-HOOK-GLOOP: make the check pass",
+    );
+    // Gemini's own loop check off, so agentwatch's ladder is what acts.
+    run.loop_detection = false;
+    std::fs::write(run.dir.join("check.sh"), CHECK).unwrap();
+    install_gemini(&run, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("gemini ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let ran = runs(&run.dir);
+    let log = hook_journal(&run.home);
+    eprintln!("{ran} of {LOOP_CALLS} calls ran; the hook's journal:\n{log}");
+    assert!((3..=AT_MOST_RUN).contains(&ran), "{ran} calls ran");
+    let requests = requests_text(&server.conversation_requests("AW-HOOK-GLOOP"));
+    assert!(
+        requests.iter().any(|r| r.contains("agentwatch: ")),
+        "a request carries agentwatch's reason"
+    );
+    let sessions: String = run
+        .sessions()
+        .into_iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(
+        sessions.contains("Tool execution blocked: agentwatch: "),
+        "the agent's own record of a refused call"
+    );
+}
+
+/// The hook's journal under an agent's isolated `HOME`.
+fn hook_journal(home: &Path) -> String {
+    std::fs::read_to_string(home.join(".local/state/agentwatch/hooks/hook.log")).unwrap_or_default()
 }

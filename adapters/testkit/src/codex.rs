@@ -322,8 +322,18 @@ impl CodexRun {
         command
     }
 
-    fn write_config(&self) -> std::io::Result<()> {
+    /// Write `config.toml` ([`CodexRun::config_toml`]) now: a test that changes it as a user
+    /// would (`agentwatch hooks install codex` records the hook's trust there) writes it
+    /// first; a run writes it only when it is not there.
+    pub fn write_config(&self) -> std::io::Result<()> {
         std::fs::write(self.codex_home.join("config.toml"), self.config_toml())
+    }
+
+    fn ensure_config(&self) -> std::io::Result<()> {
+        if self.codex_home.join("config.toml").exists() {
+            return Ok(());
+        }
+        self.write_config()
     }
 
     fn root(&self) -> &Path {
@@ -333,14 +343,14 @@ impl CodexRun {
     /// Start it in the background (config written first), its output to `ROOT/codex.out`
     /// and `ROOT/codex.err`.
     pub fn spawn(&self) -> std::io::Result<Child> {
-        self.write_config()?;
+        self.ensure_config()?;
         spawn_logged(self.command(), self.root(), "codex")
     }
 
     /// Run it to its end, killed after `timeout` (an error then). `stdout` is `--json`'s
     /// event stream.
     pub fn run(&self, timeout: Duration) -> Result<AgentDone, String> {
-        self.write_config()
+        self.ensure_config()
             .map_err(|e| format!("write {}: {e}", self.codex_home.display()))?;
         run_logged(self.command(), self.root(), "codex", timeout)
     }

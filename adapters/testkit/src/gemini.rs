@@ -273,28 +273,38 @@ impl GeminiRun {
         command
     }
 
-    fn write_settings(&self) -> std::io::Result<()> {
+    /// Write `settings.json` ([`GeminiRun::settings`]) now: a test that changes it as a user
+    /// would (`agentwatch hooks install gemini`) writes it first; a run writes it only when
+    /// it is not there.
+    pub fn write_settings(&self) -> std::io::Result<()> {
         std::fs::write(
             self.gemini_dir.join("settings.json"),
             self.settings().to_string(),
         )
     }
 
+    fn ensure_settings(&self) -> std::io::Result<()> {
+        if self.gemini_dir.join("settings.json").exists() {
+            return Ok(());
+        }
+        self.write_settings()
+    }
+
     fn root(&self) -> &Path {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
-    /// Start it in the background (settings written first), its output to
+    /// Start it in the background (settings written first, unless there), its output to
     /// `ROOT/gemini.out` and `ROOT/gemini.err`.
     pub fn spawn(&self) -> std::io::Result<Child> {
-        self.write_settings()?;
+        self.ensure_settings()?;
         spawn_logged(self.command(), self.root(), "gemini")
     }
 
     /// Run it to its end, killed after `timeout` (an error then). `stdout` is
     /// `stream-json`'s events.
     pub fn run(&self, timeout: Duration) -> Result<AgentDone, String> {
-        self.write_settings()
+        self.ensure_settings()
             .map_err(|e| format!("write {}: {e}", self.gemini_dir.display()))?;
         run_logged(self.command(), self.root(), "gemini", timeout)
     }
