@@ -11,9 +11,7 @@
 
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::claude::{ClaudeRun, ModelServer, Script, Turn, require_binary};
-use agentwatch_testkit::gemini::{
-    GeminiRun, GeminiServer, require_binary as gemini_binary,
-};
+use agentwatch_testkit::gemini::{GeminiRun, GeminiServer, require_binary as gemini_binary};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -158,4 +156,164 @@ fn gemini_a_looping_call_is_refused_and_the_model_is_told_why() {
 /// The hook's journal under an agent's isolated `HOME`.
 fn hook_journal(home: &Path) -> String {
     std::fs::read_to_string(home.join(".local/state/agentwatch/hooks/hook.log")).unwrap_or_default()
+}
+
+/// Cycles of the healthy script: read, edit, test, commit.
+const CYCLES: usize = 8;
+
+/// A git repository in `dir` holding `calc.py` (one `vI = 0` line per cycle) and a test that
+/// passes.
+fn healthy_repo(dir: &Path) {
+    let calc: String = (0..CYCLES).map(|i| format!("v{i} = 0\n")).collect();
+    std::fs::write(dir.join("calc.py"), calc).unwrap();
+    std::fs::write(
+        dir.join("test.sh"),
+        "#!/bin/sh\npython3 -c 'import calc' && echo ok\n",
+    )
+    .unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["-c", "user.name=t", "-c", "user.email=t@e", "add", "."],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e",
+            "commit",
+            "-qm",
+            "start",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    }
+}
+
+/// The healthy work in `agent`'s tools: each cycle reads the file, changes one line, runs the
+/// test (it passes) and commits.
+fn healthy_turns(
+    read: &dyn Fn() -> Turn,
+    edit: &dyn Fn(usize) -> Turn,
+    shell: &dyn Fn(&str) -> Turn,
+) -> Vec<Turn> {
+    (0..CYCLES)
+        .flat_map(|i| {
+            [
+                read(),
+                edit(i),
+                shell("sh test.sh"),
+                shell(&format!(
+                    "git -c user.name=t -c user.email=t@e commit -qam 'step {i}'"
+                )),
+            ]
+        })
+        .collect()
+}
+
+/// No refusal, no warning, and no `agentwatch:` text in anything the model was sent.
+fn assert_untouched(journal: &str, requests: &[String]) {
+    assert!(
+        journal.lines().any(|l| l.contains("decision=")),
+        "the hook ran: {journal}"
+    );
+    for line in journal.lines() {
+        assert!(
+            line.contains("decision=not-flagged")
+                || line.contains("decision=other-call")
+                || line.contains("decision=changes"),
+            "{line}"
+        );
+    }
+    for request in requests {
+        assert!(!request.contains("agentwatch:"), "{request}");
+    }
+}
+
+#[test]
+#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]
+fn claude_a_healthy_session_never_meets_the_hook() {
+    let root = TempDir::new("aw-hook-claude-healthy");
+    let turns = healthy_turns(
+        &|| Turn::tool("Read", json!({"file_path": "calc.py"})),
+        &|i| {
+            Turn::tool(
+                "Edit",
+                json!({"file_path": "calc.py", "old_string": format!("v{i} = 0"), "new_string": format!("v{i} = 1")}),
+            )
+        },
+        &|command| Turn::tool("Bash", json!({"command": command, "description": "run"})),
+    );
+    let server = ModelServer::start(Script::new().conversation("AW-HOOK-OK", turns));
+    let run = claude_run(&root, &server, "AW-HOOK-OK: set every value to one");
+    healthy_repo(&run.dir);
+    install_claude(&run.config_dir, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("claude ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let calc = std::fs::read_to_string(run.dir.join("calc.py")).unwrap();
+    assert_eq!(
+        calc.matches("= 1").count(),
+        CYCLES,
+        "every edit ran: {calc}"
+    );
+    assert_untouched(
+        &hook_journal(&run.home),
+        &requests_text(&server.conversation_requests("AW-HOOK-OK")),
+    );
+}
+
+#[test]
+#[ignore = "needs gemini (npm @google/gemini-cli)"]
+fn gemini_a_healthy_session_never_meets_the_hook() {
+    let root = TempDir::new("aw-hook-gemini-healthy");
+    let turns = healthy_turns(
+        &|| Turn::tool("read_file", json!({"file_path": "calc.py"})),
+        &|i| {
+            Turn::tool(
+                "replace",
+                json!({"file_path": "calc.py", "old_string": format!("v{i} = 0"), "new_string": format!("v{i} = 1"), "instruction": "set it"}),
+            )
+        },
+        &|command| Turn::tool("run_shell_command", json!({"command": command})),
+    );
+    let server = GeminiServer::start(Script::new().conversation("AW-HOOK-GOK", turns));
+    let run = GeminiRun::new(
+        gemini_binary(),
+        &server,
+        &root.path,
+        "AW-HOOK-GOK: set every value to one",
+    );
+    healthy_repo(&run.dir);
+    install_gemini(&run, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("gemini ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let calc = std::fs::read_to_string(run.dir.join("calc.py")).unwrap();
+    assert_eq!(
+        calc.matches("= 1").count(),
+        CYCLES,
+        "every edit ran: {calc}"
+    );
+    assert_untouched(
+        &hook_journal(&run.home),
+        &requests_text(&server.conversation_requests("AW-HOOK-GOK")),
+    );
+}
+
+#[test]
+#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]
+fn claude_with_the_binary_gone_every_call_runs() {
+    let root = TempDir::new("aw-hook-claude-gone");
+    let server = ModelServer::start(looping_script("AW-HOOK-GONE"));
+    let run = claude_run(&root, &server, "AW-HOOK-GONE: make the check pass");
+    let copy = root.path.join("bin/agentwatch");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(agentwatch(), &copy).unwrap();
+    install_claude(&run.config_dir, &copy);
+    std::fs::remove_file(&copy).unwrap();
+    let done = run.run(Duration::from_secs(300)).expect("claude ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    assert_eq!(runs(&run.dir), LOOP_CALLS, "every call ran");
 }
