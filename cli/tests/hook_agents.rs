@@ -317,3 +317,58 @@ fn claude_with_the_binary_gone_every_call_runs() {
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
     assert_eq!(runs(&run.dir), LOOP_CALLS, "every call ran");
 }
+
+/// `[act] mode = "stop"` in the agent's home: the configuration the hook reads.
+fn stop_mode(home: &Path) {
+    let config = home.join(".config/agentwatch/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(config, "[act]\nmode = \"stop\"\nmax_blocks = 3\n").unwrap();
+}
+
+#[test]
+#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]
+fn claude_stop_mode_ends_the_session_after_the_refusals() {
+    let root = TempDir::new("aw-hook-claude-stop");
+    let server = ModelServer::start(looping_script("AW-HOOK-STOP"));
+    let run = claude_run(&root, &server, "AW-HOOK-STOP: make the check pass");
+    install_claude(&run.config_dir, &agentwatch());
+    stop_mode(&run.home);
+    let done = run.run(Duration::from_secs(300)).expect("claude ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let journal = hook_journal(&run.home);
+    eprintln!(
+        "{journal}\n{}",
+        done.stdout.lines().last().unwrap_or_default()
+    );
+    assert_eq!(journal.matches("decision=stop").count(), 1, "{journal}");
+    // Warned at the 4th call, refused 3 times, stopped at the 8th: nothing after it.
+    assert_eq!(journal.matches("decision=").count(), 8, "{journal}");
+    assert_eq!(runs(&run.dir), 4);
+    assert!(done.stdout.contains("hook_stopped"), "{}", done.stdout);
+}
+
+#[test]
+#[ignore = "needs gemini (npm @google/gemini-cli)"]
+fn gemini_stop_mode_ends_the_session_after_the_refusals() {
+    let root = TempDir::new("aw-hook-gemini-stop");
+    let turns = (0..LOOP_CALLS)
+        .map(|_| Turn::tool("run_shell_command", json!({"command": "sh check.sh"})))
+        .collect();
+    let server = GeminiServer::start(Script::new().conversation("AW-HOOK-GSTOP", turns));
+    let mut run = GeminiRun::new(
+        gemini_binary(),
+        &server,
+        &root.path,
+        "AW-HOOK-GSTOP: make the check pass",
+    );
+    run.loop_detection = false;
+    std::fs::write(run.dir.join("check.sh"), CHECK).unwrap();
+    install_gemini(&run, &agentwatch());
+    stop_mode(&run.home);
+    let done = run.run(Duration::from_secs(300)).expect("gemini ran");
+    let journal = hook_journal(&run.home);
+    eprintln!("{journal}\n{}\n{}", done.stdout, done.stderr);
+    assert_eq!(journal.matches("decision=stop").count(), 1, "{journal}");
+    assert_eq!(journal.matches("decision=").count(), 8, "{journal}");
+    assert_eq!(runs(&run.dir), 3);
+}

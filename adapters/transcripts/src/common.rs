@@ -352,51 +352,51 @@ pub const EXCERPT_CHARS: usize = 160;
 pub const EXCERPT_KEY: &str = "excerpt";
 
 /// The line of a tool's output a person reads first: the last line that reads as an error
-/// (a traceback's last line, `error: …`, `FAILED …`), else its last line that is not the
-/// agent's own framing (`Exit code: 1`, `Output:`); at most [`EXCERPT_CHARS`] characters,
+/// (a traceback's last line, `error: …`, `FAILED …`), else its last line; the agents' own
+/// framing left out (`Exit code: 1`, `Wall time: …`, a markup tag alone on its line) and its
+/// labels taken off (`Output: ` before the text); at most [`EXCERPT_CHARS`] characters,
 /// shortened in the middle. `None` for an output with no such line.
 pub fn excerpt(output: &str) -> Option<String> {
-    const FRAMING: &[&str] = &[
-        "exit code",
-        "process exited with code",
-        "output:",
-        "wall time",
-        "chunk id",
-        "original token count",
-        "command:",
-        "directory:",
-        "stdout:",
-        "stderr:",
-        "error: (none)",
-    ];
-    const ERROR_WORDS: &[&str] = &[
-        "error",
-        "exception",
-        "failed",
-        "fatal",
-        "not found",
-        "no such",
-    ];
-    let lines = output
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .filter(|l| {
-            let lower = l.to_ascii_lowercase();
-            !FRAMING.iter().any(|f| lower.starts_with(f))
-        });
+    const ERROR_WORDS: &[&str] = &["error", "exception", "failed", "fatal", "not found", "no such"];
     let mut last = None;
     let mut last_error = None;
-    for line in lines {
+    for line in output.lines().filter_map(content_of) {
         let lower = line.to_ascii_lowercase();
         if ERROR_WORDS.iter().any(|w| lower.contains(w)) {
             last_error = Some(line);
         }
         last = Some(line);
     }
-    last_error
-        .or(last)
-        .map(|line| shortened(line, EXCERPT_CHARS))
+    last_error.or(last).map(|line| shortened(line, EXCERPT_CHARS))
+}
+
+/// A line of output without the agent's framing: `None` for a line that is only framing.
+fn content_of(line: &str) -> Option<&str> {
+    const DROPPED: &[&str] = &[
+        "exit code",
+        "process exited with code",
+        "process group pgid",
+        "background pids",
+        "signal:",
+        "wall time",
+        "chunk id",
+        "original token count",
+        "command:",
+        "directory:",
+        "error: (none)",
+    ];
+    const LABELS: &[&str] = &["output:", "stdout:", "stderr:"];
+    let line = line.trim();
+    let lower = line.to_ascii_lowercase();
+    let tag_alone = line.starts_with('<') && line.ends_with('>') && !line[1..].contains('<');
+    if line.is_empty() || tag_alone || DROPPED.iter().any(|f| lower.starts_with(f)) {
+        return None;
+    }
+    let content = LABELS
+        .iter()
+        .find(|l| lower.starts_with(*l))
+        .map_or(line, |l| line[l.len()..].trim());
+    (!content.is_empty() && content != "(empty)").then_some(content)
 }
 
 /// `text` at most `max` characters, cut in the middle (`…`) when longer.
@@ -451,6 +451,10 @@ mod excerpt_tests {
             ),
             ("a.py\nb.py\n", Some("b.py")),
             ("\n  \n", None),
+            (
+                "<untrusted_context>\nCommand: sh check.sh\nDirectory: (root)\nOutput: check failed: no value\nError: (none)\nExit Code: 1\n</untrusted_context>\n",
+                Some("check failed: no value"),
+            ),
         ];
         for (output, expected) in rows {
             assert_eq!(excerpt(output).as_deref(), expected, "{output:?}");
