@@ -75,6 +75,82 @@ fn is_plain(text: &str) -> bool {
             .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | '\\') || needs_escape(c))
 }
 
+/// Characters of a call shown in a message at most (cut in the middle past it).
+pub const SHOWN_CHARS: usize = 120;
+
+/// A call as a person reads it in a message: a shell command whole, a file tool's file, a
+/// search's pattern, else the tool and its input; whitespace collapsed, shortened in the
+/// middle past [`SHOWN_CHARS`], secrets redacted.
+pub fn shown_call(call: &detect_core::Call) -> String {
+    let text = |key: &str| call.input.get(key).and_then(serde_json::Value::as_str);
+    let raw = match call.tool.as_str() {
+        "bash" => text("command").map(str::to_owned),
+        "read" | "edit" | "write" | "multiedit" => {
+            text("filePath").map(|path| format!("{} {path}", call.tool))
+        }
+        "grep" | "glob" => text("pattern").map(|p| format!("{} {p}", call.tool)),
+        _ => None,
+    }
+    .unwrap_or_else(|| format!("{} {}", call.tool, detect_core::canonical_json(&call.input)));
+    let collapsed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+    let redacted = agentwatch_http::redact_text(&collapsed);
+    agentwatch_transcripts::shortened(&redacted, SHOWN_CHARS).replace('`', "'")
+}
+
+#[cfg(test)]
+mod shown_call_tests {
+    use super::*;
+    use detect_core::Call;
+    use serde_json::json;
+
+    /// Table: (tool, input, as a message shows it).
+    #[test]
+    fn a_call_as_a_person_reads_it() {
+        let long = format!("python3 -c \"{}\"", "x = 1; ".repeat(40));
+        let rows = [
+            (
+                "bash",
+                json!({"command": "python3  -c \"import nosuchmodule\"\n"}),
+                "python3 -c \"import nosuchmodule\"".to_owned(),
+            ),
+            (
+                "read",
+                json!({"filePath": "/w/src/a.rs", "offset": 3}),
+                "read /w/src/a.rs".to_owned(),
+            ),
+            (
+                "grep",
+                json!({"pattern": "fn main"}),
+                "grep fn main".to_owned(),
+            ),
+            (
+                "todowrite",
+                json!({"todos": []}),
+                "todowrite {\"todos\":[]}".to_owned(),
+            ),
+            (
+                "bash",
+                json!({"command": "curl https://u:secret@h.example/x"}),
+                "curl https://h.example/x".to_owned(),
+            ),
+            (
+                "bash",
+                json!({"command": "echo `date`"}),
+                "echo 'date'".to_owned(),
+            ),
+        ];
+        for (tool, input, shown) in rows {
+            assert_eq!(shown_call(&Call::completed(tool, input)), shown);
+        }
+        let cut = shown_call(&Call::completed("bash", json!({"command": long})));
+        assert_eq!(cut.chars().count(), SHOWN_CHARS);
+        assert!(
+            cut.starts_with("python3 -c") && cut.contains('…') && cut.ends_with("1; \""),
+            "{cut}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

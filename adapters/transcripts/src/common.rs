@@ -357,7 +357,14 @@ pub const EXCERPT_KEY: &str = "excerpt";
 /// labels taken off (`Output: ` before the text); at most [`EXCERPT_CHARS`] characters,
 /// shortened in the middle. `None` for an output with no such line.
 pub fn excerpt(output: &str) -> Option<String> {
-    const ERROR_WORDS: &[&str] = &["error", "exception", "failed", "fatal", "not found", "no such"];
+    const ERROR_WORDS: &[&str] = &[
+        "error",
+        "exception",
+        "failed",
+        "fatal",
+        "not found",
+        "no such",
+    ];
     let mut last = None;
     let mut last_error = None;
     for line in output.lines().filter_map(content_of) {
@@ -367,7 +374,9 @@ pub fn excerpt(output: &str) -> Option<String> {
         }
         last = Some(line);
     }
-    last_error.or(last).map(|line| shortened(line, EXCERPT_CHARS))
+    last_error
+        .or(last)
+        .map(|line| shortened(line, EXCERPT_CHARS))
 }
 
 /// A line of output without the agent's framing: `None` for a line that is only framing.

@@ -21,7 +21,7 @@ use crate::config;
 use crate::journal::Line;
 use crate::stored;
 use agentwatch_hooks::{Agent, PreToolEvent, answer, parse_event};
-use detect_core::{Call, DetectConfig, call_identity};
+use detect_core::{DetectConfig, call_identity};
 use recovery_policy::hook_ladder::{
     ActMode, HookAction, LadderConfig, LadderDecision, PendingEvent,
 };
@@ -198,7 +198,7 @@ fn judge(event: &PreToolEvent, setup: &HookSetup) -> Result<(LadderDecision, Str
     let mut held = state::Held::open(setup, event)?;
     let read = session::read(event, setup, &mut held.state)?;
     let pending_call = read.pending;
-    let shown = shown_call(&pending_call);
+    let shown = crate::text::shown_call(&pending_call);
     let key = call_identity(&pending_call.tool, &pending_call.input);
     let detector = held.state.detector(&setup.detector)?;
     let pending = detector.pending(&pending_call);
@@ -218,28 +218,6 @@ fn judge(event: &PreToolEvent, setup: &HookSetup) -> Result<(LadderDecision, Str
     }
     held.save()?;
     Ok((decision, shown))
-}
-
-/// Characters of a call shown in a message at most (cut in the middle past it).
-pub const SHOWN_CHARS: usize = 120;
-
-/// A call as a person reads it in a message: a shell command whole, a file tool's file, a
-/// search's pattern, else the tool and its input; whitespace collapsed, shortened in the
-/// middle past [`SHOWN_CHARS`], secrets redacted.
-pub fn shown_call(call: &Call) -> String {
-    let text = |key: &str| call.input.get(key).and_then(serde_json::Value::as_str);
-    let raw = match call.tool.as_str() {
-        "bash" => text("command").map(str::to_owned),
-        "read" | "edit" | "write" | "multiedit" => {
-            text("filePath").map(|path| format!("{} {path}", call.tool))
-        }
-        "grep" | "glob" => text("pattern").map(|p| format!("{} {p}", call.tool)),
-        _ => None,
-    }
-    .unwrap_or_else(|| format!("{} {}", call.tool, detect_core::canonical_json(&call.input)));
-    let collapsed = raw.split_whitespace().collect::<Vec<_>>().join(" ");
-    let redacted = agentwatch_http::redact_text(&collapsed);
-    agentwatch_transcripts::shortened(&redacted, SHOWN_CHARS).replace('`', "'")
 }
 
 /// The action of a decision, if any: what the answer carries.
