@@ -372,3 +372,64 @@ fn gemini_stop_mode_ends_the_session_after_the_refusals() {
     assert_eq!(journal.matches("decision=").count(), 8, "{journal}");
     assert_eq!(runs(&run.dir), 3);
 }
+
+/// `agentwatch hook opencode` as the plugin runs it: the event on standard input, the answer.
+fn hook_opencode(home: &Path, event: &Value) -> String {
+    let mut child = std::process::Command::new(agentwatch())
+        .args(["hook", "opencode"])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+#[ignore = "needs opencode (npm opencode-ai)"]
+fn opencode_a_looping_call_is_refused_through_the_server_the_plugin_runs_in() {
+    use agentwatch_testkit::opencode::{ExportBuilder, OpencodeHome, looping_calls};
+    let tmp = TempDir::new("aw-hook-opencode");
+    let oc = OpencodeHome::new(
+        agentwatch_testkit::opencode::require_binary(),
+        &tmp.path.join("oc"),
+    );
+    let id = "ses_0123456789abHOOKLOOPxxxx";
+    let looping = ExportBuilder::new(id, "Fix the rounding", None, 1_796_000_000_000).steps(
+        "build",
+        &looping_calls(30),
+        1000,
+    );
+    oc.import(&looping.write(&tmp.path.join("loop.json")))
+        .unwrap();
+    let server = oc.serve(None, Duration::from_secs(30)).unwrap();
+    let home = tmp.path.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let event = |command: &str| {
+        json!({"hook_event_name": "tool.execute.before", "session_id": id, "call_id": "call_next",
+               "tool": "bash", "tool_input": {"command": command, "description": "run"},
+               "cwd": "/tmp/proj", "server_url": server.url()})
+    };
+    // Another command runs; the looping test is refused with the reason the plugin throws.
+    assert_eq!(hook_opencode(&home, &event("git status")), "");
+    let answer = hook_opencode(
+        &home,
+        &event("cd /tmp/proj && pytest -x tests/test_money.py"),
+    );
+    let answer: Value = serde_json::from_str(&answer).expect(&answer);
+    assert_eq!(answer["decision"], "deny");
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(reason.starts_with("agentwatch: "), "{reason}");
+    assert!(reason.contains("pytest -x tests/test_money.py"), "{reason}");
+}

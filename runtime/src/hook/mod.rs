@@ -40,8 +40,10 @@ pub struct HookSetup {
     pub detector: DetectConfig,
     /// Where the per-session states are kept (`$XDG_STATE_HOME/agentwatch/hooks`).
     pub state_dir: PathBuf,
-    /// opencode's database, for an opencode session (the plugin names no transcript).
-    pub opencode_db: Option<PathBuf>,
+    /// The opencode server of a session whose plugin names none (`[opencode] servers`' first).
+    pub opencode_url: Option<String>,
+    /// The opencode servers' password (`[opencode] password_env`'s variable), never logged.
+    pub opencode_password: Option<String>,
 }
 
 /// What the hook answers and what it did.
@@ -89,7 +91,8 @@ pub fn run_process(agent: Agent, stdin: &mut dyn Read, options: &HookOptions) ->
         ladder: config.act,
         detector: config.watchdog.detector.clone(),
         state_dir,
-        opencode_db: None,
+        opencode_url: config.opencode.servers.first().cloned(),
+        opencode_password: env(&config.opencode.password_env),
     };
     let mut bytes = Vec::new();
     let read = stdin

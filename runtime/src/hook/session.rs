@@ -10,6 +10,7 @@
 use super::HookSetup;
 use super::state::HookState;
 use agentwatch_hooks::{Agent, PreToolEvent};
+use agentwatch_opencode::http::{OpencodeServer, ServerSpec, Timeouts};
 use agentwatch_transcripts::{
     ClaudeReader, CodexReader, EXCERPT_KEY, FileKind, GeminiReader, NewText, claude, codex, gemini,
     read_new,
@@ -105,6 +106,9 @@ pub(super) fn read(
     setup: &HookSetup,
     state: &mut HookState,
 ) -> Result<SessionRead, String> {
+    if event.agent == Agent::Opencode {
+        return read_opencode(event, setup, state);
+    }
     let path = transcript_of(event)?;
     let shown = path.to_string_lossy().into_owned();
     let session = Session {
@@ -220,3 +224,55 @@ fn pending_call(event: &PreToolEvent, reader: &Reader) -> Call {
         _ => claude::pending_call(&event.tool_name, input),
     }
 }
+
+/// An opencode session read on from the state's cursor through the server the plugin runs in
+/// (its settled messages only, as the watch reads them); the call about to run is opencode's
+/// own tool and arguments.
+fn read_opencode(
+    event: &PreToolEvent,
+    setup: &HookSetup,
+    state: &mut HookState,
+) -> Result<SessionRead, String> {
+    let url = event
+        .server_url
+        .clone()
+        .or_else(|| setup.opencode_url.clone())
+        .ok_or_else(|| "the event names no server_url".to_owned())?;
+    let session = Session {
+        directory: event.cwd.clone(),
+        ..Session::new(event.session_id.clone())
+    };
+    if state.transcript.as_deref() != Some(url.as_str()) || !state.restores(&setup.detector) {
+        state.restart(Some(url.clone()), &session, &setup.detector);
+    }
+    let mut spec = ServerSpec::new(url);
+    spec.password.clone_from(&setup.opencode_password);
+    let server = OpencodeServer::new(spec, OPENCODE_TIMEOUTS);
+    let (messages, found) = server
+        .messages_after(&event.session_id, state.opencode_cursor.as_deref())
+        .map_err(|e| e.to_string())?;
+    if state.opencode_cursor.is_some() && !found {
+        state.restart(state.transcript.clone(), &session, &setup.detector);
+    }
+    let mut calls_read = 0;
+    for message in messages.iter().take_while(|m| m.is_settled()) {
+        for call in message.calls().filter(|c| c.status.is_counted()) {
+            state.remember(call_identity(&call.tool, &call.input), None);
+            state.detector(&setup.detector)?.push(&call);
+            calls_read += 1;
+        }
+        state.opencode_cursor = Some(message.info.id.clone());
+    }
+    let pending = Call::completed(event.tool_name.clone(), event.tool_input.clone())
+        .with_status(detect_core::CallStatus::Running);
+    Ok(SessionRead {
+        pending,
+        calls_read,
+    })
+}
+
+/// An opencode server's requests from the hook: short, the agent waits on them.
+const OPENCODE_TIMEOUTS: Timeouts = Timeouts {
+    connect: std::time::Duration::from_millis(500),
+    request: std::time::Duration::from_secs(4),
+};

@@ -32,6 +32,9 @@ pub struct HookState {
     pub(super) cursor: FileCursor,
     #[serde(default)]
     pub(super) reader: Option<Reader>,
+    /// An opencode session's last message read (its server is `transcript`).
+    #[serde(default)]
+    pub(super) opencode_cursor: Option<String>,
     /// The detector, as of the last call read.
     #[serde(default)]
     snapshot: Option<DetectorSnapshot>,
@@ -82,6 +85,7 @@ impl HookState {
         self.transcript = transcript;
         self.cursor = FileCursor::default();
         self.reader = None;
+        self.opencode_cursor = None;
         self.snapshot = None;
         self.recent.clear();
         self.live = Some(SessionDetector::new(session, config));
