@@ -74,12 +74,15 @@ fn a_failing_command_repeated_is_flagged_and_counted_as_the_same_call() {
     assert_eq!(detector(&calls).pending(&described).same_calls, 4);
 }
 
+/// A row: (what, the history, the pending call, flagged, changes, same calls).
+type Row = (&'static str, Vec<Call>, Call, bool, bool, u32);
+
 /// Table: (what, the history, the pending call, flagged, changes, same calls).
 #[test]
 fn what_a_pending_call_is() {
     let probe = failing("pytest tests/test_x.py", "1 failed");
     let loop_of = |n| std::iter::repeat_n(probe.clone(), n).collect::<Vec<_>>();
-    let rows: Vec<(&str, Vec<Call>, Call, bool, bool, u32)> = vec![
+    let rows: Vec<Row> = vec![
         ("a fresh session", vec![], probe.clone(), false, false, 0),
         (
             "twice, not a loop yet",

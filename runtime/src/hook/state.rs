@@ -108,7 +108,7 @@ impl HookState {
             .and_then(|(_, excerpt)| excerpt.clone())
     }
 
-    fn to_json(&mut self) -> Result<Vec<u8>, String> {
+    fn snapshot_json(&mut self) -> Result<Vec<u8>, String> {
         self.version = VERSION;
         self.snapshot = self.live.as_ref().map(SessionDetector::snapshot);
         serde_json::to_vec(self).map_err(|e| format!("state: {e}"))
@@ -175,7 +175,7 @@ impl Held {
 
     /// Write the state back (in one step; the lock is released when `self` drops).
     pub fn save(mut self) -> Result<(), String> {
-        let bytes = self.state.to_json()?;
+        let bytes = self.state.snapshot_json()?;
         agentwatch_systemd::write_atomic_cache(&self.path, &bytes, 0o600).map_err(|e| e.to_string())
     }
 }
