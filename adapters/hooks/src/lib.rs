@@ -5,8 +5,12 @@
 //! is that program's adapter, one per agent, over one decision made in the runtime:
 //!
 //! - [`Agent`]: the four agents by name, as `agentwatch hook AGENT` spells them.
+//! - [`install`]: our hook written into each agent's own settings and taken out again
+//!   (`agentwatch hooks install|uninstall|status`), comments and layout kept, Codex's trust
+//!   recorded as Codex records it, and whether each hook will really run.
 #![forbid(unsafe_code)]
 
 mod agent;
+pub mod install;
 
 pub use agent::Agent;
