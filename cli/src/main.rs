@@ -9,6 +9,7 @@ mod args;
 mod backtest;
 mod detect;
 mod export_fixture;
+mod hooks;
 mod import_export;
 mod man;
 
@@ -76,6 +77,9 @@ enum Command {
     Doctor(DoctorArgs),
     /// Write a commented starter config from what `doctor` finds (never over an existing file).
     Init(InitArgs),
+    /// Install, remove or check agentwatch's pre-tool hook in Claude Code, Codex, Gemini CLI
+    /// and opencode.
+    Hooks(hooks::HooksArgs),
     /// Print a shell completion script (`agentwatch completions bash > …/agentwatch`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
         Command::Run(args) => agentwatch_runtime::run::run(&args.into()).map(ExitCode::from),
         Command::Doctor(args) => doctor(args),
         Command::Init(args) => init(args),
+        Command::Hooks(args) => hooks::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man(args) => man::run(&args, Cli::command()),
     };

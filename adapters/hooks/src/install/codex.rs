@@ -194,7 +194,7 @@ fn state_table<'d>(doc: &'d mut DocumentMut, text: &str) -> Result<&'d mut Table
         Item::Table(t)
     };
     let not_table = |what: &str| {
-        let at = text.find(&format!("{what}")).unwrap_or(0);
+        let at = text.find(what).unwrap_or(0);
         let (line, column) = jsonc::line_column(text, at);
         Problem {
             line,
