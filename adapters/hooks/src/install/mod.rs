@@ -37,8 +37,7 @@ use crate::Agent;
 use settings::{Problem, Removal, Spec};
 use std::path::Path;
 
-/// The hook's timeout in seconds: a watchdog that hangs costs a tool call at most this.
-pub const TIMEOUT_S: u64 = 10;
+pub use settings::TIMEOUT_S;
 
 /// What installing or removing one agent's hook did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -49,26 +48,6 @@ pub struct Outcome {
     /// Whether the hook will run now, and why not (after an install; for an uninstall, that
     /// it is gone).
     pub status: Status,
-}
-
-/// The entry an agent's settings get (Claude Code, Codex, Gemini).
-pub(crate) fn spec(agent: Agent) -> Spec {
-    match agent {
-        Agent::Gemini => Spec {
-            agent,
-            event: "BeforeTool",
-            matcher: ".*",
-            timeout: TIMEOUT_S * 1000,
-            name: Some("agentwatch"),
-        },
-        _ => Spec {
-            agent,
-            event: "PreToolUse",
-            matcher: "*",
-            timeout: TIMEOUT_S,
-            name: None,
-        },
-    }
 }
 
 /// The command our entry runs: `BINARY hook AGENT`.
@@ -130,7 +109,7 @@ fn syntax(path: &Path, problem: Problem) -> InstallError {
 
 fn install_settings(target: &Target, command: &str) -> Result<FileChange, InstallError> {
     let current = file::read(&target.file)?;
-    let spec = spec(target.agent);
+    let spec = Spec::of(target.agent);
     let new = spec
         .install(current.text.as_deref(), command)
         .map_err(|p| syntax(&target.file, p))?;
@@ -139,7 +118,7 @@ fn install_settings(target: &Target, command: &str) -> Result<FileChange, Instal
 
 fn uninstall_settings(target: &Target) -> Result<FileChange, InstallError> {
     let current = file::read(&target.file)?;
-    let new = removed_text(&spec(target.agent), &current)?;
+    let new = removed_text(&Spec::of(target.agent), &current)?;
     file::apply(&current, new.as_deref())
 }
 
@@ -206,7 +185,7 @@ fn uninstall_plugin(target: &Target) -> Result<FileChange, InstallError> {
 /// `config.toml` moved along: ours trusted at its place, the states of other hooks whose
 /// place changed moved with them. Both files are read and checked before either is written.
 fn change_codex(target: &Target, command: Option<&str>) -> Result<Vec<FileChange>, InstallError> {
-    let spec = spec(Agent::Codex);
+    let spec = Spec::of(Agent::Codex);
     let hooks = file::read(&target.file)?;
     let new_hooks = match command {
         Some(command) => spec

@@ -29,6 +29,31 @@ pub(crate) struct Spec {
     pub name: Option<&'static str>,
 }
 
+/// The hook's timeout in seconds: a watchdog that hangs costs a tool call at most this.
+pub const TIMEOUT_S: u64 = 10;
+
+impl Spec {
+    /// The entry an agent's settings get (Claude Code, Codex, Gemini).
+    pub fn of(agent: Agent) -> Self {
+        match agent {
+            Agent::Gemini => Spec {
+                agent,
+                event: "BeforeTool",
+                matcher: ".*",
+                timeout: TIMEOUT_S * 1000,
+                name: Some("agentwatch"),
+            },
+            _ => Spec {
+                agent,
+                event: "PreToolUse",
+                matcher: "*",
+                timeout: TIMEOUT_S,
+                name: None,
+            },
+        }
+    }
+}
+
 /// Why a settings text cannot take our entry: it does not read, or a part of it we must edit
 /// is not what the agent expects there (`hooks` not an object, …).
 #[derive(Debug, Clone, PartialEq, Eq)]

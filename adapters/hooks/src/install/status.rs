@@ -6,7 +6,7 @@ use super::codex::{self, TrustEdit};
 use super::jsonc::{self, Doc, Node};
 use super::settings::{Found, Spec};
 use super::target::{Locations, Target};
-use super::{file, opencode, spec};
+use super::{file, opencode};
 use crate::Agent;
 use serde::Serialize;
 use std::os::unix::fs::PermissionsExt;
@@ -120,7 +120,7 @@ fn settings_status(target: &Target, s: &mut Status) -> Option<(Doc, Found)> {
             return None;
         }
     };
-    let found = spec(target.agent).find(&doc);
+    let found = Spec::of(target.agent).find(&doc);
     let first = found.first()?.clone();
     s.installed = true;
     s.command = Some(first.command.clone()).filter(|c| !c.is_empty());

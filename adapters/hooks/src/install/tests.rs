@@ -3,7 +3,6 @@
 
 use super::jsonc;
 use super::settings::{Removal, Spec};
-use super::spec;
 use crate::Agent;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -12,7 +11,11 @@ const CLAUDE: &str = "/usr/bin/agentwatch hook claude";
 const OLD: &str = "/opt/old/agentwatch hook claude";
 
 fn claude() -> Spec {
-    spec(Agent::Claude)
+    Spec::of(Agent::Claude)
+}
+
+fn spec(agent: Agent) -> Spec {
+    Spec::of(agent)
 }
 
 /// What installing into `before` gives (the text itself when unchanged).
