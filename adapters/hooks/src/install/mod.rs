@@ -4,16 +4,16 @@
 //! before every tool call with a 10 s timeout, so a stuck watchdog never holds the agent long:
 //!
 //! - Claude Code: `settings.json` `hooks.PreToolUse`, matcher `*`, `timeout: 10` (seconds).
-//! - Codex CLI: `hooks.json` the same, and its trust in the user's `config.toml` ([`codex`]).
+//! - Codex CLI: `hooks.json` the same, and its trust in the user's `config.toml` (`codex.rs`).
 //! - Gemini CLI: `settings.json` `hooks.BeforeTool`, matcher `.*`, handler named `agentwatch`,
 //!   `timeout: 10000` (milliseconds).
-//! - opencode: a plugin file ([`opencode`]).
+//! - opencode: a plugin file (`opencode.rs`).
 //!
-//! Settings are edited in place ([`settings`], [`edit`]): other hooks, keys, comments and
+//! Settings are edited in place (`settings.rs`, `edit.rs`): other hooks, keys, comments and
 //! layout stay; install is idempotent; install then uninstall gives back the same bytes (a
 //! file we created is removed again). A file that does not read is an error naming the file
 //! and the place, and is never overwritten. Each changed file's previous bytes are kept in
-//! `FILE.agentwatch-backup`; writes are atomic and keep the file's mode ([`file`]).
+//! `FILE.agentwatch-backup`; writes are atomic and keep the file's mode (`file.rs`).
 
 mod codex;
 mod edit;
