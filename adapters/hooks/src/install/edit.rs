@@ -175,7 +175,7 @@ pub(crate) fn append(
         } else {
             Layout::Inline
         };
-        let with = format!(",{gap}{}", part(&layout));
+        let with = format!(",{gap}{}", crlf(text, &part(&layout)));
         return Splice {
             start: last_end,
             end: last_end,
@@ -197,12 +197,12 @@ pub(crate) fn append(
         indent: indent.clone(),
         unit: unit.to_owned(),
     };
-    let body = format!("\n{indent}{}", part(&layout));
+    let body = crlf(text, &format!("\n{indent}{}", part(&layout)));
     if inner.trim().is_empty() {
         Splice {
             start: open_end,
             end: close,
-            with: format!("{body}\n{outer}"),
+            with: format!("{body}{}", crlf(text, &format!("\n{outer}"))),
         }
     } else {
         // Only comments inside: ours goes first, the comments stay after it.
@@ -211,6 +211,15 @@ pub(crate) fn append(
             end: open_end,
             with: body,
         }
+    }
+}
+
+/// Text written into a file whose lines end with CRLF ends its lines so too.
+pub(crate) fn crlf(file: &str, written: &str) -> String {
+    if file.contains("\r\n") {
+        written.replace('\n', "\r\n")
+    } else {
+        written.to_owned()
     }
 }
 
@@ -328,11 +337,20 @@ mod tests {
         for (before, after) in cases {
             assert_eq!(appended(before), after, "{before:?}");
         }
+        for before in ["{\r\n  \"x\": 1\r\n}\r\n", "{\r\n}\r\n"] {
+            let after = appended(before);
+            assert_eq!(
+                after.matches('\n').count(),
+                after.matches("\r\n").count(),
+                "{after:?}"
+            );
+        }
     }
 
     #[test]
     fn remove_undoes_append() {
         for text in [
+            "{\r\n  \"x\": 1\r\n}\r\n",
             "{\n  \"x\": 1\n}\n",
             "{\"x\": 1}",
             "{}",

@@ -355,7 +355,7 @@ fn replace(text: &str, node: &Node, unit: &str, with: &Frag) -> Splice {
     Splice {
         start: node.start,
         end: node.end,
-        with: with.render(&layout),
+        with: edit::crlf(text, &with.render(&layout)),
     }
 }
 
