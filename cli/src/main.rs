@@ -9,6 +9,7 @@ mod args;
 mod backtest;
 mod detect;
 mod export_fixture;
+mod hooks;
 mod import_export;
 mod man;
 
@@ -79,6 +80,9 @@ enum Command {
     /// Answer an agent's pre-tool event on standard input (what `hooks install` sets up): let
     /// the call run, warn, refuse the looping call or stop the session. Always exits 0.
     Hook(HookArgs),
+    /// Install, remove or check agentwatch's pre-tool hook in Claude Code, Codex, Gemini CLI
+    /// and opencode.
+    Hooks(hooks::HooksArgs),
     /// Print a shell completion script (`agentwatch completions bash > …/agentwatch`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => doctor(args),
         Command::Init(args) => init(args),
         Command::Hook(args) => Ok(hook(args)),
+        Command::Hooks(args) => hooks::run(args),
         Command::Completions { shell } => completions(shell),
         Command::Man(args) => man::run(&args, Cli::command()),
     };

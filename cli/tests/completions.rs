@@ -11,6 +11,7 @@ const SUBCOMMANDS: &[&str] = &[
     "run",
     "doctor",
     "init",
+    "hooks",
     "completions",
     "man",
 ];

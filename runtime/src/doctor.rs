@@ -1,12 +1,14 @@
 //! `agentwatch doctor`: is the watchdog able to see and to speak? Every source (reachable,
 //! auth, sessions seen), every channel (program present, URL answers, token present — never
 //! shown), the store (path, schema version, last tick per job) and the configuration files read,
-//! in order. And `agentwatch init`: a commented starter config from what doctor found.
+//! in order, and each agent's pre-tool hook (`agentwatch hooks status`). And `agentwatch init`: a commented starter config from what doctor found.
 //!
 //! Exit codes (sysexits): 0 all is well; otherwise the code of the first problem, in the order
 //! listed: 69 (unavailable) a source or channel that does not answer, or a channel's program
-//! that is not installed; 78 (config) a token variable that is not set, or no source at all;
-//! 74 (I/O) a store that cannot be read. A configuration that does not load exits 78 before any
+//! that is not installed, or an installed hook whose binary is gone; 78 (config) a token
+//! variable that is not set, no source at all, or an installed hook that will not run (Codex
+//! does not trust it, the agent turns hooks off); 74 (I/O) a store that cannot be read. A hook
+//! not installed is fine. A configuration that does not load exits 78 before any
 //! check. Warnings (a default source that is not there, no store yet) do not change the code.
 
 use crate::clock::iso8601;
@@ -56,7 +58,7 @@ impl Status {
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// `config`, `source`, `channel` or `store`.
+    /// `config`, `source`, `channel`, `store` or `hook`.
     pub area: &'static str,
     pub name: String,
     pub status: Status,
@@ -152,6 +154,7 @@ pub fn run(args: &Options) -> Result<Report, Error> {
     checks.extend(source_checks(&loaded.config, env));
     checks.extend(channel_checks(&loaded.config, env));
     checks.extend(store_checks(&loaded.config, args.db.as_deref(), env));
+    checks.extend(hook_checks(env));
     Ok(Report {
         checks,
         config: loaded.config,
@@ -613,6 +616,45 @@ fn secret_check(name: &str, var: Option<&str>, what: &str, env: Env<'_>) -> Opti
             format!("{what} variable ${var} is not set"),
         )
     })
+}
+
+/// Each agent's pre-tool hook for the user: not installed (fine), will run, or installed and
+/// will not (a problem: the guard the user set up is not there).
+fn hook_checks(env: Env<'_>) -> Vec<Check> {
+    crate::hooks_setup::user_statuses(env)
+        .into_iter()
+        .map(|(agent, status)| {
+            let name = agent.display_name();
+            let status = match status {
+                Ok(status) => status,
+                Err(e) => return check("hook", name, Status::Warn, e.to_string()),
+            };
+            let file = status.file.display();
+            if !status.installed {
+                let detail = format!("not installed ({file}; agentwatch hooks install {agent})");
+                return check("hook", name, Status::Ok, detail);
+            }
+            let runs = status
+                .binary
+                .as_ref()
+                .map_or(String::new(), |b| format!(": runs {}", b.display()));
+            if status.will_run {
+                return check("hook", name, Status::Ok, format!("{file}{runs}"));
+            }
+            let exit = if status.binary_exists || status.binary.is_none() {
+                code::CONFIG
+            } else {
+                code::UNAVAILABLE
+            };
+            let why = status.blockers.join("; ");
+            fail(
+                "hook",
+                name,
+                exit,
+                format!("{file}{runs}; will not run: {why}"),
+            )
+        })
+        .collect()
 }
 
 fn store_checks(config: &Config, flag: Option<&Path>, env: Env<'_>) -> Vec<Check> {

@@ -17,6 +17,8 @@
 //! - [`operator`]: `status`, `alerts`, `channels`, `test-alert`, `config`.
 //! - [`serve`]: `agentwatch serve`, the admin pages and API of `agentwatch-web` set up from the
 //!   configuration (also started in the background by a long-running process).
+//! - [`hooks_setup`]: `agentwatch hooks install|uninstall|status`, agentwatch's pre-tool hook
+//!   in each agent's own settings (the work is `agentwatch_hooks::install`).
 //! - [`live_config`]: the live config edits of `serve` (bounds, comments kept, atomic writes).
 //! - [`config`]: the typed, layered configuration; [`error`]: one error type, one exit-code map.
 //! - [`backtest`]: the design's backtest of a labelled session file (`agentwatch backtest`, also
@@ -40,6 +42,7 @@ pub mod error;
 pub mod export_fixture;
 pub mod fleet;
 pub mod hook;
+pub mod hooks_setup;
 pub mod input;
 pub mod jobs;
 pub mod journal;

@@ -41,6 +41,13 @@ impl Agent {
     }
 }
 
+/// By its name on the command line (`"claude"`).
+impl serde::Serialize for Agent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Agent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -9,11 +9,15 @@
 //!   [`PreToolEvent`].
 //! - [`answer`]: the hook's answer (allow, warn, refuse, stop) in each agent's protocol, and
 //!   what each agent lets a hook do ([`answer::can`]).
+//! - [`install`]: our hook written into each agent's own settings and taken out again
+//!   (`agentwatch hooks install|uninstall|status`), comments and layout kept, Codex's trust
+//!   recorded as Codex records it, and whether each hook will really run.
 #![forbid(unsafe_code)]
 
 mod agent;
 pub mod answer;
 pub mod event;
+pub mod install;
 
 pub use agent::{Agent, UnknownAgent};
 pub use event::{EventError, PreToolEvent, parse_event};
