@@ -11,6 +11,7 @@
 
 use agentwatch_testkit::TempDir;
 use agentwatch_testkit::claude::{ClaudeRun, ModelServer, Script, Turn, require_binary};
+use agentwatch_testkit::codex::{CodexRun, ResponsesServer, require_binary as codex_binary};
 use agentwatch_testkit::gemini::{GeminiRun, GeminiServer, require_binary as gemini_binary};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -29,16 +30,33 @@ fn agentwatch() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_agentwatch"))
 }
 
-/// The hook command an agent's settings name.
-fn hook_command(bin: &Path, agent: &str) -> String {
-    format!("'{}' hook {agent}", bin.display())
+/// `agentwatch hooks install AGENT` as a user runs it, in an agent's isolated environment
+/// (`env`: `HOME` and the agent's own variables), the hook naming `binary`.
+fn install(agent: &str, env: &[(&str, &Path)], binary: &Path) {
+    let mut command = std::process::Command::new(agentwatch());
+    command
+        .args(["hooks", "install", agent, "--binary"])
+        .arg(binary)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
-/// Claude Code's settings with agentwatch's hook (as `hooks install claude` writes it).
-fn install_claude(config_dir: &Path, bin: &Path) {
-    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "*",
-        "hooks": [{"type": "command", "command": hook_command(bin, "claude"), "timeout": 10}]}]}});
-    std::fs::write(config_dir.join("settings.json"), settings.to_string()).unwrap();
+fn install_claude(run: &ClaudeRun, binary: &Path) {
+    install(
+        "claude",
+        &[("HOME", &run.home), ("CLAUDE_CONFIG_DIR", &run.config_dir)],
+        binary,
+    );
 }
 
 /// How many times the check really ran.
@@ -78,7 +96,7 @@ fn claude_a_looping_call_is_refused_and_the_model_is_told_why() {
     let root = TempDir::new("aw-hook-claude-loop");
     let server = ModelServer::start(looping_script("AW-HOOK-LOOP"));
     let run = claude_run(&root, &server, "AW-HOOK-LOOP: make the check pass");
-    install_claude(&run.config_dir, &agentwatch());
+    install_claude(&run, &agentwatch());
     let done = run.run(Duration::from_secs(300)).expect("claude ran");
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
     let ran = runs(&run.dir);
@@ -105,12 +123,14 @@ fn claude_a_looping_call_is_refused_and_the_model_is_told_why() {
     );
 }
 
-/// Gemini CLI's settings with agentwatch's hook merged in (as `hooks install gemini` does).
-fn install_gemini(run: &GeminiRun, bin: &Path) {
-    let mut settings = run.settings();
-    settings["hooks"] = json!({"BeforeTool": [{"matcher": ".*", "hooks": [{"name": "agentwatch",
-        "type": "command", "command": hook_command(bin, "gemini"), "timeout": 10000}]}]});
-    std::fs::write(run.gemini_dir.join("settings.json"), settings.to_string()).unwrap();
+/// Gemini CLI's settings as its test run writes them, then agentwatch's hook installed.
+fn install_gemini(run: &GeminiRun, binary: &Path) {
+    run.write_settings().unwrap();
+    install(
+        "gemini",
+        &[("HOME", &run.home), ("GEMINI_CLI_HOME", &run.home)],
+        binary,
+    );
 }
 
 #[test]
@@ -250,7 +270,7 @@ fn claude_a_healthy_session_never_meets_the_hook() {
     let server = ModelServer::start(Script::new().conversation("AW-HOOK-OK", turns));
     let run = claude_run(&root, &server, "AW-HOOK-OK: set every value to one");
     healthy_repo(&run.dir);
-    install_claude(&run.config_dir, &agentwatch());
+    install_claude(&run, &agentwatch());
     let done = run.run(Duration::from_secs(300)).expect("claude ran");
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
     let calc = std::fs::read_to_string(run.dir.join("calc.py")).unwrap();
@@ -311,7 +331,7 @@ fn claude_with_the_binary_gone_every_call_runs() {
     let copy = root.path.join("bin/agentwatch");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
     std::fs::copy(agentwatch(), &copy).unwrap();
-    install_claude(&run.config_dir, &copy);
+    install_claude(&run, &copy);
     std::fs::remove_file(&copy).unwrap();
     let done = run.run(Duration::from_secs(300)).expect("claude ran");
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
@@ -331,7 +351,7 @@ fn claude_stop_mode_ends_the_session_after_the_refusals() {
     let root = TempDir::new("aw-hook-claude-stop");
     let server = ModelServer::start(looping_script("AW-HOOK-STOP"));
     let run = claude_run(&root, &server, "AW-HOOK-STOP: make the check pass");
-    install_claude(&run.config_dir, &agentwatch());
+    install_claude(&run, &agentwatch());
     stop_mode(&run.home);
     let done = run.run(Duration::from_secs(300)).expect("claude ran");
     assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
@@ -432,4 +452,94 @@ fn opencode_a_looping_call_is_refused_through_the_server_the_plugin_runs_in() {
     let reason = answer["reason"].as_str().unwrap();
     assert!(reason.starts_with("agentwatch: "), "{reason}");
     assert!(reason.contains("pytest -x tests/test_money.py"), "{reason}");
+}
+
+/// Codex's provider configuration as its test run writes it, then agentwatch's hook installed
+/// (and trusted, as Codex records trust).
+fn install_codex(run: &CodexRun, binary: &Path) {
+    run.write_config().unwrap();
+    install(
+        "codex",
+        &[("HOME", &run.home), ("CODEX_HOME", &run.codex_home)],
+        binary,
+    );
+}
+
+fn codex_exec(cmd: &str) -> Turn {
+    Turn::tool("exec_command", json!({ "cmd": cmd }))
+}
+
+#[test]
+#[ignore = "needs codex (npm @openai/codex)"]
+fn codex_a_looping_call_is_refused_and_the_model_is_told_why() {
+    let root = TempDir::new("aw-hook-codex-loop");
+    let turns = (0..LOOP_CALLS).map(|_| codex_exec("sh check.sh")).collect();
+    let server = ResponsesServer::start(Script::new().conversation("AW-HOOK-XLOOP", turns));
+    let run = CodexRun::new(
+        codex_binary(),
+        &server,
+        &root.path,
+        "AW-HOOK-XLOOP: make the check pass",
+    );
+    std::fs::write(run.dir.join("check.sh"), CHECK).unwrap();
+    install_codex(&run, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("codex ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let ran = runs(&run.dir);
+    let log = hook_journal(&run.home);
+    eprintln!("{ran} of {LOOP_CALLS} calls ran; the hook's journal:\n{log}");
+    assert!((3..=AT_MOST_RUN).contains(&ran), "{ran} calls ran");
+    let requests = requests_text(&server.conversation_requests("AW-HOOK-XLOOP"));
+    assert!(
+        requests.iter().any(|r| r.contains("agentwatch: ")),
+        "a request carries agentwatch's reason"
+    );
+    let rollouts: String = run
+        .rollouts()
+        .into_iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert!(
+        rollouts.contains("Command blocked by PreToolUse hook: agentwatch: "),
+        "the agent's own record of a refused call"
+    );
+}
+
+#[test]
+#[ignore = "needs codex (npm @openai/codex)"]
+fn codex_a_healthy_session_never_meets_the_hook() {
+    let root = TempDir::new("aw-hook-codex-healthy");
+    let turns = healthy_turns(
+        &|| codex_exec("cat calc.py"),
+        &|i| {
+            Turn::tool(
+                "apply_patch",
+                json!(format!(
+                    "*** Begin Patch\n*** Update File: calc.py\n@@\n-v{i} = 0\n+v{i} = 1\n*** End Patch\n"
+                )),
+            )
+        },
+        &codex_exec,
+    );
+    let server = ResponsesServer::start(Script::new().conversation("AW-HOOK-XOK", turns));
+    let run = CodexRun::new(
+        codex_binary(),
+        &server,
+        &root.path,
+        "AW-HOOK-XOK: set every value to one",
+    );
+    healthy_repo(&run.dir);
+    install_codex(&run, &agentwatch());
+    let done = run.run(Duration::from_secs(300)).expect("codex ran");
+    assert!(done.status.success(), "{}\n{}", done.stderr, done.stdout);
+    let calc = std::fs::read_to_string(run.dir.join("calc.py")).unwrap();
+    assert_eq!(
+        calc.matches("= 1").count(),
+        CYCLES,
+        "every edit ran: {calc}"
+    );
+    assert_untouched(
+        &hook_journal(&run.home),
+        &requests_text(&server.conversation_requests("AW-HOOK-XOK")),
+    );
 }
