@@ -287,20 +287,36 @@ pub enum RouterReplyError {
     NotAnObject,
     #[error("router reply has no boolean \"stuck\"")]
     NoStuckFlag,
+    /// The design allows exactly `{"stuck": bool}`: a reply that says more (`"command": …`)
+    /// is not the verdict asked for, whatever its flag.
+    #[error("router reply has fields besides \"stuck\": {keys}")]
+    ExtraFields { keys: String },
 }
 
-/// Parses the model's answer: a JSON object with a boolean `stuck`, optionally inside one code
-/// fence (```` ```json ... ``` ````). Anything else is an error (which blocks recovery).
+/// Parses the model's answer: exactly the JSON object `{"stuck": true|false}` (whitespace
+/// aside), optionally inside one code fence (```` ```json ... ``` ````). Anything else, another
+/// field beside `stuck` included, is an error (which blocks recovery).
 pub fn parse_router_reply(content: &str) -> Result<bool, RouterReplyError> {
     let body = strip_code_fence(content.trim());
     let value: Value = serde_json::from_str(body).map_err(|err| RouterReplyError::NotJson {
         detail: err.to_string(),
     })?;
     let object = value.as_object().ok_or(RouterReplyError::NotAnObject)?;
-    object
+    let stuck = object
         .get("stuck")
         .and_then(Value::as_bool)
-        .ok_or(RouterReplyError::NoStuckFlag)
+        .ok_or(RouterReplyError::NoStuckFlag)?;
+    if object.len() > 1 {
+        let keys: Vec<&str> = object
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "stuck")
+            .collect();
+        return Err(RouterReplyError::ExtraFields {
+            keys: keys.join(", "),
+        });
+    }
+    Ok(stuck)
 }
 
 fn strip_code_fence(text: &str) -> &str {

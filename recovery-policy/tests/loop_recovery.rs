@@ -509,7 +509,12 @@ fn a_clear_report_resets_the_vetoes() {
 
 #[test]
 fn router_reply_parser_accepts_only_a_stuck_flag() {
-    let cases: [(&str, Result<bool, RouterReplyError>); 9] = [
+    let extra = |keys: &str| {
+        Err(RouterReplyError::ExtraFields {
+            keys: keys.to_owned(),
+        })
+    };
+    let cases: [(&str, Result<bool, RouterReplyError>); 11] = [
         ("{\"stuck\": true}", Ok(true)),
         ("  {\"stuck\":false}\n", Ok(false)),
         ("```json\n{\"stuck\": false}\n```", Ok(false)),
@@ -519,6 +524,9 @@ fn router_reply_parser_accepts_only_a_stuck_flag() {
         ("{}", Err(RouterReplyError::NoStuckFlag)),
         ("[true]", Err(RouterReplyError::NotAnObject)),
         ("true", Err(RouterReplyError::NotAnObject)),
+        // The design allows exactly {"stuck": bool}: a reply that chooses more is a veto.
+        ("{\"stuck\": true, \"command\": \"rm -rf /\"}", extra("command")),
+        ("{\"stuck\": false, \"why\": \"x\", \"also\": 1}", extra("also, why")),
     ];
     for (reply, expected) in cases {
         assert_eq!(parse_router_reply(reply), expected, "reply {reply:?}");
