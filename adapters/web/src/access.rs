@@ -6,9 +6,12 @@
 //! | loopback | yes | anyone on the machine | the token, same origin, JSON |
 //! | beyond loopback | (required) | the token | the token, same origin, JSON |
 //!
-//! The `Host` check applies to every request: an IP address, `localhost`, or a configured name.
+//! The `Host` check applies to every request. Listening on loopback, a `Host` is `127.0.0.1`,
+//! `[::1]` or `localhost` (with a port or without), or a configured name:
 //! DNS rebinding needs a name the attacker controls in the URL, which the browser then sends as
-//! the `Host`; an address typed as such is the origin itself.
+//! the `Host`, and the "0.0.0.0 day" reaches local services through `http://0.0.0.0:PORT`, a
+//! page's request whose `Host` is `0.0.0.0`. Listening beyond loopback, the machine's own
+//! addresses are its origin too: any address but an unspecified one (`0.0.0.0`, `[::]`).
 
 use crate::{Incoming, Reply, ServeOptions};
 use base64::Engine;
@@ -43,7 +46,7 @@ fn check_host(options: &ServeOptions, req: &Incoming) -> Result<(), Reply> {
         // Every browser sends one; a client without one is no page on another site.
         return Ok(());
     };
-    if host_allowed(host, &options.allowed_hosts) {
+    if host_allowed(host, options.listen, &options.allowed_hosts) {
         Ok(())
     } else {
         Err(Reply::error(
@@ -67,12 +70,23 @@ fn host_name(host: &str) -> &str {
     }
 }
 
-/// An IP address, `localhost`, or one of `allowed`.
-fn host_allowed(host: &str, allowed: &[String]) -> bool {
-    let name = host_name(host.trim()).trim_end_matches('.');
-    name.parse::<std::net::IpAddr>().is_ok()
-        || name.eq_ignore_ascii_case("localhost")
-        || allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+/// Whether a server listening on `listen` answers `host` (with a port or without): a loopback
+/// name (`127.0.0.1`, `[::1]`, `localhost`), one of `allowed`, or (listening beyond loopback)
+/// an address of the machine, never an unspecified one. The port is not the browser attacks'
+/// (a page's request carries the URL's own port), so it is not checked.
+fn host_allowed(host: &str, listen: std::net::SocketAddr, allowed: &[String]) -> bool {
+    let host = host.trim();
+    let name = host_name(host).trim_end_matches('.');
+    if allowed.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+        return true;
+    }
+    let address = name.parse::<std::net::IpAddr>().ok();
+    let loopback_name = name.eq_ignore_ascii_case("localhost")
+        || address.is_some_and(|a| {
+            a == std::net::IpAddr::from([127, 0, 0, 1]) || a == std::net::Ipv6Addr::LOCALHOST
+        });
+    let own_address = !listen.ip().is_loopback() && address.is_some_and(|a| !a.is_unspecified());
+    loopback_name || own_address
 }
 
 /// Whether `req` carries `token`: as a bearer token, or as the password of Basic credentials.
@@ -140,25 +154,36 @@ fn check_post(req: &Incoming) -> Result<(), Reply> {
 mod tests {
     use super::*;
 
+    /// Table: (Host, allowed listening on 127.0.0.1:8080, allowed listening on 0.0.0.0:8080).
     #[test]
-    fn hosts_are_addresses_localhost_or_named() {
+    fn hosts_are_loopback_names_named_or_the_machines_addresses() {
         let allowed = vec!["watch.lan".to_owned()];
-        for (host, ok) in [
-            ("127.0.0.1:8080", true),
-            ("localhost:8080", true),
-            ("LOCALHOST", true),
-            ("[::1]:8080", true),
-            ("127.1.2.3:80", true),
-            ("10.0.0.1:8080", true),
-            ("[fe80::1]:8080", true),
-            ("watch.lan:8080", true),
-            ("WATCH.LAN.", true),
-            ("evil.example:8080", false),
-            ("localhost.evil.example", false),
-            ("127.0.0.1.evil.example", false),
-            ("", false),
+        let loopback: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let everywhere: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        for (host, on_loopback, beyond) in [
+            ("127.0.0.1:8080", true, true),
+            ("127.0.0.1", true, true),
+            ("localhost:8080", true, true),
+            ("LOCALHOST", true, true),
+            ("[::1]:8080", true, true),
+            ("[::1]", true, true),
+            // The "0.0.0.0 day": a public page's request to http://0.0.0.0:PORT.
+            ("0.0.0.0:8080", false, false),
+            ("0.0.0.0", false, false),
+            ("[::]:8080", false, false),
+            ("127.0.0.1:9999", true, true),
+            ("127.1.2.3:8080", false, true),
+            ("10.0.0.1:8080", false, true),
+            ("[fe80::1]:8080", false, true),
+            ("watch.lan:8080", true, true),
+            ("WATCH.LAN.", true, true),
+            ("evil.example:8080", false, false),
+            ("localhost.evil.example", false, false),
+            ("127.0.0.1.evil.example", false, false),
+            ("", false, false),
         ] {
-            assert_eq!(host_allowed(host, &allowed), ok, "{host}");
+            assert_eq!(host_allowed(host, loopback, &allowed), on_loopback, "{host} on loopback");
+            assert_eq!(host_allowed(host, everywhere, &allowed), beyond, "{host} beyond");
         }
     }
 

@@ -214,7 +214,7 @@ impl std::fmt::Debug for Server {
 
 impl Server {
     /// Bind the listening socket (loopback, or any address with a token).
-    pub fn bind(options: ServeOptions) -> Result<Self, WebError> {
+    pub fn bind(mut options: ServeOptions) -> Result<Self, WebError> {
         let addr = options.listen;
         if !addr.ip().is_loopback() && options.token.as_deref().is_none_or(str::is_empty) {
             return Err(WebError::NeedsToken(addr));
@@ -224,6 +224,8 @@ impl Server {
             message: e.to_string(),
         })?;
         let addr = listener.local_addr().unwrap_or(addr);
+        // The address bound (port 0 picks one): the port a `Host` may name.
+        options.listen = addr;
         let (stop, _) = tokio::sync::watch::channel(false);
         Ok(Self {
             listener,
