@@ -31,9 +31,6 @@ pub struct Counters {
     pub unmatched_results: u64,
 }
 
-/// Lines of a file looked at, at most, to tell its format.
-const SNIFF_LINES: usize = 64;
-
 /// Whether `text` can be one JSON object: between blanks, it opens with `{` and closes with
 /// `}`. Asked before parsing a line to tell a format: a document of one session per line (a
 /// session file of 100 KB lines, each ending `},`) then costs nothing to pass over, where
@@ -42,31 +39,6 @@ const SNIFF_LINES: usize = 64;
 pub fn may_be_object(text: &[u8]) -> bool {
     let text = text.trim_ascii();
     text.first() == Some(&b'{') && text.last() == Some(&b'}')
-}
-
-/// The first line of `bytes` (among the first 64 that are not blank) that is a JSON object
-/// `T` reads and `skip` does not pass over; else why there is none (empty, no JSON object).
-pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
-    bytes: &'b [u8],
-    skip: impl Fn(&T) -> bool,
-) -> Result<T, String> {
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(SNIFF_LINES) {
-        if may_be_object(line)
-            && let Ok(crate::lenient::Obj(Some(record))) =
-                serde_json::from_slice::<crate::lenient::Obj<T>>(line)
-            && !skip(&record)
-        {
-            return Ok(record);
-        }
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
-    } else {
-        format!("none of its first {SNIFF_LINES} lines is a JSON object")
-    })
 }
 
 /// The lines of a whole file, without their `\n` (and a `\r` before it).

@@ -29,8 +29,10 @@ mod common;
 pub mod discover;
 pub mod gemini;
 mod lenient;
+pub mod sniff;
 pub mod tail;
 pub mod watch;
+pub mod whole;
 
 pub use claude::{
     ClaudeReader, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
@@ -40,15 +42,18 @@ pub use codex::{CodexMeta, CodexReader, CodexSpawn, read_codex_sessions};
 pub use common::{Counters, MAX_PENDING, TITLE_CHARS, may_be_object};
 pub use discover::{
     Discovery, GeminiHead, SubagentMeta, Transcript, TranscriptKind, codex_thread_id,
-    discover_claude, discover_claude_project, discover_codex, discover_gemini, parse_subagent_meta,
-    peek_codex, peek_gemini, read_subagent_meta, read_transcript,
+    discover_claude, discover_claude_project, discover_codex, discover_gemini, discover_under,
+    gemini_file_at, parse_subagent_meta, peek_codex, peek_gemini, placement_at, read_subagent_meta,
+    read_transcript,
 };
 pub use gemini::{
     AgentVerdict, GeminiFile, GeminiMeta, GeminiReader, GeminiSpawn, GeminiTitleSource,
     read_gemini_sessions,
 };
+pub use sniff::{TranscriptAgent, identify, identify_line};
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};
+pub use whole::{Placement, WholeTranscript, claude_kind_of_lines, decompressed, read_whole};
 
 /// Why a transcript could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

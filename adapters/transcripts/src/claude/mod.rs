@@ -15,9 +15,7 @@ mod record;
 pub mod tools;
 
 use crate::Error;
-use crate::common::{
-    Finished, count_line, file_lines, first_object_line, prompt_title, trimmed_title, unix_ms,
-};
+use crate::common::{Finished, count_line, prompt_title, trimmed_title, unix_ms};
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
 use record::{Block, Content, Line, ToolUseResult, parse_line};
@@ -608,41 +606,15 @@ impl ClaudeReader {
 /// A sidechain that would pass [`MAX_SIDECHAINS`].
 struct Dropped;
 
-/// Whether `bytes` look like a Claude Code transcript: the first line that is a JSON object
-/// (among the first 64) has a string `type` and a `sessionId`, `uuid` or `leafUuid`, and no
-/// `payload` (Codex's envelope). Cheap: it reads a few lines.
+/// Whether `bytes` are a Claude Code transcript: the first of their first lines that says
+/// which agent wrote it is Claude Code's ([`crate::sniff::identify`]; any record type it
+/// writes may come first). Cheap: it reads a few lines.
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
-/// The first JSON object line of `bytes`, when it is a Claude Code record; else why not.
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    #[derive(Deserialize)]
-    struct Probe<'a> {
-        #[serde(rename = "type", borrow, default)]
-        kind: crate::lenient::Text<'a>,
-        #[serde(rename = "sessionId", borrow, default)]
-        session_id: crate::lenient::Text<'a>,
-        #[serde(borrow, default)]
-        uuid: crate::lenient::Text<'a>,
-        #[serde(rename = "leafUuid", borrow, default)]
-        leaf_uuid: crate::lenient::Text<'a>,
-        #[serde(default)]
-        payload: Option<serde::de::IgnoredAny>,
-    }
-    let probe: Probe<'_> = first_object_line(bytes, |_| false)?;
-    let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
-        .iter()
-        .any(|t| t.as_str().is_some());
-    if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Claude Code record (one with `type` and \
-             `sessionId`, `uuid` or `leafUuid`)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Claude)
 }
 
 /// Read a whole Claude Code transcript into sessions (for `agentwatch detect`): the file's own
@@ -655,12 +627,13 @@ pub fn read_claude_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = ClaudeReader::new(FileKind::from_file_name(file_name));
-    for line in file_lines(bytes) {
-        reader.push_line(line);
-    }
-    reader.finish();
-    Ok(reader.take_sessions())
+    let placement = crate::Placement::of(crate::TranscriptAgent::Claude, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotClaude {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -552,7 +552,12 @@ fn a_whole_file_that_is_not_a_transcript_is_an_error_naming_why() {
     let err = read_claude_sessions(b"{\"a\":1}\n", "y.jsonl").unwrap_err();
     assert!(
         err.to_string()
-            .contains("first JSON line is not a Claude Code record"),
+            .contains("none of its first 64 lines is a record of Claude Code"),
+        "{err}"
+    );
+    let err = read_claude_sessions(b"{\"$rewindTo\":\"m1\"}\n", "w.jsonl").unwrap_err();
+    assert!(
+        err.to_string().ends_with("it is a Gemini CLI session"),
         "{err}"
     );
     let err = read_claude_sessions(b"<html>\n", "z.jsonl").unwrap_err();

@@ -26,10 +26,7 @@ mod record;
 pub mod tools;
 
 use crate::Error;
-use crate::common::{
-    Counters, Finished, MAX_PENDING, count_line, file_lines, first_object_line, prompt_title,
-    unix_ms,
-};
+use crate::common::{Counters, Finished, MAX_PENDING, count_line, prompt_title, unix_ms};
 use crate::lenient::StrOr;
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
@@ -607,53 +604,15 @@ fn between<'t>(text: &'t str, open: &str, close: &str) -> Option<&'t str> {
     Some(text[start..start + len].trim()).filter(|s| !s.is_empty())
 }
 
-/// Whether `bytes` look like a Codex rollout: the first JSON object line (among the first 64,
-/// bare-era `record_type` markers skipped) is an envelope (`type` and an object `payload`), a
-/// bare-era first line (`id`, no `type`, no `sessionId`), or a bare response item.
+/// Whether `bytes` are a Codex rollout: the first of their first lines that says which
+/// agent wrote it is Codex's ([`crate::sniff::identify`]: the envelope, a bare-era first line,
+/// a bare item or a state marker).
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    #[derive(Deserialize)]
-    struct Probe<'a> {
-        #[serde(rename = "type", borrow, default)]
-        kind: crate::lenient::Text<'a>,
-        #[serde(default)]
-        payload: crate::lenient::Obj<serde::de::IgnoredAny>,
-        #[serde(borrow, default)]
-        id: crate::lenient::Text<'a>,
-        #[serde(borrow, default)]
-        record_type: crate::lenient::Text<'a>,
-        #[serde(rename = "sessionId", default)]
-        session_id: Option<serde::de::IgnoredAny>,
-        #[serde(default)]
-        uuid: Option<serde::de::IgnoredAny>,
-    }
-    const BARE_ITEMS: &[&str] = &[
-        "message",
-        "reasoning",
-        "function_call",
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "local_shell_call",
-        "web_search_call",
-    ];
-    let p: Probe<'_> = first_object_line(bytes, |p: &Probe<'_>| p.record_type.as_str().is_some())?;
-    let foreign = p.session_id.is_some() || p.uuid.is_some();
-    let envelope = p.kind.as_str().is_some() && p.payload.0.is_some();
-    let bare_meta = p.kind.as_str().is_none() && p.id.as_str().is_some();
-    let bare_item = p.kind.as_str().is_some_and(|k| BARE_ITEMS.contains(&k));
-    if !foreign && (envelope || bare_meta || bare_item) {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Codex record (`{timestamp, type, payload}`, \
-             or a bare-era session line or item)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Codex)
 }
 
 /// Read a whole Codex rollout (already decompressed, for a `.jsonl.zst`) into its thread's
@@ -665,12 +624,13 @@ pub fn read_codex_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session>
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = CodexReader::new(crate::discover::codex_thread_id(file_name));
-    for line in file_lines(bytes) {
-        reader.push_line(line);
-    }
-    reader.finish();
-    Ok(vec![reader.take_session()])
+    let placement = crate::Placement::of(crate::TranscriptAgent::Codex, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotCodex {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -55,8 +55,8 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Counters, Finished, compact_long_strings, count_line, file_lines, first_object_line,
-    may_be_object, prompt_title, trimmed_title, unix_ms,
+    Counters, Finished, compact_long_strings, count_line, file_lines, may_be_object, prompt_title,
+    trimmed_title, unix_ms,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
@@ -307,6 +307,18 @@ impl GeminiReader {
             // The first line's metadata (or an older `.json` written on one line, whose
             // `messages` are its history).
             self.read_set(&record);
+        }
+    }
+
+    /// A whole file's bytes: the older `.json` (one document, [`Self::push_document`]), else
+    /// its lines.
+    pub fn push_whole(&mut self, bytes: &[u8]) {
+        if whole_document(bytes).is_some() {
+            self.push_document(bytes);
+        } else {
+            for line in file_lines(bytes) {
+                self.push_line(line);
+            }
         }
     }
 
@@ -568,35 +580,15 @@ fn workspace_directory(text: &str) -> Option<&str> {
     dir.starts_with('/').then_some(dir)
 }
 
-/// Whether `bytes` look like a Gemini CLI session: its first JSON line is the metadata
-/// (`sessionId` with `projectHash` or `startTime`, no `type`) or a history edit (`$set`,
-/// `$rewindTo`), or the whole file is the older `.json` (`sessionId` and `messages`).
+/// Whether `bytes` are a Gemini CLI session: the first of their first lines that says which
+/// agent wrote it is Gemini's (the metadata, a history edit, a message), or the whole file
+/// is the older `.json` ([`crate::sniff::identify`]).
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    if let Some(doc) = whole_document(bytes) {
-        return if doc.session_id.as_str().is_some() {
-            Ok(())
-        } else {
-            Err("it is one JSON object without a `sessionId`".to_owned())
-        };
-    }
-    let r: Record<'_> = first_object_line(bytes, |_| false)?;
-    let metadata = r.session_id.as_str().is_some()
-        && r.message_type.as_str().is_none()
-        && (r.project_hash.as_str().is_some() || r.start_time.as_str().is_some());
-    let edit = r.set.0.is_some() || r.rewind_to.as_str().is_some();
-    if metadata || edit {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Gemini CLI session's metadata \
-             (`sessionId`, `projectHash`, `startTime`)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Gemini)
 }
 
 /// The older whole-file `.json` (one object with `messages`), when `bytes` are one.
@@ -623,16 +615,13 @@ pub fn read_gemini_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = GeminiReader::new(GeminiFile::from_path(file_name));
-    if whole_document(bytes).is_some() {
-        reader.push_document(bytes);
-    } else {
-        for line in file_lines(bytes) {
-            reader.push_line(line);
-        }
-    }
-    reader.finish();
-    Ok(vec![reader.take_session()])
+    let placement = crate::Placement::of(crate::TranscriptAgent::Gemini, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotGemini {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]
