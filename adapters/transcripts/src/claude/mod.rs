@@ -22,7 +22,7 @@ use record::{Block, Content, Line, ToolUseResult, parse_line};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use tools::{Outcome, map_call, map_unanswered, spawned_agent};
+use tools::{Outcome, map_call, map_unanswered, refused_by_agentwatch, spawned_agent};
 
 /// Completed call ids remembered, so a `tool_use` written twice is read once.
 const RECENT_IDS: usize = 1024;
@@ -526,16 +526,17 @@ impl ClaudeReader {
             detail,
         };
         let mapped = map_call(&pending.name, &pending.id, pending.input, &outcome);
-        if mapped.tool == "task" {
+        let blocked = refused_by_agentwatch(&outcome);
+        if mapped.tool == "task" && !blocked {
             self.note_spawn(&pending.id, &mapped.input, &outcome);
         }
         let finished = Finished {
             tool: mapped.tool,
             input: mapped.input,
-            status: if outcome.is_error {
-                CallStatus::Error
-            } else {
-                CallStatus::Completed
+            status: match (blocked, outcome.is_error) {
+                (true, _) => CallStatus::Blocked,
+                (false, true) => CallStatus::Error,
+                (false, false) => CallStatus::Completed,
             },
             metadata: mapped.metadata,
             start: pending.start,

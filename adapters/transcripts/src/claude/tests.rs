@@ -603,3 +603,98 @@ fn file_names_tell_the_kind() {
         }
     );
 }
+
+/// `(what, tool, result content, is_error, toolUseResult, status read)`.
+type RefusalRow = (&'static str, &'static str, Value, bool, Value, CallStatus);
+
+fn refusal_rows() -> Vec<RefusalRow> {
+    let reason = "agentwatch: you have run this exact Bash call 6 times with the same result";
+    vec![
+        (
+            "a JSON deny",
+            "Bash",
+            json!(format!("PreToolUse:Bash hook error: {reason}")),
+            true,
+            json!(format!("Error: PreToolUse:Bash hook error: {reason}")),
+            CallStatus::Blocked,
+        ),
+        (
+            "an exit 2, the hook's command line shown",
+            "Bash",
+            json!(format!(
+                "PreToolUse:Bash hook error: [/usr/bin/agentwatch hook claude]: {reason}"
+            )),
+            true,
+            json!(format!(
+                "Error: PreToolUse:Bash hook error: [/usr/bin/agentwatch hook claude]: {reason}"
+            )),
+            CallStatus::Blocked,
+        ),
+        (
+            "text blocks, a Read",
+            "Read",
+            json!([{"type": "text", "text": format!("PreToolUse:Read hook error: {reason}")}]),
+            true,
+            Value::Null,
+            CallStatus::Blocked,
+        ),
+        (
+            "the toolUseResult alone says it",
+            "Bash",
+            json!("refused"),
+            true,
+            json!(format!("Error: PreToolUse:Bash hook error: {reason}")),
+            CallStatus::Blocked,
+        ),
+        (
+            "another hook's refusal",
+            "Bash",
+            json!("PreToolUse:Bash hook error: AGENTWATCH-LOOP: you have run this 6 times"),
+            true,
+            json!("Error: PreToolUse:Bash hook error: AGENTWATCH-LOOP: you have run this 6 times"),
+            CallStatus::Error,
+        ),
+        (
+            "a failing command that prints the words",
+            "Bash",
+            json!(format!("Exit code 1\nPreToolUse:Bash hook error: {reason}")),
+            true,
+            json!("Error: Exit code 1"),
+            CallStatus::Error,
+        ),
+        (
+            "not an error",
+            "Bash",
+            json!(format!("PreToolUse:Bash hook error: {reason}")),
+            false,
+            json!({"stdout": "", "stderr": "", "interrupted": false}),
+            CallStatus::Completed,
+        ),
+    ]
+}
+
+/// A call refused by a `PreToolUse` hook, as Claude Code 2.1.328 writes it (`hooks.md`,
+/// "Transcript records"): a Bash call, then its refusal. Only agentwatch's own (its reason
+/// begins `agentwatch:`) is `blocked`; another hook's refusal stays an error.
+#[test]
+fn agentwatchs_own_refusals_are_blocked_and_no_other() {
+    let deny = json!({"decision": "reject", "source": "hook", "reasonType": "hook", "reasonCode": "hook:PreToolUse"});
+    for (what, tool, content, is_error, detail, want) in refusal_rows() {
+        let mut t = Transcript::new();
+        t.prompt("u1", None, "go")
+            .call("a1", "toolu_1", tool, json!({"command": "python3 -c 1"}))
+            .result("r1", "toolu_1", content, is_error, detail);
+        let mut line: Value = serde_json::from_str(t.lines.last().unwrap()).unwrap();
+        line["toolDenialKind"] = json!("permission-rule");
+        line["permissionDecision"] = deny.clone();
+        *t.lines.last_mut().unwrap() = line.to_string();
+        let mut reader = read_all(main_kind(), &t.bytes());
+        let calls = reader.take_calls();
+        assert_eq!(calls.len(), 1, "{what}");
+        assert_eq!(calls[0].status, want, "{what}");
+        if want == CallStatus::Blocked {
+            assert!(!calls[0].status.is_counted(), "{what}");
+            assert_eq!(calls[0].metadata, Value::Null, "{what}: no exit");
+        }
+    }
+}

@@ -460,10 +460,24 @@ impl CodexReader {
 
     /// A call and its output in the detector's model.
     fn finish_call(&mut self, pending: Pending, mut output: Output, end: Option<i64>) -> Finished {
-        if let Some(at) = self.exits.iter().position(|(id, _)| *id == pending.call_id) {
+        let ran = self.exits.iter().position(|(id, _)| *id == pending.call_id);
+        if let Some(at) = ran {
             output.exit = self.exits.remove(at).map(|(_, code)| code);
         }
         let tool = detector_tool(&pending.name, &pending.input).into_owned();
+        // Refused before it ran: no command event of its own (agentwatch's hook, `agents.md`).
+        if ran.is_none() && tools::refused_by_agentwatch(&output.text) {
+            self.remember(&pending.call_id);
+            return Finished {
+                tool,
+                input: pending.input,
+                status: CallStatus::Blocked,
+                metadata: Value::Null,
+                start: pending.start,
+                end,
+                output_hash: Some(output_hash(&output.stable_text())),
+            };
+        }
         let failed_exit = output.exit.is_some_and(|code| code != 0);
         let (metadata, failed) = match tool.as_str() {
             "bash" => (

@@ -508,6 +508,7 @@ impl GeminiReader {
             input,
             status: match status {
                 "success" => CallStatus::Completed,
+                "error" if tools::refused_by_agentwatch(c) => CallStatus::Blocked,
                 "error" => CallStatus::Error,
                 _ if terminal => CallStatus::Other(status.to_owned()),
                 _ => CallStatus::Running,
