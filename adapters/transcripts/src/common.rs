@@ -4,6 +4,7 @@
 use detect_core::{Call, CallStatus, CallTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 /// Calls waiting for their result at most; the oldest is dropped (an orphan) past it.
 pub const MAX_PENDING: usize = 512;
@@ -29,6 +30,28 @@ pub struct Counters {
     pub orphans: u64,
     /// Results whose call was not seen (or was already answered).
     pub unmatched_results: u64,
+    /// Records of a type the reader does not know, by type (at most [`UNKNOWN_TYPES`] names;
+    /// past them, under `…`): skipped, never fatal, named so a new agent version's records
+    /// show (`agentwatch doctor`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown_types: BTreeMap<String, u64>,
+}
+
+/// Names of unknown record types counted at most, per file.
+pub const UNKNOWN_TYPES: usize = 32;
+
+impl Counters {
+    /// One more record of a type the reader does not know.
+    pub(crate) fn unknown(&mut self, kind: &str) {
+        let name =
+            if self.unknown_types.len() < UNKNOWN_TYPES || self.unknown_types.contains_key(kind) {
+                kind
+            } else {
+                "…"
+            };
+        let short: String = name.chars().take(64).collect();
+        *self.unknown_types.entry(short).or_default() += 1;
+    }
 }
 
 /// Whether `text` can be one JSON object: between blanks, it opens with `{` and closes with

@@ -39,7 +39,7 @@ pub use claude::{
     read_claude_sessions, sniff, subagent_session_id,
 };
 pub use codex::{CodexMeta, CodexReader, CodexSpawn, read_codex_sessions};
-pub use common::{Counters, MAX_PENDING, TITLE_CHARS, may_be_object};
+pub use common::{Counters, MAX_PENDING, TITLE_CHARS, UNKNOWN_TYPES, may_be_object};
 pub use discover::{
     Discovery, GeminiHead, SubagentMeta, Transcript, TranscriptKind, codex_thread_id,
     discover_claude, discover_claude_project, discover_codex, discover_gemini, discover_under,

@@ -281,6 +281,9 @@ impl ClaudeReader {
             Some("custom-title") => {
                 self.offer_title(line.custom_title.as_str(), TitleSource::CustomTitle)
             }
+            Some(kind) if !crate::sniff::CLAUDE_RECORD_TYPES.contains(&kind) => {
+                self.meta.counters.unknown(kind);
+            }
             _ => {}
         }
     }
@@ -308,12 +311,8 @@ impl ClaudeReader {
     /// The file's sessions with every call not yet taken: its own, then its inline
     /// sidechains (children of it).
     pub fn take_sessions(&mut self) -> Vec<Session> {
-        let meta = &self.meta;
-        let mut own = Session::new(meta.session_id.clone().unwrap_or_default());
-        own.parent_id = meta.parent_session_id.clone();
-        own.title = meta.title.clone();
-        own.agent = meta.agent_type.clone();
-        own.directory = meta.cwd.clone();
+        let mut own = Session::new(self.meta.session_id.clone().unwrap_or_default());
+        self.describe(&mut own);
         own.calls = self.take_calls();
         let mut sessions = vec![own];
         for side in self.take_sidechains() {
@@ -326,6 +325,24 @@ impl ClaudeReader {
             sessions.push(session);
         }
         sessions
+    }
+
+    /// What the lines read so far say of the file's own session, set on `session` (what
+    /// they do not say is left as it is): its parent, title, agent type and working
+    /// directory. The whole-file read and the live source describe a session alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let known = [
+            (&mut session.parent_id, &meta.parent_session_id),
+            (&mut session.title, &meta.title),
+            (&mut session.agent, &meta.agent_type),
+            (&mut session.directory, &meta.cwd),
+        ];
+        for (slot, value) in known {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
     }
 
     /// Session and agent ids, working directory, branch and version from a line's envelope.

@@ -333,6 +333,30 @@ fn corrupt_lines_and_unknown_records_are_skipped_and_counted() {
     assert_eq!(counters.corrupt_lines, 4);
     assert_eq!(counters.lines, 13);
     assert_eq!((counters.calls, counters.completed), (1, 1));
+    let unknown: Vec<(&str, u64)> = counters
+        .unknown_types
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(
+        unknown,
+        [("a-record-from-the-future", 1)],
+        "named, not fatal"
+    );
+}
+
+#[test]
+fn unknown_record_types_are_named_up_to_a_bound() {
+    let mut t = Transcript::new();
+    for i in 0..40 {
+        t.raw(&format!(r#"{{"type":"new-{i}","sessionId":"s"}}"#));
+    }
+    t.raw(r#"{"type":"new-0"}"#);
+    let reader = read_all(main_kind(), &t.bytes());
+    let unknown = &reader.meta().counters.unknown_types;
+    assert_eq!(unknown.len(), crate::UNKNOWN_TYPES + 1);
+    assert_eq!(unknown["new-0"], 2);
+    assert_eq!(unknown["…"], 40 - crate::UNKNOWN_TYPES as u64);
 }
 
 #[test]

@@ -36,6 +36,31 @@ use serde_json::{Value, json};
 use std::collections::VecDeque;
 use tools::{Landing, Output, detector_tool, mapped_input, parse_arguments, patch_landing};
 
+/// The envelope's record types Codex writes (`agents.md` §2.3-2.4, §7); another is counted
+/// as unknown ([`Counters::unknown_types`]).
+const RECORD_TYPES: &[&str] = &[
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+    "world_state",
+    "inter_agent_communication",
+    "inter_agent_communication_metadata",
+    "token_usage_record",
+];
+
+/// The response items Codex persists (`policy.rs`) that are not calls or outputs; another is
+/// counted as unknown.
+const ITEM_TYPES: &[&str] = &[
+    "message",
+    "reasoning",
+    "image_generation_call",
+    "compaction",
+    "context_compaction",
+    "ghost_snapshot",
+];
+
 /// Completed call ids remembered, so a call written twice is read once.
 const RECENT_IDS: usize = 1024;
 /// Structured results (exit codes, patch landings) kept until their call's output comes.
@@ -211,17 +236,35 @@ impl CodexReader {
 
     /// The thread's session with every call not yet taken.
     pub fn take_session(&mut self) -> Session {
-        let meta = &self.meta;
-        let mut session = Session::new(meta.thread_id.clone().unwrap_or_default());
-        session.parent_id = meta.parent_thread_id.clone();
-        session.title = meta.title.clone();
-        session.agent = meta.agent_role.clone();
-        session.directory = meta.cwd.clone();
+        let mut session = Session::new(self.meta.thread_id.clone().unwrap_or_default());
+        self.describe(&mut session);
         session.calls = self.take_calls();
         session
     }
 
+    /// What the lines read so far say of the thread, set on `session` (what they do not say
+    /// is left as it is): its parent thread, title, agent (its role, else its nickname) and
+    /// working directory. The whole-file read and the live source describe a thread alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let agent = meta.agent_role.as_ref().or(meta.agent_nickname.as_ref());
+        let known = [
+            (&mut session.parent_id, meta.parent_thread_id.as_ref()),
+            (&mut session.title, meta.title.as_ref()),
+            (&mut session.agent, agent),
+            (&mut session.directory, meta.cwd.as_ref()),
+        ];
+        for (slot, value) in known {
+            if let Some(value) = value {
+                *slot = Some(value.clone());
+            }
+        }
+    }
+
     fn read_record(&mut self, kind: &str, payload: &Item<'_>, at: Option<i64>) {
+        if !RECORD_TYPES.contains(&kind) {
+            self.meta.counters.unknown(kind);
+        }
         match kind {
             "session_meta" => self.read_session_meta(payload),
             "turn_context" => {
@@ -325,6 +368,11 @@ impl CodexReader {
             }
             "web_search_call" => self.web_search(p, at),
             output if output.ends_with("_output") => self.complete_call(p, at),
+            other if !ITEM_TYPES.contains(&other) => {
+                self.meta
+                    .counters
+                    .unknown(&format!("response_item:{other}"));
+            }
             _ => {}
         }
     }

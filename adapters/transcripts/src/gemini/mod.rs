@@ -349,13 +349,30 @@ impl GeminiReader {
         self.handed.clear();
         let calls = self.take_calls();
         self.rewound = false;
-        let meta = &self.meta;
-        let mut session = Session::new(meta.session_id.clone().unwrap_or_default());
-        session.parent_id = meta.parent_session_id.clone();
-        session.title = meta.title.clone();
-        session.directory = meta.cwd.clone();
+        let mut session = Session::new(self.meta.session_id.clone().unwrap_or_default());
+        self.describe(&mut session);
         session.calls = calls;
         session
+    }
+
+    /// What the history read so far says of the session, set on `session` (what it does not
+    /// say is left as it is): its parent, title, working directory, and `subagent` as the
+    /// agent of a subagent's session. The whole-file read and the live source describe a
+    /// session alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let agent = (meta.kind.as_deref() == Some("subagent")).then(|| "subagent".to_owned());
+        let known = [
+            (&mut session.parent_id, meta.parent_session_id.clone()),
+            (&mut session.title, meta.title.clone()),
+            (&mut session.agent, agent),
+            (&mut session.directory, meta.cwd.clone()),
+        ];
+        for (slot, value) in known {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
     }
 
     fn entries(&self) -> impl Iterator<Item = &Entry> {
@@ -448,6 +465,11 @@ impl GeminiReader {
     /// What a message says of the session: the prompt as a title, the model, the agent's
     /// own loop verdict, the workspace.
     fn note_message(&mut self, r: &Record<'_>) {
+        if let Some(kind) = r.message_type.as_str()
+            && !crate::sniff::GEMINI_MESSAGE_TYPES.contains(&kind)
+        {
+            self.meta.counters.unknown(kind);
+        }
         match r.message_type.as_str() {
             Some("gemini" | "model") => {
                 if let Some(model) = r.model.non_empty() {
