@@ -20,7 +20,13 @@
 //!   changed ([`gemini::GeminiReader::rewound`]); [`gemini::read_gemini_sessions`],
 //!   [`gemini::sniff`].
 //! - [`discover`]: where each agent's transcripts are, with their size and modification
-//!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]).
+//!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]); every
+//!   agent's transcripts under a directory given by hand ([`discover::discover_under`]).
+//! - [`sniff`]: which agent wrote a file ([`identify`]: the first of its first lines that
+//!   says; any record type an agent writes may come first).
+//! - [`whole`]: a whole transcript of any agent read into its sessions through its reader
+//!   ([`read_whole`]), the one whole-file read behind every entry but the live tail.
+//! - [`survey`]: the versions and unknown record types of an agent's newest transcripts.
 #![forbid(unsafe_code)]
 
 pub mod claude;
@@ -30,6 +36,7 @@ pub mod discover;
 pub mod gemini;
 mod lenient;
 pub mod sniff;
+pub mod survey;
 pub mod tail;
 pub mod watch;
 pub mod whole;
@@ -51,6 +58,7 @@ pub use gemini::{
     read_gemini_sessions,
 };
 pub use sniff::{TranscriptAgent, identify, identify_line};
+pub use survey::{Survey, survey};
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};
 pub use whole::{Placement, WholeTranscript, claude_kind_of_lines, decompressed, read_whole};
