@@ -218,6 +218,47 @@ mod tests {
         );
     }
 
+    /// A file of metadata records only (an agent opened and left) is told by them and read
+    /// as a session without calls: never an error.
+    #[test]
+    fn a_file_of_metadata_records_only_is_a_session_without_calls() {
+        for (what, text, id) in [
+            (
+                "claude: file-history-snapshots",
+                "{\"type\":\"file-history-snapshot\",\"messageId\":\"m1\",\"snapshot\":{\"messageId\":\"m1\",\"trackedFileBackups\":{},\"timestamp\":\"2026-02-12T16:01:02.000Z\"},\"isSnapshotUpdate\":false}\n",
+                "",
+            ),
+            (
+                "claude: a summary, a queue operation",
+                "{\"type\":\"summary\",\"summary\":\"s\",\"leafUuid\":\"l\"}\n{\"type\":\"queue-operation\",\"operation\":\"enqueue\",\"sessionId\":\"s1\",\"timestamp\":\"t\"}\n",
+                "s1",
+            ),
+            (
+                "codex: session_meta",
+                "{\"timestamp\":\"t\",\"type\":\"session_meta\",\"payload\":{\"id\":\"th1\",\"cli_version\":\"0.169.0\"}}\n",
+                "th1",
+            ),
+            (
+                "codex: the bare-era first line",
+                "{\"id\":\"th2\",\"timestamp\":\"2025-08-01T10:00:00.000Z\",\"instructions\":null}\n{\"record_type\":\"state\"}\n",
+                "th2",
+            ),
+            (
+                "gemini: the metadata line",
+                "{\"sessionId\":\"g1\",\"projectHash\":\"h\",\"startTime\":\"t\",\"kind\":\"main\"}\n{\"$set\":{\"lastUpdated\":\"t\"}}\n",
+                "g1",
+            ),
+        ] {
+            let agent = crate::identify(text.as_bytes()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let placement = Placement::of(agent, None, text.as_bytes());
+            let whole = read_whole(placement, text.as_bytes(), 1 << 20).unwrap();
+            assert_eq!(whole.sessions.len(), 1, "{what}");
+            assert_eq!(whole.sessions[0].id, id, "{what}");
+            assert!(whole.sessions[0].calls.is_empty(), "{what}");
+            assert_eq!(whole.counters.corrupt_lines, 0, "{what}");
+        }
+    }
+
     #[test]
     fn zstd_is_told_by_its_first_bytes() {
         let text = b"{\"a\":1}\n{\"b\":2}\n".repeat(100);
