@@ -22,11 +22,11 @@
 //! - [`discover`]: where each agent's transcripts are, with their size and modification
 //!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]); every
 //!   agent's transcripts under a directory given by hand ([`discover::discover_under`]).
-//! - [`sniff`]: which agent wrote a file ([`identify`]: the first of its first lines that
+//! - [`mod@sniff`]: which agent wrote a file ([`identify`]: the first of its first lines that
 //!   says; any record type an agent writes may come first).
 //! - [`whole`]: a whole transcript of any agent read into its sessions through its reader
 //!   ([`read_whole`]), the one whole-file read behind every entry but the live tail.
-//! - [`survey`]: the versions and unknown record types of an agent's newest transcripts.
+//! - [`mod@survey`]: the versions and unknown record types of an agent's newest transcripts.
 #![forbid(unsafe_code)]
 
 pub mod claude;
