@@ -924,18 +924,24 @@ mod tests {
             .iter()
             .map(|c| format!("{}: {}", c.name, c.detail))
             .collect();
-        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines.len(), 5, "{lines:#?}");
         assert_eq!(lines[0], "Claude Code: off ([claude] enabled = false)");
         assert!(
             lines[1].starts_with(&format!("Codex CLI: {}/.codex: 1 transcript(s)", home_s)),
             "{}",
             lines[1]
         );
-        assert!(
-            lines[2].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
-            "{}",
-            lines[2]
+        assert_eq!(
+            lines[2],
+            "Codex CLI versions: the 1 newest transcript(s) read: version not named (1); every \
+             record type known"
         );
+        assert!(
+            lines[3].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines[4], "Gemini CLI versions: no transcripts yet");
         assert_eq!(watched, 2);
     }
 
