@@ -303,7 +303,7 @@ fn a_truncated_transcript_and_a_torn_last_line_read_as_far_as_they_go() {
     let out = agentwatch(&["detect", path(&empty)], None);
     assert_eq!(out.status.code(), Some(66), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("no Claude Code transcripts"),
+        stderr(&out).contains("no transcripts of Claude Code, Codex CLI or Gemini CLI"),
         "{}",
         stderr(&out)
     );

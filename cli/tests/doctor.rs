@@ -127,3 +127,86 @@ fn init_writes_a_starter_config_that_loads_and_never_replaces_one() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("never replaces"));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "# mine\n");
 }
+
+/// Copy the fixture directory `from` (an agent's own directory) to `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Doctor names the agent versions its newest transcripts were written by, and the record
+/// types it does not know (a warning, never a failure) (issue 48).
+#[test]
+fn doctor_names_the_agent_versions_read_and_the_record_types_not_known() {
+    let tmp = TempDir::new("aw-doctor-versions");
+    let home = &tmp.path;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    copy_tree(
+        &fixtures.join("claude/2.1.x/interactive"),
+        &home.join(".claude"),
+    );
+    copy_tree(&fixtures.join("codex/legacy"), &home.join(".codex"));
+    copy_tree(&fixtures.join("gemini/0.4x-json"), &home.join(".gemini"));
+    std::fs::write(
+        home.join(".claude/projects/-home-user-work-app/next.jsonl"),
+        "{\"type\":\"brand-new-record\",\"sessionId\":\"next\",\"version\":\"2.2.0\"}\n\
+         {\"type\":\"brand-new-record\",\"sessionId\":\"next\",\"version\":\"2.2.0\"}\n",
+    )
+    .unwrap();
+    let out = agentwatch(home, &["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report:#}"))
+            .clone()
+    };
+    let claude = check("Claude Code versions");
+    assert_eq!(claude["status"], "warn", "{claude}");
+    let detail = claude["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the 4 newest transcript(s) read"),
+        "{detail}"
+    );
+    assert!(detail.contains("version 2.1.39 (3), 2.2.0 (1)"), "{detail}");
+    assert!(
+        detail.contains("not known, skipped: brand-new-record (2)"),
+        "{detail}"
+    );
+    let codex = check("Codex CLI versions");
+    assert_eq!(codex["status"], "ok", "{codex}");
+    assert!(
+        codex["detail"]
+            .as_str()
+            .unwrap()
+            .contains("version 0.104.0 (1); every record type known"),
+        "{codex}"
+    );
+    let gemini = check("Gemini CLI versions");
+    assert!(
+        gemini["detail"]
+            .as_str()
+            .unwrap()
+            .contains("version not named (1)"),
+        "{gemini}"
+    );
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["status"] != "fail" || c["area"] != "source"),
+        "{report:#}"
+    );
+}

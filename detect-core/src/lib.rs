@@ -101,7 +101,7 @@ pub use matcher::{
     basename, call_identity, canonical_json, resolve_path, total_lines_in_output,
 };
 pub use model::{
-    Call, CallStatus, CallTime, Label, ParseError, SESSION_FILE_FORMAT, Session,
+    Call, CallStatus, CallTime, HOOK_MARKER, Label, ParseError, SESSION_FILE_FORMAT, Session,
     parse_judged_session_text, parse_session_text,
 };
 pub use output::{COMMITTED_KEY, normalize_output, output_hash, output_shows_commit, text_hash};

@@ -132,6 +132,11 @@ impl CallTime {
     }
 }
 
+/// What every agentwatch hook message begins with (`agentwatch: …`): an agent's record of a
+/// call refused with a reason that begins so is agentwatch's own refusal, which an adapter
+/// reads as [`CallStatus::Blocked`]; another hook's refusal stays an error.
+pub const HOOK_MARKER: &str = "agentwatch:";
+
 /// A call's status. Only `completed` and `error` calls count; the rest are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -32,7 +32,7 @@
 //! | `stop` | refused `max_blocks` times and asked again: the session is stopped (action `Stop`) |
 
 use crate::{Decision, Policy, UnixSeconds, decision_names};
-use detect_core::PendingCall;
+use detect_core::{HOOK_MARKER, PendingCall};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -262,7 +262,7 @@ const INSTEAD: &str = "Try something different (read the error, change the code 
 
 fn warn_message(event: &PendingEvent) -> String {
     format!(
-        "agentwatch: you have run `{}` {}, and {}. Running it again will not change that. {INSTEAD}",
+        "{HOOK_MARKER} you have run `{}` {}, and {}. Running it again will not change that. {INSTEAD}",
         event.shown,
         how_often(&event.pending),
         outcome(event)
@@ -281,7 +281,7 @@ fn block_message(event: &PendingEvent, config: &LadderConfig, blocks: u32) -> St
         _ => String::new(),
     };
     format!(
-        "agentwatch: this call was not run: `{}` ran {}, and {}. {INSTEAD}{next}",
+        "{HOOK_MARKER} this call was not run: `{}` ran {}, and {}. {INSTEAD}{next}",
         event.shown,
         how_often(&event.pending),
         outcome(event)
@@ -290,7 +290,7 @@ fn block_message(event: &PendingEvent, config: &LadderConfig, blocks: u32) -> St
 
 fn stop_message(event: &PendingEvent, blocks: u32) -> String {
     format!(
-        "agentwatch: the session is stopped: `{}` was refused {blocks} times and asked for again; \
+        "{HOOK_MARKER} the session is stopped: `{}` was refused {blocks} times and asked for again; \
          {}. Say what blocks you.",
         event.shown,
         outcome(event)

@@ -525,8 +525,14 @@ fn router_reply_parser_accepts_only_a_stuck_flag() {
         ("[true]", Err(RouterReplyError::NotAnObject)),
         ("true", Err(RouterReplyError::NotAnObject)),
         // The design allows exactly {"stuck": bool}: a reply that chooses more is a veto.
-        ("{\"stuck\": true, \"command\": \"rm -rf /\"}", extra("command")),
-        ("{\"stuck\": false, \"why\": \"x\", \"also\": 1}", extra("also, why")),
+        (
+            "{\"stuck\": true, \"command\": \"rm -rf /\"}",
+            extra("command"),
+        ),
+        (
+            "{\"stuck\": false, \"why\": \"x\", \"also\": 1}",
+            extra("also, why"),
+        ),
     ];
     for (reply, expected) in cases {
         assert_eq!(parse_router_reply(reply), expected, "reply {reply:?}");

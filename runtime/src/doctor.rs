@@ -365,14 +365,69 @@ fn agent_checks(config: &Config, env: Env<'_>) -> (Vec<Check>, usize) {
     let mut checks = Vec::new();
     let mut watched = 0;
     for (section, enabled, dir, variable, discover) in agents {
-        let (line, there) = agent_check(config, section, enabled, &dir, variable, discover);
+        let (line, found) = agent_check(config, section, enabled, &dir, variable, discover);
         checks.push(line);
-        watched += usize::from(there);
+        if let Some(found) = found {
+            watched += 1;
+            checks.push(versions_check(section, &found));
+        }
     }
     (checks, watched)
 }
 
-/// One agent's line of [`agent_checks`], and whether its directory is there to read.
+/// Transcripts of each agent [`versions_check`] reads: the most recently written.
+const SURVEYED: usize = 5;
+/// Bytes of each of them read at most.
+const SURVEYED_BYTES: u64 = 32 << 20;
+
+/// What an agent's [`SURVEYED`] most recently written transcripts say (each read whole, at
+/// most [`SURVEYED_BYTES`], by the reader every entry uses): the agent versions that wrote
+/// them, and the record types the reader does not know, counted by name. Unknown types are
+/// worth a warning (a version agentwatch may misread), never a failure.
+fn versions_check(section: &str, found: &agentwatch_transcripts::Discovery) -> Check {
+    let agent = crate::jobs::sessions::agent::Agent::from_family(section)
+        .map_or(section, |a| a.display_name());
+    let name = format!("{agent} versions");
+    if found.transcripts.is_empty() {
+        return check("source", name, Status::Ok, "no transcripts yet".to_owned());
+    }
+    let survey = agentwatch_transcripts::survey(&found.transcripts, SURVEYED, SURVEYED_BYTES);
+    let mut versions: Vec<String> = survey
+        .versions
+        .iter()
+        .map(|(version, n)| format!("{version} ({n})"))
+        .collect();
+    if survey.unversioned > 0 {
+        versions.push(format!("not named ({})", survey.unversioned));
+    }
+    let mut detail = format!(
+        "the {} newest transcript(s) read: version {}",
+        survey.read,
+        versions.join(", ")
+    );
+    let status = if survey.unknown_types.is_empty() {
+        detail.push_str("; every record type known");
+        Status::Ok
+    } else {
+        let unknown: Vec<String> = survey
+            .unknown_types
+            .iter()
+            .map(|(kind, n)| format!("{kind} ({n})"))
+            .collect();
+        detail.push_str(&format!(
+            "; record types not known, skipped: {}",
+            unknown.join(", ")
+        ));
+        Status::Warn
+    };
+    if let Some(first) = survey.failed.first() {
+        detail.push_str(&format!("; cannot read {first}"));
+    }
+    check("source", name, status, detail)
+}
+
+/// One agent's line of [`agent_checks`], and what was found when its directory is there to
+/// read.
 fn agent_check(
     config: &Config,
     section: &str,
@@ -380,19 +435,19 @@ fn agent_check(
     dir: &std::path::Path,
     variable: &str,
     discover: Discover,
-) -> (Check, bool) {
+) -> (Check, Option<agentwatch_transcripts::Discovery>) {
     let name = crate::jobs::sessions::agent::Agent::from_family(section)
         .map_or(section, |a| a.display_name());
     if !enabled {
         let why = format!("off ([{section}] enabled = false)");
-        return (check("source", name, Status::Ok, why), false);
+        return (check("source", name, Status::Ok, why), None);
     }
     if !dir.is_dir() {
         let why = format!(
             "no {}: read when it exists ({variable} or [{section}] dir to move it)",
             dir.display()
         );
-        return (check("source", name, Status::Ok, why), false);
+        return (check("source", name, Status::Ok, why), None);
     }
     match discover(dir) {
         Ok(found) => {
@@ -411,12 +466,9 @@ fn agent_check(
             if let Some(problem) = found.problems.first() {
                 line.push_str(&format!("; cannot read {problem}"));
             }
-            (check("source", name, Status::Ok, line), true)
+            (check("source", name, Status::Ok, line), Some(found))
         }
-        Err(e) => (
-            fail("source", name, code::UNAVAILABLE, e.to_string()),
-            false,
-        ),
+        Err(e) => (fail("source", name, code::UNAVAILABLE, e.to_string()), None),
     }
 }
 
@@ -914,18 +966,24 @@ mod tests {
             .iter()
             .map(|c| format!("{}: {}", c.name, c.detail))
             .collect();
-        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(lines.len(), 5, "{lines:#?}");
         assert_eq!(lines[0], "Claude Code: off ([claude] enabled = false)");
         assert!(
             lines[1].starts_with(&format!("Codex CLI: {}/.codex: 1 transcript(s)", home_s)),
             "{}",
             lines[1]
         );
-        assert!(
-            lines[2].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
-            "{}",
-            lines[2]
+        assert_eq!(
+            lines[2],
+            "Codex CLI versions: the 1 newest transcript(s) read: version not named (1); every \
+             record type known"
         );
+        assert!(
+            lines[3].starts_with(&format!("Gemini CLI: {gemini_s}/.gemini: 0 transcript(s)")),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines[4], "Gemini CLI versions: no transcripts yet");
         assert_eq!(watched, 2);
     }
 

@@ -1,14 +1,15 @@
 //! Reading sessions from disk: session files (`agentwatch-sessions/1`), `opencode export` JSON
-//! and Claude Code's transcripts (a `.jsonl` file, or every transcript under a directory:
-//! [`claude`]), told apart by their first lines ([`agentwatch_transcripts::sniff`]).
+//! and the agents' transcripts (Claude Code, Codex CLI, Gemini CLI: a file, standard input or
+//! every transcript under a directory, `transcripts`), told apart by their first lines
+//! ([`agentwatch_transcripts::identify`]).
 //!
 //! Files are read in large chunks one session at a time ([`detect_core::scan_session_texts`]):
 //! no JSON tree of a whole file is built. One thread cuts out each session's text; the others
 //! parse it, typed and borrowed, where it is used (in parallel, on every core), and [`detect_files`]
 //! pushes each call into its session's detector as it is parsed and drops it (issue 19).
 
-mod agents;
 pub mod claude;
+mod transcripts;
 
 use crate::error::Error;
 use detect_core::{
@@ -54,7 +55,7 @@ impl<'a> Source<'a> {
         }
     }
 
-    /// The name a Claude Code transcript read from it goes by (its session id, or a
+    /// The name a transcript read from it goes by (its session id, or a
     /// subagent's, is in it: [`agentwatch_transcripts::FileKind::from_file_name`]); `None` when
     /// only its lines name the session.
     fn transcript_name(&self) -> Option<&'a str> {
@@ -213,15 +214,15 @@ struct Reading<'a, T> {
     /// A session's text (its place in its list, the text, where the text is in the file when
     /// the scan cut it out) into a `T`, on any core.
     parse: &'a PlacedParse<'a, T>,
-    /// A session read whole (of an `opencode export`, or of a Claude Code transcript) into a
+    /// A session read whole (of an `opencode export`, or of an agent's transcript) into a
     /// `T`, on any core.
     export: &'a (dyn Fn(Session) -> T + Sync),
     /// The id of the session a `T` holds.
     id: fn(&T) -> &str,
 }
 
-/// Read what a path names: a directory's Claude Code transcripts, one at a time, each handed to
-/// `sink` as it is read (`claude::read_directory`), or one document ([`read_document`]).
+/// Read what a path names: a directory's transcripts, one at a time, each handed to `sink` as
+/// it is read (`transcripts::read_directory`), or one document ([`read_document`]).
 fn read_path<T: Send>(
     source: Source<'_>,
     how: &Reading<'_, T>,
@@ -229,34 +230,30 @@ fn read_path<T: Send>(
 ) -> Result<(), Error> {
     match source {
         Source::Path(path) if Path::new(path).is_dir() => {
-            claude::read_directory(Path::new(path), how.export, sink)
+            transcripts::read_directory(Path::new(path), how.export, sink)
         }
         _ => sink(read_document(source, how)?),
     }
 }
 
-/// Read one document. Its first lines tell a Claude Code transcript
-/// ([`agentwatch_transcripts::sniff`]), read line by line ([`claude::read_transcript`]), from a
-/// JSON document: the scan ([`scan_reader`]) reads that in large chunks and cuts out each
+/// Read one document. Its first lines tell an agent's transcript
+/// ([`agentwatch_transcripts::identify`]; a zstd file decompressed first), read through that
+/// agent's reader (`transcripts::read_placed`), from a JSON document: the scan ([`scan_reader`]) reads that in large chunks and cuts out each
 /// session's text, and the other cores `parse` each as it comes (a small queue keeps the reader a
 /// few sessions ahead, never a file); a document the scan does not read, or one whose sessions
 /// turn out not to be JSON, is read again through serde's reader ([`stream_reader`]) for the
 /// exact error. The sessions that count, in order, or the first error, as when read one by one.
 fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Batch<T>, Error> {
     let origin = source.origin();
-    let mut opened = BufReader::with_capacity(1 << 16, source.open()?);
-    let head = claude::read_head(&mut opened).map_err(|e| Error::read(origin, e))?;
+    let opened = BufReader::with_capacity(1 << 16, source.open()?);
+    let mut opened =
+        agentwatch_transcripts::decompressed(opened).map_err(|e| Error::read(origin, e))?;
+    let head = transcripts::read_head(&mut opened).map_err(|e| Error::read(origin, e))?;
     let whole = std::io::Cursor::new(head).chain(opened);
     let head = whole.get_ref().0.get_ref();
-    if agentwatch_transcripts::sniff(head) {
-        return claude::read_transcript(source.transcript_name(), origin, whole, how.export);
-    }
-    let name = source.transcript_name();
-    if let Some(format) = name
-        .and_then(agents::by_name)
-        .or_else(|| agents::by_head(head))
-    {
-        return agents::read(format, name, origin, whole, how.export);
+    if let Ok(agent) = agentwatch_transcripts::identify(head) {
+        let placement = transcripts::placement_of(agent, source.transcript_name(), head);
+        return transcripts::read_placed(placement, origin, whole, how.export);
     }
     // Standard input cannot be opened again: what the sniff read goes first.
     let stdin: Option<Box<dyn Read + Send + '_>> = match source {
@@ -355,7 +352,7 @@ const WHOLE: Reading<'static, Session> = Reading {
 };
 
 /// The sessions of one document: a session file, an `opencode export` of one session, or a
-/// Claude Code transcript.
+/// transcript of Claude Code, Codex CLI or Gemini CLI.
 pub fn sessions_from_text(origin: &str, text: &str) -> Result<Vec<Session>, Error> {
     read_document(Source::Text(origin, text.as_bytes()), &WHOLE).map(|batch| batch.items)
 }
@@ -398,7 +395,7 @@ pub fn map_judged_sessions<T: Send>(
 /// session's text (and its place in its list) into a `T` on the core that parsed it, with the
 /// errors of [`detect_core::parse_session_text`] (the backtest reads the calls borrowed,
 /// [`detect_core::SessionCalls`]); `export` turns a session read whole (of an `opencode
-/// export` or a Claude Code transcript).
+/// export` or an agent's transcript).
 pub fn map_session_texts<T: Send>(
     paths: &[String],
     parse: &(dyn Fn(usize, &str) -> Result<T, ParseError> + Sync),
@@ -669,7 +666,7 @@ impl Watch {
 /// Judge the sessions of several files (as [`read_sessions`] reads them) without holding their
 /// calls: each session's calls are pushed into its detector as they are parsed, on every core,
 /// and dropped; the verdicts are [`detect_core::judge_sessions`]'s, in the same order. A
-/// directory is read for its Claude Code transcripts (`claude::read_directory`).
+/// directory is read for its agents' transcripts (`transcripts::read_directory`).
 pub fn detect_files(paths: &[String], config: &DetectConfig) -> Result<Detection, Error> {
     let mut read = Vec::new();
     with_detecting(config, |how| {
@@ -783,7 +780,7 @@ fn detect_whole(mut session: Session, config: &DetectConfig) -> Detected {
 /// `agentwatch import-export`: the files' sessions as one session file, on standard output or
 /// written atomically to `out`, each file's sessions written as soon as that file is read (the
 /// document is never built whole in memory); returns how many sessions were written. Sessions
-/// of Claude Code transcripts are scrubbed as `export-fixture` scrubs ([`claude::scrubbed`]);
+/// of the agents' transcripts are scrubbed as `export-fixture` scrubs ([`claude::scrubbed`]);
 /// session files and `opencode export` JSON are passed through.
 pub fn import_exports(files: &[String], out: Option<&Path>) -> Result<usize, Error> {
     match out {
@@ -813,8 +810,9 @@ fn convert(
             eprintln!("agentwatch: note: {note}");
         }
         let sessions = match batch.format {
-            Format::ClaudeTranscript => claude::scrubbed(batch.items, &config)?,
-            Format::CodexRollout | Format::GeminiSession => claude::scrubbed(batch.items, &config)?,
+            Format::ClaudeTranscript | Format::CodexRollout | Format::GeminiSession => {
+                claude::scrubbed(batch.items, &config)?
+            }
             Format::SessionFile | Format::OpencodeExport => batch.items,
         };
         for s in &sessions {

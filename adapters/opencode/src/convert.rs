@@ -5,8 +5,8 @@
 //! parsed leniently: every key is optional, as older opencode versions differ.
 
 use detect_core::{
-    COMMITTED_KEY, Call, CallStatus, CallTime, Session, output_hash, output_shows_commit,
-    total_lines_in_output,
+    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, Session, output_hash,
+    output_shows_commit, total_lines_in_output,
 };
 use serde_json::{Map, Value};
 
@@ -80,7 +80,15 @@ pub fn call_from_part(part: &Value) -> Option<Call> {
     }
     let tool = part.get("tool")?.as_str()?.to_owned();
     let state = part.get("state")?.as_object()?;
-    let status = CallStatus::from_text(state.get("status")?.as_str()?);
+    // agentwatch's own hook refusal (the plugin's throw, kept verbatim as `state.error`).
+    let refused = state
+        .get("error")
+        .and_then(Value::as_str)
+        .is_some_and(|e| e.starts_with(HOOK_MARKER));
+    let status = match CallStatus::from_text(state.get("status")?.as_str()?) {
+        CallStatus::Error if refused => CallStatus::Blocked,
+        status => status,
+    };
     let input = match state.get("input") {
         Some(v @ Value::Object(_)) => v.clone(),
         _ => Value::Object(Map::new()),

@@ -9,7 +9,7 @@
 //! output of a user-run shell part).
 
 use detect_core::{
-    COMMITTED_KEY, Call, CallStatus, CallTime, output_hash, output_shows_commit,
+    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, output_hash, output_shows_commit,
     total_lines_in_output,
 };
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
@@ -82,6 +82,48 @@ pub struct LiteState {
     pub output: Option<OutputNote>,
     #[serde(default, deserialize_with = "object_or_none")]
     pub time: Option<LiteCallTime>,
+    /// An error state whose message begins with [`HOOK_MARKER`]: agentwatch's hook refused
+    /// the call (the plugin's throw, kept verbatim as `state.error`); the text is not kept.
+    #[serde(default, rename = "error", deserialize_with = "hook_refusal")]
+    pub refused: bool,
+}
+
+/// Whether a value is a text that begins with [`HOOK_MARKER`]; any other value is skipped.
+fn hook_refusal<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    struct Refusal;
+    impl<'de> Visitor<'de> for Refusal {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any value")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+            Ok(v.starts_with(HOOK_MARKER))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(false)
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(false)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+    }
+    deserializer.deserialize_any(Refusal)
 }
 
 /// The longest tool input read as JSON, in bytes of its text. A longer one (a hostile or broken
@@ -353,7 +395,10 @@ fn lite_call(part: &LitePart) -> Option<Call> {
             Some(v @ Value::Object(_)) => v.clone(),
             _ => Value::Object(Map::new()),
         },
-        status: CallStatus::from_text(&state.status),
+        status: match CallStatus::from_text(&state.status) {
+            CallStatus::Error if state.refused => CallStatus::Blocked,
+            status => status,
+        },
         metadata: if metadata.is_empty() {
             Value::Null
         } else {
@@ -452,6 +497,46 @@ pub fn read_messages(reader: impl std::io::Read) -> Result<Vec<LiteMessage>, ser
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tool part refused by a plugin's `tool.execute.before` throw, as opencode 1.18.33
+    /// keeps it (`hooks.md`, "Records"): `state.status: "error"`, the message verbatim as
+    /// `state.error`. Only agentwatch's own (it begins `agentwatch:`) is `blocked`, in the
+    /// lean reader (HTTP pages, the event stream) and the export / database reader alike.
+    #[test]
+    fn agentwatchs_own_refusals_are_blocked_and_no_other() {
+        let own = serde_json::json!("agentwatch: you have run this exact bash call 6 times");
+        for (what, status, error, want) in [
+            (
+                "agentwatch's refusal",
+                "error",
+                own.clone(),
+                CallStatus::Blocked,
+            ),
+            (
+                "another plugin's refusal",
+                "error",
+                serde_json::json!("AGENTWATCH-LOOP: you have run this 6 times"),
+                CallStatus::Error,
+            ),
+            (
+                "an error that is not a text",
+                "error",
+                serde_json::json!({"message": "agentwatch: x"}),
+                CallStatus::Error,
+            ),
+            ("no error text", "error", Value::Null, CallStatus::Error),
+            ("not an error", "completed", own, CallStatus::Completed),
+        ] {
+            let part = serde_json::json!({"type": "tool", "tool": "bash", "callID": "toolu_1",
+                "state": {"status": status, "input": {"command": "python3 -c 1"}, "error": error}});
+            let page = serde_json::json!([{"info": {"id": "msg_1"}, "parts": [part]}]);
+            let messages = read_messages(page.to_string().as_bytes()).unwrap();
+            let lean = messages[0].calls().next().unwrap();
+            assert_eq!(lean.status, want, "{what}: the lean reader");
+            let export = crate::call_from_part(&part).unwrap();
+            assert_eq!(export.status, want, "{what}: the export reader");
+        }
+    }
 
     /// A tool input over the limit is not built: it stands as its size and hash, the same for
     /// the same text; one within it is read as it is.

@@ -4,6 +4,7 @@
 use detect_core::{Call, CallStatus, CallTime};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 /// Calls waiting for their result at most; the oldest is dropped (an orphan) past it.
 pub const MAX_PENDING: usize = 512;
@@ -29,10 +30,29 @@ pub struct Counters {
     pub orphans: u64,
     /// Results whose call was not seen (or was already answered).
     pub unmatched_results: u64,
+    /// Records of a type the reader does not know, by type (at most [`UNKNOWN_TYPES`] names;
+    /// past them, under `…`): skipped, never fatal, named so a new agent version's records
+    /// show (`agentwatch doctor`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown_types: BTreeMap<String, u64>,
 }
 
-/// Lines of a file looked at, at most, to tell its format.
-const SNIFF_LINES: usize = 64;
+/// Names of unknown record types counted at most, per file.
+pub const UNKNOWN_TYPES: usize = 32;
+
+impl Counters {
+    /// One more record of a type the reader does not know.
+    pub(crate) fn unknown(&mut self, kind: &str) {
+        let name =
+            if self.unknown_types.len() < UNKNOWN_TYPES || self.unknown_types.contains_key(kind) {
+                kind
+            } else {
+                "…"
+            };
+        let short: String = name.chars().take(64).collect();
+        *self.unknown_types.entry(short).or_default() += 1;
+    }
+}
 
 /// Whether `text` can be one JSON object: between blanks, it opens with `{` and closes with
 /// `}`. Asked before parsing a line to tell a format: a document of one session per line (a
@@ -42,31 +62,6 @@ const SNIFF_LINES: usize = 64;
 pub fn may_be_object(text: &[u8]) -> bool {
     let text = text.trim_ascii();
     text.first() == Some(&b'{') && text.last() == Some(&b'}')
-}
-
-/// The first line of `bytes` (among the first 64 that are not blank) that is a JSON object
-/// `T` reads and `skip` does not pass over; else why there is none (empty, no JSON object).
-pub(crate) fn first_object_line<'b, T: serde::Deserialize<'b>>(
-    bytes: &'b [u8],
-    skip: impl Fn(&T) -> bool,
-) -> Result<T, String> {
-    let lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
-    for line in lines.take(SNIFF_LINES) {
-        if may_be_object(line)
-            && let Ok(crate::lenient::Obj(Some(record))) =
-                serde_json::from_slice::<crate::lenient::Obj<T>>(line)
-            && !skip(&record)
-        {
-            return Ok(record);
-        }
-    }
-    Err(if bytes.iter().all(u8::is_ascii_whitespace) {
-        "it is empty".to_owned()
-    } else {
-        format!("none of its first {SNIFF_LINES} lines is a JSON object")
-    })
 }
 
 /// The lines of a whole file, without their `\n` (and a `\r` before it).
@@ -342,6 +337,29 @@ mod tests {
         assert_eq!(v["command"], json!(long));
         assert_eq!(v["short"], "s");
     }
+}
+
+/// The metadata key of a blocked call's refusal: agentwatch's own reason, as the agent recorded
+/// it (from [`detect_core::HOOK_MARKER`] on), so the watch can tell what the hook said (a
+/// refusal, or that it stopped the session).
+pub const REFUSAL_KEY: &str = "refusal";
+
+/// Characters of a refusal kept.
+const REFUSAL_CHARS: usize = 600;
+
+/// `metadata` of a call agentwatch's hook refused, with the reason found in `output` (the
+/// agent's record of the refusal, which quotes it) under [`REFUSAL_KEY`].
+pub(crate) fn with_refusal(metadata: Value, output: &str) -> Value {
+    let Some(at) = output.find(detect_core::HOOK_MARKER) else {
+        return metadata;
+    };
+    let reason = shortened(output[at..].trim_end(), REFUSAL_CHARS);
+    let mut map = match metadata {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    map.insert(REFUSAL_KEY.to_owned(), Value::String(reason));
+    Value::Object(map)
 }
 
 /// Characters of an output kept as its excerpt.

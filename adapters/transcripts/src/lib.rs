@@ -20,7 +20,13 @@
 //!   changed ([`gemini::GeminiReader::rewound`]); [`gemini::read_gemini_sessions`],
 //!   [`gemini::sniff`].
 //! - [`discover`]: where each agent's transcripts are, with their size and modification
-//!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]).
+//!   time; a compressed Codex rollout read whole ([`discover::read_transcript`]); every
+//!   agent's transcripts under a directory given by hand ([`discover::discover_under`]).
+//! - [`mod@sniff`]: which agent wrote a file ([`identify`]: the first of its first lines that
+//!   says; any record type an agent writes may come first).
+//! - [`whole`]: a whole transcript of any agent read into its sessions through its reader
+//!   ([`read_whole`]), the one whole-file read behind every entry but the live tail.
+//! - [`mod@survey`]: the versions and unknown record types of an agent's newest transcripts.
 #![forbid(unsafe_code)]
 
 pub mod claude;
@@ -29,8 +35,11 @@ mod common;
 pub mod discover;
 pub mod gemini;
 mod lenient;
+pub mod sniff;
+pub mod survey;
 pub mod tail;
 pub mod watch;
+pub mod whole;
 
 pub use claude::{
     ClaudeReader, FileKind, SidechainCalls, Spawn, TitleSource, TranscriptMeta,
@@ -38,20 +47,24 @@ pub use claude::{
 };
 pub use codex::{CodexMeta, CodexReader, CodexSpawn, read_codex_sessions};
 pub use common::{
-    Counters, EXCERPT_CHARS, EXCERPT_KEY, MAX_PENDING, TITLE_CHARS, excerpt, may_be_object,
-    shortened,
+    Counters, EXCERPT_CHARS, EXCERPT_KEY, MAX_PENDING, REFUSAL_KEY, TITLE_CHARS, UNKNOWN_TYPES,
+    excerpt, may_be_object, shortened,
 };
 pub use discover::{
     Discovery, GeminiHead, SubagentMeta, Transcript, TranscriptKind, codex_thread_id,
-    discover_claude, discover_claude_project, discover_codex, discover_gemini, parse_subagent_meta,
-    peek_codex, peek_gemini, read_subagent_meta, read_transcript,
+    discover_claude, discover_claude_project, discover_codex, discover_gemini, discover_under,
+    gemini_file_at, parse_subagent_meta, peek_codex, peek_gemini, placement_at, read_subagent_meta,
+    read_transcript,
 };
 pub use gemini::{
     AgentVerdict, GeminiFile, GeminiMeta, GeminiReader, GeminiSpawn, GeminiTitleSource,
     read_gemini_sessions,
 };
+pub use sniff::{TranscriptAgent, identify, identify_line};
+pub use survey::{Survey, survey};
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};
+pub use whole::{Placement, WholeTranscript, claude_kind_of_lines, decompressed, read_whole};
 
 /// Why a transcript could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

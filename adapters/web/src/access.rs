@@ -182,8 +182,16 @@ mod tests {
             ("127.0.0.1.evil.example", false, false),
             ("", false, false),
         ] {
-            assert_eq!(host_allowed(host, loopback, &allowed), on_loopback, "{host} on loopback");
-            assert_eq!(host_allowed(host, everywhere, &allowed), beyond, "{host} beyond");
+            assert_eq!(
+                host_allowed(host, loopback, &allowed),
+                on_loopback,
+                "{host} on loopback"
+            );
+            assert_eq!(
+                host_allowed(host, everywhere, &allowed),
+                beyond,
+                "{host} beyond"
+            );
         }
     }
 

@@ -16,8 +16,7 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Finished, count_line, file_lines, first_object_line, prompt_title, trimmed_title, unix_ms,
-    with_excerpt,
+    Finished, count_line, prompt_title, trimmed_title, unix_ms, with_excerpt, with_refusal,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
@@ -25,7 +24,7 @@ use record::{Block, Content, Line, ToolUseResult, parse_line};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use tools::{Outcome, map_call, map_unanswered, spawned_agent};
+use tools::{Outcome, map_call, map_unanswered, refused_by_agentwatch, spawned_agent};
 
 /// Completed call ids remembered, so a `tool_use` written twice is read once.
 const RECENT_IDS: usize = 1024;
@@ -306,6 +305,9 @@ impl ClaudeReader {
             Some("custom-title") => {
                 self.offer_title(line.custom_title.as_str(), TitleSource::CustomTitle)
             }
+            Some(kind) if !crate::sniff::CLAUDE_RECORD_TYPES.contains(&kind) => {
+                self.meta.counters.unknown(kind);
+            }
             _ => {}
         }
     }
@@ -333,12 +335,8 @@ impl ClaudeReader {
     /// The file's sessions with every call not yet taken: its own, then its inline
     /// sidechains (children of it).
     pub fn take_sessions(&mut self) -> Vec<Session> {
-        let meta = &self.meta;
-        let mut own = Session::new(meta.session_id.clone().unwrap_or_default());
-        own.parent_id = meta.parent_session_id.clone();
-        own.title = meta.title.clone();
-        own.agent = meta.agent_type.clone();
-        own.directory = meta.cwd.clone();
+        let mut own = Session::new(self.meta.session_id.clone().unwrap_or_default());
+        self.describe(&mut own);
         own.calls = self.take_calls();
         let mut sessions = vec![own];
         for side in self.take_sidechains() {
@@ -351,6 +349,24 @@ impl ClaudeReader {
             sessions.push(session);
         }
         sessions
+    }
+
+    /// What the lines read so far say of the file's own session, set on `session` (what
+    /// they do not say is left as it is): its parent, title, agent type and working
+    /// directory. The whole-file read and the live source describe a session alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let known = [
+            (&mut session.parent_id, &meta.parent_session_id),
+            (&mut session.title, &meta.title),
+            (&mut session.agent, &meta.agent_type),
+            (&mut session.directory, &meta.cwd),
+        ];
+        for (slot, value) in known {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
     }
 
     /// Session and agent ids, working directory, branch and version from a line's envelope.
@@ -551,18 +567,23 @@ impl ClaudeReader {
             detail,
         };
         let mapped = map_call(&pending.name, &pending.id, pending.input, &outcome);
-        if mapped.tool == "task" {
+        let blocked = refused_by_agentwatch(&outcome);
+        if mapped.tool == "task" && !blocked {
             self.note_spawn(&pending.id, &mapped.input, &outcome);
         }
         let finished = Finished {
             tool: mapped.tool,
             input: mapped.input,
-            status: if outcome.is_error {
-                CallStatus::Error
-            } else {
-                CallStatus::Completed
+            status: match (blocked, outcome.is_error) {
+                (true, _) => CallStatus::Blocked,
+                (false, true) => CallStatus::Error,
+                (false, false) => CallStatus::Completed,
             },
-            metadata: with_excerpt(mapped.metadata, &text, self.excerpts),
+            metadata: if blocked {
+                with_refusal(mapped.metadata, &text)
+            } else {
+                with_excerpt(mapped.metadata, &text, self.excerpts)
+            },
             start: pending.start,
             end,
             output_hash: Some(output_hash(&text)),
@@ -631,41 +652,15 @@ impl ClaudeReader {
 /// A sidechain that would pass [`MAX_SIDECHAINS`].
 struct Dropped;
 
-/// Whether `bytes` look like a Claude Code transcript: the first line that is a JSON object
-/// (among the first 64) has a string `type` and a `sessionId`, `uuid` or `leafUuid`, and no
-/// `payload` (Codex's envelope). Cheap: it reads a few lines.
+/// Whether `bytes` are a Claude Code transcript: the first of their first lines that says
+/// which agent wrote it is Claude Code's ([`crate::sniff::identify`]; any record type it
+/// writes may come first). Cheap: it reads a few lines.
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
-/// The first JSON object line of `bytes`, when it is a Claude Code record; else why not.
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    #[derive(Deserialize)]
-    struct Probe<'a> {
-        #[serde(rename = "type", borrow, default)]
-        kind: crate::lenient::Text<'a>,
-        #[serde(rename = "sessionId", borrow, default)]
-        session_id: crate::lenient::Text<'a>,
-        #[serde(borrow, default)]
-        uuid: crate::lenient::Text<'a>,
-        #[serde(rename = "leafUuid", borrow, default)]
-        leaf_uuid: crate::lenient::Text<'a>,
-        #[serde(default)]
-        payload: Option<serde::de::IgnoredAny>,
-    }
-    let probe: Probe<'_> = first_object_line(bytes, |_| false)?;
-    let has_id = [&probe.session_id, &probe.uuid, &probe.leaf_uuid]
-        .iter()
-        .any(|t| t.as_str().is_some());
-    if probe.kind.as_str().is_some() && has_id && probe.payload.is_none() {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Claude Code record (one with `type` and \
-             `sessionId`, `uuid` or `leafUuid`)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Claude)
 }
 
 /// Read a whole Claude Code transcript into sessions (for `agentwatch detect`): the file's own
@@ -678,12 +673,13 @@ pub fn read_claude_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = ClaudeReader::new(FileKind::from_file_name(file_name));
-    for line in file_lines(bytes) {
-        reader.push_line(line);
-    }
-    reader.finish();
-    Ok(reader.take_sessions())
+    let placement = crate::Placement::of(crate::TranscriptAgent::Claude, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotClaude {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

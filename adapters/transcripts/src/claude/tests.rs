@@ -333,6 +333,30 @@ fn corrupt_lines_and_unknown_records_are_skipped_and_counted() {
     assert_eq!(counters.corrupt_lines, 4);
     assert_eq!(counters.lines, 13);
     assert_eq!((counters.calls, counters.completed), (1, 1));
+    let unknown: Vec<(&str, u64)> = counters
+        .unknown_types
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(
+        unknown,
+        [("a-record-from-the-future", 1)],
+        "named, not fatal"
+    );
+}
+
+#[test]
+fn unknown_record_types_are_named_up_to_a_bound() {
+    let mut t = Transcript::new();
+    for i in 0..40 {
+        t.raw(&format!(r#"{{"type":"new-{i}","sessionId":"s"}}"#));
+    }
+    t.raw(r#"{"type":"new-0"}"#);
+    let reader = read_all(main_kind(), &t.bytes());
+    let unknown = &reader.meta().counters.unknown_types;
+    assert_eq!(unknown.len(), crate::UNKNOWN_TYPES + 1);
+    assert_eq!(unknown["new-0"], 2);
+    assert_eq!(unknown["…"], 40 - crate::UNKNOWN_TYPES as u64);
 }
 
 #[test]
@@ -552,7 +576,12 @@ fn a_whole_file_that_is_not_a_transcript_is_an_error_naming_why() {
     let err = read_claude_sessions(b"{\"a\":1}\n", "y.jsonl").unwrap_err();
     assert!(
         err.to_string()
-            .contains("first JSON line is not a Claude Code record"),
+            .contains("none of its first 64 lines is a record of Claude Code"),
+        "{err}"
+    );
+    let err = read_claude_sessions(b"{\"$rewindTo\":\"m1\"}\n", "w.jsonl").unwrap_err();
+    assert!(
+        err.to_string().ends_with("it is a Gemini CLI session"),
         "{err}"
     );
     let err = read_claude_sessions(b"<html>\n", "z.jsonl").unwrap_err();
@@ -597,4 +626,99 @@ fn file_names_tell_the_kind() {
             agent_type: None
         }
     );
+}
+
+/// `(what, tool, result content, is_error, toolUseResult, status read)`.
+type RefusalRow = (&'static str, &'static str, Value, bool, Value, CallStatus);
+
+fn refusal_rows() -> Vec<RefusalRow> {
+    let reason = "agentwatch: you have run this exact Bash call 6 times with the same result";
+    vec![
+        (
+            "a JSON deny",
+            "Bash",
+            json!(format!("PreToolUse:Bash hook error: {reason}")),
+            true,
+            json!(format!("Error: PreToolUse:Bash hook error: {reason}")),
+            CallStatus::Blocked,
+        ),
+        (
+            "an exit 2, the hook's command line shown",
+            "Bash",
+            json!(format!(
+                "PreToolUse:Bash hook error: [/usr/bin/agentwatch hook claude]: {reason}"
+            )),
+            true,
+            json!(format!(
+                "Error: PreToolUse:Bash hook error: [/usr/bin/agentwatch hook claude]: {reason}"
+            )),
+            CallStatus::Blocked,
+        ),
+        (
+            "text blocks, a Read",
+            "Read",
+            json!([{"type": "text", "text": format!("PreToolUse:Read hook error: {reason}")}]),
+            true,
+            Value::Null,
+            CallStatus::Blocked,
+        ),
+        (
+            "the toolUseResult alone says it",
+            "Bash",
+            json!("refused"),
+            true,
+            json!(format!("Error: PreToolUse:Bash hook error: {reason}")),
+            CallStatus::Blocked,
+        ),
+        (
+            "another hook's refusal",
+            "Bash",
+            json!("PreToolUse:Bash hook error: AGENTWATCH-LOOP: you have run this 6 times"),
+            true,
+            json!("Error: PreToolUse:Bash hook error: AGENTWATCH-LOOP: you have run this 6 times"),
+            CallStatus::Error,
+        ),
+        (
+            "a failing command that prints the words",
+            "Bash",
+            json!(format!("Exit code 1\nPreToolUse:Bash hook error: {reason}")),
+            true,
+            json!("Error: Exit code 1"),
+            CallStatus::Error,
+        ),
+        (
+            "not an error",
+            "Bash",
+            json!(format!("PreToolUse:Bash hook error: {reason}")),
+            false,
+            json!({"stdout": "", "stderr": "", "interrupted": false}),
+            CallStatus::Completed,
+        ),
+    ]
+}
+
+/// A call refused by a `PreToolUse` hook, as Claude Code 2.1.328 writes it (`hooks.md`,
+/// "Transcript records"): a Bash call, then its refusal. Only agentwatch's own (its reason
+/// begins `agentwatch:`) is `blocked`; another hook's refusal stays an error.
+#[test]
+fn agentwatchs_own_refusals_are_blocked_and_no_other() {
+    let deny = json!({"decision": "reject", "source": "hook", "reasonType": "hook", "reasonCode": "hook:PreToolUse"});
+    for (what, tool, content, is_error, detail, want) in refusal_rows() {
+        let mut t = Transcript::new();
+        t.prompt("u1", None, "go")
+            .call("a1", "toolu_1", tool, json!({"command": "python3 -c 1"}))
+            .result("r1", "toolu_1", content, is_error, detail);
+        let mut line: Value = serde_json::from_str(t.lines.last().unwrap()).unwrap();
+        line["toolDenialKind"] = json!("permission-rule");
+        line["permissionDecision"] = deny.clone();
+        *t.lines.last_mut().unwrap() = line.to_string();
+        let mut reader = read_all(main_kind(), &t.bytes());
+        let calls = reader.take_calls();
+        assert_eq!(calls.len(), 1, "{what}");
+        assert_eq!(calls[0].status, want, "{what}");
+        if want == CallStatus::Blocked {
+            assert!(!calls[0].status.is_counted(), "{what}");
+            assert_eq!(calls[0].metadata, Value::Null, "{what}: no exit");
+        }
+    }
 }

@@ -15,6 +15,7 @@
 
 use super::record::{Hunk, ResultFields, ToolUseResult};
 use crate::common::{as_object, number_after, object_or_null, renamed};
+use detect_core::HOOK_MARKER;
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 
@@ -185,6 +186,28 @@ fn spawn_metadata(id: &str, outcome: &Outcome<'_>) -> Value {
         meta.insert("agentType".into(), kind.into());
     }
     Value::Object(meta)
+}
+
+/// Whether a failed result is agentwatch's own hook refusing the call: Claude Code writes a
+/// `PreToolUse` refusal as `PreToolUse:<Tool> hook error: <reason>` (a JSON deny), or
+/// `PreToolUse:<Tool> hook error: [<hook command>]: <reason>` (exit 2), and agentwatch's
+/// reasons begin with [`HOOK_MARKER`]. Another hook's refusal is not.
+pub(crate) fn refused_by_agentwatch(outcome: &Outcome<'_>) -> bool {
+    let refused = |text: &str| {
+        let Some(rest) = text.strip_prefix("PreToolUse:") else {
+            return false;
+        };
+        let Some((_, reason)) = rest.split_once(" hook error: ") else {
+            return false;
+        };
+        reason.starts_with(HOOK_MARKER)
+            || (reason.starts_with('[') && reason.contains(&format!("]: {HOOK_MARKER}")))
+    };
+    let detail = outcome
+        .detail
+        .text()
+        .and_then(|t| t.strip_prefix("Error: "));
+    outcome.is_error && (refused(outcome.text) || detail.is_some_and(refused))
 }
 
 /// The subagent a Task / Agent call started: `toolUseResult.agentId`, else the `agentId: …`

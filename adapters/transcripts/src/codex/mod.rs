@@ -27,8 +27,7 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Counters, Finished, MAX_PENDING, count_line, file_lines, first_object_line, prompt_title,
-    unix_ms, with_excerpt,
+    Counters, Finished, MAX_PENDING, count_line, prompt_title, unix_ms, with_excerpt, with_refusal,
 };
 use crate::lenient::StrOr;
 use crate::tail::NewText;
@@ -38,6 +37,31 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use tools::{Landing, Output, detector_tool, mapped_input, parse_arguments, patch_landing};
+
+/// The envelope's record types Codex writes (`agents.md` §2.3-2.4, §7); another is counted
+/// as unknown ([`Counters::unknown_types`]).
+const RECORD_TYPES: &[&str] = &[
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+    "world_state",
+    "inter_agent_communication",
+    "inter_agent_communication_metadata",
+    "token_usage_record",
+];
+
+/// The response items Codex persists (`policy.rs`) that are not calls or outputs; another is
+/// counted as unknown.
+const ITEM_TYPES: &[&str] = &[
+    "message",
+    "reasoning",
+    "image_generation_call",
+    "compaction",
+    "context_compaction",
+    "ghost_snapshot",
+];
 
 /// Completed call ids remembered, so a call written twice is read once.
 const RECENT_IDS: usize = 1024;
@@ -253,17 +277,35 @@ impl CodexReader {
 
     /// The thread's session with every call not yet taken.
     pub fn take_session(&mut self) -> Session {
-        let meta = &self.meta;
-        let mut session = Session::new(meta.thread_id.clone().unwrap_or_default());
-        session.parent_id = meta.parent_thread_id.clone();
-        session.title = meta.title.clone();
-        session.agent = meta.agent_role.clone();
-        session.directory = meta.cwd.clone();
+        let mut session = Session::new(self.meta.thread_id.clone().unwrap_or_default());
+        self.describe(&mut session);
         session.calls = self.take_calls();
         session
     }
 
+    /// What the lines read so far say of the thread, set on `session` (what they do not say
+    /// is left as it is): its parent thread, title, agent (its role, else its nickname) and
+    /// working directory. The whole-file read and the live source describe a thread alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let agent = meta.agent_role.as_ref().or(meta.agent_nickname.as_ref());
+        let known = [
+            (&mut session.parent_id, meta.parent_thread_id.as_ref()),
+            (&mut session.title, meta.title.as_ref()),
+            (&mut session.agent, agent),
+            (&mut session.directory, meta.cwd.as_ref()),
+        ];
+        for (slot, value) in known {
+            if let Some(value) = value {
+                *slot = Some(value.clone());
+            }
+        }
+    }
+
     fn read_record(&mut self, kind: &str, payload: &Item<'_>, at: Option<i64>) {
+        if !RECORD_TYPES.contains(&kind) {
+            self.meta.counters.unknown(kind);
+        }
         match kind {
             "session_meta" => self.read_session_meta(payload),
             "turn_context" => {
@@ -367,6 +409,11 @@ impl CodexReader {
             }
             "web_search_call" => self.web_search(p, at),
             output if output.ends_with("_output") => self.complete_call(p, at),
+            other if !ITEM_TYPES.contains(&other) => {
+                self.meta
+                    .counters
+                    .unknown(&format!("response_item:{other}"));
+            }
             _ => {}
         }
     }
@@ -502,10 +549,24 @@ impl CodexReader {
 
     /// A call and its output in the detector's model.
     fn finish_call(&mut self, pending: Pending, mut output: Output, end: Option<i64>) -> Finished {
-        if let Some(at) = self.exits.iter().position(|(id, _)| *id == pending.call_id) {
+        let ran = self.exits.iter().position(|(id, _)| *id == pending.call_id);
+        if let Some(at) = ran {
             output.exit = self.exits.remove(at).map(|(_, code)| code);
         }
         let tool = detector_tool(&pending.name, &pending.input).into_owned();
+        // Refused before it ran: no command event of its own (agentwatch's hook, `agents.md`).
+        if ran.is_none() && tools::refused_by_agentwatch(&output.text) {
+            self.remember(&pending.call_id);
+            return Finished {
+                tool,
+                input: pending.input,
+                status: CallStatus::Blocked,
+                metadata: with_refusal(Value::Null, &output.text),
+                start: pending.start,
+                end,
+                output_hash: Some(output_hash(&output.stable_text())),
+            };
+        }
         let failed_exit = output.exit.is_some_and(|code| code != 0);
         let (metadata, failed) = match tool.as_str() {
             "bash" => (
@@ -646,53 +707,15 @@ fn between<'t>(text: &'t str, open: &str, close: &str) -> Option<&'t str> {
     Some(text[start..start + len].trim()).filter(|s| !s.is_empty())
 }
 
-/// Whether `bytes` look like a Codex rollout: the first JSON object line (among the first 64,
-/// bare-era `record_type` markers skipped) is an envelope (`type` and an object `payload`), a
-/// bare-era first line (`id`, no `type`, no `sessionId`), or a bare response item.
+/// Whether `bytes` are a Codex rollout: the first of their first lines that says which
+/// agent wrote it is Codex's ([`crate::sniff::identify`]: the envelope, a bare-era first line,
+/// a bare item or a state marker).
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    #[derive(Deserialize)]
-    struct Probe<'a> {
-        #[serde(rename = "type", borrow, default)]
-        kind: crate::lenient::Text<'a>,
-        #[serde(default)]
-        payload: crate::lenient::Obj<serde::de::IgnoredAny>,
-        #[serde(borrow, default)]
-        id: crate::lenient::Text<'a>,
-        #[serde(borrow, default)]
-        record_type: crate::lenient::Text<'a>,
-        #[serde(rename = "sessionId", default)]
-        session_id: Option<serde::de::IgnoredAny>,
-        #[serde(default)]
-        uuid: Option<serde::de::IgnoredAny>,
-    }
-    const BARE_ITEMS: &[&str] = &[
-        "message",
-        "reasoning",
-        "function_call",
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "local_shell_call",
-        "web_search_call",
-    ];
-    let p: Probe<'_> = first_object_line(bytes, |p: &Probe<'_>| p.record_type.as_str().is_some())?;
-    let foreign = p.session_id.is_some() || p.uuid.is_some();
-    let envelope = p.kind.as_str().is_some() && p.payload.0.is_some();
-    let bare_meta = p.kind.as_str().is_none() && p.id.as_str().is_some();
-    let bare_item = p.kind.as_str().is_some_and(|k| BARE_ITEMS.contains(&k));
-    if !foreign && (envelope || bare_meta || bare_item) {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Codex record (`{timestamp, type, payload}`, \
-             or a bare-era session line or item)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Codex)
 }
 
 /// Read a whole Codex rollout (already decompressed, for a `.jsonl.zst`) into its thread's
@@ -704,12 +727,13 @@ pub fn read_codex_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session>
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = CodexReader::new(crate::discover::codex_thread_id(file_name));
-    for line in file_lines(bytes) {
-        reader.push_line(line);
-    }
-    reader.finish();
-    Ok(vec![reader.take_session()])
+    let placement = crate::Placement::of(crate::TranscriptAgent::Codex, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotCodex {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -50,9 +50,9 @@ fn exec_out(code: i32, body: &str) -> String {
     )
 }
 
-#[test]
-fn a_paginated_rollout_reads_as_codex_exec_writes_it() {
-    let lines = [
+/// A paginated rollout as `codex exec` writes it: a failing test, a patch, a passing test.
+fn paginated_lines() -> Vec<String> {
+    vec![
         meta(ID, json!({})),
         line(
             0,
@@ -111,8 +111,12 @@ fn a_paginated_rollout_reads_as_codex_exec_writes_it() {
         ),
         line(6, "token_usage_record", json!({"usage": {}})),
         line(6, "world_state", json!({"full": true, "state": {}})),
-    ];
-    let mut reader = read(&lines);
+    ]
+}
+
+#[test]
+fn a_paginated_rollout_reads_as_codex_exec_writes_it() {
+    let mut reader = read(&paginated_lines());
     let calls = reader.take_calls();
     let tools: Vec<&str> = calls.iter().map(|c| c.tool.as_str()).collect();
     assert_eq!(tools, ["bash", "apply_patch", "bash"]);
@@ -293,9 +297,10 @@ fn arguments_that_are_not_json_are_an_opaque_identity_never_an_error() {
     assert_eq!(reader.meta().counters.corrupt_lines, 0);
 }
 
-#[test]
-fn legacy_history_lands_patches_by_their_event_and_exits_by_theirs() {
-    let lines = [
+/// A legacy-history rollout: patches with their `patch_apply_end`, a shell command with its
+/// `exec_command_end`, a patch known only by its output.
+fn legacy_lines() -> Vec<String> {
+    vec![
         meta(ID, json!({"history_mode": "legacy"})),
         line(
             0,
@@ -361,8 +366,12 @@ fn legacy_history_lands_patches_by_their_event_and_exits_by_theirs() {
             "p3",
             "Exit code: 0\nOutput:\nSuccess. Updated the following files:\nM a.rs\n",
         ),
-    ];
-    let mut reader = read(&lines);
+    ]
+}
+
+#[test]
+fn legacy_history_lands_patches_by_their_event_and_exits_by_theirs() {
+    let mut reader = read(&legacy_lines());
     let calls = reader.take_calls();
     assert_eq!(reader.meta().title.as_deref(), Some("make it pass"));
     assert_eq!(calls[0].status, CallStatus::Completed);
@@ -644,4 +653,81 @@ fn a_whole_rollout_reads_into_its_thread() {
     assert_eq!(sessions[0].directory.as_deref(), Some("/work/p"));
     let statuses: Vec<_> = sessions[0].calls.iter().map(|c| c.status.clone()).collect();
     assert_eq!(statuses, [CallStatus::Completed, CallStatus::Running]);
+}
+
+/// A call refused by a `PreToolUse` hook, as Codex 0.169.0 writes it (`hooks.md`, "Transcript
+/// records"): the call, then `Command blocked by PreToolUse hook: <reason>. Command: <cmd>`
+/// and no `CommandExecution` item. Only agentwatch's own (its reason begins `agentwatch:`) is
+/// `blocked`; another hook's refusal stays as it reads today.
+#[test]
+fn agentwatchs_own_refusals_are_blocked_and_no_other() {
+    let reason = "agentwatch: you have run this exact Bash call 6 times, ask the user.";
+    let blocked = |reason: &str| {
+        format!(
+            "Command blocked by PreToolUse hook: {reason}. Command: python3 -c \"import nosuchmodule\""
+        )
+    };
+    let exec = |s| {
+        call(
+            s,
+            "c1",
+            "exec_command",
+            r#"{"cmd":"python3 -c \"import nosuchmodule\""}"#,
+        )
+    };
+    let patch = |s| {
+        line(
+            s,
+            "response_item",
+            json!({"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch"}),
+        )
+    };
+    let patch_out = |s, text: &str| {
+        line(
+            s,
+            "response_item",
+            json!({"type": "custom_tool_call_output", "call_id": "c1", "output": text}),
+        )
+    };
+    let ran = line(
+        2,
+        "event_msg",
+        json!({"type": "item_completed", "item": {"type": "CommandExecution", "id": "c1", "exit_code": 0, "status": "completed"}}),
+    );
+    for (what, lines, want) in [
+        (
+            "exec_command refused",
+            vec![exec(1), output(2, "c1", &blocked(reason))],
+            CallStatus::Blocked,
+        ),
+        (
+            "apply_patch refused",
+            vec![patch(1), patch_out(2, &blocked(reason))],
+            CallStatus::Blocked,
+        ),
+        (
+            "another hook's refusal",
+            vec![
+                exec(1),
+                output(2, "c1", &blocked("AGENTWATCH-LOOP: 6 times")),
+            ],
+            CallStatus::Completed,
+        ),
+        (
+            "a command that ran and printed the words",
+            vec![exec(1), ran, output(2, "c1", &blocked(reason))],
+            CallStatus::Completed,
+        ),
+    ] {
+        let calls = read(&lines).take_calls();
+        assert_eq!(calls.len(), 1, "{what}");
+        assert_eq!(calls[0].status, want, "{what}");
+        if want == CallStatus::Blocked {
+            assert_eq!(
+                calls[0].metadata,
+                Value::Null,
+                "{what}: no exit, no landing"
+            );
+        }
+    }
 }

@@ -128,6 +128,15 @@ fn only(input: Value, keep: &[&str]) -> Value {
     }
 }
 
+/// Whether a call's output is agentwatch's own hook refusing it: Codex answers a call its
+/// `PreToolUse` hook denied with `Command blocked by PreToolUse hook: <reason>. Command: …`,
+/// and agentwatch's reasons begin with [`detect_core::HOOK_MARKER`]. Another hook's refusal
+/// is not.
+pub(crate) fn refused_by_agentwatch(text: &str) -> bool {
+    text.strip_prefix("Command blocked by PreToolUse hook: ")
+        .is_some_and(|reason| reason.starts_with(detect_core::HOOK_MARKER))
+}
+
 /// A function call's `arguments` as a value: parsed when it is JSON, else kept whole under
 /// `arguments`.
 pub(crate) fn parse_arguments(arguments: &str) -> Value {

@@ -45,6 +45,13 @@ pub fn discover_codex(codex_home: &Path) -> io::Result<Discovery> {
     Ok(found.sorted())
 }
 
+/// The rollouts under a directory given by hand inside a Codex home (`sessions/`, a date
+/// directory, `archived_sessions/`).
+pub(super) fn discover_rollouts_in(dir: &Path, found: &mut Discovery) {
+    let archived = dir.file_name().is_some_and(|n| n == "archived_sessions");
+    walk(dir, SESSIONS_DEPTH, archived, found);
+}
+
 fn walk(dir: &Path, depth: usize, archived: bool, found: &mut Discovery) {
     for entry in entries(dir, found).unwrap_or_default() {
         let path = entry.path();

@@ -1,7 +1,7 @@
 //! Gemini CLI's sessions under `$GEMINI_CLI_HOME/.gemini` (or `~/.gemini`).
 
 use super::{Discovery, TranscriptKind, entries, is_dir, push_file, read_head};
-use crate::gemini::record::parse_line;
+use crate::gemini::{GeminiFile, record::parse_line};
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
@@ -23,13 +23,61 @@ pub fn discover_gemini(gemini_dir: &Path) -> io::Result<Discovery> {
             continue;
         }
         let name = project.file_name().to_string_lossy().into_owned();
-        let root = read_small(&project.path().join(".project_root"))
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty())
-            .or_else(|| roots.get(&name).cloned());
+        let root = project_root_of(&project.path()).or_else(|| roots.get(&name).cloned());
         list_chats(&project.path().join("chats"), &name, root, &mut found);
     }
     Ok(found.sorted())
+}
+
+/// The sessions of a Gemini project directory given by hand (`tmp/<project>`, holding
+/// `chats/`), or of its `chats/` itself, or of every project of a `tmp/` directory; whether
+/// `dir` was one of these.
+pub(super) fn discover_gemini_in(dir: &Path, found: &mut Discovery) -> bool {
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let project_of = |project: &Path, found: &mut Discovery| {
+        let root = project_root_of(project);
+        let project_name = name(project).unwrap_or_default();
+        list_chats(&project.join("chats"), &project_name, root, found);
+    };
+    if dir.join("chats").is_dir() {
+        project_of(dir, found);
+        return true;
+    }
+    if name(dir).as_deref() == Some("chats")
+        && let Some(project) = dir.parent()
+    {
+        project_of(project, found);
+        return true;
+    }
+    let projects: Vec<_> = entries(dir, found)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| is_dir(e) && e.path().join("chats").is_dir())
+        .collect();
+    for project in &projects {
+        project_of(&project.path(), found);
+    }
+    !projects.is_empty()
+}
+
+/// A project's directory as `tmp/<project>/.project_root` names it.
+fn project_root_of(project: &Path) -> Option<String> {
+    read_small(&project.join(".project_root"))
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+}
+
+/// What the path of a Gemini session given by hand says of it ([`GeminiFile::from_path`]),
+/// with its project's directory when it lies under `tmp/<project>/chats/`.
+pub fn gemini_file_at(path: &Path) -> GeminiFile {
+    let mut file = GeminiFile::from_path(&path.to_string_lossy());
+    let chats = path
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .find(|dir| dir.file_name().is_some_and(|n| n == "chats"));
+    file.project_root = chats.and_then(Path::parent).and_then(project_root_of);
+    file
 }
 
 fn list_chats(chats: &Path, project: &str, root: Option<String>, found: &mut Discovery) {

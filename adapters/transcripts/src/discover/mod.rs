@@ -30,10 +30,12 @@ pub use claude::{
     SubagentMeta, discover_claude, discover_claude_project, parse_subagent_meta, read_subagent_meta,
 };
 pub use codex::{codex_thread_id, discover_codex, peek_codex};
-pub use gemini::{GeminiHead, discover_gemini, peek_gemini};
+pub use gemini::{GeminiHead, discover_gemini, gemini_file_at, peek_gemini};
 
 use crate::claude::{FileKind, subagent_session_id};
 use crate::gemini::GeminiFile;
+use crate::sniff::TranscriptAgent;
+use crate::whole::Placement;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -139,6 +141,42 @@ impl Transcript {
         }
     }
 
+    /// The agent that wrote it.
+    pub fn agent(&self) -> TranscriptAgent {
+        match &self.kind {
+            TranscriptKind::ClaudeMain { .. }
+            | TranscriptKind::ClaudeSubagent { .. }
+            | TranscriptKind::ClaudeFlatAgent { .. } => TranscriptAgent::Claude,
+            TranscriptKind::CodexRollout { .. } => TranscriptAgent::Codex,
+            TranscriptKind::GeminiSession { .. } | TranscriptKind::GeminiSubagent { .. } => {
+                TranscriptAgent::Gemini
+            }
+        }
+    }
+
+    /// What its place says of it, for its agent's reader ([`crate::read_whole`], as the live
+    /// sources make their readers); `agent_type`: a Claude subagent's, from its
+    /// [`SubagentMeta`] when the caller read it.
+    pub fn placement(&self, agent_type: Option<String>) -> Placement {
+        match self.agent() {
+            TranscriptAgent::Claude => Placement::Claude(self.file_kind(agent_type)),
+            TranscriptAgent::Codex => Placement::Codex {
+                thread_id: self.session_id(),
+            },
+            TranscriptAgent::Gemini => Placement::Gemini(self.gemini_file()),
+        }
+    }
+
+    /// Whether it is a subagent's (listed after the sessions' own).
+    pub fn is_subagent(&self) -> bool {
+        matches!(
+            self.kind,
+            TranscriptKind::ClaudeSubagent { .. }
+                | TranscriptKind::ClaudeFlatAgent { .. }
+                | TranscriptKind::GeminiSubagent { .. }
+        )
+    }
+
     /// A Claude subagent's `agent-<id>.meta.json` (current layout only).
     pub fn meta_path(&self) -> Option<PathBuf> {
         match &self.kind {
@@ -201,6 +239,94 @@ impl Discovery {
     fn sorted(mut self) -> Self {
         self.transcripts.sort_by(|a, b| a.path.cmp(&b.path));
         self
+    }
+}
+
+/// Every agent's transcripts under a directory given by hand (`agentwatch detect DIR`):
+///
+/// - an agent's own directory: a Claude configuration directory (with `projects/`), a Codex
+///   home (with `sessions/` or `archived_sessions/`), a Gemini directory (with `tmp/`, or
+///   `.gemini/tmp/` under a `GEMINI_CLI_HOME`), each listed as the live source lists it;
+/// - else a directory inside one: rollouts under it to the depth of `sessions/YYYY/MM/DD/`,
+///   a Gemini project (`tmp/<project>` or its `chats/`, or every project of `tmp/`), a Claude
+///   project directory (its `.jsonl` files not already an other agent's), or, with none of
+///   these, every Claude project directory in it (`projects/`).
+///
+/// Sorted by path; what could not be read is a problem, named.
+pub fn discover_under(dir: &Path) -> Discovery {
+    let mut found = Discovery::default();
+    let merge = |listed: io::Result<Discovery>, found: &mut Discovery| match listed {
+        Ok(listed) => {
+            found.transcripts.extend(listed.transcripts);
+            found.problems.extend(listed.problems);
+        }
+        Err(e) => found.problems.push(e.to_string()),
+    };
+    let mut homes = 0;
+    if dir.join("projects").is_dir() {
+        merge(discover_claude(dir), &mut found);
+        homes += 1;
+    }
+    if dir.join("sessions").is_dir() || dir.join("archived_sessions").is_dir() {
+        merge(discover_codex(dir), &mut found);
+        homes += 1;
+    }
+    for gemini in [dir.to_path_buf(), dir.join(".gemini")] {
+        if gemini.join("tmp").is_dir() {
+            merge(discover_gemini(&gemini), &mut found);
+            homes += 1;
+        }
+    }
+    if homes == 0 {
+        discover_inside(dir, &mut found);
+    }
+    found.sorted()
+}
+
+/// [`discover_under`] for a directory inside an agent's own.
+fn discover_inside(dir: &Path, found: &mut Discovery) {
+    codex::discover_rollouts_in(dir, found);
+    gemini::discover_gemini_in(dir, found);
+    let others: std::collections::HashSet<PathBuf> =
+        found.transcripts.iter().map(|t| t.path.clone()).collect();
+    let mut project = discover_claude_project(dir);
+    project.transcripts.retain(|t| !others.contains(&t.path));
+    let is_project = !project.transcripts.is_empty() || !project.problems.is_empty();
+    found.transcripts.extend(project.transcripts);
+    found.problems.extend(project.problems);
+    if is_project || !others.is_empty() {
+        return;
+    }
+    for entry in entries(dir, found).unwrap_or_default() {
+        if is_dir(&entry) {
+            let project = discover_claude_project(&entry.path());
+            found.transcripts.extend(project.transcripts);
+            found.problems.extend(project.problems);
+        }
+    }
+}
+
+/// What the path of a transcript of `agent` given by hand says of it: a Claude subagent's
+/// ids from its name and its type from the `agent-<id>.meta.json` beside it, a Codex
+/// rollout's thread id, a Gemini session's ids and project directory
+/// ([`gemini_file_at`]).
+pub fn placement_at(agent: TranscriptAgent, path: &Path) -> Placement {
+    let name = path.to_string_lossy();
+    match Placement::of(agent, Some(&name), &[]) {
+        Placement::Claude(FileKind::Subagent {
+            agent_id: Some(agent_id),
+            parent_session_id,
+            ..
+        }) => {
+            let meta = path.with_file_name(format!("agent-{agent_id}.meta.json"));
+            Placement::Claude(FileKind::Subagent {
+                agent_type: read_subagent_meta(&meta).ok().and_then(|m| m.agent_type),
+                agent_id: Some(agent_id),
+                parent_session_id,
+            })
+        }
+        Placement::Gemini(_) => Placement::Gemini(gemini_file_at(path)),
+        placement => placement,
     }
 }
 

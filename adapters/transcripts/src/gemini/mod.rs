@@ -55,8 +55,8 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Counters, Finished, compact_long_strings, count_line, file_lines, first_object_line,
-    may_be_object, prompt_title, trimmed_title, unix_ms, with_excerpt,
+    Counters, Finished, compact_long_strings, count_line, file_lines, may_be_object, prompt_title,
+    trimmed_title, unix_ms, with_excerpt, with_refusal,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
@@ -332,6 +332,18 @@ impl GeminiReader {
         }
     }
 
+    /// A whole file's bytes: the older `.json` (one document, [`Self::push_document`]), else
+    /// its lines.
+    pub fn push_whole(&mut self, bytes: &[u8]) {
+        if whole_document(bytes).is_some() {
+            self.push_document(bytes);
+        } else {
+            for line in file_lines(bytes) {
+                self.push_line(line);
+            }
+        }
+    }
+
     /// Read a whole older `.json` session (`{sessionId, …, messages: […]}`), which replaces
     /// whatever was read before; a file that is not a JSON object counts as a corrupt line
     /// and changes nothing.
@@ -359,13 +371,30 @@ impl GeminiReader {
         self.handed.clear();
         let calls = self.take_calls();
         self.rewound = false;
-        let meta = &self.meta;
-        let mut session = Session::new(meta.session_id.clone().unwrap_or_default());
-        session.parent_id = meta.parent_session_id.clone();
-        session.title = meta.title.clone();
-        session.directory = meta.cwd.clone();
+        let mut session = Session::new(self.meta.session_id.clone().unwrap_or_default());
+        self.describe(&mut session);
         session.calls = calls;
         session
+    }
+
+    /// What the history read so far says of the session, set on `session` (what it does not
+    /// say is left as it is): its parent, title, working directory, and `subagent` as the
+    /// agent of a subagent's session. The whole-file read and the live source describe a
+    /// session alike.
+    pub fn describe(&self, session: &mut Session) {
+        let meta = &self.meta;
+        let agent = (meta.kind.as_deref() == Some("subagent")).then(|| "subagent".to_owned());
+        let known = [
+            (&mut session.parent_id, meta.parent_session_id.clone()),
+            (&mut session.title, meta.title.clone()),
+            (&mut session.agent, agent),
+            (&mut session.directory, meta.cwd.clone()),
+        ];
+        for (slot, value) in known {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
     }
 
     fn entries(&self) -> impl Iterator<Item = &Entry> {
@@ -458,6 +487,11 @@ impl GeminiReader {
     /// What a message says of the session: the prompt as a title, the model, the agent's
     /// own loop verdict, the workspace.
     fn note_message(&mut self, r: &Record<'_>) {
+        if let Some(kind) = r.message_type.as_str()
+            && !crate::sniff::GEMINI_MESSAGE_TYPES.contains(&kind)
+        {
+            self.meta.counters.unknown(kind);
+        }
         match r.message_type.as_str() {
             Some("gemini" | "model") => {
                 if let Some(model) = r.model.non_empty() {
@@ -505,7 +539,10 @@ impl GeminiReader {
         compact_long_strings(&mut input, &["command"]);
         let text = c.result_text();
         let success = status == "success";
-        let metadata = if terminal {
+        let refused = status == "error" && tools::refused_by_agentwatch(c);
+        let metadata = if refused {
+            with_refusal(Value::Null, &text)
+        } else if terminal {
             with_excerpt(
                 tools::metadata(name, c, &text, success),
                 &text,
@@ -522,6 +559,7 @@ impl GeminiReader {
             input,
             status: match status {
                 "success" => CallStatus::Completed,
+                "error" if refused => CallStatus::Blocked,
                 "error" => CallStatus::Error,
                 _ if terminal => CallStatus::Other(status.to_owned()),
                 _ => CallStatus::Running,
@@ -594,35 +632,15 @@ fn workspace_directory(text: &str) -> Option<&str> {
     dir.starts_with('/').then_some(dir)
 }
 
-/// Whether `bytes` look like a Gemini CLI session: its first JSON line is the metadata
-/// (`sessionId` with `projectHash` or `startTime`, no `type`) or a history edit (`$set`,
-/// `$rewindTo`), or the whole file is the older `.json` (`sessionId` and `messages`).
+/// Whether `bytes` are a Gemini CLI session: the first of their first lines that says which
+/// agent wrote it is Gemini's (the metadata, a history edit, a message), or the whole file
+/// is the older `.json` ([`crate::sniff::identify`]).
 pub fn sniff(bytes: &[u8]) -> bool {
     first_record(bytes).is_ok()
 }
 
 fn first_record(bytes: &[u8]) -> Result<(), String> {
-    if let Some(doc) = whole_document(bytes) {
-        return if doc.session_id.as_str().is_some() {
-            Ok(())
-        } else {
-            Err("it is one JSON object without a `sessionId`".to_owned())
-        };
-    }
-    let r: Record<'_> = first_object_line(bytes, |_| false)?;
-    let metadata = r.session_id.as_str().is_some()
-        && r.message_type.as_str().is_none()
-        && (r.project_hash.as_str().is_some() || r.start_time.as_str().is_some());
-    let edit = r.set.0.is_some() || r.rewind_to.as_str().is_some();
-    if metadata || edit {
-        Ok(())
-    } else {
-        Err(
-            "its first JSON line is not a Gemini CLI session's metadata \
-             (`sessionId`, `projectHash`, `startTime`)"
-                .to_owned(),
-        )
-    }
+    crate::sniff::expect(bytes, crate::TranscriptAgent::Gemini)
 }
 
 /// The older whole-file `.json` (one object with `messages`), when `bytes` are one.
@@ -649,16 +667,13 @@ pub fn read_gemini_sessions(bytes: &[u8], file_name: &str) -> Result<Vec<Session
         file: file_name.to_owned(),
         reason,
     })?;
-    let mut reader = GeminiReader::new(GeminiFile::from_path(file_name));
-    if whole_document(bytes).is_some() {
-        reader.push_document(bytes);
-    } else {
-        for line in file_lines(bytes) {
-            reader.push_line(line);
-        }
-    }
-    reader.finish();
-    Ok(vec![reader.take_session()])
+    let placement = crate::Placement::of(crate::TranscriptAgent::Gemini, Some(file_name), bytes);
+    crate::whole::read_whole(placement, bytes, u64::MAX)
+        .map(|whole| whole.sessions)
+        .map_err(|e| Error::NotGemini {
+            file: file_name.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 #[cfg(test)]

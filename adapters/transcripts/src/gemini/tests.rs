@@ -525,3 +525,76 @@ fn sniff_tells_a_gemini_session_from_other_transcripts() {
         "{err}"
     );
 }
+
+/// A call refused by a `BeforeTool` hook, as Gemini 0.61.0 writes it (`hooks.md`,
+/// "Transcript records"): `status: "error"`, `resultDisplay: "Tool execution blocked: <reason>"`
+/// and the function response's `error`. Only agentwatch's own (its reason begins
+/// `agentwatch:`) is `blocked`; another hook's refusal stays an error.
+#[test]
+fn agentwatchs_own_refusals_are_blocked_and_no_other() {
+    let reason = "agentwatch: you have run this exact run_shell_command call 6 times";
+    let entry = |status: &str, display: Option<String>, error: Option<String>| {
+        let mut response = json!({});
+        if let Some(error) = error {
+            response["error"] = json!(error);
+        }
+        let mut call = json!({"id": "run_shell_command_1765040255511_0", "name": "run_shell_command",
+            "args": {"command": "python3 -c \"import nosuchmodule\""}, "status": status,
+            "timestamp": "2026-12-07T16:57:35.520Z",
+            "result": [{"functionResponse": {"id": "run_shell_command_1765040255511_0",
+                        "name": "run_shell_command", "response": response}}]});
+        if let Some(display) = display {
+            call["resultDisplay"] = json!(display);
+        }
+        let mut m = model("m1", &[]);
+        m["toolCalls"] = json!([call]);
+        m
+    };
+    let said = |prefix: &str, reason: &str| Some(format!("{prefix}{reason}"));
+    let blocked = "Tool execution blocked: ";
+    for (what, message, want) in [
+        (
+            "a deny, in both places",
+            entry("error", said(blocked, reason), said(blocked, reason)),
+            CallStatus::Blocked,
+        ),
+        (
+            "in the response alone",
+            entry("error", None, said(blocked, reason)),
+            CallStatus::Blocked,
+        ),
+        (
+            "in the display alone",
+            entry("error", said(blocked, reason), None),
+            CallStatus::Blocked,
+        ),
+        (
+            "stopped by the hook",
+            entry(
+                "error",
+                None,
+                said("Agent execution stopped by hook: ", reason),
+            ),
+            CallStatus::Blocked,
+        ),
+        (
+            "another hook's refusal",
+            entry(
+                "error",
+                said(blocked, "AGENTWATCH-LOOP: 6 times"),
+                said(blocked, "AGENTWATCH-LOOP: 6 times"),
+            ),
+            CallStatus::Error,
+        ),
+        (
+            "a success that prints the words",
+            entry("success", said(blocked, reason), None),
+            CallStatus::Completed,
+        ),
+    ] {
+        let mut reader = reader_with(&[user("u1", "go"), message]);
+        let calls = reader.take_calls();
+        assert_eq!(calls.len(), 1, "{what}");
+        assert_eq!(calls[0].status, want, "{what}");
+    }
+}

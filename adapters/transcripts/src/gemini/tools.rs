@@ -97,6 +97,27 @@ fn read_input(input: Value) -> Value {
     input
 }
 
+/// Whether a failed call is agentwatch's own hook refusing it: Gemini records a call its
+/// `BeforeTool` hook denied as `Tool execution blocked: <reason>` (and one a hook stopped as
+/// `Agent execution stopped by hook: <reason>`), in its `resultDisplay` and its function
+/// response's `error`; agentwatch's reasons begin with [`detect_core::HOOK_MARKER`].
+pub(crate) fn refused_by_agentwatch(call: &ToolCall<'_>) -> bool {
+    let refused = |text: &str| {
+        [
+            "Tool execution blocked: ",
+            "Agent execution stopped by hook: ",
+        ]
+        .iter()
+        .filter_map(|prefix| text.strip_prefix(prefix))
+        .any(|reason| reason.starts_with(detect_core::HOOK_MARKER))
+    };
+    let display = match &call.result_display {
+        crate::lenient::StrOr::Str(text) => refused(text),
+        _ => false,
+    };
+    display || refused(&call.result_text())
+}
+
 /// A finished call's metadata: what the detector reads of its result.
 pub(crate) fn metadata(name: &str, call: &ToolCall<'_>, text: &str, success: bool) -> Value {
     match name {

@@ -236,7 +236,7 @@ impl ClaudeSource {
             .as_ref()
             .and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut main) = match restored {
-            Some((state, restored)) => (state, Reading::from_restored(restored)),
+            Some((state, restored)) => (state, Reading::from_restored(restored, ctx)),
             None => (
                 self.new_state(file, until),
                 Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
@@ -254,6 +254,7 @@ impl ClaudeSource {
                 children.clear();
             }
             reader.push_text(new);
+            main.describe(|info| reader.describe(info));
             main.push(&reader.take_calls());
             self.push_sidechains(reader, &mut children, sidechains, ctx);
         })?;
@@ -306,12 +307,13 @@ impl ClaudeSource {
                     .find(|r| r.session_id == side.session_id)
                     .and_then(|r| tracked::restore(ctx.store, r, ctx.detector));
                 match stored {
-                    Some(restored) => Reading::from_restored(restored),
+                    Some(restored) => Reading::from_restored(restored, ctx),
                     None => {
                         let mut info = Session::new(&side.session_id);
                         info.parent_id = side.parent_session_id.clone();
                         info.title = side.title.clone();
                         info.agent = side.agent_type.clone();
+                        info.directory = reader.meta().cwd.clone();
                         Reading::new(info, ctx)
                     }
                 }
@@ -329,15 +331,7 @@ impl ClaudeSource {
         marker: i64,
     ) -> Tracked {
         let meta = reader.meta();
-        if meta.title.is_some() {
-            main.info.title.clone_from(&meta.title);
-        }
-        if meta.cwd.is_some() {
-            main.info.directory.clone_from(&meta.cwd);
-        }
-        if meta.agent_type.is_some() {
-            main.info.agent.clone_from(&meta.agent_type);
-        }
+        main.describe(|info| reader.describe(info));
         if let Some(model) = &meta.model {
             main.spend.model_id = Some(model.clone());
             main.spend.provider = Some("anthropic".to_owned());

@@ -168,7 +168,7 @@ impl CodexSource {
             reader: CodexReader::new(Some(file.id.clone())),
         };
         let (mut state, mut thread) = match restored {
-            Some((state, restored)) => (state, Reading::from_restored(restored)),
+            Some((state, restored)) => (state, Reading::from_restored(restored, ctx)),
             None => (
                 fresh(),
                 Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
@@ -181,6 +181,7 @@ impl CodexSource {
                 state.reader.push_line(line);
             }
             state.reader.finish();
+            thread.describe(|info| state.reader.describe(info));
             thread.push(&state.reader.take_calls());
             return Ok(self.live(thread, &state.reader, None, marker));
         }
@@ -194,6 +195,7 @@ impl CodexSource {
                 thread = Reading::new(base_info(&file.id, file.parent.as_deref()), ctx);
             }
             reader.push_text(new);
+            thread.describe(|info| reader.describe(info));
             thread.push(&reader.take_calls());
         })?;
         let cursor = serde_json::to_string(&state).ok();
@@ -209,19 +211,7 @@ impl CodexSource {
         marker: i64,
     ) -> Tracked {
         let meta = reader.meta();
-        let info = &mut thread.info;
-        if meta.parent_thread_id.is_some() {
-            info.parent_id.clone_from(&meta.parent_thread_id);
-        }
-        if meta.title.is_some() {
-            info.title.clone_from(&meta.title);
-        }
-        if meta.cwd.is_some() {
-            info.directory.clone_from(&meta.cwd);
-        }
-        if let Some(agent) = meta.agent_role.as_ref().or(meta.agent_nickname.as_ref()) {
-            info.agent = Some(agent.clone());
-        }
+        thread.describe(|info| reader.describe(info));
         if meta.model.is_some() {
             thread.spend.model_id.clone_from(&meta.model);
             thread.spend.provider.clone_from(&meta.model_provider);

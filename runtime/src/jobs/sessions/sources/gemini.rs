@@ -175,7 +175,7 @@ impl GeminiSource {
             .as_ref()
             .and_then(|r| restore_file::<FileState>(r, ctx));
         let (mut state, mut session) = match restored {
-            Some((state, restored)) => (state, Reading::from_restored(restored)),
+            Some((state, restored)) => (state, Reading::from_restored(restored, ctx)),
             None => (
                 FileState {
                     file: FileCursor::default(),
@@ -192,14 +192,14 @@ impl GeminiSource {
             // Rewritten whole on every update: the reader compares the new history with the
             // one it handed out.
             reader.push_document(&read_whole(&file.transcript.path, until)?);
-            take(reader, &mut session, ctx);
+            take(reader, &mut session);
         } else {
             tail(&file.transcript.path, cursor, until, |new| {
                 if new.restarted {
                     reader.reset();
                 }
                 reader.push_text(new);
-                take(reader, &mut session, ctx);
+                take(reader, &mut session);
             })?;
         }
         let cursor = serde_json::to_string(&state).ok();
@@ -215,16 +215,7 @@ impl GeminiSource {
         marker: i64,
     ) -> Tracked {
         let meta = reader.meta();
-        let info = &mut session.info;
-        if meta.title.is_some() {
-            info.title.clone_from(&meta.title);
-        }
-        if meta.cwd.is_some() {
-            info.directory.clone_from(&meta.cwd);
-        }
-        if meta.kind.as_deref() == Some("subagent") {
-            info.agent = Some("subagent".to_owned());
-        }
+        session.describe(|info| reader.describe(info));
         if meta.model.is_some() {
             session.spend.model_id.clone_from(&meta.model);
             session.spend.provider = Some("google".to_owned());
@@ -237,11 +228,12 @@ impl GeminiSource {
 
 /// Hand the reader's new calls to the session, from the start again when the history it had
 /// handed out changed (the reader's contract).
-fn take(reader: &mut GeminiReader, session: &mut Reading, ctx: &ReadContext<'_>) {
+fn take(reader: &mut GeminiReader, session: &mut Reading) {
     let calls: Vec<Call> = reader.take_calls();
     if reader.rewound() {
-        session.restart(ctx);
+        session.restart();
     }
+    session.describe(|info| reader.describe(info));
     session.push(&calls);
 }
 

@@ -10,7 +10,7 @@ use agentwatch_store::SessionCacheRow;
 use agentwatch_transcripts::{
     Discovery, FileCursor, NewText, Transcript, read_new, read_transcript,
 };
-use detect_core::{Call, Session, SessionDetector};
+use detect_core::{Call, DetectConfig, Session, SessionDetector};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::Path;
@@ -400,7 +400,14 @@ pub(crate) fn tail(
 
 /// One session being read: its detector and what is known of it.
 pub(crate) struct Reading {
-    pub detector: SessionDetector,
+    /// Made at the session's first call, from what is known of it by then ([`Self::info`]).
+    detector: Option<SessionDetector>,
+    config: DetectConfig,
+    /// What is known of the session. A source says what its reader learnt of it
+    /// ([`Reading::describe`]) before it pushes calls: the detector is made at the first call,
+    /// from what the lines said of the session by then (its directory resolves the calls'
+    /// relative paths, its agent or title may make it read-only), as a whole-file read makes
+    /// it (`agentwatch detect`), so both judge alike.
     pub info: Session,
     pub spend: Spend,
     pub newest: Option<i64>,
@@ -408,9 +415,18 @@ pub(crate) struct Reading {
 }
 
 impl Reading {
-    pub(crate) fn from_restored(restored: Restored) -> Self {
+    pub(crate) fn from_restored(restored: Restored, ctx: &ReadContext<'_>) -> Self {
+        // A detector stored before the session's first counted call (a tick that read only
+        // its first lines) knows nothing of it: it is made again at that call, from what the
+        // lines said by then, as if read in one piece.
+        let took_calls = |d: &SessionDetector| {
+            d.latest_own_landing().is_some()
+                || d.latest_descendant_landing().is_some()
+                || d.figures().reason.window_calls > 0
+        };
         Self {
-            detector: restored.detector,
+            detector: Some(restored.detector).filter(took_calls),
+            config: ctx.detector.clone(),
             info: restored.info,
             spend: restored.spend,
             newest: restored.newest_call_ms,
@@ -420,7 +436,8 @@ impl Reading {
 
     pub(crate) fn new(info: Session, ctx: &ReadContext<'_>) -> Self {
         Self {
-            detector: SessionDetector::new(&info, ctx.detector),
+            detector: None,
+            config: ctx.detector.clone(),
             info,
             spend: Spend::default(),
             newest: None,
@@ -430,29 +447,44 @@ impl Reading {
 
     /// Start again from nothing (the history changed under the calls pushed so far),
     /// keeping what is known of the session.
-    pub(crate) fn restart(&mut self, ctx: &ReadContext<'_>) {
-        self.detector = SessionDetector::new(&self.info, ctx.detector);
+    pub(crate) fn restart(&mut self) {
+        self.detector = None;
         self.newest = None;
         self.fresh = true;
     }
 
+    /// Say what the reader learnt of the session (`describe` sets it on its info), before
+    /// its calls are pushed.
+    pub(crate) fn describe(&mut self, describe: impl FnOnce(&mut Session)) {
+        describe(&mut self.info);
+    }
+
     pub(crate) fn push(&mut self, calls: &[Call]) {
-        for call in calls {
-            self.detector.push(call);
-            self.newest = newest_call(std::iter::once(call), self.newest);
-            self.fresh = true;
+        if calls.is_empty() {
+            return;
         }
+        let detector = self
+            .detector
+            .get_or_insert_with(|| SessionDetector::new(&self.info, &self.config));
+        for call in calls {
+            detector.push(call);
+        }
+        self.newest = newest_call(calls.iter(), self.newest);
+        self.fresh = true;
     }
 
     /// The session as read this tick, its row's cursor and change marker.
     pub(crate) fn into_tracked(self, source: &str, cursor: Option<String>, marker: i64) -> Tracked {
+        let detector = self
+            .detector
+            .unwrap_or_else(|| SessionDetector::new(&self.info, &self.config));
         Tracked::live(
             source,
             self.info,
             self.spend,
             self.newest,
             self.fresh,
-            self.detector,
+            detector,
             cursor,
             Some(marker),
         )
@@ -751,5 +783,75 @@ mod tests {
                 .write(true)
                 .open(dir.path.join("fifo")),
         );
+    }
+
+    /// The fixture directories laid out as an agent's own, with that agent's name, under
+    /// `fixtures/<agent>/<family>/[<scenario>/]`.
+    fn fixture_homes() -> Vec<(&'static str, std::path::PathBuf)> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let is_home = |d: &Path| {
+            ["projects", "sessions", "tmp"]
+                .iter()
+                .any(|s| d.join(s).is_dir())
+        };
+        let dirs = |d: &Path| -> Vec<std::path::PathBuf> {
+            let mut out: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .collect();
+            out.sort();
+            out
+        };
+        let mut homes = Vec::new();
+        for agent in ["claude", "codex", "gemini"] {
+            for family in dirs(&root.join(agent)) {
+                let scenarios = if is_home(&family) {
+                    vec![family]
+                } else {
+                    dirs(&family).into_iter().filter(|d| is_home(d)).collect()
+                };
+                homes.extend(scenarios.into_iter().map(|d| (agent, d)));
+            }
+        }
+        homes
+    }
+
+    /// The verdicts by session id, and each tree as its root, sessions and flag (the keys are
+    /// the caller's).
+    fn shape(j: &detect_core::Judgement) -> (Vec<detect_core::SessionVerdict>, Vec<String>) {
+        let mut sessions = j.sessions.clone();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut trees: Vec<String> = j
+            .trees
+            .iter()
+            .map(|t| format!("{} {:?} {}", t.root, t.sessions, t.flagged))
+            .collect();
+        trees.sort();
+        (sessions, trees)
+    }
+
+    /// Every fixture transcript read by its live source (tailed, as `agentwatch run` reads
+    /// it) judges as its directory read whole (`agentwatch detect DIR`, through
+    /// `agentwatch_transcripts::read_whole`): one reader per agent whatever the entry, on the
+    /// real transcripts and the hand-written one per version family (issue 48).
+    #[test]
+    fn live_sources_judge_every_fixture_as_the_whole_read() {
+        use super::super::{claude::ClaudeSource, codex::CodexSource, gemini::GeminiSource};
+        use super::testing::Bench;
+        let homes = fixture_homes();
+        assert!(homes.len() >= 16, "{homes:?}");
+        for (agent, home) in homes {
+            let live = match agent {
+                "claude" => Bench::of(&home, ClaudeSource::at).tick().1,
+                "codex" => Bench::of(&home, CodexSource::at).tick().1,
+                _ => Bench::of(&home, GeminiSource::at).tick().1,
+            };
+            let paths = [home.to_string_lossy().into_owned()];
+            let config = detect_core::DetectConfig::default();
+            let whole = crate::input::judge_files(&paths, &config).unwrap();
+            assert!(!whole.sessions.is_empty(), "{}", home.display());
+            assert_eq!(shape(&live), shape(&whole), "{}", home.display());
+        }
     }
 }
