@@ -338,6 +338,26 @@ fn claude_with_the_binary_gone_every_call_runs() {
     assert_eq!(runs(&run.dir), LOOP_CALLS, "every call ran");
 }
 
+/// The hook's decisions end warn, block, block, block, stop: nothing after the stop.
+fn assert_stopped_after_three_refusals(journal: &str) {
+    let decisions: Vec<&str> = journal
+        .lines()
+        .filter_map(|l| l.split(" decision=").nth(1)?.split(' ').next())
+        .collect();
+    let tail = &decisions[decisions.len().saturating_sub(5)..];
+    assert_eq!(
+        tail,
+        ["warn", "block", "block", "block", "stop"],
+        "{journal}"
+    );
+    assert!(
+        decisions[..decisions.len() - 5]
+            .iter()
+            .all(|d| *d == "not-flagged"),
+        "{journal}"
+    );
+}
+
 /// `[act] mode = "stop"` in the agent's home: the configuration the hook reads.
 fn stop_mode(home: &Path) {
     let config = home.join(".config/agentwatch/config.toml");
@@ -360,10 +380,14 @@ fn claude_stop_mode_ends_the_session_after_the_refusals() {
         "{journal}\n{}",
         done.stdout.lines().last().unwrap_or_default()
     );
-    assert_eq!(journal.matches("decision=stop").count(), 1, "{journal}");
-    // Warned at the 4th call, refused 3 times, stopped at the 8th: nothing after it.
-    assert_eq!(journal.matches("decision=").count(), 8, "{journal}");
-    assert_eq!(runs(&run.dir), 4);
+    assert_stopped_after_three_refusals(&journal);
+    // Warned at the 4th call, or later when Claude Code (which writes its transcript
+    // asynchronously) had not yet written the last results when the hook read it.
+    assert!(
+        (4..=AT_MOST_RUN).contains(&runs(&run.dir)),
+        "{} ran",
+        runs(&run.dir)
+    );
     assert!(done.stdout.contains("hook_stopped"), "{}", done.stdout);
 }
 
@@ -388,8 +412,7 @@ fn gemini_stop_mode_ends_the_session_after_the_refusals() {
     let done = run.run(Duration::from_secs(300)).expect("gemini ran");
     let journal = hook_journal(&run.home);
     eprintln!("{journal}\n{}\n{}", done.stdout, done.stderr);
-    assert_eq!(journal.matches("decision=stop").count(), 1, "{journal}");
-    assert_eq!(journal.matches("decision=").count(), 8, "{journal}");
+    assert_stopped_after_three_refusals(&journal);
     assert_eq!(runs(&run.dir), 3);
 }
 
