@@ -32,8 +32,10 @@ pub const STALE_LONG_MIN: u32 = 9;
 /// and at least half of them echo.
 pub const STALE_SPAN_MIN_CALLS: u32 = 10;
 /// `repeat` also fires when the session's last this-many calls are one call that failed each
-/// time (status `error` or a non-zero exit), whatever the errors said: OpenHands' stuck detector
-/// (the same action, an error each time, three times).
+/// time (status `error` or a non-zero exit), whatever the errors said: the count at which Gemini
+/// CLI and Cline stop one call made again and again. Fewer are the peers' "not stuck" (issue
+/// 48): four runs of one cell whose syntax error moves from line to line (OpenHands' own
+/// negatives), three refused diffs before the agent reads the file (Roo Code lets three pass).
 pub const FAILING_MIN: u32 = 5;
 /// `repeat` also fires when one call and result occurs at least this many times among the
 /// session's last [`ECHO_HISTORY`] calls, [`RECUR_RECENT_MIN`] of them among its last

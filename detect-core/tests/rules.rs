@@ -832,7 +832,7 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
         (0..n).flat_map(|_| block.iter().cloned()).collect()
     };
     // Rows: calls after 3 unique ones, `repeat` figure, fires. A run of one call passes (a
-    // failed call three times in a row is `failing`'s, below).
+    // failed call five times in a row is also `failing`'s, below).
     let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
         ("4 in a row", vec![pytest(0); 4], 4, false),
         ("5 in a row", vec![pytest(0); 5], 5, true),
