@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 /// The longest block the `cycle` signal looks for.
@@ -644,7 +645,7 @@ pub struct DetectorSnapshot {
     sent: Vec<u64>,
     /// The commits that landed, their names hashed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    commits: Vec<u64>,
+    commits: Vec<NonZeroU64>,
     /// The session's last calls and results (`precise`, rule `repeat`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     history: VecDeque<Echo>,

@@ -518,7 +518,7 @@ impl<'a> Cursor<'a> {
             return self.lenient(depth).map(|()| MetaFacts::default());
         }
         let mut facts = MetaFacts::default();
-        let (mut diff, mut unified, mut filediff, mut files) = (false, false, None, false);
+        let (mut diff, mut filediff, mut files) = (None, None, false);
         let mut update = false;
         self.object(|c, key| {
             match &*key {
@@ -526,12 +526,9 @@ impl<'a> Cursor<'a> {
                 "total_lines" => facts.total_lines = c.count()?,
                 "lines_read" => facts.lines_read = c.count()?,
                 "diff" => {
-                    (diff, unified) = match c.space()? {
-                        b'"' => {
-                            let text = c.string()?;
-                            (!text.trim().is_empty(), is_unified_diff(&text))
-                        }
-                        _ => c.lenient(depth + 1).map(|()| (false, false))?,
+                    diff = match c.space()? {
+                        b'"' => Some(c.string()?),
+                        _ => c.lenient(depth + 1).map(|()| None)?,
                     }
                 }
                 "filediff" => filediff = c.changed_lines(depth + 1)?,
@@ -550,8 +547,11 @@ impl<'a> Cursor<'a> {
             }
             Some(())
         })?;
-        facts.changed = diff || filediff == Some(true) || files;
-        facts.unchanged = filediff == Some(false) && (update || unified);
+        let diff = diff.as_deref();
+        facts.changed =
+            diff.is_some_and(|d| !d.trim().is_empty()) || filediff == Some(true) || files;
+        // Whether the diff is a unified one is asked only when the counts say no line changed.
+        facts.unchanged = filediff == Some(false) && (update || diff.is_some_and(is_unified_diff));
         Some(facts)
     }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::num::NonZeroU64;
 
 /// How many characters of a grep / glob pattern make its target.
 pub const PATTERN_TARGET_CHARS: usize = shell::PATTERN_CHARS;
@@ -226,7 +227,7 @@ pub struct CallFacts {
     /// The call landed by a commit its output names (`metadata.committed`, the commit's hash,
     /// hashed): the detector demotes it when that commit landed already in the session
     /// (`precise`, rule `repeated_writes`; [`CallFacts::of`] sees one call alone).
-    pub commit: Option<u64>,
+    pub commit: Option<NonZeroU64>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -385,7 +386,7 @@ pub(crate) struct Facts<'s> {
     /// See [`CallFacts::tool_change`].
     pub tool_change: bool,
     /// See [`CallFacts::commit`].
-    pub commit: Option<u64>,
+    pub commit: Option<NonZeroU64>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -694,7 +695,7 @@ struct Landing {
     /// See [`CallFacts::tool_change`].
     tool_change: bool,
     /// See [`CallFacts::commit`].
-    commit: Option<u64>,
+    commit: Option<NonZeroU64>,
 }
 
 /// How a call landed: [`is_landed`], a commit its output shows, a bash write that exited 0, or
@@ -766,12 +767,12 @@ fn is_landed(
     config: &DetectConfig,
 ) -> (bool, bool) {
     let tool = call.tool;
-    let as_it_was = call.meta.unchanged && config.applies(Rule::RepeatedWrites);
+    let as_it_was = || call.meta.unchanged && config.applies(Rule::RepeatedWrites);
     if config.is_edit(tool) {
-        return (call.meta.changed && !as_it_was, true);
+        return (call.meta.changed && !as_it_was(), true);
     }
     if config.is_write(tool) {
-        return (!call.error && !as_it_was, true);
+        return (!call.error && !as_it_was(), true);
     }
     if let Some(command) = normalized_command {
         return (

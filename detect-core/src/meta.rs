@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::num::NonZeroU64;
 
 /// What the matcher reads of a call's metadata.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,9 +28,9 @@ pub(crate) struct MetaFacts<'a> {
     pub unchanged: bool,
     /// `committed`: the adapter saw the output show a commit ([`crate::output_commit`]).
     pub committed: bool,
-    /// The commit's hash when `committed` names it ([`hash`] of the text): a commit that
-    /// landed already in the session is no new work.
-    pub commit: Option<u64>,
+    /// The commit's hash when `committed` names it ([`hash`] of the text, never 0): a commit
+    /// that landed already in the session is no new work.
+    pub commit: Option<NonZeroU64>,
 }
 
 impl<'a> MetaFacts<'a> {
@@ -73,19 +74,24 @@ pub(crate) fn committed(value: &Value) -> bool {
 }
 
 /// The commit `committed` names (its trimmed text, hashed), when it is a non-blank string.
-pub(crate) fn commit_hash(value: &Value) -> Option<u64> {
+pub(crate) fn commit_hash(value: &Value) -> Option<NonZeroU64> {
     let name = value.as_str()?.trim();
-    (!name.is_empty()).then(|| hash(name))
+    (!name.is_empty()).then(|| NonZeroU64::new(hash(name)).unwrap_or(NonZeroU64::MIN))
 }
 
-/// Whether a `diff` is a unified diff (a file header or a hunk header), as a tool that
-/// computes one writes it, rather than a note standing for one.
+/// Whether a `diff` is a unified diff (a line that begins a file header or a hunk header), as
+/// a tool that computes one writes it, rather than a note standing for one. Asked only of an
+/// edit whose counts say it changed no line.
 pub(crate) fn is_unified_diff(diff: &str) -> bool {
-    diff.lines().any(|line| {
-        ["@@", "--- ", "+++ ", "Index: "]
-            .iter()
-            .any(|head| line.starts_with(head))
-    })
+    let bytes = diff.as_bytes();
+    std::iter::once(0)
+        .chain(memchr::memchr_iter(b'\n', bytes).map(|at| at + 1))
+        .any(|at| {
+            let line = &bytes[at..];
+            [&b"@@"[..], b"--- ", b"+++ ", b"Index: "]
+                .iter()
+                .any(|head| line.starts_with(head))
+        })
 }
 
 /// [`MetaFacts::of`] read straight from a call's metadata text (`detect`, issue 19): the same
@@ -172,6 +178,8 @@ impl<'de> Shape<'de> for Meta {
         let mut facts = MetaFacts::default();
         let (mut diff, mut filediff, mut files) = (DiffText::default(), None, false);
         let mut update = false;
+        // Whether the diff is a unified one is asked only when the counts say no line changed.
+
         while let Some(key) = map.next_key_seed(CowStr)? {
             match &*key {
                 "exit" => facts.exit = Some(Cow::Owned(map.next_value()?)),

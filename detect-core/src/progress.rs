@@ -16,6 +16,7 @@ use crate::hash::{hash, mix};
 use crate::matcher::Facts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
+use std::num::NonZeroU64;
 
 /// How far back a call looks for the call it echoes.
 pub const ECHO_HISTORY: usize = 16;
@@ -268,15 +269,20 @@ impl Staleness {
             facts.view.map(|(path, a, b)| (hash(path), a, b))
         };
         let repeated = seen.is_some() && self.seen(key);
-        let shown_again = view.is_some_and(|(path, a, b)| {
-            self.history.iter().any(|e| {
-                e.view
-                    .is_some_and(|(p, x, y)| p == path && shows_half_again(a, b, x, y))
-            })
-        });
-        let echoed = repeated || facts.resent || shown_again;
+        let by_result = repeated || facts.resent;
+        let status_alone = facts.blind() && !facts.resent;
+        // A region shown again is looked for when nothing else echoed, or to tell a status's
+        // echo from a view's.
+        let shown_again = (!by_result || status_alone)
+            && view.is_some_and(|(path, a, b)| {
+                self.history.iter().any(|e| {
+                    e.view
+                        .is_some_and(|(p, x, y)| p == path && shows_half_again(a, b, x, y))
+                })
+            });
+        let echoed = by_result || shown_again;
         // Its echo rests on a status alone: evidence only beside other calls'.
-        let blind = facts.blind() && !facts.resent && !shown_again;
+        let blind = status_alone && !shown_again;
         if facts.landed {
             // A landing may have changed any file: what was shown before it is no evidence, and
             // neither is a result without an output hash.
@@ -537,7 +543,7 @@ pub(crate) struct Progress {
     pub(crate) sent: BTreeSet<u64>,
     /// The commits that landed, as hashes of their names ([`crate::CallFacts::commit`]): a
     /// commit named again is no new work.
-    pub(crate) commits: BTreeSet<u64>,
+    pub(crate) commits: BTreeSet<NonZeroU64>,
     /// Bash writes of unknown exit not yet confirmed: (file, identity), oldest first.
     pub(crate) unconfirmed: Vec<(String, String)>,
 }
