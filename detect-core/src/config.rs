@@ -72,8 +72,10 @@ pub enum Rule {
     /// A bash command that writes files (`sed -i`, `> file`, `tee`, heredocs, `patch`,
     /// `git apply`, `apply_patch`, `mv`/`cp`, a python script that writes) and exits 0 lands.
     BashWrites,
-    /// A bash write identical to an earlier landed bash write of the session is no landing (the
-    /// same `sed -i` again changes nothing).
+    /// A landing is new work: a bash write identical to an earlier landed bash write of the
+    /// session is no landing (the same `sed -i` again changes nothing), nor is a commit the
+    /// session landed already, nor an edit or write whose metadata says it wrote the file as it
+    /// was.
     RepeatedWrites,
     /// A poll (`sleep N && tail -n 5 job.log`) is waiting, not looping: it counts towards `slow`
     /// only, never towards `dup`, `top` or `cycle`.
@@ -85,8 +87,9 @@ pub enum Rule {
     /// The `cycle` signal: one block of 1-6 calls repeated in a row.
     Cycle,
     /// The `repeat` signal: the same call with the same result (output hash, else status and
-    /// exit), alone or as a block of 2-3 calls, repeated in a row. Strong evidence: it fires
-    /// before `min_calls`.
+    /// exit), alone or as a block of 2-3 calls, repeated in a row; the same call failing five
+    /// times in a row. Strong evidence: it fires before `min_calls` (a success known only by
+    /// its status supports it and makes none).
     Repeat,
     /// Progress read from outputs: a bash command whose output shows a commit it made
     /// (`[main abc1234] …`, recorded by the adapter as `metadata.committed`) lands, whatever its

@@ -26,6 +26,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 /// The longest block the `cycle` signal looks for.
@@ -241,15 +242,21 @@ pub fn no_progress_calls(session: &Session, config: &DetectConfig) -> Vec<bool> 
 
 /// `cycle` (periods 1-6) and `repeat` (periods 1-3): the longest stretch of `ids` made of one
 /// block of 1-`max_period` calls repeated in a row at least `min_repeats` times (calls covered),
-/// or 0. `None` matches nothing.
-fn longest_cycle<T: PartialEq>(ids: &[Option<T>], max_period: usize, min_repeats: usize) -> u32 {
+/// or 0. `None` matches nothing; a stretch counts only where `counts(i, p)`, for the block of
+/// `p` calls ending at `i`.
+fn longest_cycle<T: PartialEq>(
+    ids: &[Option<T>],
+    max_period: usize,
+    min_repeats: usize,
+    counts: impl Fn(usize, usize) -> bool,
+) -> u32 {
     let mut best = 0;
     for p in 1..=max_period {
         let mut run = 0usize;
         for i in p..ids.len() {
             if ids[i].is_some() && ids[i] == ids[i - p] {
                 run += 1;
-                if run >= (min_repeats - 1) * p {
+                if run >= (min_repeats - 1) * p && counts(i, p) {
                     best = best.max(run + p);
                 }
             } else {
@@ -414,7 +421,7 @@ fn span_cycle(span: &[CallFacts], config: &DetectConfig) -> u32 {
         .iter()
         .map(|f| (!f.wait).then_some(f.identity.as_str()))
         .collect();
-    longest_cycle(&ids, CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS)
+    longest_cycle(&ids, CYCLE_MAX_PERIOD, CYCLE_MIN_REPEATS, |_, _| true)
 }
 
 /// `repeat` over the span, when it applies (else 0).
@@ -422,12 +429,15 @@ fn span_repeat(span: &[CallFacts], config: &DetectConfig) -> u32 {
     if !config.applies(Rule::Repeat) {
         return 0;
     }
-    // The same call seeing the same result; a poll matches nothing.
+    // The same call seeing the same result; a poll matches nothing. A block of 2-3 calls counts
+    // when one of them is known by more than its success (`CallFacts::blind`).
     let ids: Vec<Option<(&str, &str)>> = span
         .iter()
         .map(|f| (!f.wait).then_some((f.identity.as_str(), f.result.as_str())))
         .collect();
-    longest_cycle(&ids, REPEAT_MAX_PERIOD, REPEAT_MIN_REPEATS)
+    longest_cycle(&ids, REPEAT_MAX_PERIOD, REPEAT_MIN_REPEATS, |i, p| {
+        p == 1 || span[i + 1 - p..=i].iter().any(|f| !f.blind())
+    })
 }
 
 /// The figures the whole history decides (`repeat`'s and the stalls'), exactly.
@@ -524,6 +534,10 @@ struct SpanCall {
     /// written).
     #[serde(default, skip_serializing)]
     result: Option<u32>,
+    /// A success known only by its status ([`CallFacts::blind`]): a block of 2-3 calls made
+    /// only of such calls repeats nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    blind: bool,
 }
 
 /// Upper bounds of the window's figures, kept as calls are added so that
@@ -629,6 +643,9 @@ pub struct DetectorSnapshot {
     /// The write and edit tool calls that landed, hashed (`precise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     sent: Vec<u64>,
+    /// The commits that landed, their names hashed (`precise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    commits: Vec<NonZeroU64>,
     /// The session's last calls and results (`precise`, rule `repeat`).
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
     history: VecDeque<Echo>,
@@ -760,6 +777,7 @@ impl SessionDetector {
                 view: c.view.map(|(p, a, b)| (map(p, &mut names), a, b)),
                 seen: c.seen,
                 result: None,
+                blind: c.blind,
             })
             .collect();
         let progress = &self.progress;
@@ -776,6 +794,7 @@ impl SessionDetector {
             profile: self.config.profile,
             written: progress.written.iter().cloned().collect(),
             sent: progress.sent.iter().copied().collect(),
+            commits: progress.commits.iter().copied().collect(),
             history: progress.staleness.history.clone(),
             auto: None,
             recent: progress.staleness.recent.iter().copied().collect(),
@@ -825,6 +844,7 @@ impl SessionDetector {
                 polls: snapshot.polls,
                 written: snapshot.written.into_iter().collect(),
                 sent: snapshot.sent.into_iter().collect(),
+                commits: snapshot.commits.into_iter().collect(),
                 unconfirmed: snapshot.unconfirmed,
             },
             last_landed: snapshot.last_landed,
@@ -948,6 +968,7 @@ impl SessionDetector {
                 .filter(|_| self.config.applies(Rule::Repeat))
                 .map(|k| k.seen),
             result: None,
+            blind: self.config.applies(Rule::Repeat) && facts.blind(),
         };
         self.span.push(span_call);
         self.add(span_call);
@@ -1020,9 +1041,13 @@ impl SessionDetector {
             self.peaks.view_at_zero |= first == 0;
         }
         if self.config.applies(Rule::Cycle) {
-            let best = extend_runs(&mut self.runs, &self.span, CYCLE_MIN_REPEATS, |a, b| {
-                a.identity == b.identity
-            });
+            let best = extend_runs(
+                &mut self.runs,
+                &self.span,
+                CYCLE_MIN_REPEATS,
+                |a, b| a.identity == b.identity,
+                |_| true,
+            );
             self.cycle = self.cycle.max(best);
         }
         if self.config.applies(Rule::Repeat) {
@@ -1031,6 +1056,7 @@ impl SessionDetector {
                 &self.span,
                 REPEAT_MIN_REPEATS,
                 |a, b| a.identity == b.identity && a.seen.is_some() && a.seen == b.seen,
+                |block| block.len() == 1 || block.iter().any(|c| !c.blind),
             );
             self.repeat = self.repeat.max(best);
         }
@@ -1230,12 +1256,14 @@ impl SessionDetector {
 
 /// The incremental form of [`longest_cycle`]: `runs[p - 1]` counts the calls at the end of
 /// `span` equal (by `same`, polls matching nothing) to the call `p` before them; updated for the
-/// call just appended. Returns the longest qualifying stretch ending at that call, or 0.
+/// call just appended. Returns the longest qualifying stretch ending at that call whose block
+/// (its last `p` calls) `counts`, or 0.
 fn extend_runs(
     runs: &mut [u32],
     span: &[SpanCall],
     min_repeats: usize,
     same: impl Fn(&SpanCall, &SpanCall) -> bool,
+    counts: impl Fn(&[SpanCall]) -> bool,
 ) -> u32 {
     let Some((call, _)) = span.split_last() else {
         return 0;
@@ -1247,7 +1275,7 @@ fn extend_runs(
         let earlier = (last >= p).then(|| &span[last - p]);
         if !call.wait && earlier.is_some_and(|e| !e.wait && same(e, call)) {
             *run += 1;
-            if *run as usize >= (min_repeats - 1) * p {
+            if *run as usize >= (min_repeats - 1) * p && counts(&span[last + 1 - p..]) {
                 best = best.max(*run + p as u32);
             }
         } else {

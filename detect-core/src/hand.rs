@@ -18,8 +18,9 @@ use crate::detector::SessionDetector;
 use crate::json::string_stop;
 use crate::json::{Json, MapOnly};
 use crate::matcher::LineCountsText;
-use crate::meta::{MetaFacts, lines_changed};
+use crate::meta::{MetaFacts, commit_hash, committed, is_unified_diff, lines_changed};
 use crate::model::{CallText, Label, Session, SessionDoc, TimeDoc, UnixMs, is_session_key};
+use crate::output::COMMITTED_KEY;
 use crate::scan::{is_space, string_tail};
 use crate::sink::{CallSink, CallWatcher, NewDetector};
 use rustc_hash::FxHashMap;
@@ -517,7 +518,8 @@ impl<'a> Cursor<'a> {
             return self.lenient(depth).map(|()| MetaFacts::default());
         }
         let mut facts = MetaFacts::default();
-        let (mut diff, mut filediff, mut files) = (false, false, false);
+        let (mut diff, mut filediff, mut files) = (None, None, false);
+        let mut update = false;
         self.object(|c, key| {
             match &*key {
                 "exit" => facts.exit = Some(Cow::Owned(c.value()?)),
@@ -525,17 +527,31 @@ impl<'a> Cursor<'a> {
                 "lines_read" => facts.lines_read = c.count()?,
                 "diff" => {
                     diff = match c.space()? {
-                        b'"' => !c.string()?.trim().is_empty(),
-                        _ => c.lenient(depth + 1).map(|()| false)?,
+                        b'"' => Some(c.string()?),
+                        _ => c.lenient(depth + 1).map(|()| None)?,
                     }
                 }
                 "filediff" => filediff = c.changed_lines(depth + 1)?,
                 "files" => files = c.any_changed(depth + 1)?,
+                "type" => {
+                    update = match c.space()? {
+                        b'"' => c.string()? == "update",
+                        _ => c.lenient(depth + 1).map(|()| false)?,
+                    }
+                }
+                COMMITTED_KEY => {
+                    let value = c.value()?;
+                    (facts.committed, facts.commit) = (committed(&value), commit_hash(&value));
+                }
                 _ => c.skip(depth + 1)?,
             }
             Some(())
         })?;
-        facts.changed = diff || filediff || files;
+        let diff = diff.as_deref();
+        facts.changed =
+            diff.is_some_and(|d| !d.trim().is_empty()) || filediff == Some(true) || files;
+        // Whether the diff is a unified one is asked only when the counts say no line changed.
+        facts.unchanged = filediff == Some(false) && (update || diff.is_some_and(is_unified_diff));
         Some(facts)
     }
 
@@ -548,10 +564,11 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// `filediff` or an element of `files`: whether it is an object with added or deleted lines.
-    fn changed_lines(&mut self, depth: u32) -> Option<bool> {
+    /// `filediff` or an element of `files`: when it is an object, whether it added or deleted
+    /// lines.
+    fn changed_lines(&mut self, depth: u32) -> Option<Option<bool>> {
         if self.space()? != b'{' {
-            return self.lenient(depth).map(|()| false);
+            return self.lenient(depth).map(|()| None);
         }
         let (mut additions, mut deletions) = (0, 0);
         self.object(|c, key| {
@@ -562,7 +579,7 @@ impl<'a> Cursor<'a> {
             }
             Some(())
         })?;
-        Some(lines_changed(additions, deletions))
+        Some(Some(lines_changed(additions, deletions)))
     }
 
     /// `files`: whether it is a list of which one element has added or deleted lines.
@@ -572,7 +589,7 @@ impl<'a> Cursor<'a> {
         }
         let mut any = false;
         self.list(|c| {
-            any |= c.changed_lines(depth + 1)?;
+            any |= c.changed_lines(depth + 1)? == Some(true);
             Some(())
         })?;
         Some(any)
@@ -811,6 +828,13 @@ mod tests {
             (r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":"\u00e9"}"#.into(), Hand::Reads),
             (r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":[1,"\ud800"]}"#.into(), Hand::Reads),
             (r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"diff":{"a":"\ud800"},"exit":[-1.5e3]}}"#.into(), Hand::Reads),
+            // A commit named in the metadata (the same one three times: one landing), and a
+            // write or edit that wrote the file as it was (issue 48).
+            (r#"{"tool":"bash","input":{"command":"git commit --amend --no-edit"},"status":"completed","metadata":{"exit":0,"committed":"4e1f\u0030a2"},"output_hash":"ab"}"#.into(), Hand::Reads),
+            (r#"{"tool":"bash","input":{"command":"git commit -m x"},"status":"completed","metadata":{"committed":true,"committed":" "},"output_hash":"ab"}"#.into(), Hand::Reads),
+            (r#"{"tool":"write","input":{"filePath":"a.rs","content":"x"},"status":"completed","metadata":{"type":"upd\u0061te","diff":"(update)","filediff":{"additions":0,"deletions":0}}}"#.into(), Hand::Reads),
+            (r#"{"tool":"write","input":{"filePath":"a.rs","content":"x"},"status":"completed","metadata":{"type":["update"],"filediff":{}}}"#.into(), Hand::Reads),
+            (r#"{"tool":"edit","input":{"filePath":"a.rs"},"status":"completed","metadata":{"diff":"Index: a.rs\n--- a.rs\n+++ a.rs\n","filediff":{"additions":0,"deletions":0},"type":null}}"#.into(), Hand::Reads),
             // Nesting: deep in an ignored field serde reads, too deep for the hand reader to
             // find the call's end (not read); deeper than serde's limit in the input (refused).
             (format!(r#"{{"tool":"bash","input":{{"command":"ls"}},"status":"completed","x":{}}}"#, deep(40)), Hand::Reads),

@@ -24,7 +24,7 @@
 //! | `read` | `{filePath, offset?, limit?}` | a file's lines shown (coverage, rereads); `metadata.total_lines`, `metadata.lines_read` |
 //! | `edit` (also `multiedit`, `patch`, `apply_patch`) | `{filePath, …}` | lands when `metadata.diff` is not blank or `metadata.filediff` (or one of `metadata.files`) has `additions` + `deletions` > 0 |
 //! | `write` | `{filePath, content, …}` | lands when it completes (the same content to the same file again: no landing) |
-//! | `bash` | `{command}` (`description`, `timeout` ignored) | the command normalised ([`normalize_bash`]); `metadata.exit` (`null` is unknown); `metadata.committed` ([`output_shows_commit`]) |
+//! | `bash` | `{command}` (`description`, `timeout` ignored) | the command normalised ([`normalize_bash`]); `metadata.exit` (`null` is unknown); `metadata.committed`: the hash of the commit its output shows ([`output_commit`]), or `true` |
 //! | `grep`, `glob` | `{pattern, path, …}` | their pattern is their target |
 //! | `task` | `{…}` | a subagent: its session is a child (`parent_id`), judged on its own calls |
 //! | `poll` | `{…}` (the job polled) | a look at a running job: never a loop by itself, a `stall` when it shows nothing new too long |
@@ -104,7 +104,9 @@ pub use model::{
     Call, CallStatus, CallTime, HOOK_MARKER, Label, ParseError, SESSION_FILE_FORMAT, Session,
     parse_judged_session_text, parse_session_text,
 };
-pub use output::{COMMITTED_KEY, normalize_output, output_hash, output_shows_commit, text_hash};
+pub use output::{
+    COMMITTED_KEY, normalize_output, output_commit, output_hash, output_shows_commit, text_hash,
+};
 pub use scan::{Scanned, scan_session_texts};
 pub use sink::{CallWatcher, NewDetector};
 pub use tree::{Forest, Judgement, judge_detectors, judge_sessions};

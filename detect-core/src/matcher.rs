@@ -16,6 +16,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::num::NonZeroU64;
 
 /// How many characters of a grep / glob pattern make its target.
 pub const PATTERN_TARGET_CHARS: usize = shell::PATTERN_CHARS;
@@ -223,6 +224,10 @@ pub struct CallFacts {
     pub resent: bool,
     /// A write or edit tool's call, landed or not: the calls [`CallFacts::resent`] looks at.
     pub tool_change: bool,
+    /// The call landed by a commit its output names (`metadata.committed`, the commit's hash,
+    /// hashed): the detector demotes it when that commit landed already in the session
+    /// (`precise`, rule `repeated_writes`; [`CallFacts::of`] sees one call alone).
+    pub commit: Option<NonZeroU64>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
@@ -380,11 +385,19 @@ pub(crate) struct Facts<'s> {
     pub resent: bool,
     /// See [`CallFacts::tool_change`].
     pub tool_change: bool,
+    /// See [`CallFacts::commit`].
+    pub commit: Option<NonZeroU64>,
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
 }
 
 impl Facts<'_> {
+    /// A success known only by its status: no output was recorded, so the result says that the
+    /// call ran, not what it saw (see [`CallFacts::blind`]).
+    pub(crate) fn blind(&self) -> bool {
+        is_blind(self.result, self.failed)
+    }
+
     fn to_owned(self) -> CallFacts {
         CallFacts {
             identity: self.identity.to_owned(),
@@ -408,6 +421,7 @@ impl Facts<'_> {
             shows_file: self.shows_file.map(str::to_owned),
             resent: self.resent,
             tool_change: self.tool_change,
+            commit: self.commit,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -434,7 +448,21 @@ fn call_result(call: &CallRef<'_>, config: &DetectConfig, out: &mut String) {
     }
 }
 
+/// See [`CallFacts::blind`].
+fn is_blind(result: &str, failed: bool) -> bool {
+    !failed && !result.starts_with('#')
+}
+
 impl CallFacts {
+    /// A success known only by its status (`precise`, rule `repeat`): no output hash was
+    /// recorded, so its result says that the call ran, not what it saw. Two such calls of one
+    /// identity are no evidence of seeing the same thing: they echo nothing, and only a run of
+    /// the same call in a row (Gemini CLI's and Cline's five identical calls) counts them, not a
+    /// block of two or three calls in turn (a peer that judges calls alone calls that work).
+    pub fn blind(&self) -> bool {
+        is_blind(&self.result, self.failed)
+    }
+
     /// The facts, borrowed.
     pub(crate) fn as_facts(&self) -> Facts<'_> {
         Facts {
@@ -457,6 +485,7 @@ impl CallFacts {
             shows_file: self.shows_file.as_deref(),
             resent: self.resent,
             tool_change: self.tool_change,
+            commit: self.commit,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
         }
@@ -545,6 +574,7 @@ pub(crate) fn facts<'s>(
         shows_file: shows_file.then_some(shown_path),
         resent: false,
         tool_change: landing.tool_change,
+        commit: landing.commit,
         start_ms: call.start_ms,
         end_ms: call.end_ms,
     }
@@ -664,6 +694,8 @@ struct Landing {
     unconfirmed_write: bool,
     /// See [`CallFacts::tool_change`].
     tool_change: bool,
+    /// See [`CallFacts::commit`].
+    commit: Option<NonZeroU64>,
 }
 
 /// How a call landed: [`is_landed`], a commit its output shows, a bash write that exited 0, or
@@ -688,6 +720,11 @@ fn landing_of(
     {
         landed = true;
     }
+    // Landed by a commit: which one, so that a commit landed already is no new work.
+    let commit = call
+        .meta
+        .commit
+        .filter(|_| landed && !tool_change && config.applies(Rule::RepeatedWrites));
     // A write tool's landing is a write too: the same content written again changes nothing.
     let mut write = landed && config.is_write(tool) && config.applies(Rule::RepeatedWrites);
     let mut unconfirmed_write = false;
@@ -717,22 +754,25 @@ fn landing_of(
         write,
         unconfirmed_write,
         tool_change,
+        commit: commit.filter(|_| !write),
     }
 }
 
 /// Whether a call landed (a real edit, a completed write, or a successful `git commit`), and
-/// whether it is a write or edit tool's call.
+/// whether it is a write or edit tool's call. Under `repeated_writes` an edit or write whose
+/// metadata says it wrote the file as it was ([`MetaFacts::unchanged`]) is no new work.
 fn is_landed(
     call: &CallRef<'_>,
     normalized_command: Option<&str>,
     config: &DetectConfig,
 ) -> (bool, bool) {
     let tool = call.tool;
+    let as_it_was = || call.meta.unchanged && config.applies(Rule::RepeatedWrites);
     if config.is_edit(tool) {
-        return (call.meta.changed, true);
+        return (call.meta.changed && !as_it_was(), true);
     }
     if config.is_write(tool) {
-        return (!call.error, true);
+        return (!call.error && !as_it_was(), true);
     }
     if let Some(command) = normalized_command {
         return (

@@ -1,14 +1,16 @@
 //! What the matcher reads of a call's metadata (`exit`, `total_lines`, `lines_read`, whether a
-//! file changed, `committed`), from a [`Value`] ([`MetaFacts::of`]) or straight from a session
+//! file changed or was written as it was, `committed`), from a [`Value`] ([`MetaFacts::of`]) or straight from a session
 //! file's text ([`MetaFacts`]'s reader, [`ReadMetadata`]). Below the session model, which reads
 //! calls' metadata through it, and the matcher, which judges calls by it.
 
+use crate::hash::hash;
 use crate::json::{CowStr, MapOnly};
 use crate::output::COMMITTED_KEY;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
+use std::num::NonZeroU64;
 
 /// What the matcher reads of a call's metadata.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -19,8 +21,16 @@ pub(crate) struct MetaFacts<'a> {
     pub lines_read: Option<u64>,
     /// A non-blank `diff`, or a `filediff` or one of `files` with added or deleted lines.
     pub changed: bool,
-    /// `committed`: the adapter saw the output show a commit ([`crate::output_shows_commit`]).
+    /// The call wrote a file as it was: a `filediff` with no line added or deleted, beside a
+    /// `type` of `update` (Claude Code's and Gemini CLI's write of what a file holds) or a
+    /// `diff` that is a unified diff (opencode's, with no hunk). A count of zero beside anything
+    /// else (a file created, a result that only says "updated") says nothing.
+    pub unchanged: bool,
+    /// `committed`: the adapter saw the output show a commit ([`crate::output_commit`]).
     pub committed: bool,
+    /// The commit's hash when `committed` names it ([`hash`] of the text, never 0): a commit
+    /// that landed already in the session is no new work.
+    pub commit: Option<NonZeroU64>,
 }
 
 impl<'a> MetaFacts<'a> {
@@ -29,21 +39,23 @@ impl<'a> MetaFacts<'a> {
             let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
             lines_changed(n("additions"), n("deletions"))
         };
-        let has_diff = meta
-            .get("diff")
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty());
-        let filediff = meta.get("filediff").is_some_and(changed);
+        let diff = meta.get("diff").and_then(Value::as_str);
+        let has_diff = diff.is_some_and(|d| !d.trim().is_empty());
+        let filediff = meta.get("filediff").filter(|v| v.is_object()).map(changed);
         let files = meta
             .get("files")
             .and_then(Value::as_array)
             .is_some_and(|files| files.iter().any(changed));
+        let update = meta.get("type").and_then(Value::as_str) == Some("update");
+        let committed_value = meta.get(COMMITTED_KEY);
         Self {
             exit: meta.get("exit").map(Cow::Borrowed),
             total_lines: meta.get("total_lines").and_then(Value::as_u64),
             lines_read: meta.get("lines_read").and_then(Value::as_u64),
-            changed: has_diff || filediff || files,
-            committed: meta.get(COMMITTED_KEY).is_some_and(committed),
+            changed: has_diff || filediff == Some(true) || files,
+            unchanged: filediff == Some(false) && (update || diff.is_some_and(is_unified_diff)),
+            committed: committed_value.is_some_and(committed),
+            commit: committed_value.and_then(commit_hash),
         }
     }
 
@@ -52,13 +64,34 @@ impl<'a> MetaFacts<'a> {
     }
 }
 
-/// `committed`: `true`, or a non-blank string (a commit's hash, as some adapters keep it).
-fn committed(value: &Value) -> bool {
+/// `committed`: `true`, or a non-blank string (a commit's hash, as adapters keep it).
+pub(crate) fn committed(value: &Value) -> bool {
     match value {
         Value::Bool(b) => *b,
         Value::String(s) => !s.trim().is_empty(),
         _ => false,
     }
+}
+
+/// The commit `committed` names (its trimmed text, hashed), when it is a non-blank string.
+pub(crate) fn commit_hash(value: &Value) -> Option<NonZeroU64> {
+    let name = value.as_str()?.trim();
+    (!name.is_empty()).then(|| NonZeroU64::new(hash(name)).unwrap_or(NonZeroU64::MIN))
+}
+
+/// Whether a `diff` is a unified diff (a line that begins a file header or a hunk header), as
+/// a tool that computes one writes it, rather than a note standing for one. Asked only of an
+/// edit whose counts say it changed no line.
+pub(crate) fn is_unified_diff(diff: &str) -> bool {
+    let bytes = diff.as_bytes();
+    std::iter::once(0)
+        .chain(memchr::memchr_iter(b'\n', bytes).map(|at| at + 1))
+        .any(|at| {
+            let line = &bytes[at..];
+            [&b"@@"[..], b"--- ", b"+++ ", b"Index: "]
+                .iter()
+                .any(|head| line.starts_with(head))
+        })
 }
 
 /// [`MetaFacts::of`] read straight from a call's metadata text (`detect`, issue 19): the same
@@ -143,42 +176,71 @@ impl<'de> Shape<'de> for Meta {
     type Out = MetaFacts<'static>;
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaFacts<'static>, A::Error> {
         let mut facts = MetaFacts::default();
-        let (mut diff, mut filediff, mut files) = (false, false, false);
+        let (mut diff, mut filediff, mut files) = (DiffText::default(), None, false);
+        let mut update = false;
+        // Whether the diff is a unified one is asked only when the counts say no line changed.
+
         while let Some(key) = map.next_key_seed(CowStr)? {
             match &*key {
                 "exit" => facts.exit = Some(Cow::Owned(map.next_value()?)),
                 "total_lines" => facts.total_lines = map.next_value::<Value>()?.as_u64(),
                 "lines_read" => facts.lines_read = map.next_value::<Value>()?.as_u64(),
-                "diff" => diff = map.next_value_seed(Lenient(NonBlank))?,
+                "diff" => diff = map.next_value_seed(Lenient(Diff))?,
                 "filediff" => filediff = map.next_value_seed(Lenient(ChangedLines))?,
                 "files" => files = map.next_value_seed(Lenient(AnyChanged))?,
-                "committed" => facts.committed = committed(&map.next_value::<Value>()?),
+                "type" => update = map.next_value_seed(Lenient(Update))?,
+                "committed" => {
+                    let value = map.next_value::<Value>()?;
+                    facts.committed = committed(&value);
+                    facts.commit = commit_hash(&value);
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        facts.changed = diff || filediff || files;
+        facts.changed = diff.non_blank || filediff == Some(true) || files;
+        facts.unchanged = filediff == Some(false) && (update || diff.unified);
         Ok(facts)
     }
 }
 
-/// `diff`: whether it is a string that is not blank.
-struct NonBlank;
+/// `diff`: whether it is a string that is not blank, and a unified diff.
+struct Diff;
 
-impl Shape<'_> for NonBlank {
-    type Out = bool;
-    fn str(self, s: &str) -> bool {
-        !s.trim().is_empty()
+/// What [`Diff`] reads.
+#[derive(Default)]
+struct DiffText {
+    non_blank: bool,
+    unified: bool,
+}
+
+impl Shape<'_> for Diff {
+    type Out = DiffText;
+    fn str(self, s: &str) -> DiffText {
+        DiffText {
+            non_blank: !s.trim().is_empty(),
+            unified: is_unified_diff(s),
+        }
     }
 }
 
-/// `filediff` or one of `files`: whether it is an object with added or deleted lines.
+/// `type`: whether it is `update`.
+struct Update;
+
+impl Shape<'_> for Update {
+    type Out = bool;
+    fn str(self, s: &str) -> bool {
+        s == "update"
+    }
+}
+
+/// `filediff` or one of `files`: when it is an object, whether it added or deleted lines.
 struct ChangedLines;
 
 impl<'de> Shape<'de> for ChangedLines {
-    type Out = bool;
-    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+    type Out = Option<bool>;
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<bool>, A::Error> {
         let (mut additions, mut deletions) = (0, 0);
         while let Some(key) = map.next_key_seed(CowStr)? {
             let count = match &*key {
@@ -191,7 +253,7 @@ impl<'de> Shape<'de> for ChangedLines {
             };
             *count = map.next_value::<Value>()?.as_u64().unwrap_or(0);
         }
-        Ok(lines_changed(additions, deletions))
+        Ok(Some(lines_changed(additions, deletions)))
     }
 }
 
@@ -203,7 +265,7 @@ impl<'de> Shape<'de> for AnyChanged {
     fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         let mut any = false;
         while let Some(changed) = seq.next_element_seed(Lenient(ChangedLines))? {
-            any |= changed;
+            any |= changed == Some(true);
         }
         Ok(any)
     }
@@ -215,8 +277,8 @@ pub(crate) fn lines_changed(additions: u64, deletions: u64) -> bool {
 }
 
 /// A call's metadata as the matcher reads it, and nothing more: `exit`, `total_lines`,
-/// `lines_read`, `diff`, and the `additions` and `deletions` of `filediff` and of each of `files`
-/// (not the files' contents). Read for `detect`, it answers every question [`CallFacts::of`]
+/// `lines_read`, `diff`, `type`, `committed`, and the `additions` and `deletions` of `filediff`
+/// and of each of `files` (not the files' contents). Read for `detect`, it answers every question [`CallFacts::of`]
 /// asks of the metadata as the whole metadata does; a metadata it cannot read (not an object,
 /// a repeated key) is read whole instead.
 #[derive(Deserialize)]
@@ -230,6 +292,8 @@ pub(crate) struct ReadMetadata {
     filediff: Option<MapOnly<Changed>>,
     files: Option<Vec<MapOnly<Changed>>>,
     committed: Option<Value>,
+    #[serde(rename = "type")]
+    kind: Option<Value>,
 }
 
 /// What the matcher reads of a changed file (whether it landed).
@@ -264,6 +328,7 @@ impl ReadMetadata {
             ("lines_read", self.lines_read),
             ("diff", self.diff),
             (COMMITTED_KEY, self.committed),
+            ("type", self.kind),
         ];
         for (key, value) in scalars {
             if let Some(value) = value {
@@ -329,6 +394,16 @@ mod tests {
             r#"{"committed":"4e1f0a2","exit":1}"#,
             r#"{"committed":" "}"#,
             r#"{"committed":[true],"committed":false}"#,
+            r#"{"committed":" 4e1f0a2 "}"#,
+            r#"{"type":"update","diff":"(update)","filediff":{"additions":0,"deletions":0}}"#,
+            r#"{"type":"create","diff":"(create)","filediff":{"additions":0,"deletions":0}}"#,
+            r#"{"type":"update","filediff":{"additions":2,"deletions":0}}"#,
+            r#"{"type":["update"],"filediff":{}}"#,
+            r#"{"type":"update","type":"create","filediff":{}}"#,
+            r#"{"diff":"Index: /a\n===\n--- /a\n+++ /a\n","filediff":{"additions":0,"deletions":0}}"#,
+            r#"{"diff":"@@ -1,1 +1,1 @@","filediff":{"additions":1,"deletions":1}}"#,
+            r#"{"diff":"@@ -1 +1 @@","filediff":"x"}"#,
+            r#"{"diff":"(the result reports the file updated)","filediff":{"additions":0}}"#,
         ] {
             let value: Value = serde_json::from_str(text).unwrap();
             let read: MetaFacts<'_> = serde_json::from_str(text).unwrap();

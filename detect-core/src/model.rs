@@ -11,7 +11,7 @@
 use crate::config::Profile;
 use crate::json::{Json, MapOnly};
 use crate::meta::{MetaFacts, ReadMetadata};
-use crate::output::{COMMITTED_KEY, output_hash, output_shows_commit};
+use crate::output::{COMMITTED_KEY, output_commit, output_hash};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -197,16 +197,18 @@ impl Call {
 
     /// The call with what the detector keeps of `output`: its hash without noise
     /// ([`output_hash`]), and for a bash call whose output shows a commit it made
-    /// ([`output_shows_commit`]), `metadata.committed`. Adapters build calls through this (or
-    /// the two functions) so that every source reads outputs alike.
+    /// ([`output_commit`]), `metadata.committed`, the commit's hash. Adapters build calls
+    /// through this (or the two functions) so that every source reads outputs alike.
     pub fn with_output(mut self, output: &str) -> Self {
         self.output_hash = Some(output_hash(output));
-        if self.tool == "bash" && output_shows_commit(output) {
+        if self.tool == "bash"
+            && let Some(commit) = output_commit(output)
+        {
             if !self.metadata.is_object() {
                 self.metadata = Value::Object(Map::new());
             }
             if let Value::Object(map) = &mut self.metadata {
-                map.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+                map.insert(COMMITTED_KEY.to_owned(), Value::from(commit));
             }
         }
         self
@@ -660,7 +662,7 @@ mod tests {
     fn with_output_keeps_the_hash_and_a_commit() {
         let commit = Call::completed("bash", serde_json::json!({"command": "git commit -qam x"}))
             .with_output("[main 4e1f0a2] x\n 1 file changed");
-        assert_eq!(commit.metadata, serde_json::json!({"committed": true}));
+        assert_eq!(commit.metadata, serde_json::json!({"committed": "4e1f0a2"}));
         assert_eq!(
             commit.output_hash.as_deref(),
             Some(output_hash("[main 4e1f0a2] x\n 1 file changed").as_str())

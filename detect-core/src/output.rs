@@ -51,31 +51,32 @@ pub fn normalize_output(output: &str) -> String {
     out
 }
 
-/// Whether a bash output shows a commit that was made: a line as `git commit` (also
+/// Whether a bash output shows a commit that was made ([`output_commit`]).
+pub fn output_shows_commit(output: &str) -> bool {
+    output_commit(output).is_some()
+}
+
+/// The commit a bash output shows was made, as its hash: the first line as `git commit` (also
 /// `cherry-pick`, `merge`, `revert`, `rebase`) prints for each commit, `[BRANCH HASH] subject`,
 /// `[BRANCH (root-commit) HASH] subject` or `[detached HEAD HASH] subject`, the hash 7-40 hex
-/// digits. An adapter records it as `metadata.committed` ([`COMMITTED_KEY`]).
-pub fn output_shows_commit(output: &str) -> bool {
-    output.lines().any(|line| {
-        let Some(inner) = line.trim_start().strip_prefix('[') else {
-            return false;
-        };
-        let Some((head, subject)) = inner.split_once(']') else {
-            return false;
-        };
+/// digits. An adapter records it as `metadata.committed` ([`COMMITTED_KEY`]): a commit whose
+/// hash landed already in the session is no new work.
+pub fn output_commit(output: &str) -> Option<&str> {
+    output.lines().find_map(|line| {
+        let inner = line.trim_start().strip_prefix('[')?;
+        let (head, subject) = inner.split_once(']')?;
         let mut words = head.split(' ').filter(|w| !w.is_empty());
-        let Some(hash) = words.next_back() else {
-            return false;
-        };
-        words.next().is_some()
+        let hash = words.next_back()?;
+        (words.next().is_some()
             && subject.starts_with(' ')
             && (7..=40).contains(&hash.len())
-            && hash.bytes().all(|b| b.is_ascii_hexdigit())
+            && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then_some(hash)
     })
 }
 
 /// The metadata key under which an adapter records that a bash call's output showed a commit
-/// ([`output_shows_commit`]): `"committed": true`.
+/// ([`output_commit`]): `"committed": "HASH"` (or `true` where the hash is not kept).
 pub const COMMITTED_KEY: &str = "committed";
 
 /// Where normalised text goes: a string, or straight into a hash.
@@ -828,6 +829,11 @@ mod tests {
         ] {
             assert_eq!(output_shows_commit(output), commit, "{output:?}");
         }
+        assert_eq!(
+            output_commit("Running hooks\n[main 4e1f0a2] x\n[main 9b7c3d1] y"),
+            Some("4e1f0a2")
+        );
+        assert_eq!(output_commit("[main] x"), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::hash::{hash, mix};
 use crate::matcher::Facts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, VecDeque};
+use std::num::NonZeroU64;
 
 /// How far back a call looks for the call it echoes.
 pub const ECHO_HISTORY: usize = 16;
@@ -32,9 +33,11 @@ pub const STALE_LONG_MIN: u32 = 9;
 /// and at least half of them echo.
 pub const STALE_SPAN_MIN_CALLS: u32 = 10;
 /// `repeat` also fires when the session's last this-many calls are one call that failed each
-/// time (status `error` or a non-zero exit), whatever the errors said: OpenHands' stuck detector
-/// (the same action, an error each time, three times).
-pub const FAILING_MIN: u32 = 3;
+/// time (status `error` or a non-zero exit), whatever the errors said: the count at which Gemini
+/// CLI and Cline stop one call made again and again. Fewer are the peers' "not stuck" (issue
+/// 48): four runs of one cell whose syntax error moves from line to line (OpenHands' own
+/// negatives), three refused diffs before the agent reads the file (Roo Code lets three pass).
+pub const FAILING_MIN: u32 = 5;
 /// `repeat` also fires when one call and result occurs at least this many times among the
 /// session's last [`ECHO_HISTORY`] calls, [`RECUR_RECENT_MIN`] of them among its last
 /// [`RECUR_RECENT_WINDOW`].
@@ -114,6 +117,11 @@ pub(crate) struct Echo {
     /// A poll.
     #[serde(default, rename = "p", skip_serializing_if = "std::ops::Not::not")]
     poll: bool,
+    /// A success known only by its status ([`crate::CallFacts::blind`]) that echoes, if at all,
+    /// by that status alone (not a region of a file shown again, not a change re-sent): its echo
+    /// supports a loop other calls show, as a poll's does, and makes none.
+    #[serde(default, rename = "b", skip_serializing_if = "std::ops::Not::not")]
+    blind: bool,
     /// It was one of the calls before it again, with the same result (not a view alone).
     #[serde(default, rename = "r", skip_serializing_if = "std::ops::Not::not")]
     repeated: bool,
@@ -144,6 +152,8 @@ struct EchoForm {
     #[serde(default)]
     p: bool,
     #[serde(default)]
+    b: bool,
+    #[serde(default)]
     r: bool,
     #[serde(default)]
     a: bool,
@@ -173,6 +183,7 @@ impl From<EchoForm> for Echo {
             }),
             failed: form.failed,
             poll: form.p,
+            blind: form.b,
             repeated: form.r,
             confirmed: form.a,
         }
@@ -275,14 +286,20 @@ impl Staleness {
             facts.view.map(|(path, a, b)| (hash(path), a, b))
         };
         let repeated = seen.is_some() && self.seen(key);
-        let echoed = repeated
-            || facts.resent
-            || view.is_some_and(|(path, a, b)| {
+        let by_result = repeated || facts.resent;
+        let status_alone = facts.blind() && !facts.resent;
+        // A region shown again is looked for when nothing else echoed, or to tell a status's
+        // echo from a view's.
+        let shown_again = (!by_result || status_alone)
+            && view.is_some_and(|(path, a, b)| {
                 self.history.iter().any(|e| {
                     e.view
                         .is_some_and(|(p, x, y)| p == path && shows_half_again(a, b, x, y))
                 })
             });
+        let echoed = by_result || shown_again;
+        // Its echo rests on a status alone: evidence only beside other calls'.
+        let blind = status_alone && !shown_again;
         if facts.landed {
             // A landing may have changed any file: what was shown before it is no evidence, and
             // neither is a result without an output hash.
@@ -304,6 +321,7 @@ impl Staleness {
             view,
             failed: facts.failed,
             poll: facts.wait,
+            blind,
             repeated,
             confirmed: false,
         });
@@ -316,44 +334,49 @@ impl Staleness {
         self.since_landed = if facts.landed {
             (0, 0)
         } else {
-            // A poll is a call the agent made; its echo is waiting, not half of a loop.
+            // A poll is a call the agent made; its echo is waiting, not half of a loop. A
+            // success known by its status alone says too little to make half of one.
             let (calls, echoes) = self.since_landed;
             (
                 calls.saturating_add(1),
-                echoes.saturating_add(u32::from(echoed && !facts.wait)),
+                echoes.saturating_add(u32::from(echoed && !facts.wait && !blind)),
             )
         };
     }
 
-    /// How many of the last `window` calls echoed, polls that saw what they saw counted only
-    /// as many times as other calls echo (waiting on a silent job alone is `stall`'s).
+    /// How many of the last `window` calls echoed, polls that saw what they saw and successes
+    /// known only by their status each counted only as many times as other calls echo (waiting
+    /// on a silent job alone is `stall`'s; calls known to have run, not what they saw, are no
+    /// loop by themselves).
     pub(crate) fn count(&self, window: usize) -> u32 {
-        let polls = self.history.iter().rev().map(|e| e.poll);
-        let (mut others, mut waits) = (0u32, 0u32);
-        for (echoed, poll) in self.recent.iter().rev().zip(polls).take(window) {
-            match (echoed, poll) {
-                (true, true) => waits += 1,
-                (true, false) => others += 1,
+        let kinds = self.history.iter().rev().map(|e| (e.poll, e.blind));
+        let (mut others, mut waits, mut blind) = (0u32, 0u32, 0u32);
+        for (echoed, kind) in self.recent.iter().rev().zip(kinds).take(window) {
+            match (echoed, kind) {
+                (true, (true, _)) => waits += 1,
+                (true, (false, true)) => blind += 1,
+                (true, (false, false)) => others += 1,
                 _ => {}
             }
         }
-        others + waits.min(others)
+        others + waits.min(others) + blind.min(others)
     }
 
-    /// Whether the last call echoed and is no poll: a call that makes no progress as a loop's
-    /// length counts them ([`crate::no_progress_calls`]).
+    /// Whether the last call echoed and is no poll, nor a success known only by its status: a
+    /// call that makes no progress as a loop's length counts them ([`crate::no_progress_calls`]).
     pub(crate) fn last_made_no_progress(&self) -> bool {
-        self.recent.back() == Some(&true) && self.history.back().is_some_and(|e| !e.poll)
+        self.recent.back() == Some(&true)
+            && self.history.back().is_some_and(|e| !e.poll && !e.blind)
     }
 
     /// `repeat`'s figure `circle`: how many of the last [`CIRCLE_WINDOW`] calls were one of the
-    /// calls before them again with the same result (polls that saw the same counted as in
-    /// [`Staleness::count`]), when they are repeats of at most [`CIRCLE_CALLS`] different calls
-    /// (0 otherwise).
+    /// calls before them again with the same result (polls that saw the same and successes known
+    /// only by their status counted as in [`Staleness::count`]), when they are repeats of at
+    /// most [`CIRCLE_CALLS`] different calls (0 otherwise).
     pub(crate) fn circle(&self) -> u32 {
         let from = self.history.len().saturating_sub(CIRCLE_WINDOW);
         let mut distinct: [u64; CIRCLE_CALLS] = [0; CIRCLE_CALLS];
-        let (mut kinds, mut others, mut waits) = (0, 0u32, 0u32);
+        let (mut kinds, mut others, mut waits, mut blind) = (0, 0u32, 0u32, 0u32);
         for e in self
             .history
             .iter()
@@ -364,6 +387,8 @@ impl Staleness {
             let Some(seen) = e.seen else { continue };
             if e.poll {
                 waits += 1;
+            } else if e.blind {
+                blind += 1;
             } else {
                 others += 1;
             }
@@ -376,7 +401,7 @@ impl Staleness {
             }
         }
         // Polls that saw the same count as many times as other calls repeat, as in `count`.
-        others + waits.min(others)
+        others + waits.min(others) + blind.min(others)
     }
 
     /// `repeat`'s figure `failing`: how many of the last calls are one call that failed each
@@ -419,8 +444,9 @@ impl Staleness {
         let counted = |e: &Echo| (!e.confirmed).then_some(e.seen).flatten();
         let mut best = 0;
         for (i, e) in self.history.iter().enumerate().skip(recent_from) {
-            // A poll that sees the same again is waiting (`stall` counts it).
-            let Some(seen) = counted(e).filter(|_| !e.poll) else {
+            // A poll that sees the same again is waiting (`stall` counts it); a success known
+            // only by its status coming back says that it ran again, not that nothing changed.
+            let Some(seen) = counted(e).filter(|_| !e.poll && !e.blind) else {
                 continue;
             };
             let recent = self.history.iter().skip(recent_from);
@@ -532,20 +558,30 @@ pub(crate) struct Progress {
     /// The calls of write and edit tools that landed, as [`Key::call`] hashes: one sent again
     /// that does not land is no progress.
     pub(crate) sent: BTreeSet<u64>,
+    /// The commits that landed, as hashes of their names ([`crate::CallFacts::commit`]): a
+    /// commit named again is no new work.
+    pub(crate) commits: BTreeSet<NonZeroU64>,
     /// Bash writes of unknown exit not yet confirmed: (file, identity), oldest first.
     pub(crate) unconfirmed: Vec<(String, String)>,
 }
 
 impl Progress {
     /// Decide the landings the history shows, on `facts` as the matcher read them: a bash
-    /// write or a write tool's call identical to one that landed is no landing, and a write or
-    /// edit tool's call identical to one that landed, not landing, is re-sent: an echo whatever
-    /// it returned (`repeated_writes`); a bash write of unknown exit waits for a view of its
-    /// file, and that view lands when it shows what no recent call showed (`output_landings`).
-    /// Returns the call's key.
+    /// write or a write tool's call identical to one that landed is no landing, nor is a commit
+    /// the session landed already, and a write or edit tool's call identical to one that landed,
+    /// not landing, is re-sent: an echo whatever it returned (`repeated_writes`); a bash write
+    /// of unknown exit waits for a view of its file, and that view lands when it shows what no
+    /// recent call showed (`output_landings`). Returns the call's key.
     pub(crate) fn settle(&mut self, facts: &mut Facts<'_>, config: &DetectConfig) -> Key {
         let key = Key::of(facts.identity, facts.result);
         let repeated_writes = config.applies(Rule::RepeatedWrites);
+        // The matcher names a commit only under `repeated_writes`, for a call it landed.
+        if let Some(commit) = facts.commit
+            && facts.landed
+            && !self.commits.insert(commit)
+        {
+            facts.landed = false;
+        }
         if facts.write && repeated_writes {
             if self.written.contains(facts.identity) {
                 facts.landed = false;
@@ -643,6 +679,7 @@ mod tests {
             shows_file: None,
             resent: false,
             tool_change: false,
+            commit: None,
             start_ms: None,
             end_ms: None,
         };

@@ -53,16 +53,16 @@ fn pending(call: &Call) -> Call {
 fn a_failing_command_repeated_is_flagged_and_counted_as_the_same_call() {
     let probe = failing("python3 -c \"import nosuchmodule\"", "ModuleNotFoundError");
     let mut calls = vec![bash("ls"), bash("cat README.md")];
-    calls.extend(std::iter::repeat_n(probe.clone(), 4));
+    calls.extend(std::iter::repeat_n(probe.clone(), 5));
     let seen = detector(&calls).pending(&pending(&probe));
     assert_eq!(
         seen,
         PendingCall {
             flagged: true,
             changes: false,
-            same_calls: 4,
-            echoed: 3,
-            failed: 4,
+            same_calls: 5,
+            echoed: 4,
+            failed: 5,
             last_ago: Some(1),
         }
     );
@@ -71,7 +71,7 @@ fn a_failing_command_repeated_is_flagged_and_counted_as_the_same_call() {
         "bash",
         json!({"command": "python3 -c \"import nosuchmodule\"", "description": "again"}),
     );
-    assert_eq!(detector(&calls).pending(&described).same_calls, 4);
+    assert_eq!(detector(&calls).pending(&described).same_calls, 5);
 }
 
 /// A row: (what, the history, the pending call, flagged, changes, same calls).

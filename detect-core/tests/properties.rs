@@ -179,6 +179,27 @@ fn pool_call() -> impl Strategy<Value = Call> {
                 .with_metadata(json!({"exit": 1}))
                 .with_output("[main 4e1f0a2] x\n 1 file changed")
         ),
+        // Issue 48: a commit named again (one of two), a write of what its file holds, an edit
+        // that changed no line, a failing test whose error moves from line to line.
+        (0u8..2).prop_map(|c| Call::completed(
+            "bash",
+            json!({"command": "git commit --amend --no-edit"})
+        )
+        .with_metadata(json!({"exit": 0}))
+        .with_output(&format!("[main 4e1f0a{c}] x"))),
+        Just(
+            Call::completed("write", json!({"filePath": "/p/a", "content": "x"})).with_metadata(
+                json!({"type": "update", "diff": "(update)", "filediff": {"additions": 0, "deletions": 0}})
+            )
+        ),
+        Just(
+            Call::completed("edit", json!({"filePath": "/p/a"})).with_metadata(
+                json!({"diff": "--- a\n+++ a\n", "filediff": {"additions": 0, "deletions": 0}})
+            )
+        ),
+        (0u8..3).prop_map(|l| Call::completed("bash", json!({"command": "pytest -x"}))
+            .with_metadata(json!({"exit": 1}))
+            .with_output(&format!("t.py:{l}: AssertionError"))),
     ]
 }
 
@@ -409,6 +430,38 @@ fn a_snapshot_from_before_repeat_loads() {
         SessionDetector::restore(serde_json::from_value(old).unwrap(), &precise).unwrap();
     for _ in 0..5 {
         restored.push(&call);
+    }
+    assert!(restored.verdict().signals.contains(&Signal::Repeat));
+}
+
+/// A `precise` snapshot from before issue 48 (no `commits`, no `blind` span calls) loads and the
+/// detector goes on judging: a commit it had landed is forgotten (it lands once more), the rest
+/// is as before.
+#[test]
+fn a_snapshot_from_before_issue_48_loads() {
+    let session = base_session();
+    let precise = DetectConfig::default();
+    let commit = Call::completed("bash", json!({"command": "git commit --amend --no-edit"}))
+        .with_metadata(json!({"exit": 0}))
+        .with_output("[main 4e1f0a2] x");
+    let blind = Call::completed("search", json!({"pattern": "TODO"}));
+    let mut detector = SessionDetector::new(&session, &precise);
+    for call in [&commit, &blind, &blind] {
+        detector.push(call);
+    }
+    let mut old = serde_json::to_value(detector.snapshot()).unwrap();
+    let obj = old.as_object_mut().unwrap();
+    assert!(obj.remove("commits").is_some());
+    for span_call in obj["span"].as_array_mut().unwrap() {
+        assert!(span_call.as_object_mut().unwrap().remove("blind").is_some());
+    }
+    let mut restored =
+        SessionDetector::restore(serde_json::from_value(old).unwrap(), &precise).unwrap();
+    assert_eq!(restored.verdict(), detector.verdict());
+    restored.push(&commit);
+    assert_eq!(restored.verdict().reason.calls_since_landed, 0);
+    for _ in 0..5 {
+        restored.push(&commit);
     }
     assert!(restored.verdict().signals.contains(&Signal::Repeat));
 }

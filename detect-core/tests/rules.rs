@@ -573,9 +573,10 @@ fn precise_bash_targets_name_the_files() {
     // One file shown whole twelve times, by any viewer, is one target.
     let mut calls: Vec<Call> = (0..30).map(unique).collect();
     for i in [0, 0, 1, 2, 1, 0, 2, 2, 1, 0, 1, 2] {
-        calls.push(bash(
-            ["cat src/a.py", "nl -ba src/a.py", "less src/a.py"][i],
-        ));
+        calls.push(
+            bash(["cat src/a.py", "nl -ba src/a.py", "less src/a.py"][i])
+                .with_output(["a = 1", "1 a = 1", "a = 1 (END)"][i]),
+        );
     }
     let v = judge_with(&precise(), calls.clone());
     assert_eq!(v.signals, vec![Signal::Top, Signal::Repeat]);
@@ -604,11 +605,18 @@ fn precise_paging_is_no_loop_but_rereading_is() {
     // The same 60 lines shown six times, by three tools: reread 6.0 >= reread_min.
     let mut calls: Vec<Call> = (0..34).map(unique).collect();
     for i in 0..6 {
-        calls.push(bash(match i % 3 {
-            0 => "sed -n '41,100p' src/a.py",
-            1 => "nl -ba src/a.py | sed -n 41,100p",
-            _ => "sed -n 41,100p src/a.py",
-        }));
+        calls.push(
+            bash(match i % 3 {
+                0 => "sed -n '41,100p' src/a.py",
+                1 => "nl -ba src/a.py | sed -n 41,100p",
+                _ => "sed -n 41,100p src/a.py",
+            })
+            .with_output(if i % 3 == 1 {
+                "41 def f():"
+            } else {
+                "def f():"
+            }),
+        );
     }
     // The same three views twice in a row, with the same results, are also a `repeat`.
     let v = judge_with(&precise(), calls.clone());
@@ -824,7 +832,7 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
         (0..n).flat_map(|_| block.iter().cloned()).collect()
     };
     // Rows: calls after 3 unique ones, `repeat` figure, fires. A run of one call passes (a
-    // failed call three times in a row is `failing`'s, below).
+    // failed call five times in a row is also `failing`'s, below).
     let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
         ("4 in a row", vec![pytest(0); 4], 4, false),
         ("5 in a row", vec![pytest(0); 5], 5, true),
@@ -906,14 +914,15 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
     let shuffled = |seen: &[Call]| -> Vec<Call> {
         let mut calls: Vec<Call> = (0..3).map(unique).collect();
         calls.extend(seen.iter().cloned());
-        calls.push(bash_exit("sed -i 's/a/b/' a.py", 0));
+        calls.push(bash_exit("sed -i 's/a/b/' a.py", 0).with_output(""));
         for i in [2, 0, 3, 1, 1, 3, 0] {
             calls.push(seen[i].clone());
         }
         calls
     };
     // Without output hashes, the same exit status says nothing across a landing: only the
-    // calls made again since it echo.
+    // calls made again since it echo, and a success whose output was not recorded (it says
+    // that the call ran, not what it saw) counts only as often as the failure beside it.
     let unhashed: Vec<Call> = seen
         .iter()
         .map(|c| Call {
@@ -922,13 +931,13 @@ fn precise_repeat_speaks_early_on_the_same_call_and_result() {
         })
         .collect();
     let v = judge_with(&precise(), shuffled(&unhashed));
-    assert_eq!((v.reason.stale, v.flagged), (3, false), "{}", v.summary());
+    assert_eq!((v.reason.stale, v.flagged), (2, false), "{}", v.summary());
     let mut calls = shuffled(&seen);
     let v = judge_with(&precise(), calls.clone());
     assert_eq!((v.reason.stale, v.flagged), (7, true), "{}", v.summary());
     assert_eq!(v.signals, vec![Signal::Repeat]);
     // The same `sed -i` again is no landing and repeats too.
-    calls.push(bash_exit("sed -i 's/a/b/' a.py", 0));
+    calls.push(bash_exit("sed -i 's/a/b/' a.py", 0).with_output(""));
     let v = judge_with(&precise(), calls.clone());
     assert_eq!((v.reason.stale, v.flagged), (8, true), "{}", v.summary());
     // A new write at the end unflags.
@@ -951,6 +960,7 @@ fn precise_stale_counts_echoes_of_recent_calls() {
     let land = |i: u32| bash_exit(&format!("sed -i 's/x{i}/y/' src/a.py"), 0);
     let poll = |out: &str| bash_exit("sleep 30 && tail -n 5 /tmp/job.log", 0).with_output(out);
     let grep = || bash_exit("grep -n 'def total' src/a.py", 0);
+    let grepped = || grep().with_output("12: def total(items):");
     let rows: Vec<(&str, Vec<Call>, u32, u32)> = vec![
         (
             "one file reread in overlapping ranges, a failing test between",
@@ -1015,7 +1025,7 @@ fn precise_stale_counts_echoes_of_recent_calls() {
         (
             "right after a landing, the calls made before it see new outputs: they echo from \
              their second occurrence on (a grep without output hash too: its exit status says \
-             nothing across the landing)",
+             nothing across the landing, and its echo counts beside the others')",
             vec![
                 view(10, 60).with_output("before"),
                 test("1 failed"),
@@ -1037,20 +1047,20 @@ fn precise_stale_counts_echoes_of_recent_calls() {
             vec![
                 view(10, 60),
                 test("1 failed"),
-                grep(),
+                grepped(),
                 unique(10),
                 test("1 failed"),
                 view(10, 60),
                 unique(11),
-                grep(),
+                grepped(),
                 view(10, 60),
                 test("1 failed"),
                 unique(12),
-                grep(),
+                grepped(),
                 test("1 failed"),
                 view(10, 60),
                 unique(13),
-                grep(),
+                grepped(),
                 test("1 failed"),
                 view(10, 60),
             ],
@@ -1193,13 +1203,16 @@ fn precise_stale_span_counts_echoes_since_the_last_landing() {
 }
 
 /// `failing` (precise, rule `repeat`): the session's last calls are one call that failed each
-/// time, in a row, whatever the errors said; 3 of them fire before `min_calls` (OpenHands' stuck
-/// detector: the same action and an error, three times). Each row follows 30 unique calls.
+/// time, in a row, whatever the errors said; 5 of them fire before `min_calls` (the count at
+/// which Gemini CLI and Cline stop one call made again and again; a few failures of one call,
+/// its error changing, are the peers' "not stuck": OpenHands' random-lines negatives, Roo Code's
+/// three identical calls). Each row follows 30 unique calls.
 #[test]
-fn precise_failing_fires_on_the_same_call_failing_three_times_in_a_row() {
+fn precise_failing_fires_on_the_same_call_failing_five_times_in_a_row() {
     let test =
         |exit: i64, output: &str| bash_exit("pytest tests/t.py -x", exit).with_output(output);
     let failed = || test(1, "1 failed");
+    let moved = |line: u32| test(1, &format!("tests/t.py:{line}: AssertionError"));
     let rejected = || {
         Call::completed(
             "edit",
@@ -1210,55 +1223,67 @@ fn precise_failing_fires_on_the_same_call_failing_three_times_in_a_row() {
         .with_output("oldString not found")
     };
     let poll = || bash("sleep 30 && tail -n 5 /tmp/suite.log");
+    let lines = |n: u32| (1..=n).map(|i| moved(10 * i)).collect::<Vec<_>>();
     let rows: Vec<(&str, Vec<Call>, u32, bool)> = vec![
         (
-            "a failing test three times in a row",
-            vec![failed(), failed(), failed()],
-            3,
+            "the same call failing five times, its error new each time",
+            lines(5),
+            5,
             true,
         ),
-        ("twice is not enough", vec![failed(), failed()], 2, false),
         (
-            "three passing runs",
-            vec![test(0, "ok"), test(0, "ok"), test(0, "ok")],
+            "four times is not enough: a few failures whose error changes (the environment \
+             answering) pass",
+            lines(4),
+            4,
+            false,
+        ),
+        (
+            "the same failure four times",
+            vec![failed(), failed(), failed(), failed()],
+            4,
+            false,
+        ),
+        (
+            "four passing runs",
+            vec![test(0, "ok"), test(0, "ok"), test(0, "ok"), test(0, "ok")],
             0,
             false,
         ),
         (
-            "a new failure each time: the same call failed three times all the same",
-            vec![test(1, "a"), test(1, "b"), test(1, "c")],
-            3,
-            true,
-        ),
-        (
-            "another call failing, then this one twice",
-            vec![bash_exit("ruff check .", 1), failed(), failed()],
-            2,
+            "another call failing, then this one four times",
+            [vec![bash_exit("ruff check .", 1)], lines(4)].concat(),
+            4,
             false,
         ),
         (
-            "failing twice, then passing",
-            vec![failed(), failed(), test(0, "ok")],
+            "failing four times, then passing",
+            [lines(4), vec![test(0, "ok")]].concat(),
             0,
             false,
         ),
         (
             "a poll breaks the row",
-            vec![failed(), poll(), failed(), failed()],
-            2,
+            [vec![moved(1), poll()], lines(4)].concat(),
+            4,
             false,
         ),
         (
             "another call breaks it",
-            vec![failed(), unique(99), failed(), failed()],
-            2,
+            [vec![moved(1), unique(99)], lines(4)].concat(),
+            4,
             false,
         ),
         (
-            "a rejected edit sent three times",
-            vec![rejected(), rejected(), rejected()],
-            3,
-            true,
+            "a rejected edit sent three times, then the file read: the agent moves on",
+            vec![
+                rejected(),
+                rejected(),
+                rejected(),
+                read(&format!("{DIR}/a.py"), 1, 40).with_output("x = 1"),
+            ],
+            0,
+            false,
         ),
     ];
     for (name, tail, failing, flagged) in rows {
@@ -1289,6 +1314,24 @@ fn precise_failing_fires_on_the_same_call_failing_three_times_in_a_row() {
         // The design computes none of it.
         assert_eq!(judge_with(&DetectConfig::design(), calls).reason.failing, 0);
     }
+    // The same failure a fifth time is both: the same call and result five times in a row.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend(std::iter::repeat_n(rejected(), 5));
+    let v = judge_with(&precise(), calls);
+    assert_eq!(
+        (v.reason.failing, v.reason.repeat),
+        (5, 5),
+        "{}",
+        v.summary()
+    );
+    // A landing between two failures starts the row over: what failed after it is a new failure.
+    let mut calls: Vec<Call> = (0..30).map(unique).collect();
+    calls.extend(lines(3));
+    calls.push(bash_exit("sed -i 's/x/y/' tests/t.py", 0).with_output(""));
+    calls.extend(lines(3));
+    let v = judge_with(&precise(), calls);
+    assert_eq!(v.reason.failing, 3, "{}", v.summary());
+    assert!(!v.flagged, "{}", v.summary());
 }
 
 /// `recur` (precise, rule `repeat`): one call and result the agent keeps coming back to between
@@ -1470,10 +1513,10 @@ fn no_progress_calls_are_the_calls_repeat_counts_as_echoes() {
         unique(0),
         hashed("cat a.py", "a"),
         hashed("cat a.py", "a"),
-        bash_exit("sed -i 's/a/b/' a.py", 0),
+        hashed("sed -i 's/a/b/' a.py", "").with_metadata(json!({"exit": 0})),
         hashed("cat a.py", "b"),
         hashed("cat a.py", "b"),
-        bash_exit("sed -i 's/a/b/' a.py", 0),
+        hashed("sed -i 's/a/b/' a.py", "").with_metadata(json!({"exit": 0})),
         hashed("pytest -x", "1 failed").with_status(CallStatus::Running),
         hashed("cat a.py", "b"),
     ];
@@ -1598,6 +1641,203 @@ fn precise_outputs_show_landings() {
             .map(|(i, _)| i - stuck.len())
             .collect();
         assert_eq!(landed, landing.into_iter().collect::<Vec<_>>(), "{name}");
+    }
+}
+
+/// Issue 48, "a landing is new work" (precise, rule `repeated_writes`): a commit whose output
+/// names a commit the session landed already, and an edit or write whose metadata says it wrote
+/// the file as it was, are no landing. Rows: the calls after a loop of failing tests, and the
+/// calls among them (indices) that land under `precise` and under the design.
+#[test]
+fn precise_a_landing_is_new_work() {
+    let a_py = format!("{DIR}/a.py");
+    let commit = |hash: &str| {
+        bash("git commit --amend --no-edit")
+            .with_metadata(json!({"exit": 0}))
+            .with_output(&format!(
+                "[main {hash}] fix\n 1 file changed, 1 insertion(+)"
+            ))
+    };
+    let write = |meta: Value| {
+        Call::completed("write", json!({"filePath": a_py, "content": "x = 1\n"}))
+            .with_metadata(meta)
+            .with_output("The file has been updated.")
+    };
+    let edit_meta = |meta: Value| {
+        Call::completed(
+            "edit",
+            json!({"filePath": a_py, "oldString": "x = 1", "newString": "x = 2"}),
+        )
+        .with_metadata(meta)
+        .with_output("Edit applied successfully.")
+    };
+    let zero = json!({"additions": 0, "deletions": 0});
+    // (what, the calls, which of them land under `precise`, under the design)
+    type Row<'a> = (&'a str, Vec<Call>, Vec<usize>, Vec<usize>);
+    let rows: Vec<Row<'_>> = vec![
+        (
+            "a commit, the same commit named again, a new commit",
+            vec![commit("4e1f0a2"), commit("4e1f0a2"), commit("9b7c3d1")],
+            vec![0, 2],
+            vec![0, 1, 2],
+        ),
+        (
+            "a commit recorded without its hash lands each time",
+            vec![
+                commit("4e1f0a2").with_metadata(json!({"exit": 0, "committed": true})),
+                commit("4e1f0a2").with_metadata(json!({"exit": 0, "committed": true})),
+            ],
+            vec![0, 1],
+            vec![0, 1],
+        ),
+        (
+            "a write that reports an update with no line changed (what the file holds)",
+            vec![write(
+                json!({"type": "update", "diff": "(update)", "filediff": zero}),
+            )],
+            vec![],
+            vec![0],
+        ),
+        (
+            "a write that creates a file, no lines counted",
+            vec![write(
+                json!({"type": "create", "diff": "(create)", "filediff": zero}),
+            )],
+            vec![0],
+            vec![0],
+        ),
+        (
+            "a write that updates lines",
+            vec![write(json!({"type": "update", "diff": "@@ -1 +1 @@",
+                       "filediff": {"additions": 1, "deletions": 1}}))],
+            vec![0],
+            vec![0],
+        ),
+        (
+            "an edit whose unified diff has no hunk and no line changed",
+            vec![edit_meta(
+                json!({"diff": format!("Index: {a_py}\n===\n--- {a_py}\n+++ {a_py}\n"),
+                       "filediff": zero}),
+            )],
+            vec![],
+            vec![0],
+        ),
+        (
+            "an edit whose result only says it updated the file: the zero counts say nothing",
+            vec![edit_meta(
+                json!({"diff": "(the result reports the file updated)", "filediff": zero}),
+            )],
+            vec![0],
+            vec![0],
+        ),
+    ];
+    let looping: Vec<Call> = (0..8)
+        .map(|_| bash_exit("pytest -q", 1).with_output("1 failed"))
+        .collect();
+    for (name, after, precise_lands, design_lands) in rows {
+        let mut calls = looping.clone();
+        calls.extend(after);
+        let landed = |config: &DetectConfig| -> Vec<usize> {
+            detect_core::session_facts(&session("ses_n", calls.clone()), config)
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.landed)
+                .map(|(i, _)| i - looping.len())
+                .collect()
+        };
+        assert_eq!(landed(&precise()), precise_lands, "{name}");
+        assert_eq!(landed(&DetectConfig::design()), design_lands, "{name}");
+        // The incremental detector settles them alike.
+        let config = precise();
+        let mut detector = detect_core::SessionDetector::new(&session("ses_p", vec![]), &config);
+        for call in &calls {
+            detector.push(call);
+        }
+        assert_eq!(
+            detector.verdict(),
+            judge_with(&precise(), calls.clone()),
+            "{name}"
+        );
+    }
+    // The same commit amended again and again: the first lands, the rest repeat it.
+    let calls: Vec<Call> = (0..6).map(|_| commit("4e1f0a2")).collect();
+    let v = judge_with(&precise(), calls.clone());
+    assert_eq!(v.signals, vec![Signal::Repeat], "{}", v.summary());
+    assert_eq!(v.reason.calls_since_landed, 5);
+    assert!(!judge(calls).flagged);
+}
+
+/// Issue 48: a success known only by its status (no output recorded) says that the call ran,
+/// not what it saw. Its echo counts only as often as other calls echo (as a poll's does), and a
+/// block of 2-3 such calls repeated is no `repeat` (Gemini CLI's test of different calls in
+/// turn, which judges calls alone); one such call five times in a row still is (Gemini CLI's
+/// and Cline's own rule), and a block with a failure in it still repeats the failure.
+#[test]
+fn precise_a_success_known_only_by_its_status_is_no_evidence() {
+    let blind =
+        |pattern: &str| Call::completed("search_file_content", json!({ "pattern": pattern }));
+    let times = |block: &[Call], n: usize| -> Vec<Call> {
+        (0..n).flat_map(|_| block.iter().cloned()).collect()
+    };
+    let three = [
+        blind("TODO"),
+        blind("FIXME"),
+        Call::completed("list_directory", json!({"path": "src"})),
+    ];
+    let rows: Vec<(&str, Vec<Call>, u32, u32, bool)> = vec![
+        (
+            "three different calls in turn, three times",
+            times(&three, 3),
+            0,
+            0,
+            false,
+        ),
+        (
+            "two in turn, four times",
+            times(&three[..2], 4),
+            0,
+            0,
+            false,
+        ),
+        (
+            "one call five times in a row",
+            times(&three[..1], 5),
+            5,
+            0,
+            true,
+        ),
+        (
+            "a search and a failing test in turn, three times",
+            times(&[blind("TODO"), bash_exit("pytest -q", 1)], 3),
+            6,
+            4,
+            true,
+        ),
+        (
+            "the same three calls with their outputs, three times",
+            times(
+                &[
+                    blind("TODO").with_output("a.py:3: # TODO"),
+                    blind("FIXME").with_output(""),
+                    three[2].clone().with_output("a.py"),
+                ],
+                3,
+            ),
+            9,
+            6,
+            true,
+        ),
+    ];
+    for (name, tail, repeat, stale, flagged) in rows {
+        let mut calls: Vec<Call> = (0..3).map(unique).collect();
+        calls.extend(tail);
+        let v = judge_with(&precise(), calls);
+        assert_eq!(
+            (v.reason.repeat, v.reason.stale, v.flagged),
+            (repeat, stale, flagged),
+            "{name}: {}",
+            v.summary()
+        );
     }
 }
 

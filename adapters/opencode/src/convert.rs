@@ -5,8 +5,8 @@
 //! parsed leniently: every key is optional, as older opencode versions differ.
 
 use detect_core::{
-    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, Session, output_hash,
-    output_shows_commit, total_lines_in_output,
+    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, Session, output_commit, output_hash,
+    total_lines_in_output,
 };
 use serde_json::{Map, Value};
 
@@ -113,9 +113,12 @@ pub fn call_from_part(part: &Value) -> Option<Call> {
         .and_then(Value::as_str)
         .or_else(|| metadata.get("output").and_then(Value::as_str));
     let output_hash = output.map(output_hash);
-    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing).
-    if tool == "bash" && output.is_some_and(output_shows_commit) {
-        metadata.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing),
+    // unless the session landed it already: its hash is kept.
+    if tool == "bash"
+        && let Some(commit) = output.and_then(output_commit)
+    {
+        metadata.insert(COMMITTED_KEY.to_owned(), Value::from(commit));
     }
     let time = state
         .get("time")

@@ -9,7 +9,7 @@
 //! output of a user-run shell part).
 
 use detect_core::{
-    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, output_hash, output_shows_commit,
+    COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, output_commit, output_hash,
     total_lines_in_output,
 };
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
@@ -201,12 +201,12 @@ pub struct LiteCallTime {
 }
 
 /// The "total N lines" note and the hash of a tool output, read without copying the output,
-/// and whether it shows a commit ([`detect_core::output_shows_commit`]).
+/// and the commit it shows ([`detect_core::output_commit`]).
 #[derive(Debug, Clone, Default)]
 pub struct OutputNote {
     pub total_lines: Option<u64>,
     pub hash: Option<String>,
-    pub committed: bool,
+    pub commit: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for OutputNote {
@@ -221,7 +221,7 @@ impl<'de> Deserialize<'de> for OutputNote {
                 Ok(OutputNote {
                     total_lines: total_lines_in_output(v),
                     hash: Some(output_hash(v)),
-                    committed: output_shows_commit(v),
+                    commit: output_commit(v).map(str::to_owned),
                 })
             }
             fn visit_unit<E: de::Error>(self) -> Result<OutputNote, E> {
@@ -237,9 +237,13 @@ impl<'de> Deserialize<'de> for OutputNote {
 
 /// The metadata keys the detector reads; everything else is skipped while parsing. The second
 /// field is the hash of `metadata.output` (a user-run shell part's output), when a string; the
-/// third, whether that output shows a commit.
+/// third, the commit that output shows (its hash).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct DetectorMetadata(pub Map<String, Value>, pub Option<String>, pub bool);
+pub struct DetectorMetadata(
+    pub Map<String, Value>,
+    pub Option<String>,
+    pub Option<String>,
+);
 
 /// Keep `{additions, deletions}` of a diff summary object.
 fn change_counts(value: &Value) -> Value {
@@ -297,12 +301,12 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
             ) -> Result<DetectorMetadata, A::Error> {
                 let mut out = Map::new();
                 let mut hash = None;
-                let mut committed = false;
+                let mut commit = None;
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
                         "output" => {
                             let note = map.next_value::<OutputNote>()?;
-                            (hash, committed) = (note.hash, note.committed);
+                            (hash, commit) = (note.hash, note.commit);
                         }
                         "exit" | "diff" | "total_lines" | "lines_read" | "filediff" | "files" => {
                             let value: Value = map.next_value()?;
@@ -315,7 +319,7 @@ impl<'de> Deserialize<'de> for DetectorMetadata {
                         }
                     }
                 }
-                Ok(DetectorMetadata(out, hash, committed))
+                Ok(DetectorMetadata(out, hash, commit))
             }
             fn visit_unit<E: de::Error>(self) -> Result<DetectorMetadata, E> {
                 Ok(DetectorMetadata::default())
@@ -373,7 +377,7 @@ fn lite_call(part: &LitePart) -> Option<Call> {
         return None;
     }
     let state = part.state.as_ref()?;
-    let DetectorMetadata(mut metadata, metadata_output, metadata_committed) =
+    let DetectorMetadata(mut metadata, metadata_output, metadata_commit) =
         state.metadata.clone().unwrap_or_default();
     if !metadata.contains_key("total_lines")
         && let Some(total) = state.output.as_ref().and_then(|o| o.total_lines)
@@ -381,13 +385,14 @@ fn lite_call(part: &LitePart) -> Option<Call> {
         metadata.insert("total_lines".to_owned(), Value::from(total));
     }
     let tool = part.tool.clone()?;
-    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing).
-    let committed = match &state.output {
-        Some(output) if output.hash.is_some() => output.committed,
-        _ => metadata_committed,
+    // A commit the output shows lands, whatever the exit (`git commit && pytest` failing),
+    // unless the session landed it already: its hash is kept.
+    let commit = match &state.output {
+        Some(output) if output.hash.is_some() => output.commit.as_deref(),
+        _ => metadata_commit.as_deref(),
     };
-    if committed && tool == "bash" {
-        metadata.insert(COMMITTED_KEY.to_owned(), Value::Bool(true));
+    if let Some(commit) = commit.filter(|_| tool == "bash") {
+        metadata.insert(COMMITTED_KEY.to_owned(), Value::from(commit));
     }
     Some(Call {
         tool,
@@ -750,9 +755,12 @@ mod tests {
             .collect();
         assert_eq!(
             lite[0].metadata,
-            serde_json::json!({"exit": 1, "committed": true})
+            serde_json::json!({"exit": 1, "committed": "4e1f0a2"})
         );
-        assert_eq!(lite[1].metadata, serde_json::json!({"committed": true}));
+        assert_eq!(
+            lite[1].metadata,
+            serde_json::json!({"committed": "9b7c3d1"})
+        );
         assert_eq!(lite[2].metadata, Value::Null);
         for (l, f) in lite.iter().zip(&full) {
             assert_eq!(l.output_hash, f.output_hash);
