@@ -2,6 +2,7 @@
 //! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
 
 use super::{Answer, ReadContext, SourceRead, count};
+use crate::jobs::sessions::refusals::SessionRefusals;
 use crate::jobs::sessions::tracked::{
     self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
 };
@@ -405,6 +406,7 @@ pub(crate) struct Reading {
     pub spend: Spend,
     pub newest: Option<i64>,
     pub fresh: bool,
+    pub refusals: SessionRefusals,
 }
 
 impl Reading {
@@ -415,6 +417,7 @@ impl Reading {
             spend: restored.spend,
             newest: restored.newest_call_ms,
             fresh: false,
+            refusals: restored.refusals,
         }
     }
 
@@ -425,6 +428,7 @@ impl Reading {
             spend: Spend::default(),
             newest: None,
             fresh: true,
+            refusals: SessionRefusals::default(),
         }
     }
 
@@ -434,11 +438,14 @@ impl Reading {
         self.detector = SessionDetector::new(&self.info, ctx.detector);
         self.newest = None;
         self.fresh = true;
+        self.refusals = SessionRefusals::default();
     }
 
     pub(crate) fn push(&mut self, calls: &[Call]) {
         for call in calls {
             self.detector.push(call);
+            let detector = &self.detector;
+            self.refusals.observe(call, || detector.flagged());
             self.newest = newest_call(std::iter::once(call), self.newest);
             self.fresh = true;
         }
@@ -446,7 +453,7 @@ impl Reading {
 
     /// The session as read this tick, its row's cursor and change marker.
     pub(crate) fn into_tracked(self, source: &str, cursor: Option<String>, marker: i64) -> Tracked {
-        Tracked::live(
+        let mut tracked = Tracked::live(
             source,
             self.info,
             self.spend,
@@ -455,7 +462,9 @@ impl Reading {
             self.detector,
             cursor,
             Some(marker),
-        )
+        );
+        tracked.refusals = self.refusals;
+        tracked
     }
 }
 
