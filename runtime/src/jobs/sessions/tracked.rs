@@ -500,6 +500,37 @@ mod tests {
         serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
     }
 
+    /// What agentwatch's hook refused in a session is kept in its row: a session whose row
+    /// stands has it, and one read on from its row starts from it.
+    #[test]
+    fn refusals_are_kept_in_the_row() {
+        let config = DetectConfig::default();
+        let mut calls: Vec<Call> = (0..30).map(|i| call(i, (3, 0, true))).collect();
+        for i in 30..32 {
+            let mut refused = call(i, (3, 0, true));
+            refused.status = CallStatus::Blocked;
+            refused.metadata = serde_json::json!({"refusal": "agentwatch: this call was not run"});
+            calls.push(refused);
+        }
+        let session = Session {
+            calls,
+            ..Session::new("ses_r")
+        };
+        let mut tracked = vec![Tracked::whole("test", &session, &config)];
+        assert_eq!(
+            (tracked[0].refusals.blocked, tracked[0].refusals.stands()),
+            (2, true)
+        );
+        let (judged, mut rows) = judge(&mut tracked, &config, 1_796_000_000, None);
+        assert!(judged.sessions[0].flagged, "{:?}", judged.sessions[0]);
+        let row = rows.remove("test").unwrap().written.remove(0);
+        let stored = Tracked::stored("test", row.clone()).unwrap();
+        assert_eq!(stored.refusals, tracked[0].refusals);
+        let restored = restore(None, &row, &config).unwrap();
+        assert_eq!(restored.refusals.blocked, 2);
+        assert_eq!(restored.refusals.call, "cargo test");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
 

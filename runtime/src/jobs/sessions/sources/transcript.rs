@@ -707,7 +707,40 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::{ReadContext, list_within};
+    use super::{ReadContext, Reading, list_within};
+    use crate::jobs::sessions::tracked::{Tracked, judge, restore};
+    use detect_core::{Call, CallStatus, DetectConfig, Session};
+
+    /// A transcript read on from its stored row counts the hook's refusals on from those the
+    /// row kept (the reader hands only the calls after its cursor).
+    #[test]
+    fn refusals_are_counted_on_from_the_row() {
+        let config = DetectConfig::default();
+        let run = |status: CallStatus, refusal: &str| Call {
+            status,
+            metadata: serde_json::json!({"refusal": refusal}),
+            ..Call::completed("bash", serde_json::json!({"command": "pytest -x"}))
+        };
+        let mut calls: Vec<Call> = (0..20).map(|_| run(CallStatus::Error, "")).collect();
+        calls.extend((0..2).map(|_| run(CallStatus::Blocked, "agentwatch: this call was not run")));
+        let session = Session {
+            calls,
+            ..Session::new("s1")
+        };
+        let mut tracked = vec![Tracked::whole("claude", &session, &config)];
+        let (_, mut rows) = judge(&mut tracked, &config, 1_796_000_000, None);
+        let row = rows.remove("claude").unwrap().written.remove(0);
+        let mut reading = Reading::from_restored(restore(None, &row, &config).unwrap());
+        reading.push(&[run(
+            CallStatus::Blocked,
+            "agentwatch: the session is stopped: …",
+        )]);
+        let on = reading.into_tracked("claude", None, 0).refusals;
+        assert_eq!(
+            (on.blocked, on.of_call, on.stopped, on.stands()),
+            (3, 3, true, true)
+        );
+    }
     use std::collections::HashSet;
     use std::path::Path;
     use std::time::{Duration, Instant};
