@@ -164,6 +164,24 @@ impl World {
     }
 }
 
+impl World {
+    /// `status`, `alerts` and `alerts --json` say what the hook refused (`sentence`).
+    fn assert_shown(&self, sentence: &str) {
+        let status = self.show(&["status", "--now", &(T0 + 1260).to_string()]);
+        assert!(
+            status.contains(&format!("  {KEY}: {sentence}\n")),
+            "{status}"
+        );
+        let alerts = self.show(&["alerts"]);
+        assert!(alerts.contains(&format!("\n  {sentence}\n")), "{alerts}");
+        let listed: Value = serde_json::from_str(&self.show(&["alerts", "--json"])).unwrap();
+        assert_eq!(
+            listed["alerts"][0]["refusals"],
+            json!({"blocked": 4, "call": TEST, "of_call": 4, "stopped": true})
+        );
+    }
+}
+
 /// What an event says: (state, severity, summary).
 fn said(event: &Value) -> (&str, &str, &str) {
     (
@@ -232,18 +250,7 @@ fn the_hooks_refusals_reach_the_channels_status_and_alerts() {
     assert!(summary.starts_with(sentence), "{summary}");
     assert_ne!(events[1]["event_id"], events[3]["event_id"]);
 
-    let status = world.show(&["status", "--now", &(T0 + 1260).to_string()]);
-    assert!(
-        status.contains(&format!("  {KEY}: {sentence}\n")),
-        "{status}"
-    );
-    let alerts = world.show(&["alerts"]);
-    assert!(alerts.contains(&format!("\n  {sentence}\n")), "{alerts}");
-    let listed: Value = serde_json::from_str(&world.show(&["alerts", "--json"])).unwrap();
-    assert_eq!(
-        listed["alerts"][0]["refusals"],
-        json!({"blocked": 4, "call": TEST, "of_call": 4, "stopped": true})
-    );
+    world.assert_shown(sentence);
 
     // The session moves on (a call runs, an edit lands): the alert resolves, saying what the
     // hook did.
