@@ -1,6 +1,7 @@
 //! The outgoing event: severity, the PagerDuty-Events-v2-shaped [`AlertEvent`], and the naming
 //! rules for dedup keys and titles.
 
+use crate::refusal::Refusals;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -45,16 +46,20 @@ pub enum EventState {
     Escalate,
     /// An open alert is over.
     Resolve,
+    /// agentwatch's own hook refused calls of the alert's tree (its first refusal, or it
+    /// stopped the session): the alert's severity, its refusals in `details.blocked`.
+    Blocked,
 }
 
 impl EventState {
-    /// The lowercase wire name (`trigger`, `escalate`, `resolve`).
+    /// The lowercase wire name (`trigger`, `escalate`, `resolve`, `blocked`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Trigger => "trigger",
             Self::Escalate => "escalate",
             Self::Resolve => "resolve",
+            Self::Blocked => "blocked",
         }
     }
 }
@@ -76,13 +81,14 @@ pub struct AlertEvent {
     pub dedup_key: String,
     /// The alert's severity after this transition (`info` for a resolve).
     pub severity: Severity,
-    /// `trigger`, `escalate` or `resolve`.
+    /// `trigger`, `escalate`, `resolve` or `blocked`.
     pub state: EventState,
     /// `opencode loop: {agent}`, see [`title_for_agent`].
     pub title: String,
     /// One sentence for the operator.
     pub summary: String,
-    /// Machine-readable context: root, agent, counters, timestamps, LLM opinion, verdict.
+    /// Machine-readable context: root, agent, counters, timestamps, LLM opinion, verdict, and
+    /// the hook's refusals (`blocked`, [`Refusals`]) once the tree has any.
     pub details: serde_json::Value,
     /// Who sent it, from [`AlertConfig::source`](crate::AlertConfig::source).
     pub source: String,
@@ -102,20 +108,34 @@ impl AlertEvent {
     /// The event's identity: the same for every send of this one transition (a re-send after a
     /// crash between the send and its record carries it again), different for any other. Made
     /// of the dedup key, the state and the alert's `details.opened_at` (a grouped notification:
-    /// its members' identities, `details.event_ids`), hashed: `evt_` and 16 hex digits. Sent as
-    /// `event_id` in a JSON webhook's body and as every webhook's `Idempotency-Key` header, so
-    /// a receiver can drop a repeat.
+    /// its members' identities, `details.event_ids`; a `blocked` event: also the refusals it
+    /// reports, as an alert has two, the first refusal and the stop), hashed: `evt_` and 16 hex
+    /// digits. Sent as `event_id` in a JSON webhook's body and as every webhook's
+    /// `Idempotency-Key` header, so a receiver can drop a repeat.
     #[must_use]
     pub fn event_id(&self) -> String {
         let part = |name: &str| self.details.get(name).map(ToString::to_string);
-        let basis = format!(
+        let mut basis = format!(
             "{}\n{}\n{}\n{}",
             self.dedup_key,
             self.state,
             part("opened_at").unwrap_or_default(),
             part("event_ids").unwrap_or_default()
         );
+        if self.state == EventState::Blocked {
+            basis.push('\n');
+            basis.push_str(&part("blocked").unwrap_or_default());
+        }
         format!("evt_{}", detect_core::text_hash(&basis))
+    }
+
+    /// The hook's refusals in the event's tree (`details.blocked`), when it has any.
+    #[must_use]
+    pub fn refusals(&self) -> Option<Refusals> {
+        let value = self.details.get("blocked")?;
+        serde_json::from_value::<Refusals>(value.clone())
+            .ok()
+            .filter(|r| !r.is_empty())
     }
 
     /// Set `details.link` (a non-object `details` is kept under `details.details`).

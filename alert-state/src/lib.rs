@@ -43,10 +43,24 @@
 //! | open | in `gone` | [`ResolveGone`](DecisionKind::ResolveGone): same | `resolve` |
 //! | open | in `stale` (no new call within the stale age; not judged) | [`ResolveStale`](DecisionKind::ResolveStale): same | `resolve` |
 //! | none | not flagged, or gone | nothing | none |
+//! | open | looping, no escalation due, refusals of agentwatch's hook not reported yet (the first, or the stop) | [`Blocked`](DecisionKind::Blocked): the same severity, `details.blocked` | `blocked` |
+//! | none | not flagged, the hook's refusal of its latest call standing | [`Trigger`](DecisionKind::Trigger), its summary saying what the hook refused | `trigger` |
 //!
 //! A resolved alert leaves the state (its decision carries the final record); a later flag opens
 //! a fresh alert with `flagged_ticks = 1`. So there is at most one open alert per key and at most
 //! one escalate per alert. With `escalate_after_ticks = 1` a new alert opens as critical.
+//!
+//! ## agentwatch's own refusals (issue 47)
+//!
+//! A call agentwatch's pre-tool hook refused never ran: the caller counts such calls per tree
+//! ([`Refusals`] on [`RootObservation::refusals`]). The hook refuses only a looping session's
+//! call, so a tree whose latest call was refused ([`RootObservation::refusal_stands`]) is
+//! looping ([`RootObservation::looping`]) until a call runs again, and with no open alert it
+//! opens one. An open alert keeps the tree's refusals (`Alert::refusals`, every event's
+//! `details.blocked`, every alarm's summary ending with [`Refusals::sentence`]) and tells the
+//! channels what is new in them once: the first refusal, then the stop, each a `blocked`
+//! event at the alert's severity, routed as a trigger is (an escalation due the same tick
+//! carries the news instead: one event per alert per tick). Its resolve is as for any alert.
 //!
 //! ## LLM second opinions
 //!
@@ -120,6 +134,7 @@ mod config;
 mod event;
 mod lifecycle;
 mod opinion;
+mod refusal;
 mod router;
 mod state;
 mod time;
@@ -141,6 +156,7 @@ pub use opinion::{
     LlmOpinion, OpinionDecision, OpinionPlan, OpinionSkip, OpinionVerdict, Opinions,
     parse_llm_opinion, plan_llm_opinions,
 };
+pub use refusal::Refusals;
 pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression, window_is_of, window_of};
 pub use state::{Alert, AlertState};
 pub use time::iso8601;

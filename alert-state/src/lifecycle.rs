@@ -5,6 +5,7 @@ use crate::event::{AlertEvent, EventState, Severity, loop_key, title_for_agent};
 use crate::opinion::{
     LlmOpinion, OpinionDecision, OpinionPlan, OpinionVerdict, Opinions, plan_llm_opinions,
 };
+use crate::refusal::Refusals;
 use crate::router::{Route, window_of};
 use crate::state::{Alert, AlertState};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,15 @@ pub struct RootObservation {
     /// /home/me/shop`); the alert's title while it is known. Empty: `opencode loop: {agent}`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub title: String,
+    /// What agentwatch's own pre-tool hook refused in the tree so far (the calls it refused
+    /// never ran, so the detector does not count them).
+    #[serde(default, skip_serializing_if = "Refusals::is_empty")]
+    pub refusals: Refusals,
+    /// The tree's latest call is one the hook refused (no call ran since): the hook judged the
+    /// tree looping and the agent has not moved on, so the tree counts as looping
+    /// ([`RootObservation::looping`]) even where the detector does not flag it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refusal_stands: bool,
 }
 
 impl RootObservation {
@@ -65,6 +75,22 @@ impl RootObservation {
     pub fn titled(mut self, title: impl Into<String>) -> Self {
         self.title = title.into();
         self
+    }
+
+    /// The same observation, with what the hook refused in the tree (see
+    /// [`RootObservation::refusal_stands`]).
+    #[must_use]
+    pub fn with_refusals(mut self, refusals: Refusals, stands: bool) -> Self {
+        self.refusals = refusals;
+        self.refusal_stands = stands;
+        self
+    }
+
+    /// Whether the lifecycle takes the tree as looping: the detector flags it, or the hook's
+    /// refusal of its latest call stands.
+    #[must_use]
+    pub fn looping(&self) -> bool {
+        self.flagged || self.refusal_stands
     }
 
     /// The alert title this observation gives: its own, else the agent's.
@@ -106,6 +132,8 @@ impl RootObservation {
             source: String::new(),
             family: String::new(),
             title: String::new(),
+            refusals: Refusals::default(),
+            refusal_stands: false,
         }
     }
 
@@ -122,6 +150,8 @@ impl RootObservation {
             source: String::new(),
             family: String::new(),
             title: String::new(),
+            refusals: Refusals::default(),
+            refusal_stands: false,
         }
     }
 
@@ -178,6 +208,9 @@ pub enum DecisionKind {
     ResolveGone,
     /// An open alert's tree had no new call within the stale age; a `resolve` event goes out.
     ResolveStale,
+    /// An open alert's tree shows refusals of agentwatch's hook it has not reported (the first
+    /// refusal, or the stop) and no other transition is due; a `blocked` event goes out.
+    Blocked,
     /// An LLM opinion was supplied for a root the plan did not ask about; it was not used.
     OpinionIgnored,
 }
@@ -194,6 +227,7 @@ impl DecisionKind {
             Self::ResolveFixed => "resolve_fixed",
             Self::ResolveGone => "resolve_gone",
             Self::ResolveStale => "resolve_stale",
+            Self::Blocked => "blocked",
             Self::OpinionIgnored => "opinion_ignored",
         }
     }
@@ -230,7 +264,7 @@ pub struct Decision {
     /// The alert record after this decision (the final record for a resolve); `None` for
     /// [`DecisionKind::OpinionIgnored`].
     pub alert: Option<Alert>,
-    /// The event and its routes, for trigger, escalate and resolve.
+    /// The event and its routes, for trigger, escalate, resolve and blocked.
     pub dispatch: Option<Dispatch>,
 }
 
@@ -260,7 +294,8 @@ impl TickOutcome {
         state
     }
 
-    /// Every event decided this tick (trigger, escalate, resolve), delivered anywhere or not.
+    /// Every event decided this tick (trigger, escalate, resolve, blocked), delivered anywhere
+    /// or not.
     pub fn events(&self) -> impl Iterator<Item = &AlertEvent> {
         self.decisions
             .iter()
@@ -522,7 +557,11 @@ fn observe_root(
     {
         alert.title.clone_from(&observation.title);
     }
-    let lifecycle = match (observation.flagged, next.open_alerts.get_mut(&dedup_key)) {
+    let news = next
+        .open_alerts
+        .get_mut(&dedup_key)
+        .is_some_and(|alert| take_refusals(alert, observation));
+    let lifecycle = match (observation.looping(), next.open_alerts.get_mut(&dedup_key)) {
         (false, None) => None,
         (false, Some(_)) => next
             .open_alerts
@@ -538,11 +577,65 @@ fn observe_root(
             if !observation.source.is_empty() {
                 alert.source.clone_from(&observation.source);
             }
-            Some(flag_open_alert(alert, config, observation, &opinion, now))
+            let step = flag_open_alert(alert, config, observation, &opinion, now);
+            Some(if news {
+                report_refusals(alert, config, observation, &opinion, now, step)
+            } else {
+                step
+            })
         }
     };
     steps.extend(lifecycle);
     steps
+}
+
+/// Keep what the hook refused in the tree on its open alert; whether it is news (the first
+/// refusal, or the stop). An observation without refusals leaves the alert's as they are.
+fn take_refusals(alert: &mut Alert, observation: &RootObservation) -> bool {
+    if observation.refusals.is_empty() {
+        return false;
+    }
+    let news = observation.refusals.news_since(&alert.refusals);
+    alert.refusals.clone_from(&observation.refusals);
+    news
+}
+
+/// A looping tree's step when its refusals are news: an escalation (whose summary says them)
+/// stands; a judgement without a transition, or a reminder, becomes the `blocked` event.
+fn report_refusals(
+    alert: &mut Alert,
+    config: &AlertConfig,
+    observation: &RootObservation,
+    opinion: &OpinionUse,
+    now: i64,
+    step: Step,
+) -> Step {
+    if !matches!(
+        step.0.kind,
+        DecisionKind::StillFlagged | DecisionKind::Repeat
+    ) {
+        return step;
+    }
+    alert.last_fired_at = now;
+    let sentence = alert.refusals.sentence();
+    let did = if alert.refusals.stopped {
+        "stopped a session of the tree"
+    } else {
+        "refused calls of the tree"
+    };
+    let event = event_for(
+        alert,
+        EventState::Blocked,
+        sentence.clone(),
+        open_details(alert, observation, opinion.used),
+        config,
+    );
+    let reason = format!(
+        "flagged tick {}: agentwatch's hook {did} ({sentence}), not reported yet: told the \
+         channels of {} at its {} severity",
+        alert.flagged_ticks, alert.dedup_key, alert.severity
+    );
+    (decision(DecisionKind::Blocked, alert, reason), Some(event))
 }
 
 /// The LLM opinion a tick uses for one root, and how to say so in a reason.
@@ -578,7 +671,7 @@ fn open_alert(
         (Severity::Warning, format!("as warning; {note}"))
     };
     let dedup_key = observation.dedup_key();
-    let alert = Alert::opened(
+    let mut alert = Alert::opened(
         dedup_key.clone(),
         observation.root.clone(),
         observation.agent.clone(),
@@ -587,14 +680,23 @@ fn open_alert(
         observation.source.clone(),
         now,
     );
+    if !observation.refusals.is_empty() {
+        alert.refusals.clone_from(&observation.refusals);
+    }
     let event = event_for(
         &alert,
         EventState::Trigger,
-        base_summary(observation),
+        told(&alert, base_summary(observation)),
         open_details(&alert, observation, opinion.used),
         config,
     );
-    let reason = format!("first flagged tick with no open alert: opened {dedup_key} {cause}");
+    let why = if observation.flagged {
+        "first flagged tick with no open alert"
+    } else {
+        "agentwatch's hook refused the tree's latest call (it judged the tree looping) with no \
+         open alert"
+    };
+    let reason = format!("{why}: opened {dedup_key} {cause}");
     (
         (decision(DecisionKind::Trigger, &alert, reason), Some(event)),
         alert,
@@ -649,10 +751,13 @@ fn flag_open_alert(
             "{} (still looping after {ticks} flagged ticks)",
             base_summary(observation)
         );
-        (cause, summary)
+        (cause, told(alert, summary))
     } else {
         let summary = format!("{} (confirmed by the local LLM)", base_summary(observation));
-        (format!("{note} on flagged tick {ticks}"), summary)
+        (
+            format!("{note} on flagged tick {ticks}"),
+            told(alert, summary),
+        )
     };
     alert.severity = Severity::Critical;
     alert.last_fired_at = now;
@@ -691,6 +796,7 @@ fn still_flagged_or_repeat(
         base_summary(observation),
         alert.flagged_ticks
     );
+    let summary = told(alert, summary);
     let mut details = open_details(alert, observation, opinion.used);
     details["repeat_interval_s"] = serde_json::json!(every);
     let event = event_for(alert, EventState::Trigger, summary, details, config);
@@ -803,12 +909,26 @@ fn base_summary(observation: &RootObservation) -> String {
     }
 }
 
+/// A summary with the hook's refusals in the alert's tree said after it, when it has any.
+fn told(alert: &Alert, summary: String) -> String {
+    if alert.refusals.is_empty() {
+        summary
+    } else {
+        format!("{summary}; {}", alert.refusals.sentence())
+    }
+}
+
 fn base_details(alert: &Alert) -> Map<String, Value> {
     let mut details = Map::new();
     details.insert("root".to_owned(), Value::from(alert.root.as_str()));
     details.insert("agent".to_owned(), Value::from(alert.agent.as_str()));
     details.insert("flagged_ticks".to_owned(), Value::from(alert.flagged_ticks));
     details.insert("opened_at".to_owned(), Value::from(alert.opened_at));
+    if !alert.refusals.is_empty()
+        && let Ok(blocked) = serde_json::to_value(&alert.refusals)
+    {
+        details.insert("blocked".to_owned(), blocked);
+    }
     details
 }
 

@@ -2,6 +2,7 @@
 
 use crate::config::{AlertConfig, GroupBy};
 use crate::event::{AlertEvent, EventState, Severity, is_loop_key};
+use crate::refusal::Refusals;
 use crate::router::{RouterState, window_is_of, window_of};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -38,6 +39,10 @@ pub struct Alert {
     /// may resolve the alert as gone.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
+    /// What agentwatch's hook refused in its tree, as last observed (every event of the alert
+    /// carries it as `details.blocked`); a `blocked` event said what was new in it.
+    #[serde(default, skip_serializing_if = "Refusals::is_empty")]
+    pub refusals: Refusals,
 }
 
 impl Alert {
@@ -63,6 +68,7 @@ impl Alert {
             last_fired_at: now,
             resolved_at: None,
             source,
+            refusals: Refusals::default(),
         }
     }
 
@@ -102,8 +108,8 @@ impl AlertState {
         Self::default()
     }
 
-    /// Record that `event` reached `channel` at `at` (the caller's send succeeded). A trigger or
-    /// escalate starts the channel's rate-limit window and entitles the channel to the alert's
+    /// Record that `event` reached `channel` at `at` (the caller's send succeeded). A trigger,
+    /// escalate or blocked event starts the channel's rate-limit window and entitles the channel to the alert's
     /// resolve, but only while the alert is open; a resolve records nothing.
     pub fn record_sent(&mut self, event: &AlertEvent, channel: &str, group_by: GroupBy, at: i64) {
         if event.state == EventState::Resolve {

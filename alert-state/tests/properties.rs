@@ -2,11 +2,12 @@
 //! of the design.
 
 use alert_state::{
-    AlertConfig, AlertState, ChannelConfig, DecisionKind, EventState, GroupBy, LlmOpinion,
-    OpinionSkip, OpinionVerdict, RootObservation, Severity, Tick, dedup_key_for_root,
-    plan_llm_opinions, process_tick,
+    AlertConfig, AlertEvent, AlertState, ChannelConfig, Decision, DecisionKind, EventState,
+    GroupBy, LlmOpinion, OpinionPlan, OpinionSkip, OpinionVerdict, Refusals, RootObservation,
+    Severity, Tick, TickOutcome, dedup_key_for_root, plan_llm_opinions, process_tick,
 };
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use std::collections::{BTreeMap, BTreeSet};
 
 const ROOTS: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -21,10 +22,43 @@ enum RootStatus {
     Gone,
 }
 
+/// What agentwatch's hook refused in an observed root's tree: calls refused (0 to 3), whether
+/// it stopped the session, whether the tree's latest call is a refused one.
+#[derive(Debug, Clone, Copy, Default)]
+struct Refused {
+    blocked: u32,
+    stopped: bool,
+    stands: bool,
+}
+
+impl Refused {
+    fn refusals(self) -> Refusals {
+        if self.blocked == 0 {
+            return Refusals::default();
+        }
+        Refusals {
+            blocked: self.blocked,
+            call: "pytest -x".to_owned(),
+            of_call: self.blocked,
+            stopped: self.stopped,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Step {
     advance_s: i64,
     statuses: [RootStatus; 4],
+    refused: [Refused; 4],
+}
+
+fn refused() -> impl Strategy<Value = Refused> {
+    prop_oneof![
+        3 => Just(Refused::default()),
+        2 => (1..=3u32, proptest::bool::weighted(0.3), proptest::bool::ANY).prop_map(
+            |(blocked, stopped, stands)| Refused { blocked, stopped, stands }
+        ),
+    ]
 }
 
 fn root_status() -> impl Strategy<Value = RootStatus> {
@@ -53,10 +87,12 @@ fn step() -> impl Strategy<Value = Step> {
     (
         advance,
         [root_status(), root_status(), root_status(), root_status()],
+        [refused(), refused(), refused(), refused()],
     )
-        .prop_map(|(advance_s, statuses)| Step {
+        .prop_map(|(advance_s, statuses, refused)| Step {
             advance_s,
             statuses,
+            refused,
         })
 }
 
@@ -104,11 +140,14 @@ fn config() -> impl Strategy<Value = AlertConfig> {
     )
 }
 
-/// The reference model: the decisions.md lifecycle written as plainly as possible.
+/// The reference model: the decisions.md lifecycle written as plainly as possible, with the
+/// hook's refusals of issue 47: a standing refusal is a looping tree; an open alert reports
+/// the first refusal and the stop once each (a `blocked` event where no escalation is due).
 #[derive(Debug, Default)]
 struct Model {
-    /// root -> (severity, `flagged_ticks`) of its open alert
-    open: BTreeMap<String, (Severity, u32)>,
+    /// root -> (severity, `flagged_ticks`, the refusals told as (blocked, stopped)) of its open
+    /// alert
+    open: BTreeMap<String, (Severity, u32, (u32, bool))>,
 }
 
 impl Model {
@@ -117,37 +156,50 @@ impl Model {
         &mut self,
         config: &AlertConfig,
         root: &str,
-        status: RootStatus,
+        (status, refused): (RootStatus, Refused),
         opinion_used: Option<LlmOpinion>,
     ) -> Option<(DecisionKind, Severity, u32)> {
         let said_yes = opinion_used == Some(LlmOpinion::Yes);
-        match (status, self.open.get(root).copied()) {
-            (RootStatus::Flagged(_), None) => {
+        let seen = (refused.blocked, refused.stopped);
+        let looping = match status {
+            RootStatus::Flagged(_) => true,
+            RootStatus::Healthy => refused.stands,
+            RootStatus::Unseen | RootStatus::Gone => false,
+        };
+        match (status, looping, self.open.get(root).copied()) {
+            (_, true, None) => {
                 let severity = if said_yes || config.escalate_after_ticks == 1 {
                     Severity::Critical
                 } else {
                     Severity::Warning
                 };
-                self.open.insert(root.to_owned(), (severity, 1));
+                self.open.insert(root.to_owned(), (severity, 1, seen));
                 Some((DecisionKind::Trigger, severity, 1))
             }
-            (RootStatus::Flagged(_), Some((severity, ticks))) => {
+            (_, true, Some((severity, ticks, told))) => {
                 let ticks = ticks + 1;
+                let news = (seen.0 > 0 && told.0 == 0) || (seen.1 && !told.1);
+                let told = if seen.0 > 0 || seen.1 { seen } else { told };
+                let quiet = if news {
+                    DecisionKind::Blocked
+                } else {
+                    DecisionKind::StillFlagged
+                };
                 let (kind, severity) = if severity == Severity::Critical {
-                    (DecisionKind::StillFlagged, severity)
+                    (quiet, severity)
                 } else if ticks >= config.escalate_after_ticks || said_yes {
                     (DecisionKind::Escalate, Severity::Critical)
                 } else {
-                    (DecisionKind::StillFlagged, severity)
+                    (quiet, severity)
                 };
-                self.open.insert(root.to_owned(), (severity, ticks));
+                self.open.insert(root.to_owned(), (severity, ticks, told));
                 Some((kind, severity, ticks))
             }
-            (RootStatus::Healthy, Some((_, ticks))) => {
+            (RootStatus::Healthy, false, Some((_, ticks, _))) => {
                 self.open.remove(root);
                 Some((DecisionKind::ResolveFixed, Severity::Info, ticks))
             }
-            (RootStatus::Gone, Some((_, ticks))) => {
+            (RootStatus::Gone, _, Some((_, ticks, _))) => {
                 self.open.remove(root);
                 Some((DecisionKind::ResolveGone, Severity::Info, ticks))
             }
@@ -165,6 +217,198 @@ struct Observed {
     delivered_to: BTreeSet<String>,
 }
 
+/// The tick's observations of a step: each root seen (with its refusals), and the roots gone.
+fn observations(step: &Step) -> (Vec<RootObservation>, Vec<String>) {
+    let mut roots = Vec::new();
+    let mut gone = Vec::new();
+    for ((root, status), refused) in ROOTS.iter().zip(step.statuses).zip(step.refused) {
+        let observed = match status {
+            RootStatus::Unseen => continue,
+            RootStatus::Gone => {
+                gone.push((*root).to_owned());
+                continue;
+            }
+            RootStatus::Healthy => RootObservation::not_flagged(*root, "build"),
+            RootStatus::Flagged(opinion) => {
+                RootObservation::flagged(*root, "build", "loop").with_opinion(opinion)
+            }
+        };
+        roots.push(observed.with_refusals(refused.refusals(), refused.stands));
+    }
+    (roots, gone)
+}
+
+/// The plan: capped, only when enabled, only flagged roots not critical already.
+fn check_plan(
+    plan: &OpinionPlan,
+    flagged: usize,
+    config: &AlertConfig,
+    model: &Model,
+) -> Result<(), TestCaseError> {
+    let asked: Vec<&str> = plan.roots_to_ask().collect();
+    prop_assert!(asked.len() <= config.max_llm_opinions_per_tick as usize);
+    prop_assert_eq!(plan.decisions.len(), flagged);
+    if !config.local_llm_enabled {
+        prop_assert!(asked.is_empty());
+    }
+    for decision in &plan.decisions {
+        prop_assert!(!decision.reason.is_empty());
+        if decision.verdict == OpinionVerdict::Ask {
+            let open = model.open.get(&decision.root);
+            prop_assert!(open.is_none_or(|(severity, _, _)| *severity != Severity::Critical));
+        }
+        if decision.verdict == OpinionVerdict::Skip(OpinionSkip::CapReached) {
+            prop_assert_eq!(asked.len(), config.max_llm_opinions_per_tick as usize);
+        }
+    }
+    Ok(())
+}
+
+/// The lifecycle's decisions and open alerts against the model's; every supplied opinion used
+/// or reported.
+fn check_lifecycle(
+    step: &Step,
+    (tick, outcome): (&Tick, &TickOutcome),
+    config: &AlertConfig,
+    model: &mut Model,
+) -> Result<(), TestCaseError> {
+    let plan = &outcome.opinion_plan;
+    let mut expected = Vec::new();
+    for ((root, status), refused) in ROOTS.iter().zip(step.statuses).zip(step.refused) {
+        let supplied = match status {
+            RootStatus::Flagged(opinion) => opinion,
+            _ => None,
+        };
+        let used = if plan.should_ask(root) {
+            supplied
+        } else {
+            None
+        };
+        if let Some((kind, severity, ticks)) = model.step(config, root, (status, refused), used) {
+            expected.push(((*root).to_owned(), kind, severity, ticks));
+        }
+    }
+    let actual: Vec<_> = outcome
+        .decisions
+        .iter()
+        .filter(|d| d.kind != DecisionKind::OpinionIgnored)
+        .map(|d| {
+            let alert = d
+                .alert
+                .as_ref()
+                .expect("lifecycle decisions carry the alert");
+            (d.root.clone(), d.kind, alert.severity, alert.flagged_ticks)
+        })
+        .collect();
+    prop_assert_eq!(actual, expected);
+    let open_keys: BTreeSet<&String> = outcome.state.open_alerts.keys().collect();
+    let model_keys: BTreeSet<String> = model.open.keys().map(|r| dedup_key_for_root(r)).collect();
+    prop_assert_eq!(open_keys, model_keys.iter().collect::<BTreeSet<_>>());
+    for observation in &tick.roots {
+        if observation.opinion.is_some() && !plan.should_ask(&observation.root) {
+            let reported = outcome
+                .decisions
+                .iter()
+                .any(|d| d.root == observation.root && d.kind == DecisionKind::OpinionIgnored);
+            prop_assert!(reported);
+        }
+    }
+    Ok(())
+}
+
+/// The event stream seen so far: per alert instance, and each channel's last alarm.
+#[derive(Debug, Default)]
+struct Stream {
+    observed: BTreeMap<String, Observed>,
+    last_alarm_delivery: BTreeMap<String, i64>,
+}
+
+impl Stream {
+    /// Event stream invariants of a tick's decisions, per alert instance and per channel.
+    fn check(
+        &mut self,
+        outcome: &TickOutcome,
+        config: &AlertConfig,
+        now: i64,
+    ) -> Result<(), TestCaseError> {
+        for decision in &outcome.decisions {
+            prop_assert!(!decision.reason.is_empty());
+            let Some(dispatch) = &decision.dispatch else {
+                continue;
+            };
+            let event = &dispatch.event;
+            prop_assert_eq!(&event.source, "agentwatch@prop");
+            prop_assert_eq!(dispatch.routes.len(), config.channels.len());
+            let alert = self.observed.entry(event.dedup_key.clone()).or_default();
+            alert.check(decision, event)?;
+            for (route, channel) in dispatch.routes.iter().zip(&config.channels) {
+                prop_assert_eq!(&route.channel, &channel.name);
+                prop_assert!(!route.reason.is_empty());
+                if !route.delivery.is_delivered() {
+                    continue;
+                }
+                prop_assert!(channel.enabled);
+                if event.state == EventState::Resolve {
+                    prop_assert!(
+                        alert.delivered_to.contains(&channel.name),
+                        "a resolve reached {} which saw no event of the alert",
+                        channel.name
+                    );
+                } else {
+                    prop_assert!(event.severity >= channel.min_severity);
+                    if let Some(last) = self.last_alarm_delivery.get(&channel.name) {
+                        prop_assert!(
+                            now - last >= channel.rate_limit_s as i64,
+                            "{} got two alarms {} s apart (limit {})",
+                            channel.name,
+                            now - last,
+                            channel.rate_limit_s
+                        );
+                    }
+                    self.last_alarm_delivery.insert(channel.name.clone(), now);
+                    alert.delivered_to.insert(channel.name.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Observed {
+    /// One event of this alert instance: it follows the lifecycle's order.
+    fn check(&mut self, decision: &Decision, event: &AlertEvent) -> Result<(), TestCaseError> {
+        match event.state {
+            EventState::Trigger => {
+                prop_assert!(!self.open, "at most one open alert per key");
+                *self = Observed {
+                    open: true,
+                    ..Observed::default()
+                };
+            }
+            EventState::Escalate => {
+                prop_assert!(self.open, "escalate only an open alert");
+                prop_assert!(!self.escalated, "at most one escalate per open alert");
+                self.escalated = true;
+            }
+            EventState::Resolve => {
+                prop_assert!(self.open, "every resolve matches one unresolved trigger");
+                self.open = false;
+            }
+            EventState::Blocked => {
+                prop_assert!(self.open, "a blocked event only for an open alert");
+                let refusals = event
+                    .refusals()
+                    .expect("a blocked event carries its refusals");
+                prop_assert_eq!(&event.summary, &refusals.sentence());
+                let record = decision.alert.as_ref().expect("the alert record");
+                prop_assert_eq!(event.severity, record.severity, "the alert's severity");
+                prop_assert!(event.severity != Severity::Info);
+            }
+        }
+        Ok(())
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -175,131 +419,21 @@ proptest! {
     ) {
         let mut state = AlertState::default();
         let mut model = Model::default();
-        let mut observed: BTreeMap<String, Observed> = BTreeMap::new();
-        let mut last_alarm_delivery: BTreeMap<String, i64> = BTreeMap::new();
+        let mut stream = Stream::default();
         let mut now = 1_796_000_000i64;
 
         for step in steps {
             now += step.advance_s;
-            let mut roots = Vec::new();
-            let mut gone = Vec::new();
-            for (root, status) in ROOTS.iter().zip(step.statuses) {
-                match status {
-                    RootStatus::Unseen => {}
-                    RootStatus::Gone => gone.push((*root).to_owned()),
-                    RootStatus::Healthy => roots.push(RootObservation::not_flagged(*root, "build")),
-                    RootStatus::Flagged(opinion) => {
-                        roots.push(RootObservation::flagged(*root, "build", "loop").with_opinion(opinion));
-                    }
-                }
-            }
-
-            // The plan: capped, only when enabled, only flagged roots not critical already.
+            let (roots, gone) = observations(&step);
             let flagged: Vec<&str> = roots.iter().filter(|r| r.flagged).map(|r| r.root.as_str()).collect();
             let plan = plan_llm_opinions(&state, &config, flagged.iter().copied());
-            let asked: Vec<&str> = plan.roots_to_ask().collect();
-            prop_assert!(asked.len() <= config.max_llm_opinions_per_tick as usize);
-            prop_assert_eq!(plan.decisions.len(), flagged.len());
-            if !config.local_llm_enabled {
-                prop_assert!(asked.is_empty());
-            }
-            for decision in &plan.decisions {
-                prop_assert!(!decision.reason.is_empty());
-                if decision.verdict == OpinionVerdict::Ask {
-                    let open = model.open.get(&decision.root);
-                    prop_assert!(open.is_none_or(|(severity, _)| *severity != Severity::Critical));
-                }
-                if decision.verdict == OpinionVerdict::Skip(OpinionSkip::CapReached) {
-                    prop_assert_eq!(asked.len(), config.max_llm_opinions_per_tick as usize);
-                }
-            }
+            check_plan(&plan, flagged.len(), &config, &model)?;
 
-            let tick = Tick {
-                now,
-                roots,
-                gone,
-                stale: vec![],
-            };
+            let tick = Tick { now, roots, gone, stale: vec![] };
             let outcome = process_tick(&state, &config, &tick).expect("generated ticks are valid");
             prop_assert_eq!(&outcome.opinion_plan, &plan);
-
-            // Lifecycle against the model.
-            let mut expected = Vec::new();
-            for (root, status) in ROOTS.iter().zip(step.statuses) {
-                let supplied = match status {
-                    RootStatus::Flagged(opinion) => opinion,
-                    _ => None,
-                };
-                let used = if plan.should_ask(root) { supplied } else { None };
-                if let Some((kind, severity, ticks)) = model.step(&config, root, status, used) {
-                    expected.push(((*root).to_owned(), kind, severity, ticks));
-                }
-            }
-            let actual: Vec<_> = outcome
-                .decisions
-                .iter()
-                .filter(|d| d.kind != DecisionKind::OpinionIgnored)
-                .map(|d| {
-                    let alert = d.alert.as_ref().expect("lifecycle decisions carry the alert");
-                    (d.root.clone(), d.kind, alert.severity, alert.flagged_ticks)
-                })
-                .collect();
-            prop_assert_eq!(actual, expected);
-            let open_keys: BTreeSet<&String> = outcome.state.open_alerts.keys().collect();
-            let model_keys: BTreeSet<String> = model.open.keys().map(|r| dedup_key_for_root(r)).collect();
-            prop_assert_eq!(open_keys, model_keys.iter().collect::<BTreeSet<_>>());
-
-            // Every supplied opinion is either used or reported.
-            for observation in &tick.roots {
-                if observation.opinion.is_some() && !plan.should_ask(&observation.root) {
-                    prop_assert!(outcome.decisions.iter().any(|d| d.root == observation.root && d.kind == DecisionKind::OpinionIgnored));
-                }
-            }
-
-            // Event stream invariants, per alert instance and per channel.
-            for decision in &outcome.decisions {
-                prop_assert!(!decision.reason.is_empty());
-                let Some(dispatch) = &decision.dispatch else { continue };
-                let event = &dispatch.event;
-                prop_assert_eq!(&event.source, "agentwatch@prop");
-                prop_assert_eq!(dispatch.routes.len(), config.channels.len());
-                let alert = observed.entry(event.dedup_key.clone()).or_default();
-                match event.state {
-                    EventState::Trigger => {
-                        prop_assert!(!alert.open, "at most one open alert per key");
-                        *alert = Observed { open: true, ..Observed::default() };
-                    }
-                    EventState::Escalate => {
-                        prop_assert!(alert.open, "escalate only an open alert");
-                        prop_assert!(!alert.escalated, "at most one escalate per open alert");
-                        alert.escalated = true;
-                    }
-                    EventState::Resolve => {
-                        prop_assert!(alert.open, "every resolve matches one unresolved trigger");
-                        alert.open = false;
-                    }
-                }
-                for (route, channel) in dispatch.routes.iter().zip(&config.channels) {
-                    prop_assert_eq!(&route.channel, &channel.name);
-                    prop_assert!(!route.reason.is_empty());
-                    if !route.delivery.is_delivered() {
-                        continue;
-                    }
-                    prop_assert!(channel.enabled);
-                    if event.state == EventState::Resolve {
-                        prop_assert!(alert.delivered_to.contains(&channel.name),
-                            "a resolve reached {} which saw no event of the alert", channel.name);
-                    } else {
-                        prop_assert!(event.severity >= channel.min_severity);
-                        if let Some(last) = last_alarm_delivery.get(&channel.name) {
-                            prop_assert!(now - last >= channel.rate_limit_s as i64,
-                                "{} got two alarms {} s apart (limit {})", channel.name, now - last, channel.rate_limit_s);
-                        }
-                        last_alarm_delivery.insert(channel.name.clone(), now);
-                        alert.delivered_to.insert(channel.name.clone());
-                    }
-                }
-            }
+            check_lifecycle(&step, (&tick, &outcome), &config, &mut model)?;
+            stream.check(&outcome, &config, now)?;
 
             // The stored state loads back identical.
             let sent = outcome.state_if_all_sent();

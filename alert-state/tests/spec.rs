@@ -3,9 +3,9 @@
 
 use alert_state::{
     AlertConfig, AlertEvent, AlertState, ChannelConfig, ConfigError, Decision, DecisionKind,
-    Delivery, EventState, GroupBy, LlmOpinion, OpinionSkip, OpinionVerdict, RootObservation, Route,
-    Severity, Suppression, Tick, TickError, TickOutcome, parse_llm_opinion, plan_llm_opinions,
-    process_tick,
+    Delivery, EventState, GroupBy, LlmOpinion, OpinionSkip, OpinionVerdict, Refusals,
+    RootObservation, Route, Severity, Suppression, Tick, TickError, TickOutcome, parse_llm_opinion,
+    plan_llm_opinions, process_tick,
 };
 use serde_json::json;
 
@@ -1587,5 +1587,299 @@ fn an_alert_is_titled_by_the_work_it_watches() {
         event(only(&other)).title,
         "opencode loop: build",
         "no title: the agent's"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// agentwatch's own refusals (issue 47)
+
+const CALL: &str = "pytest tests/test_x.py";
+
+/// What the hook refused in a tree: `blocked` calls of [`CALL`], maybe the stop.
+fn refusals(blocked: u32, stopped: bool) -> Refusals {
+    Refusals {
+        blocked,
+        call: CALL.to_owned(),
+        of_call: blocked,
+        stopped,
+    }
+}
+
+/// A flagged tree whose latest call the hook refused (`blocked` so far).
+fn refused(root: &str, blocked: u32, stopped: bool) -> RootObservation {
+    flagged(root, NONE).with_refusals(refusals(blocked, stopped), true)
+}
+
+/// One tick of a refusal timeline: what the tree shows, and the decision with its event
+/// (state, severity, summary) when it has one.
+type RefusalRow = (
+    RootObservation,
+    DecisionKind,
+    Option<(EventState, Severity, &'static str)>,
+);
+
+/// Run `rows` one tick each (300 s apart) on one tree, `ses_a`.
+fn run_refusals(config: AlertConfig, rows: Vec<RefusalRow>) -> Watchdog {
+    let mut watchdog = Watchdog::new(config);
+    for (i, (observation, kind, sent)) in rows.into_iter().enumerate() {
+        let outcome = watchdog.tick(vec![observation], &[]);
+        let d = only(&outcome);
+        assert_eq!(d.kind, kind, "row {i}: {}", d.reason);
+        let got = d
+            .dispatch
+            .as_ref()
+            .map(|x| (x.event.state, x.event.severity, x.event.summary.as_str()));
+        assert_eq!(got, sent, "row {i}: {}", d.reason);
+    }
+    watchdog
+}
+
+/// The hook refuses the loop's call, refuses it again, then stops the session; the session
+/// then moves on. The alert tells the first refusal and the stop, each once, at its severity,
+/// and keeps the count; its resolve closes it as any alert's.
+#[test]
+fn the_first_refusal_and_the_stop_are_each_told_once() {
+    use DecisionKind::*;
+    use EventState as E;
+    let config = AlertConfig {
+        escalate_after_ticks: 10,
+        ..config()
+    };
+    let w = Severity::Warning;
+    let rows: Vec<RefusalRow> = vec![
+        (
+            flagged("ses_a", NONE),
+            Trigger,
+            Some((E::Trigger, w, "top: read ses_a.rs x14")),
+        ),
+        (
+            refused("ses_a", 1, false),
+            Blocked,
+            Some((
+                E::Blocked,
+                w,
+                "agentwatch blocked 1 call of `pytest tests/test_x.py`",
+            )),
+        ),
+        (refused("ses_a", 2, false), StillFlagged, None),
+        (
+            refused("ses_a", 3, true),
+            Blocked,
+            Some((
+                E::Blocked,
+                w,
+                "agentwatch blocked 3 calls of `pytest tests/test_x.py`; the session stopped",
+            )),
+        ),
+        (refused("ses_a", 3, true), StillFlagged, None),
+        (
+            healthy("ses_a").with_refusals(refusals(3, true), false),
+            ResolveFixed,
+            Some((
+                E::Resolve,
+                Severity::Info,
+                "loop over: root session ses_a is no longer flagged",
+            )),
+        ),
+    ];
+    let watchdog = run_refusals(config, rows);
+    assert!(watchdog.state.open_alerts.is_empty());
+}
+
+/// A blocked event says what it reports in `details.blocked`, beside the alert's own details,
+/// and every later event of the alert (its resolve included) carries the count; the alert
+/// record keeps it.
+#[test]
+fn a_blocked_event_carries_the_refusals_in_its_details() {
+    let mut watchdog = Watchdog::new(config());
+    watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    let out = watchdog.tick(vec![refused("ses_a", 2, false)], &[]);
+    let d = decision_for(&out, "ses_a", DecisionKind::Blocked);
+    let e = event(d);
+    assert_eq!(e.dedup_key, "opencode-loop:ses_a");
+    assert_eq!(e.title, "opencode loop: build");
+    assert_eq!(
+        e.details["blocked"],
+        json!({"blocked": 2, "call": CALL, "of_call": 2, "stopped": false})
+    );
+    assert_eq!(e.details["opened_at"], T0);
+    assert_eq!(e.refusals(), Some(refusals(2, false)));
+    assert_eq!(d.alert.as_ref().map(|a| a.refusals.blocked), Some(2));
+    assert!(
+        d.reason
+            .contains("agentwatch's hook refused calls of the tree"),
+        "{}",
+        d.reason
+    );
+    let gone = watchdog.tick(vec![], &["ses_a"]);
+    let resolve = event(decision_for(&gone, "ses_a", DecisionKind::ResolveGone));
+    assert_eq!(resolve.refusals(), Some(refusals(2, false)));
+}
+
+/// A refusal means the hook judged the tree looping. With no open alert: a flagged tree opens
+/// one whose summary says what the hook refused (no `blocked` event after it: the trigger
+/// told); a tree the detector does not flag opens one while the refusal of its latest call
+/// stands, and it resolves once a call runs again. Refusals the agent has moved on from open
+/// nothing.
+#[test]
+fn a_refusal_with_no_open_alert_opens_one_that_says_so() {
+    use DecisionKind::*;
+    use EventState as E;
+    let w = Severity::Warning;
+    let rows: Vec<RefusalRow> = vec![
+        (
+            refused("ses_a", 2, false),
+            Trigger,
+            Some((
+                E::Trigger,
+                w,
+                "top: read ses_a.rs x14; agentwatch blocked 2 calls of `pytest tests/test_x.py`",
+            )),
+        ),
+        (refused("ses_a", 3, false), StillFlagged, None),
+    ];
+    run_refusals(config(), rows);
+
+    let standing =
+        |blocked, stands| healthy("ses_b").with_refusals(refusals(blocked, false), stands);
+    let mut watchdog = Watchdog::new(config());
+    let out = watchdog.tick(vec![standing(1, true)], &[]);
+    let d = only(&out);
+    assert_eq!(d.kind, Trigger, "{}", d.reason);
+    assert_eq!(
+        event(d).summary,
+        "root session ses_b is looping; agentwatch blocked 1 call of `pytest tests/test_x.py`"
+    );
+    assert!(
+        d.reason
+            .contains("agentwatch's hook refused the tree's latest call"),
+        "{}",
+        d.reason
+    );
+    assert_eq!(
+        only(&watchdog.tick(vec![standing(2, true)], &[])).kind,
+        StillFlagged
+    );
+    assert_eq!(
+        only(&watchdog.tick(vec![standing(2, false)], &[])).kind,
+        ResolveFixed
+    );
+    let moved_on = watchdog.tick(vec![standing(2, false)], &[]);
+    assert!(moved_on.decisions.is_empty(), "{:#?}", moved_on.decisions);
+}
+
+/// One event per alert per tick: where an escalation is due in the tick the first refusal
+/// shows, the escalate tells it (and every later alarm of the alert says the count); the stop
+/// later is a `blocked` event at critical.
+#[test]
+fn an_escalation_due_tells_the_refusal_and_the_stop_keeps_critical() {
+    use DecisionKind::*;
+    use EventState as E;
+    let (w, c) = (Severity::Warning, Severity::Critical);
+    let rows: Vec<RefusalRow> = vec![
+        (
+            flagged("ses_a", NONE),
+            Trigger,
+            Some((E::Trigger, w, "top: read ses_a.rs x14")),
+        ),
+        (flagged("ses_a", NONE), StillFlagged, None),
+        (
+            refused("ses_a", 1, false),
+            Escalate,
+            Some((
+                E::Escalate,
+                c,
+                "top: read ses_a.rs x14 (still looping after 3 flagged ticks); agentwatch \
+                 blocked 1 call of `pytest tests/test_x.py`",
+            )),
+        ),
+        (refused("ses_a", 2, false), StillFlagged, None),
+        (
+            refused("ses_a", 3, true),
+            Blocked,
+            Some((
+                E::Blocked,
+                c,
+                "agentwatch blocked 3 calls of `pytest tests/test_x.py`; the session stopped",
+            )),
+        ),
+        (refused("ses_a", 4, true), StillFlagged, None),
+    ];
+    run_refusals(config(), rows);
+}
+
+/// A blocked event is routed as a trigger is: the severity gate, the rate limit (it delays,
+/// the caller's outbox sends it later), a silence; a channel that delivered it gets the
+/// resolve.
+#[test]
+fn a_blocked_event_is_routed_as_an_alarm() {
+    let mut config = config();
+    config.escalate_after_ticks = 10;
+    config.channels = vec![
+        channel("warn", Severity::Warning),
+        channel("crit", Severity::Critical),
+    ];
+    let mut watchdog = Watchdog::new(config);
+    watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    let soon = watchdog.tick_at(T0 + 60, vec![refused("ses_a", 1, false)], &[]);
+    let got: Vec<_> = routes(only(&soon)).iter().map(suppression).collect();
+    assert_eq!(
+        got,
+        [
+            Some(Suppression::RateLimited),
+            Some(Suppression::BelowSeverity)
+        ],
+        "60 s after the trigger on `warn`; a warning on `crit`"
+    );
+    let stop = watchdog.tick_at(T0 + 400, vec![refused("ses_a", 2, true)], &[]);
+    let got: Vec<_> = routes(only(&stop)).iter().map(suppression).collect();
+    assert_eq!(got, [None, Some(Suppression::BelowSeverity)]);
+    let resolve = watchdog.tick_at(T0 + 700, vec![healthy("ses_a")], &[]);
+    let got: Vec<_> = routes(only(&resolve)).iter().map(suppression).collect();
+    assert_eq!(got, [None, Some(Suppression::NotDeliveredBefore)]);
+}
+
+/// The first refusal and the stop are two events of one alert: each has its own identity (a
+/// receiver that drops repeats keeps both), apart from the trigger's.
+#[test]
+fn each_blocked_event_is_its_own_event() {
+    let mut watchdog = Watchdog::new(AlertConfig {
+        escalate_after_ticks: 10,
+        ..config()
+    });
+    let trigger = watchdog.tick(vec![flagged("ses_a", NONE)], &[]);
+    let first = watchdog.tick(vec![refused("ses_a", 1, false)], &[]);
+    let stop = watchdog.tick(vec![refused("ses_a", 3, true)], &[]);
+    let ids: Vec<String> = [&trigger, &first, &stop]
+        .iter()
+        .map(|o| event(only(o)).event_id())
+        .collect();
+    assert_eq!(
+        ids.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        3,
+        "{ids:?}"
+    );
+}
+
+/// The observation and the alert state carry the refusals through serde; what was stored
+/// before them reads as none.
+#[test]
+fn refusals_round_trip_and_older_records_read_as_none() {
+    let observation = refused("ses_a", 3, true);
+    let text = serde_json::to_string(&observation).unwrap();
+    assert_eq!(
+        serde_json::from_str::<RootObservation>(&text).unwrap(),
+        observation
+    );
+    let old: RootObservation =
+        serde_json::from_value(json!({"root": "ses_a", "flagged": true})).unwrap();
+    assert!(old.refusals.is_empty() && !old.refusal_stands);
+    let mut watchdog = Watchdog::new(config());
+    watchdog.tick(vec![observation], &[]);
+    let stored = serde_json::to_string(&watchdog.state).unwrap();
+    assert!(stored.contains("\"stopped\":true"), "{stored}");
+    assert_eq!(
+        serde_json::from_str::<AlertState>(&stored).unwrap(),
+        watchdog.state
     );
 }

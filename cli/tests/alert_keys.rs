@@ -34,6 +34,7 @@ fn alert(key: &str, resolved_at: Option<i64>) -> AlertRow {
         last_fired_at: Some(T0),
         resolved_at,
         reason: String::new(),
+        refusals: None,
     }
 }
 

@@ -41,13 +41,14 @@ impl Host {
         let dir = TempDir::new("agentwatch-am-host");
         let sample: Value = serde_json::from_str(agentwatch_runtime::SAMPLE).unwrap();
         std::fs::write(dir.path.join("looping.json"), sample.to_string()).unwrap();
-        let mut fixed = sample;
+        let mut fixed = sample.clone();
         for session in fixed["sessions"].as_array_mut().unwrap() {
             if session["id"] == "ses_demo_explore" {
                 session["calls"].as_array_mut().unwrap().truncate(5);
             }
         }
         std::fs::write(dir.path.join("fixed.json"), fixed.to_string()).unwrap();
+        std::fs::write(dir.path.join("refused.json"), refused(&sample).to_string()).unwrap();
         let urls: Vec<String> = urls.iter().map(|u| format!("{u:?}")).collect();
         std::fs::write(
             dir.path.join("config.toml"),
@@ -92,6 +93,28 @@ impl Host {
         );
         serde_json::from_slice(&out.stdout).unwrap()
     }
+}
+
+/// The sample whose looping explorer asked for its test again twice and agentwatch's hook
+/// refused it (issue 47: `"status": "blocked"`, the hook's message in `metadata.refusal`).
+fn refused(sample: &Value) -> Value {
+    let mut refused = sample.clone();
+    for session in refused["sessions"].as_array_mut().unwrap() {
+        if session["id"] != "ses_demo_explore" {
+            continue;
+        }
+        let calls = session["calls"].as_array_mut().unwrap();
+        let mut last = calls
+            .iter()
+            .rev()
+            .find(|c| c["tool"] == "bash")
+            .unwrap()
+            .clone();
+        last["status"] = json!("blocked");
+        last["metadata"] = json!({"refusal": "agentwatch: this call was not run: …"});
+        calls.extend([last.clone(), last]);
+    }
+    refused
 }
 
 fn agentwatch(home: &Path, args: &[&str]) -> Output {
@@ -281,6 +304,40 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         "--- the resolved notification Alertmanager sent its webhook receiver:\n{resolved:#}"
     );
     assert_eq!(resolved["labels"]["dedup_key"], KEY);
+}
+
+/// Issue 47: a `blocked` event (agentwatch's hook refused the loop's calls) is the same
+/// alert in Alertmanager, told more: the labels stay, the `blocked` annotation says it.
+#[test]
+#[ignore = "needs prometheus-alertmanager"]
+fn the_hooks_refusals_are_an_annotation_of_the_same_alert() {
+    let hook = receiver();
+    let am = start(&hook);
+    let host = Host::new(&[am.url()]);
+    host.tick("looping");
+    let before = wait_for_severity(&am, "warning");
+    let report = host.tick("refused");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    assert_eq!(report["decisions"][0]["kind"], "blocked", "{report:#}");
+    let after = wait_for(
+        LIMIT,
+        || match our_alerts(&am).as_slice() {
+            [one] if one["annotations"]["blocked"].is_string() => Some(one.clone()),
+            _ => None,
+        },
+        || format!("{:#}", Value::Array(our_alerts(&am))),
+    )
+    .unwrap();
+    show("after the hook refused", &after);
+    assert_eq!(after["labels"], before["labels"]);
+    assert_eq!(after["startsAt"], before["startsAt"]);
+    assert!(
+        after["annotations"]["blocked"]
+            .as_str()
+            .unwrap()
+            .starts_with("agentwatch blocked 2 calls of `"),
+        "{after:#}"
+    );
 }
 
 #[test]

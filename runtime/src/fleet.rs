@@ -6,8 +6,9 @@
 //! holds (the event that last opened or escalated each) and the alerts to end (resolved, or
 //! replaced by a new severity label), and each tick posts all of them in one request per peer:
 //!
-//! - a trigger or escalate routed to the channel: held (an escalation moves the old severity's
-//!   alert to the ending list: a new label set is a new alert to Alertmanager);
+//! - a trigger, escalate or blocked event routed to the channel: held (an escalation moves the
+//!   old severity's alert to the ending list: a new label set is a new alert to Alertmanager; a
+//!   blocked event keeps the labels and adds the `blocked` annotation);
 //! - a resolve routed to the channel: its held alert moves to the ending list with `endsAt = now`;
 //! - a held alert the alert state no longer has open (a state set aside): ended at `now`;
 //! - every held alert is re-asserted with `endsAt = now + ends_after`. A re-assertion is not a
@@ -85,7 +86,7 @@ impl ChannelHeld {
         for event in events {
             let key = event.dedup_key.clone();
             match event.state {
-                EventState::Trigger | EventState::Escalate => {
+                EventState::Trigger | EventState::Escalate | EventState::Blocked => {
                     let previous = self.open.remove(&key);
                     let starts_at = previous
                         .as_ref()
@@ -316,6 +317,25 @@ mod tests {
         );
         assert_eq!(posted(&held, 1000), [(s("critical"), 100, 1000)]);
         assert!(held.open.is_empty());
+    }
+
+    /// A `blocked` event (agentwatch's hook refused calls) replaces the held event under the
+    /// same labels: nothing ends, and every re-assertion carries the `blocked` annotation.
+    #[test]
+    fn a_blocked_event_is_held_as_the_same_alert_with_its_annotation() {
+        let open: BTreeSet<&str> = [KEY].into();
+        let mut held = ChannelHeld::default();
+        held.apply([&event(EventState::Trigger, Severity::Warning)], &open, 100);
+        let mut blocked = event(EventState::Blocked, Severity::Warning);
+        blocked.details["blocked"] = json!({"blocked": 1, "call": "make", "of_call": 1});
+        held.apply([&blocked], &open, 400);
+        assert_eq!(posted(&held, 400), [(s("warning"), 100, 1300)]);
+        held.apply([], &open, 700);
+        let alerts = held.alerts(&channel(), 700);
+        assert_eq!(
+            alerts[0].annotations.get("blocked").map(String::as_str),
+            Some("agentwatch blocked 1 call of `make`")
+        );
     }
 
     #[test]

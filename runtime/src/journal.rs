@@ -49,6 +49,7 @@ const NAMES: &[&str] = &[
     "alertmanager",
     "api_key",
     "bin",
+    "blocked",
     "call",
     "channel",
     "child",

@@ -248,12 +248,13 @@ pub fn delivery_line(job: &str, now: i64, result: &str) -> Line {
     Line::new(priority, job, now)
 }
 
-/// An alert decision's journal line for `job`: a critical alert opened or escalated is an error,
-/// a warning alert a warning, a resolve or anything else info.
+/// An alert decision's journal line for `job`: a critical alert opened, escalated or told of
+/// agentwatch's refusals (`blocked`) is an error, a warning alert a warning, a resolve or
+/// anything else info. An alert whose tree the hook refused calls of says so (`blocked=`).
 pub fn decision_line(job: &str, now: i64, decision: &Decision) -> Line {
     let opened = matches!(
         decision.kind,
-        DecisionKind::Trigger | DecisionKind::Escalate
+        DecisionKind::Trigger | DecisionKind::Escalate | DecisionKind::Blocked
     );
     let priority = match &decision.alert {
         Some(a) if opened && a.severity == Severity::Critical => Priority::Err,
@@ -268,7 +269,11 @@ pub fn decision_line(job: &str, now: i64, decision: &Decision) -> Line {
         Some(a) => line
             .field("severity", a.severity.as_str())
             .field("title", &a.title)
-            .field("flagged_ticks", a.flagged_ticks),
+            .field("flagged_ticks", a.flagged_ticks)
+            .field_opt(
+                "blocked",
+                (!a.refusals.is_empty()).then(|| a.refusals.sentence()),
+            ),
         None => line,
     };
     line.field("reason", &decision.reason)
@@ -298,6 +303,9 @@ pub fn alert_rows(decisions: &[Decision]) -> Vec<AlertRow> {
                 .map(|x| x.event.summary.clone())
                 .unwrap_or_default(),
             reason: d.reason.clone(),
+            refusals: (!a.refusals.is_empty())
+                .then(|| serde_json::to_value(&a.refusals).ok())
+                .flatten(),
             flagged_ticks: i64::from(a.flagged_ticks),
             opened_at: a.opened_at,
             last_fired_at: Some(a.last_fired_at),
@@ -323,6 +331,7 @@ mod notes_tests {
             last_fired_at: Some(opened_at),
             resolved_at,
             reason: String::new(),
+            refusals: None,
         }
     }
 

@@ -357,6 +357,23 @@ fn status_alerts_text(
         .collect();
     out.push_str(&table(&["SEVERITY", "KEY", "OPENED", "TITLE"], &rows));
     out.push_str(&note_lines(notes, v.now));
+    for (a, refused) in v
+        .open
+        .iter()
+        .filter_map(|a| refusal_sentence(a).map(|r| (a, r)))
+    {
+        out.push_str(&format!(
+            "  {}: {}\n",
+            escape_control(&a.dedup_key),
+            escape_control(&refused)
+        ));
+    }
+}
+
+/// What agentwatch's own hook refused in an alert's tree (``agentwatch blocked 3 calls of
+/// `pytest -x`; the session stopped``); `None` when it refused nothing.
+fn refusal_sentence(alert: &AlertRow) -> Option<String> {
+    alert_state::Refusals::sentence_of(alert.refusals.as_ref())
 }
 
 /// `status`: the last restarts and the recover cooldown left.
@@ -621,6 +638,9 @@ pub fn alerts(args: &AlertsArgs) -> Result<Shown, Error> {
                 .map(|t| format!(" resolved={}", iso8601(t)))
                 .unwrap_or_default()
         ));
+        if let Some(refused) = refusal_sentence(a) {
+            out.push_str(&format!("  {}\n", escape_control(&refused)));
+        }
         if let Some(note) = notes.get(&a.dedup_key) {
             if let Some(at) = note.acked_at {
                 out.push_str(&format!("  acknowledged {}\n", iso8601(at)));

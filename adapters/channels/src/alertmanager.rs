@@ -163,6 +163,11 @@ impl AmAlert {
         if let Some(link) = &link {
             annotations.insert("dashboard".to_owned(), link.clone());
         }
+        // What agentwatch's hook refused in the tree, on every post of an alert that has any
+        // (the labels stay: a refusal is the same alert, told more).
+        if let Some(refusals) = event.refusals() {
+            annotations.insert("blocked".to_owned(), refusals.sentence());
+        }
         Self {
             labels,
             annotations,
@@ -213,7 +218,8 @@ fn subject(event: &AlertEvent, kind: AlertKind) -> String {
 }
 
 /// The alerts that announce `event` at `now` on their own (no memory of earlier posts): a
-/// trigger or escalate is open from `starts_at` until `now + ends_after`; an escalation also
+/// trigger, escalate or blocked event is open from `starts_at` until `now + ends_after` (a
+/// blocked one keeps its severity: the same labels, the `blocked` annotation); an escalation also
 /// ends the alert under the warning label it replaces; a resolve ends both severities' alerts
 /// (it cannot know which one Alertmanager holds).
 #[must_use]
@@ -229,7 +235,9 @@ pub fn alerts_for_event(
         ..event.clone()
     };
     match event.state {
-        EventState::Trigger => vec![AmAlert::open(channel, event, starts_at, until)],
+        EventState::Trigger | EventState::Blocked => {
+            vec![AmAlert::open(channel, event, starts_at, until)]
+        }
         EventState::Escalate => {
             let mut alerts = vec![AmAlert::open(channel, event, starts_at, until)];
             if event.severity != Severity::Warning {
@@ -434,6 +442,39 @@ mod tests {
         assert_eq!(
             shape,
             [("warning".to_owned(), 1000), ("critical".to_owned(), 1000)]
+        );
+    }
+
+    /// A `blocked` event (agentwatch's hook refused calls) is the same alert told more: the
+    /// trigger's labels, open until `now + ends_after`, the refusals as the `blocked`
+    /// annotation; every later post of an alert with refusals keeps it.
+    #[test]
+    fn a_blocked_event_keeps_the_labels_and_adds_an_annotation() {
+        let details = json!({"root": "ses_a", "opened_at": 100,
+            "blocked": {"blocked": 3, "call": "pytest -x", "of_call": 3, "stopped": true}});
+        let key = "opencode-loop:ses_a";
+        let ch = channel();
+        let trigger = event(
+            key,
+            EventState::Trigger,
+            Severity::Warning,
+            json!({"root": "ses_a"}),
+        );
+        let blocked = event(key, EventState::Blocked, Severity::Warning, details);
+        let [alert] = alerts_for_event(&ch, &blocked, 100, 700)
+            .try_into()
+            .unwrap();
+        assert_eq!(alert.labels, AmAlert::open(&ch, &trigger, 100, 1600).labels);
+        assert_eq!((alert.starts_at, alert.ends_at), (100, 1600));
+        assert_eq!(
+            alert.annotations.get("blocked").map(String::as_str),
+            Some("agentwatch blocked 3 calls of `pytest -x`; the session stopped")
+        );
+        assert_eq!(
+            AmAlert::open(&ch, &trigger, 100, 1600)
+                .annotations
+                .get("blocked"),
+            None
         );
     }
 

@@ -124,10 +124,13 @@ fn ntfy_topic(url: &str) -> Option<(String, String)> {
 }
 
 /// ntfy's JSON publish: `{topic, title, message, priority, tags}` (priority 5 critical, 4
-/// warning, 3 a resolve; the tags are emoji shortcodes ntfy shows before the title).
+/// warning, 3 a resolve; the tags are emoji shortcodes ntfy shows before the title: a
+/// `blocked` event, agentwatch's hook refusing calls, `no_entry` at the alert's priority).
 fn ntfy_body(event: &AlertEvent, topic: String) -> Value {
     let (priority, tag) = match (event.state, event.severity) {
         (EventState::Resolve, _) | (_, Severity::Info) => (3, "white_check_mark"),
+        (EventState::Blocked, Severity::Warning) => (4, "no_entry"),
+        (EventState::Blocked, Severity::Critical) => (5, "no_entry"),
         (_, Severity::Warning) => (4, "warning"),
         (_, Severity::Critical) => (5, "rotating_light"),
     };
@@ -149,12 +152,13 @@ fn ntfy_body(event: &AlertEvent, topic: String) -> Value {
     body
 }
 
-/// The Events API v2 body. Trigger and escalate are both `trigger`: PagerDuty keeps one incident
-/// per `dedup_key` and takes a second trigger as an update (the new severity and summary). A
-/// resolve carries no payload: PagerDuty ignores a payload on `resolve`.
+/// The Events API v2 body. Trigger, escalate and blocked are all `trigger`: PagerDuty keeps one
+/// incident per `dedup_key` and takes a second trigger as an update (the new severity and
+/// summary; it knows no other action to say agentwatch's hook refused calls). A resolve
+/// carries no payload: PagerDuty ignores a payload on `resolve`.
 fn pagerduty_body(event: &AlertEvent, routing_key: &str) -> Value {
     let action = match event.state {
-        EventState::Trigger | EventState::Escalate => "trigger",
+        EventState::Trigger | EventState::Escalate | EventState::Blocked => "trigger",
         EventState::Resolve => "resolve",
     };
     let mut body = json!({

@@ -675,3 +675,78 @@ fn an_ntfy_url_without_a_topic_is_a_config_error_and_a_slack_400_is_an_error() {
         "{error:?}"
     );
 }
+
+// ---- agentwatch's own refusals (issue 47) ----
+
+/// A `blocked` event: agentwatch's hook refused calls of the alert's tree and stopped it.
+fn blocked() -> AlertEvent {
+    AlertEvent {
+        dedup_key: "claude-loop:s1".into(),
+        severity: Severity::Warning,
+        state: EventState::Blocked,
+        title: "Blocked: Claude Code: Make the tests pass in /w".into(),
+        summary: "agentwatch blocked 3 calls of `pytest -x`; the session stopped.".into(),
+        details: json!({"root": "s1", "opened_at": 1_796_000_000,
+            "blocked": {"blocked": 3, "call": "pytest -x", "of_call": 3, "stopped": true}}),
+        source: "agentwatch@devbox".into(),
+    }
+}
+
+/// Every HTTP channel takes a `blocked` event as it takes an alarm: PagerDuty as a `trigger`
+/// of the same dedup key (its only way to update an incident), JSON as it is, the chat
+/// channels naming the transition, ntfy with its own tag at the alert's priority.
+#[test]
+fn a_blocked_event_through_every_http_channel() {
+    let pd = pagerduty_server();
+    let pd_channel = ChannelKind::Webhook(webhook(pd.url(), WebhookMode::PagerDuty));
+    assert_eq!(deliver(&pd_channel, &blocked()), Ok(Outcome::Sent));
+    let body = pd.requests()[0].body_json();
+    assert_eq!(
+        (&body["event_action"], &body["dedup_key"]),
+        (&json!("trigger"), &json!("claude-loop:s1"))
+    );
+    assert_eq!(body["payload"]["severity"], "warning");
+    assert_eq!(
+        body["payload"]["custom_details"]["blocked"]["stopped"],
+        true
+    );
+
+    let hook = HttpServer::start(|_| Reply::json(200, &json!({"ok": true})));
+    let json_channel = ChannelKind::Webhook(webhook(hook.url(), WebhookMode::Json));
+    deliver(&json_channel, &blocked()).unwrap();
+    let body = hook.requests()[0].body_json();
+    assert_eq!(body["state"], "blocked");
+    assert_eq!(body["event_id"], blocked().event_id().as_str());
+
+    let tg = telegram_server();
+    deliver(&ChannelKind::Telegram(telegram(tg.url())), &blocked()).unwrap();
+    let text = tg.requests()[0].body_json()["text"].clone();
+    assert!(
+        text.as_str().unwrap().starts_with(
+            "[WARNING] blocked: Blocked: Claude Code: Make the tests pass in /w\n\
+             agentwatch blocked 3 calls of `pytest -x`; the session stopped."
+        ),
+        "{text}"
+    );
+
+    let slack = slack_server();
+    let slack_channel = ChannelKind::Webhook(webhook(slack.url(), WebhookMode::Slack));
+    deliver(&slack_channel, &blocked()).unwrap();
+    let text = slack.requests()[0].body_json()["text"].clone();
+    assert!(
+        text.as_str()
+            .unwrap()
+            .starts_with("*[WARNING] blocked* Blocked:"),
+        "{text}"
+    );
+
+    let ntfy = ntfy_server();
+    let ntfy_channel =
+        ChannelKind::Webhook(webhook(format!("{}/aw", ntfy.url()), WebhookMode::Ntfy));
+    deliver(&ntfy_channel, &blocked()).unwrap();
+    let body = ntfy.requests()[0].body_json();
+    assert_eq!(
+        (&body["priority"], &body["tags"]),
+        (&json!(4), &json!(["no_entry"]))
+    );
+}

@@ -39,6 +39,8 @@ fn notify_send_gets_urgency_title_and_summary_as_argv() {
         (EventState::Escalate, Severity::Critical),
         (EventState::Trigger, Severity::Warning),
         (EventState::Resolve, Severity::Info),
+        // agentwatch's hook refused calls: the alert's own urgency.
+        (EventState::Blocked, Severity::Critical),
     ] {
         assert_eq!(
             deliver(&channel, &event(state, severity)),
@@ -53,6 +55,7 @@ fn notify_send_gets_urgency_title_and_summary_as_argv() {
             ["-u", "critical", "--", title, summary],
             ["-u", "normal", "--", title, summary],
             ["-u", "low", "--", title, summary],
+            ["-u", "critical", "--", title, summary],
         ]
     );
 }
@@ -193,14 +196,19 @@ fn the_log_file_gets_one_json_line_per_event_appended() {
     });
     let mut multi_line = event(EventState::Trigger, Severity::Warning);
     multi_line.summary = "line one\nline two".into();
-    let events = [multi_line, event(EventState::Resolve, Severity::Info)];
+    let events = [
+        multi_line,
+        event(EventState::Blocked, Severity::Warning),
+        event(EventState::Resolve, Severity::Info),
+    ];
     for e in &events {
         assert_eq!(deliver(&channel, e), Ok(Outcome::Sent));
     }
 
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[2].contains("\"state\":\"blocked\""), "{text}");
     assert_eq!(lines[0], "{\"earlier\":true}");
     assert!(text.ends_with('\n'));
     for (line, e) in lines[1..].iter().zip(&events) {

@@ -244,10 +244,15 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE watchdog_outbox ADD COLUMN sending_at INTEGER;",
     // 8: the lifecycle's reason in its own column, so an alert's summary stays the loop's.
     "ALTER TABLE watchdog_alerts ADD COLUMN reason TEXT NOT NULL DEFAULT '';",
+    // 9: what agentwatch's own pre-tool hook refused in the alert's tree (JSON; '' for none).
+    "ALTER TABLE watchdog_alerts ADD COLUMN refusals TEXT NOT NULL DEFAULT '';",
 ];
 
 /// The schema version that added `watchdog_alerts.reason` (migration 8).
 const REASON_VERSION: i64 = 8;
+
+/// The schema version that added `watchdog_alerts.refusals` (migration 9).
+const REFUSALS_VERSION: i64 = 9;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -384,6 +389,10 @@ pub struct AlertRow {
     /// stays the loop's).
     #[serde(default)]
     pub reason: String,
+    /// What agentwatch's own pre-tool hook refused in the alert's tree (alert-state's
+    /// `Refusals`: `blocked`, `call`, `of_call`, `stopped`); `None` when it refused nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<serde_json::Value>,
 }
 
 /// A channel's run-time settings.
@@ -1032,15 +1041,17 @@ fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError>
         {
             let mut stmt = tx.prepare(
                 "INSERT INTO watchdog_alerts (dedup_key, session_root, state, severity, title,
-                   summary, flagged_ticks, opened_at, last_fired_at, resolved_at, reason)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                   summary, flagged_ticks, opened_at, last_fired_at, resolved_at, reason,
+                   refusals)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT(dedup_key) DO UPDATE SET session_root = excluded.session_root,
                    state = excluded.state, severity = excluded.severity, title = excluded.title,
                    summary = CASE WHEN excluded.summary = '' THEN watchdog_alerts.summary
                                   ELSE excluded.summary END,
                    flagged_ticks = excluded.flagged_ticks,
                    opened_at = excluded.opened_at, last_fired_at = excluded.last_fired_at,
-                   resolved_at = excluded.resolved_at, reason = excluded.reason",
+                   resolved_at = excluded.resolved_at, reason = excluded.reason,
+                   refusals = excluded.refusals",
             )?;
             for a in alerts {
                 stmt.execute(params![
@@ -1054,7 +1065,10 @@ fn upsert_alerts(tx: &Connection, alerts: &[AlertRow]) -> Result<(), StoreError>
                     a.opened_at,
                     a.last_fired_at,
                     a.resolved_at,
-                    a.reason
+                    a.reason,
+                    a.refusals
+                        .as_ref()
+                        .map_or_else(String::new, ToString::to_string)
                 ])?;
             }
         }
@@ -1066,10 +1080,17 @@ impl Store {
     /// Alerts, newest first; only unresolved ones unless `include_resolved`.
     pub fn alerts(&self, include_resolved: bool) -> Result<Vec<AlertRow>, StoreError> {
         // A store opened read-only before migration 8 has no reason column: none is said.
-        let reason = if self.schema_version()? < REASON_VERSION {
+        let version = self.schema_version()?;
+        let reason = if version < REASON_VERSION {
             "''"
         } else {
             "reason"
+        };
+        // Nor, before migration 9, a refusals column.
+        let refusals = if version < REFUSALS_VERSION {
+            "''"
+        } else {
+            "refusals"
         };
         let filter = if include_resolved {
             ""
@@ -1078,7 +1099,7 @@ impl Store {
         };
         let sql = format!(
             "SELECT dedup_key, session_root, state, severity, title, summary, flagged_ticks,
-                    opened_at, last_fired_at, resolved_at, {reason}
+                    opened_at, last_fired_at, resolved_at, {reason}, {refusals}
              FROM watchdog_alerts {filter} ORDER BY opened_at DESC, dedup_key"
         );
         let mut stmt = self.conn.prepare(&sql)?;
@@ -1095,6 +1116,7 @@ impl Store {
                 last_fired_at: r.get(8)?,
                 resolved_at: r.get(9)?,
                 reason: r.get(10)?,
+                refusals: serde_json::from_str(&r.get::<_, String>(11)?).ok(),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

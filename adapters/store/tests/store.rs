@@ -233,6 +233,7 @@ fn alerts_upsert_by_dedup_key_and_filter_resolved() {
         last_fired_at: Some(100),
         resolved_at: None,
         reason: String::new(),
+        refusals: None,
     };
     store.upsert_alerts(std::slice::from_ref(&alert)).unwrap();
     assert_eq!(store.alerts(false).unwrap(), vec![alert.clone()]);
@@ -265,6 +266,27 @@ fn a_row_without_a_summary_keeps_the_stored_one_and_the_reason_is_its_own() {
         "The session read money.py 22 times in 44 calls."
     );
     assert_eq!(stored.reason, "flagged tick 2 of 3 before escalation");
+}
+
+/// What agentwatch's hook refused in an alert's tree is stored with the alert and read back;
+/// a row written without refusals has none.
+#[test]
+fn an_alerts_refusals_are_stored_with_it() {
+    let dir = TempDir::new("aw-store");
+    let mut store = Store::open(&dir.path.join("a.db")).unwrap();
+    let refused =
+        serde_json::json!({"blocked": 3, "call": "pytest -x", "of_call": 3, "stopped": true});
+    let refusing = AlertRow {
+        refusals: Some(refused.clone()),
+        ..alert("claude-loop:s1")
+    };
+    store
+        .upsert_alerts(&[refusing, alert("opencode-loop:ses_b")])
+        .unwrap();
+    let stored = store.alerts(false).unwrap();
+    let by_key = |k: &str| stored.iter().find(|a| a.dedup_key == k).unwrap();
+    assert_eq!(by_key("claude-loop:s1").refusals, Some(refused));
+    assert_eq!(by_key("opencode-loop:ses_b").refusals, None);
 }
 
 #[test]
@@ -383,6 +405,7 @@ fn alert(key: &str) -> AlertRow {
         last_fired_at: Some(100),
         resolved_at: None,
         reason: String::new(),
+        refusals: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn main() {
                 last_fired_at: Some(t0 + 1800),
                 resolved_at: None,
                 reason: String::new(),
+                refusals: None,
             }])
             .expect("alert");
     }

@@ -288,20 +288,24 @@ impl App {
                 let rows = store
                     .tree_history(root, limit)
                     .map_err(|e| store_error(&e))?;
-                let key = alert_state::dedup_key_for_root(root);
+                // The tree's newest loop alert, whichever agent's key it has (`claude-loop:…`).
                 let alert = store
                     .alerts(true)
                     .map_err(|e| store_error(&e))?
                     .into_iter()
-                    .find(|a| a.dedup_key == key);
+                    .find(|a| alert_state::loop_root(&a.dedup_key) == Some(root));
                 (rows, alert)
             }
             None => (Vec::new(), None),
         };
         let detector = self.detector();
+        let dedup_key = alert.as_ref().map_or_else(
+            || alert_state::dedup_key_for_root(root),
+            |a| a.dedup_key.clone(),
+        );
         Ok(json!({
             "root": root,
-            "dedup_key": alert_state::dedup_key_for_root(root),
+            "dedup_key": dedup_key,
             "alert": alert.as_ref().map(alert_json),
             "thresholds": detector_thresholds(&detector),
             "ticks": group_ticks(&rows),
@@ -616,6 +620,8 @@ pub fn alert_json(a: &AlertRow) -> Value {
         "flagged_ticks": a.flagged_ticks, "opened_at": a.opened_at,
         "last_fired_at": a.last_fired_at, "resolved_at": a.resolved_at,
         "tree_url": tree_path(&a.session_root),
+        "refusals": a.refusals,
+        "blocked": alert_state::Refusals::sentence_of(a.refusals.as_ref()),
     })
 }
 

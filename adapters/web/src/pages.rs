@@ -198,6 +198,19 @@ fn plot(series: &Series<'_>, flagged: &[bool]) -> String {
     svg
 }
 
+/// `text` escaped, each pair of backticks in it a `<code>` span (`` blocked 3 calls of `make` ``).
+fn code_spans(text: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in esc(text).split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
 fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
     let data = app.tree(root, req)?;
     let rows = match app.read_store()? {
@@ -224,6 +237,9 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
                 opened = time(a["opened_at"].as_i64()),
                 t = a["flagged_ticks"].as_i64().unwrap_or(0),
             );
+            if let Some(blocked) = a["blocked"].as_str() {
+                let _ = write!(body, "<p class=\"blocked\">{}</p>", code_spans(blocked));
+            }
         }
         None => body.push_str("<p class=\"empty\">No alert for this tree.</p>"),
     }

@@ -738,3 +738,49 @@ fn models_are_blocked_through_the_api() {
         serde_json::json!([])
     );
 }
+
+/// Issue 47: what agentwatch's own hook refused in a tree is on its alert in the API and on the
+/// tree's page, whichever agent's key the alert has (`claude-loop:…`).
+#[test]
+fn a_trees_refusals_are_on_its_alert_and_its_page() {
+    let dir = TempDir::new("aw-web-refusals");
+    let mut store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+    store
+        .upsert_alerts(&[agentwatch_store::AlertRow {
+            dedup_key: "claude-loop:s1".into(),
+            session_root: "s1".into(),
+            state: "open".into(),
+            severity: "critical".into(),
+            title: "Claude Code: Make the tests pass in /w".into(),
+            summary: "agentwatch blocked 3 calls of `pytest -x`; the session stopped.".into(),
+            flagged_ticks: 3,
+            opened_at: T0,
+            last_fired_at: Some(T0 + 600),
+            resolved_at: None,
+            reason: String::new(),
+            refusals: Some(serde_json::json!(
+                {"blocked": 3, "call": "pytest -x <a>", "of_call": 3, "stopped": true}
+            )),
+        }])
+        .unwrap();
+    drop(store);
+    let server = start(options(&dir));
+    let url = server.url();
+    let sentence = "agentwatch blocked 3 calls of `pytest -x <a>`; the session stopped";
+
+    let tree = get(&format!("{url}/api/watchdog/trees/s1")).json();
+    assert_eq!(tree["dedup_key"], "claude-loop:s1");
+    assert_eq!(tree["alert"]["blocked"], sentence);
+    assert_eq!(tree["alert"]["refusals"]["blocked"], 3);
+    let loops = get(&format!("{url}/api/watchdog/loops")).json();
+    assert_eq!(loops["loops"][0]["blocked"], sentence, "{loops}");
+
+    let page = get(&format!("{url}/trees/s1")).body;
+    assert!(
+        page.contains(
+            "<p class=\"blocked\">agentwatch blocked 3 calls of <code>pytest -x &lt;a&gt;</code>; \
+             the session stopped</p>"
+        ),
+        "{page}"
+    );
+}

@@ -7,8 +7,8 @@
 
 use crate::error::Error;
 use alert_state::{
-    AlertConfig, AlertState, ChannelConfig, DecisionKind, Dispatch, RootObservation, Tick,
-    parse_llm_opinion, process_tick,
+    AlertConfig, AlertState, ChannelConfig, DecisionKind, Dispatch, Refusals, RootObservation,
+    Tick, parse_llm_opinion, process_tick,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,6 +48,13 @@ struct RootLine {
     summary: String,
     #[serde(default)]
     details: Value,
+    /// What agentwatch's hook refused in the tree so far (`{"blocked": 3, "call": "…",
+    /// "of_call": 3, "stopped": true}`).
+    #[serde(default)]
+    refusals: Refusals,
+    /// The tree's latest call is one the hook refused.
+    #[serde(default)]
+    refusal_stands: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +158,8 @@ fn apply_line(config: &mut AlertConfig, line: TickLine) -> Tick {
             source: String::new(),
             family: String::new(),
             title: String::new(),
+            refusals: root.refusals,
+            refusal_stands: root.refusal_stands,
         })
         .collect();
     Tick {

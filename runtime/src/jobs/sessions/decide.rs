@@ -6,6 +6,7 @@
 use super::blind;
 use super::memory::Memory;
 use super::notice;
+use super::refusals::tree_refusals;
 use super::sources::Collected;
 use super::tracked::{self, CacheRows, Tracked};
 use crate::config::Config;
@@ -134,10 +135,10 @@ pub fn observe(
         .chain(missing_stale)
         .collect();
     let by_id = sessions_by_id(collected);
-    let source_of: BTreeMap<&str, &str> = collected
+    let tracked: BTreeMap<&str, &Tracked> = collected
         .sessions
         .iter()
-        .map(|s| (s.info.id.as_str(), s.source.as_str()))
+        .map(|s| (s.info.id.as_str(), s))
         .collect();
     // A follower judges only trees its events changed (each judgement counts towards
     // escalation, an event does not).
@@ -155,12 +156,21 @@ pub fn observe(
         .iter()
         .filter(|t| !judged.stale_trees.contains(&t.root) && observed(t))
         .map(|t| {
-            let source = source_of.get(t.root.as_str()).copied().unwrap_or_default();
+            let source = tracked
+                .get(t.root.as_str())
+                .map_or("", |s| s.source.as_str());
             let family = collected.agent_of(source).family();
+            let (refusals, stands) = tree_refusals(
+                t.sessions
+                    .iter()
+                    .filter_map(|id| tracked.get(id.as_str()))
+                    .map(|s| &s.refusals),
+            );
             root_observation(t, &by_id)
                 .from_source(source)
                 .of_family(family)
                 .titled(work_title(collected, &by_id, &t.root))
+                .with_refusals(refusals, stands)
         })
         .collect();
     Tick {

@@ -18,7 +18,7 @@
 //! - [`follow`]: the live loop (event streams), ticking as things change.
 //! - [`deliver`]: the outbox; [`blind`]: sources and jobs that stopped answering;
 //!   [`notice`]: an alert's text as a person reads it; [`loop_report`]: the report `recover`
-//!   reads.
+//!   reads; [`refusals`]: what agentwatch's own hook refused in each session.
 
 pub mod act;
 pub mod agent;
@@ -31,6 +31,7 @@ pub mod loop_report;
 pub mod memory;
 pub mod notice;
 mod options;
+pub mod refusals;
 mod report;
 pub mod sources;
 pub mod tick;

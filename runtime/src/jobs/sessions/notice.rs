@@ -115,8 +115,10 @@ pub fn evidence(verdict: &SessionVerdict) -> String {
 }
 
 /// Rewrite a tree's event for a person: title `Looping: {root headline}` (`Still looping`,
-/// `No longer looping`), summary one sentence naming who does what. The core's summary moves
-/// to `details.reason`. A tree not in this tick (a resolve because it is gone) keeps its title.
+/// `No longer looping`, `Blocked` when agentwatch's hook refused calls), summary one sentence
+/// naming who does what, and what the hook refused (first for a `blocked` event). The core's
+/// summary moves to `details.reason`. A tree not in this tick (a resolve because it is gone)
+/// keeps its title.
 pub fn rewrite(
     event: &mut AlertEvent,
     tree: Option<&TreeVerdict>,
@@ -127,6 +129,7 @@ pub fn rewrite(
         EventState::Trigger => "Looping",
         EventState::Escalate => "Still looping",
         EventState::Resolve => "No longer looping",
+        EventState::Blocked => "Blocked",
     };
     let reason = std::mem::take(&mut event.summary);
     let root = tree.and_then(|t| sessions.get(t.root.as_str()));
@@ -134,36 +137,19 @@ pub fn rewrite(
         Some(root) => format!("{prefix}: {}", headline_beside(root, beside)),
         None => format!("{prefix}: {}", event.title),
     };
-    event.summary = match (event.state, tree) {
-        (EventState::Resolve, Some(_)) => {
-            "The session made progress (it landed a change); the alert is closed.".to_owned()
+    let looping = tree.and_then(|t| tree_evidence(t, sessions));
+    let refused = event.refusals().map(|r| r.sentence());
+    event.summary = match (event.state, tree, looping, refused) {
+        (EventState::Resolve, ..) => resolved(event, tree.is_some()),
+        (EventState::Blocked, _, Some(looping), Some(refused)) => {
+            format!("{refused}. {looping}.")
         }
-        (EventState::Resolve, None) => {
-            "The session is gone from every source; the alert is closed.".to_owned()
-        }
-        (_, Some(tree)) => match tree.flagged_sessions.first() {
-            Some(v) => {
-                let who = if v.id == tree.root {
-                    "The session".to_owned()
-                } else {
-                    let sub = sessions.get(v.id.as_str());
-                    let name = sub
-                        .and_then(|s| s.agent.clone())
-                        .or_else(|| sub.and_then(|s| s.title.clone()))
-                        .unwrap_or_else(|| v.id.clone());
-                    format!("Its subagent {name}")
-                };
-                let more = tree.flagged_sessions.len() - 1;
-                let also = match more {
-                    0 => String::new(),
-                    1 => " (1 more session of the tree is looping too)".to_owned(),
-                    n => format!(" ({n} more sessions of the tree are looping too)"),
-                };
-                format!("{who} {}{also}.", evidence(v))
-            }
-            None => reason.clone(),
-        },
-        (_, None) => reason.clone(),
+        (EventState::Blocked, _, None, Some(refused)) => format!("{refused}."),
+        (_, _, Some(looping), Some(refused)) => format!("{looping}; {refused}."),
+        (_, _, Some(looping), None) => format!("{looping}."),
+        // No session flagged: the hook's refusal of the latest call holds the alert.
+        (_, _, None, Some(refused)) => format!("{refused}; no call has run since."),
+        (_, _, None, None) => reason.clone(),
     };
     if let Some(own) = beside
         .agent_verdict
@@ -183,6 +169,52 @@ pub fn rewrite(
         }
     }
     event.details["reason"] = Value::String(reason);
+}
+
+/// Why a tree's alert closed, for a person: its resolve's `details.resolved_because` (a tree
+/// not in this tick is gone).
+fn resolved(event: &AlertEvent, in_tick: bool) -> String {
+    let because = event
+        .details
+        .get("resolved_because")
+        .and_then(Value::as_str);
+    let stopped = event.refusals().is_some_and(|r| r.stopped);
+    match because {
+        Some("gone") => "The session is gone from every source; the alert is closed.".to_owned(),
+        Some("stale") if stopped => {
+            "agentwatch stopped the session and it made no call since; the alert is closed."
+                .to_owned()
+        }
+        Some("stale") => {
+            "The session made no new call for a while; the alert is closed.".to_owned()
+        }
+        _ if in_tick => {
+            "The session made progress (it landed a change); the alert is closed.".to_owned()
+        }
+        _ => "The session is gone from every source; the alert is closed.".to_owned(),
+    }
+}
+
+/// Who in a flagged tree does what, without the closing period: `The session read money.py
+/// 22 times in 44 calls without an edit`; `None` when no session of it is flagged.
+fn tree_evidence(tree: &TreeVerdict, sessions: &BTreeMap<&str, &Session>) -> Option<String> {
+    let v = tree.flagged_sessions.first()?;
+    let who = if v.id == tree.root {
+        "The session".to_owned()
+    } else {
+        let sub = sessions.get(v.id.as_str());
+        let name = sub
+            .and_then(|s| s.agent.clone())
+            .or_else(|| sub.and_then(|s| s.title.clone()))
+            .unwrap_or_else(|| v.id.clone());
+        format!("Its subagent {name}")
+    };
+    let also = match tree.flagged_sessions.len() - 1 {
+        0 => String::new(),
+        1 => " (1 more session of the tree is looping too)".to_owned(),
+        n => format!(" ({n} more sessions of the tree are looping too)"),
+    };
+    Some(format!("{who} {}{also}", evidence(v)))
 }
 
 #[cfg(test)]
@@ -325,6 +357,106 @@ mod tests {
                 e.summary,
                 e.link().unwrap_or("-"),
                 e.details["reason"].as_str().unwrap_or("-")
+            ));
+        }
+        insta::assert_snapshot!(out);
+    }
+
+    /// The notifications of an alert whose tree agentwatch's hook refused calls of, as a person
+    /// reads them: the alarms say the count after the loop, a `blocked` event says it first,
+    /// the stop included; a tree the detector does not flag keeps the core's sentence.
+    #[test]
+    fn refusals_in_notification_text() {
+        let root = session("s1", None, "Make the tests pass", "");
+        let sessions: BTreeMap<&str, &Session> = [("s1", &root)].into_iter().collect();
+        let flagged = TreeVerdict {
+            root: "s1".to_owned(),
+            dedup_key: "claude-loop:s1".to_owned(),
+            flagged: true,
+            sessions: vec!["s1".to_owned()],
+            flagged_sessions: vec![verdict(
+                "s1",
+                &[Signal::Top],
+                reason("bash pytest tests/test_x.py", 6, 12, 12, false),
+            )],
+            notes: Vec::new(),
+        };
+        let not_flagged = TreeVerdict {
+            flagged: false,
+            flagged_sessions: Vec::new(),
+            ..flagged.clone()
+        };
+        let refused = |blocked: u32, stopped: bool| {
+            serde_json::json!({"blocked": blocked, "call": "pytest tests/test_x.py",
+                "of_call": blocked, "stopped": stopped})
+        };
+        let beside = Beside {
+            agent: Agent::Claude,
+            branch: Some("main"),
+            agent_verdict: None,
+        };
+        let mut out = String::new();
+        for (name, state, tree, blocked, core) in [
+            (
+                "trigger",
+                EventState::Trigger,
+                &flagged,
+                refused(2, false),
+                "core",
+            ),
+            (
+                "first refusal",
+                EventState::Blocked,
+                &flagged,
+                refused(1, false),
+                "core",
+            ),
+            (
+                "stop",
+                EventState::Blocked,
+                &flagged,
+                refused(3, true),
+                "core",
+            ),
+            (
+                "escalate",
+                EventState::Escalate,
+                &flagged,
+                refused(3, true),
+                "core",
+            ),
+            (
+                "resolve",
+                EventState::Resolve,
+                &flagged,
+                refused(3, true),
+                "core",
+            ),
+            (
+                "resolve, stale",
+                EventState::Resolve,
+                &flagged,
+                refused(3, true),
+                "stale",
+            ),
+            (
+                "hook only",
+                EventState::Trigger,
+                &not_flagged,
+                refused(1, false),
+                "root session s1 is looping; agentwatch blocked 1 call of `pytest tests/test_x.py`",
+            ),
+        ] {
+            let mut e = event(state);
+            e.summary = core.to_owned();
+            e.details["blocked"] = blocked;
+            if core == "stale" {
+                e.details["resolved_because"] = "stale".into();
+            }
+            rewrite(&mut e, Some(tree), &sessions, beside);
+            out.push_str(&format!(
+                "[{name}]\ntitle: {}\nsummary: {}\n\n",
+                e.title, e.summary
             ));
         }
         insta::assert_snapshot!(out);

@@ -10,6 +10,7 @@
 //!   again next tick. A cursor the server no longer has means the history changed: start over.
 //! - Descendant landings are passed up the tree every tick; they are idempotent.
 
+use super::refusals::SessionRefusals;
 use agentwatch_opencode::lite::{LiteInfo, Spend};
 use agentwatch_store::{SessionCacheRow, Store};
 use detect_core::{
@@ -38,6 +39,9 @@ pub struct Tracked {
     /// The agent's own verdict that it loops, when it wrote one (Gemini CLI's "Potential loop
     /// detected"): shown in the alert beside ours.
     pub agent_verdict: Option<String>,
+    /// What agentwatch's own hook refused in it, counted as its calls were read (kept in its
+    /// stored row, as its verdict is).
+    pub refusals: SessionRefusals,
     state: State,
 }
 
@@ -92,6 +96,8 @@ struct VerdictMeta {
     branch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     agent_verdict: Option<String>,
+    #[serde(default, skip_serializing_if = "SessionRefusals::is_empty")]
+    refusals: SessionRefusals,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -105,8 +111,10 @@ impl Tracked {
     /// A session known in full (files, the demo, opencode.db): judged from all its calls.
     pub fn whole(source: &str, session: &Session, config: &DetectConfig) -> Self {
         let mut detector = SessionDetector::new(session, config);
+        let mut refusals = SessionRefusals::default();
         for call in &session.calls {
             detector.push(call);
+            refusals.observe(call, || detector.flagged());
         }
         Self {
             source: source.to_owned(),
@@ -119,6 +127,7 @@ impl Tracked {
             fresh: true,
             branch: None,
             agent_verdict: None,
+            refusals,
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -152,6 +161,7 @@ impl Tracked {
             fresh: false,
             branch: meta.branch.clone(),
             agent_verdict: meta.agent_verdict.clone(),
+            refusals: meta.refusals.clone(),
             state: State::Stored {
                 row: Box::new(row),
                 meta: Box::new(meta),
@@ -180,6 +190,7 @@ impl Tracked {
             fresh,
             branch: None,
             agent_verdict: None,
+            refusals: SessionRefusals::default(),
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -251,6 +262,8 @@ pub(crate) struct Restored {
     pub info: Session,
     pub spend: Spend,
     pub newest_call_ms: Option<i64>,
+    /// What the hook refused in it up to the cursor.
+    pub refusals: SessionRefusals,
 }
 
 /// A stored row's session, to continue from its cursor (`None`: the row does not read, or its
@@ -268,6 +281,10 @@ pub(crate) fn restore(
         cursor: stored_cursor(store, row),
         info,
         spend: meta.as_ref().map(|m| m.spend.clone()).unwrap_or_default(),
+        refusals: meta
+            .as_ref()
+            .map(|m| m.refusals.clone())
+            .unwrap_or_default(),
         newest_call_ms: meta.and_then(|m| m.newest_call_ms),
     })
 }
@@ -383,6 +400,7 @@ pub fn judge(
                     newest_call_ms: t.newest_call_ms,
                     branch: t.branch.clone(),
                     agent_verdict: t.agent_verdict.clone(),
+                    refusals: t.refusals.clone(),
                 };
                 verdicts.push(verdict);
                 entry.written.push(SessionCacheRow {
@@ -480,6 +498,37 @@ mod tests {
     /// `value` written as JSON and read back, as the session cache stores it.
     fn as_stored(value: &Judgement) -> Judgement {
         serde_json::from_str(&serde_json::to_string(value).unwrap()).unwrap()
+    }
+
+    /// What agentwatch's hook refused in a session is kept in its row: a session whose row
+    /// stands has it, and one read on from its row starts from it.
+    #[test]
+    fn refusals_are_kept_in_the_row() {
+        let config = DetectConfig::default();
+        let mut calls: Vec<Call> = (0..30).map(|i| call(i, (3, 0, true))).collect();
+        for i in 30..32 {
+            let mut refused = call(i, (3, 0, true));
+            refused.status = CallStatus::Blocked;
+            refused.metadata = serde_json::json!({"refusal": "agentwatch: this call was not run"});
+            calls.push(refused);
+        }
+        let session = Session {
+            calls,
+            ..Session::new("ses_r")
+        };
+        let mut tracked = vec![Tracked::whole("test", &session, &config)];
+        assert_eq!(
+            (tracked[0].refusals.blocked, tracked[0].refusals.stands()),
+            (2, true)
+        );
+        let (judged, mut rows) = judge(&mut tracked, &config, 1_796_000_000, None);
+        assert!(judged.sessions[0].flagged, "{:?}", judged.sessions[0]);
+        let row = rows.remove("test").unwrap().written.remove(0);
+        let stored = Tracked::stored("test", row.clone()).unwrap();
+        assert_eq!(stored.refusals, tracked[0].refusals);
+        let restored = restore(None, &row, &config).unwrap();
+        assert_eq!(restored.refusals.blocked, 2);
+        assert_eq!(restored.refusals.call, "cargo test");
     }
 
     proptest! {

@@ -2,6 +2,7 @@
 //! marker, which files a tick reads, one session's detector as it is read, and the tail loop.
 
 use super::{Answer, ReadContext, SourceRead, count};
+use crate::jobs::sessions::refusals::SessionRefusals;
 use crate::jobs::sessions::tracked::{
     self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
 };
@@ -412,6 +413,7 @@ pub(crate) struct Reading {
     pub spend: Spend,
     pub newest: Option<i64>,
     pub fresh: bool,
+    pub refusals: SessionRefusals,
 }
 
 impl Reading {
@@ -431,6 +433,7 @@ impl Reading {
             spend: restored.spend,
             newest: restored.newest_call_ms,
             fresh: false,
+            refusals: restored.refusals,
         }
     }
 
@@ -442,6 +445,7 @@ impl Reading {
             spend: Spend::default(),
             newest: None,
             fresh: true,
+            refusals: SessionRefusals::default(),
         }
     }
 
@@ -451,6 +455,7 @@ impl Reading {
         self.detector = None;
         self.newest = None;
         self.fresh = true;
+        self.refusals = SessionRefusals::default();
     }
 
     /// Say what the reader learnt of the session (`describe` sets it on its info), before
@@ -468,6 +473,8 @@ impl Reading {
             .get_or_insert_with(|| SessionDetector::new(&self.info, &self.config));
         for call in calls {
             detector.push(call);
+            let pushed = &*detector;
+            self.refusals.observe(call, || pushed.flagged());
         }
         self.newest = newest_call(calls.iter(), self.newest);
         self.fresh = true;
@@ -478,7 +485,7 @@ impl Reading {
         let detector = self
             .detector
             .unwrap_or_else(|| SessionDetector::new(&self.info, &self.config));
-        Tracked::live(
+        let mut tracked = Tracked::live(
             source,
             self.info,
             self.spend,
@@ -487,7 +494,9 @@ impl Reading {
             detector,
             cursor,
             Some(marker),
-        )
+        );
+        tracked.refusals = self.refusals;
+        tracked
     }
 }
 
@@ -730,7 +739,51 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::{ReadContext, list_within};
+    use super::{ReadContext, Reading, list_within};
+    use crate::jobs::sessions::tracked::{Tracked, judge, restore};
+    use detect_core::{Call, CallStatus, DetectConfig, Session};
+
+    /// A transcript read on from its stored row counts the hook's refusals on from those the
+    /// row kept (the reader hands only the calls after its cursor).
+    #[test]
+    fn refusals_are_counted_on_from_the_row() {
+        let config = DetectConfig::default();
+        let run = |status: CallStatus, refusal: &str| Call {
+            status,
+            metadata: serde_json::json!({"refusal": refusal}),
+            ..Call::completed("bash", serde_json::json!({"command": "pytest -x"}))
+        };
+        let mut calls: Vec<Call> = (0..20).map(|_| run(CallStatus::Error, "")).collect();
+        calls.extend((0..2).map(|_| run(CallStatus::Blocked, "agentwatch: this call was not run")));
+        let session = Session {
+            calls,
+            ..Session::new("s1")
+        };
+        let mut tracked = vec![Tracked::whole("claude", &session, &config)];
+        let (_, mut rows) = judge(&mut tracked, &config, 1_796_000_000, None);
+        let row = rows.remove("claude").unwrap().written.remove(0);
+        let watched = std::collections::HashSet::new();
+        let ctx = ReadContext {
+            store: None,
+            detector: &config,
+            full_read: false,
+            cutoff_ms: None,
+            now: 0,
+            focus: None,
+            deadline: std::time::Duration::from_secs(60),
+            watched: &watched,
+        };
+        let mut reading = Reading::from_restored(restore(None, &row, &config).unwrap(), &ctx);
+        reading.push(&[run(
+            CallStatus::Blocked,
+            "agentwatch: the session is stopped: …",
+        )]);
+        let on = reading.into_tracked("claude", None, 0).refusals;
+        assert_eq!(
+            (on.blocked, on.of_call, on.stopped, on.stands()),
+            (3, 3, true, true)
+        );
+    }
     use std::collections::HashSet;
     use std::path::Path;
     use std::time::{Duration, Instant};

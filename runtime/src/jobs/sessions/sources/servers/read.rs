@@ -387,6 +387,7 @@ impl Reading<'_> {
             info: mut session,
             mut spend,
             newest_call_ms: mut newest,
+            mut refusals,
         } = start.unwrap_or_else(|| self.new_session(&base, messages));
         // The listing may carry a newer title; keep the identity fields fresh.
         session.title = base.title.clone().or(session.title);
@@ -402,6 +403,7 @@ impl Reading<'_> {
             let landing = detector.latest_own_landing();
             for call in message.calls() {
                 detector.push(&call);
+                refusals.observe(&call, || detector.flagged());
                 newest = newest_call(std::iter::once(&call), newest);
             }
             spend.observe(message, detector.latest_own_landing() != landing);
@@ -411,9 +413,10 @@ impl Reading<'_> {
         }
         let updated = if complete { updated } else { None };
         let source = self.server.shown_url();
-        let tracked = Tracked::live(
+        let mut tracked = Tracked::live(
             source, session, spend, newest, fresh, detector, cursor, updated,
         );
+        tracked.refusals = refusals;
         (tracked, consumed)
     }
 
@@ -433,6 +436,7 @@ impl Reading<'_> {
             info: session,
             spend: Spend::default(),
             newest_call_ms: None,
+            refusals: Default::default(),
         }
     }
 }
