@@ -440,20 +440,34 @@ pub fn shortened(text: &str, max: usize) -> String {
     out
 }
 
-/// `metadata` with the excerpt of `output` ([`excerpt`]) when `on`: an object is given the
-/// key, `null` becomes an object holding it.
-pub(crate) fn with_excerpt(metadata: Value, output: &str, on: bool) -> Value {
-    let Some(text) = on.then(|| excerpt(output)).flatten() else {
+/// `metadata` with what a call's `output` says beyond its hash, as every source records it: for
+/// a shell call (`bash`), the commit it shows it made (`committed`, its hash:
+/// [`detect_core::output_commit`], as `Call::with_output` records it); with `excerpts`, the
+/// output's excerpt ([`excerpt`]). An object is given the keys; `null` becomes an object
+/// holding them.
+pub(crate) fn with_output_facts(
+    metadata: Value,
+    bash: bool,
+    output: &str,
+    excerpts: bool,
+) -> Value {
+    let commit = bash.then(|| detect_core::output_commit(output)).flatten();
+    let text = excerpts.then(|| excerpt(output)).flatten();
+    if commit.is_none() && text.is_none() {
         return metadata;
-    };
-    match metadata {
-        Value::Object(mut map) => {
-            map.insert(EXCERPT_KEY.to_owned(), Value::String(text));
-            Value::Object(map)
-        }
-        Value::Null => json!({ EXCERPT_KEY: text }),
-        other => other,
     }
+    let mut map = match metadata {
+        Value::Object(map) => map,
+        Value::Null => Map::new(),
+        other => return other,
+    };
+    if let Some(commit) = commit {
+        map.insert(detect_core::COMMITTED_KEY.to_owned(), Value::from(commit));
+    }
+    if let Some(text) = text {
+        map.insert(EXCERPT_KEY.to_owned(), Value::String(text));
+    }
+    Value::Object(map)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! (`recovery_policy::hook_ladder`): let it run, warn, refuse, or stop the session.
 //!
 //! One tick, as every job here: **observe** (the event, the session's new lines:
-//! [`session`]), **decide** (pure: the detector's [`detect_core::PendingCall`] and the ladder),
+//! `session`), **decide** (pure: the detector's [`detect_core::PendingCall`] and the ladder),
 //! **act** (the answer on standard output in the agent's protocol, the state written back, the
 //! refusal recorded for the watch).
 //!

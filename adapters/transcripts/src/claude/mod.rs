@@ -16,7 +16,7 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Finished, count_line, prompt_title, trimmed_title, unix_ms, with_excerpt, with_refusal,
+    Finished, count_line, prompt_title, trimmed_title, unix_ms, with_output_facts, with_refusal,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, output_hash};
@@ -571,6 +571,7 @@ impl ClaudeReader {
         if mapped.tool == "task" && !blocked {
             self.note_spawn(&pending.id, &mapped.input, &outcome);
         }
+        let bash = mapped.tool == "bash";
         let finished = Finished {
             tool: mapped.tool,
             input: mapped.input,
@@ -580,9 +581,15 @@ impl ClaudeReader {
                 (false, false) => CallStatus::Completed,
             },
             metadata: if blocked {
-                with_refusal(mapped.metadata, &text)
+                // The reason is in the result's text, else (the text cut short) its detail.
+                let said = [Some(&*text), detail.text()]
+                    .into_iter()
+                    .flatten()
+                    .find(|t| t.contains(detect_core::HOOK_MARKER))
+                    .unwrap_or_default();
+                with_refusal(mapped.metadata, said)
             } else {
-                with_excerpt(mapped.metadata, &text, self.excerpts)
+                with_output_facts(mapped.metadata, bash, &text, self.excerpts)
             },
             start: pending.start,
             end,

@@ -718,7 +718,16 @@ fn agentwatchs_own_refusals_are_blocked_and_no_other() {
         assert_eq!(calls[0].status, want, "{what}");
         if want == CallStatus::Blocked {
             assert!(!calls[0].status.is_counted(), "{what}");
-            assert_eq!(calls[0].metadata, Value::Null, "{what}: no exit");
+            // No exit: only agentwatch's reason, for the watch to tell a refusal from a stop.
+            let metadata = calls[0].metadata.as_object().unwrap();
+            assert_eq!(metadata.len(), 1, "{what}: no exit");
+            assert!(
+                metadata["refusal"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("agentwatch:"),
+                "{what}"
+            );
         }
     }
 }

@@ -27,7 +27,8 @@ pub mod tools;
 
 use crate::Error;
 use crate::common::{
-    Counters, Finished, MAX_PENDING, count_line, prompt_title, unix_ms, with_excerpt, with_refusal,
+    Counters, Finished, MAX_PENDING, count_line, prompt_title, unix_ms, with_output_facts,
+    with_refusal,
 };
 use crate::lenient::StrOr;
 use crate::tail::NewText;
@@ -592,6 +593,7 @@ impl CodexReader {
             _ => (Value::Null, failed_exit),
         };
         self.remember(&pending.call_id);
+        let bash = tool == "bash";
         Finished {
             tool,
             input: pending.input,
@@ -600,7 +602,7 @@ impl CodexReader {
             } else {
                 CallStatus::Completed
             },
-            metadata: with_excerpt(metadata, &output.text, self.excerpts),
+            metadata: with_output_facts(metadata, bash, &output.text, self.excerpts),
             start: pending.start,
             end,
             output_hash: Some(output_hash(&output.stable_text())),

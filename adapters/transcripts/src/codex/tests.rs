@@ -723,10 +723,15 @@ fn agentwatchs_own_refusals_are_blocked_and_no_other() {
         assert_eq!(calls.len(), 1, "{what}");
         assert_eq!(calls[0].status, want, "{what}");
         if want == CallStatus::Blocked {
-            assert_eq!(
-                calls[0].metadata,
-                Value::Null,
-                "{what}: no exit, no landing"
+            // No exit, no landing: only agentwatch's reason.
+            let metadata = calls[0].metadata.as_object().unwrap();
+            assert_eq!(metadata.len(), 1, "{what}: no exit, no landing");
+            assert!(
+                metadata["refusal"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("agentwatch:"),
+                "{what}"
             );
         }
     }

@@ -56,7 +56,7 @@ pub mod tools;
 use crate::Error;
 use crate::common::{
     Counters, Finished, compact_long_strings, count_line, file_lines, may_be_object, prompt_title,
-    trimmed_title, unix_ms, with_excerpt, with_refusal,
+    trimmed_title, unix_ms, with_output_facts, with_refusal,
 };
 use crate::tail::NewText;
 use detect_core::{Call, CallStatus, Session, canonical_json, output_hash, text_hash};
@@ -543,8 +543,9 @@ impl GeminiReader {
         let metadata = if refused {
             with_refusal(Value::Null, &text)
         } else if terminal {
-            with_excerpt(
+            with_output_facts(
                 tools::metadata(name, c, &text, success),
+                tools::detector_tool(name) == "bash",
                 &text,
                 self.excerpts,
             )
