@@ -417,7 +417,11 @@ fn gemini_stop_mode_ends_the_session_after_the_refusals() {
     // only the calls before the flag ran.
     let ran = runs(&run.dir);
     assert!((3..=AT_MOST_RUN).contains(&ran), "{ran} ran");
-    assert_eq!(journal.matches("decision=not-flagged").count(), ran, "{journal}");
+    assert_eq!(
+        journal.matches("decision=not-flagged").count(),
+        ran,
+        "{journal}"
+    );
 }
 
 /// `agentwatch hook opencode` as the plugin runs it: the event on standard input, the answer.
