@@ -156,7 +156,7 @@ fn line_to_alert(c: &mut Criterion) {
     let (hook_tx, alerts) = channel();
     let hook = webhook(hook_tx);
     let channels = format!(
-        "[run]\nopencode_interval_s = 86400\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\n\
+        "[run]\nwatch_interval_s = 86400\n[[channels]]\nname = \"hook\"\ntype = \"webhook\"\n\
          url = \"{}/events\"\nrate_limit_s = 0\n",
         hook.url()
     );

@@ -184,7 +184,7 @@ fn start_follower(
         &config,
         format!(
             "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n\
-             [opencode]\nservers = [\"{}\"]\n[run]\nopencode_interval_s = 86400\n\
+             [opencode]\nservers = [\"{}\"]\n[run]\nwatch_interval_s = 86400\n\
              [[channels]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{}/events\"\nrate_limit_s = 0\n",
             server.url(),
             webhook.url()

@@ -172,7 +172,7 @@ fn ticks_at_scale(c: &mut Criterion) {
 }
 
 /// The follower's ticks over 2 000 active, looping sessions whose stream stayed open since
-/// their last complete read: its poll (every `run.opencode_interval_s`, the stream said
+/// their last complete read: its poll (every `run.watch_interval_s`, the stream said
 /// nothing: listed, nothing read or judged) and its tick after events named one session (that
 /// session read after its cursor, its tree judged).
 fn followed_ticks_at_scale(c: &mut Criterion) {

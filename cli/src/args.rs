@@ -59,7 +59,7 @@ pub struct RecoverArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct OpencodeArgs {
+pub struct WatchArgs {
     /// Run one tick and exit (a timer repeats it); without it (or `--follow`), keep running.
     #[arg(long)]
     pub once: bool,
@@ -117,7 +117,7 @@ pub struct RunArgs {
     /// The SQLite database (default `$XDG_STATE_HOME/agentwatch/agentwatch.db`).
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// Override a configuration key for every job (`--set run.jobs=["opencode"]`; repeatable).
+    /// Override a configuration key for every job (`--set run.jobs=["watch"]`; repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 }
@@ -317,8 +317,8 @@ macro_rules! same_fields {
     };
 }
 
-impl From<OpencodeArgs> for jobs::sessions::Options {
-    fn from(a: OpencodeArgs) -> Self {
+impl From<WatchArgs> for jobs::sessions::Options {
+    fn from(a: WatchArgs) -> Self {
         Self {
             once: a.once,
             dry_run: a.dry_run,

@@ -17,8 +17,8 @@ use agentwatch_runtime::error::code;
 use agentwatch_runtime::journal::Priority;
 use agentwatch_runtime::{Error, jobs, operator, replay};
 use args::{
-    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, HookArgs, InitArgs, OpencodeArgs,
-    RecoverArgs, ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs,
+    AlertsArgs, ChannelsArgs, ConfigArgs, DeckArgs, DoctorArgs, HookArgs, InitArgs, RecoverArgs,
+    ReplayArgs, RunArgs, ServeArgs, StatusArgs, TestAlertArgs, WatchArgs,
 };
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::{BufWriter, Write};
@@ -48,8 +48,13 @@ enum Command {
     Backtest(backtest::BacktestArgs),
     /// Drive one policy from a JSON-lines timeline and print one JSON line per decision.
     Replay(ReplayArgs),
-    /// One tick of the opencode loop watchdog: read sessions, judge trees, alert, store.
-    Opencode(OpencodeArgs),
+    /// Watch every agent's sessions (opencode, Claude Code, Codex, Gemini CLI): one tick with
+    /// --once (read sessions, judge trees, alert, store), live with --follow, the bundled demo
+    /// with --demo.
+    Watch(WatchArgs),
+    /// The old name of `watch` (it works the same, and says so).
+    #[command(hide = true)]
+    Opencode(WatchArgs),
     /// Last tick, sessions seen, flagged/total verdicts, open alerts, channels.
     Status(StatusArgs),
     /// Open alerts (all with --all).
@@ -110,7 +115,19 @@ fn main() -> ExitCode {
         Command::Detect(args) => detect::run(args),
         Command::Backtest(args) => backtest::run(args),
         Command::Replay(args) => run_replay(&args),
-        Command::Opencode(args) => opencode(args),
+        Command::Watch(args) => watch(args),
+        Command::Opencode(args) => {
+            agentwatch_runtime::journal::Line::warning(
+                "watchdog",
+                agentwatch_runtime::clock::now_or_clock(args.now),
+            )
+                .field(
+                    "message",
+                    "`agentwatch opencode` is the old name of `agentwatch watch`, which watches every agent's sessions; it works the same",
+                )
+                .emit();
+            watch(args)
+        }
         Command::Status(args) => shown(operator::status(&args.into())),
         Command::Alerts(args) => shown(operator::alerts(&args.into())),
         Command::Channels(args) => shown(operator::channels(&args.into())),
@@ -158,7 +175,7 @@ fn shown(result: Result<operator::Shown, Error>) -> CliResult {
 }
 
 /// `--json` everywhere: a command that runs once prints one pretty document; one that keeps
-/// running (`deck` without `--once`, `opencode --follow`) prints one compact object per line.
+/// running (`deck` without `--once`, `watch --follow`) prints one compact object per line.
 fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(), Error> {
     // Pretty for one document, compact for a stream.
     let text = [serde_json::to_string_pretty, serde_json::to_string][usize::from(stream)](value)
@@ -166,7 +183,7 @@ fn print_json(what: &str, value: &serde_json::Value, stream: bool) -> Result<(),
     write_stdout(what, &format!("{text}\n"))
 }
 
-fn opencode(args: OpencodeArgs) -> CliResult {
+fn watch(args: WatchArgs) -> CliResult {
     let (json, verbose, follow) = (args.json, args.verbose, args.follow);
     let args: jobs::sessions::Options = args.into();
     if let Some(daemon) = args.daemon()? {
@@ -180,9 +197,9 @@ fn opencode(args: OpencodeArgs) -> CliResult {
                 return;
             }
             let written = if json {
-                print_json("opencode", &report.to_json(), true)
+                print_json("watch", &report.to_json(), true)
             } else {
-                write_stdout("opencode", &report.render(verbose))
+                write_stdout("watch", &report.render(verbose))
             };
             failed = written.err();
         })?;
@@ -190,9 +207,9 @@ fn opencode(args: OpencodeArgs) -> CliResult {
     }
     if let Some(report) = jobs::sessions::run(&args)? {
         if json {
-            print_json("opencode", &report.to_json(), false)?;
+            print_json("watch", &report.to_json(), false)?;
         } else {
-            write_stdout("opencode", &report.render(verbose))?;
+            write_stdout("watch", &report.render(verbose))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -72,7 +72,7 @@ impl Host {
         let out = agentwatch(
             &self.dir.path,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--json",
                 "--config",
@@ -209,7 +209,7 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         ("root", ROOT),
         ("severity", "warning"),
         ("host", "devbox"),
-        ("job", "opencode"),
+        ("job", "watch"),
     ] {
         assert_eq!(labels[name], value, "label {name}: {alert:#}");
     }

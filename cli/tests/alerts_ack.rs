@@ -27,7 +27,7 @@ fn demo_tick(home: &Path, db: &str, at: i64) -> String {
     let out = agentwatch(
         home,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--demo",
             "--db",

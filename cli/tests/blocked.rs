@@ -126,7 +126,7 @@ impl World {
         let out = agentwatch(
             &self.home,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--now",
                 &now,

@@ -42,7 +42,7 @@ fn tick(tmp: &TempDir, at: i64) -> String {
     let sessions = tmp.path.join("s.json").display().to_string();
     let now = at.to_string();
     let args = [
-        "opencode",
+        "watch",
         "--once",
         "--now",
         &now,

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 const SUBCOMMANDS: &[&str] = &[
-    "opencode",
+    "watch",
     "status",
     "alerts",
     "recover",

@@ -230,7 +230,7 @@ fn the_profile_reaches_config_and_the_watch_tick() {
     let out = run(&["config", "--set", "profile=fast"]);
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     let out = run(&[
-        "opencode",
+        "watch",
         "--once",
         "--demo",
         "--set",

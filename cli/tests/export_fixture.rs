@@ -538,7 +538,7 @@ fn the_opencode_job_reads_a_database_named_with_opencode_db() {
     let db = sample_db();
     let store = tmp.path.join("aw.db");
     let out = agentwatch(&[
-        "opencode",
+        "watch",
         "--once",
         "--opencode-db",
         s(&db),

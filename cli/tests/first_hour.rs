@@ -63,7 +63,7 @@ fn tick_once(home: &Path, path_env: &str) -> String {
     let out = agentwatch(
         home,
         path_env,
-        &["opencode", "--once", "--now", &T0.to_string()],
+        &["watch", "--once", "--now", &T0.to_string()],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -100,7 +100,7 @@ fn no_config_reads_the_registry_and_a_loop_reaches_the_journal_and_the_desktop()
     let out = agentwatch(
         &home,
         &stand_ins.path_env(),
-        &["opencode", "--once", "--now", &T0.to_string()],
+        &["watch", "--once", "--now", &T0.to_string()],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
@@ -147,15 +147,11 @@ fn no_config_and_nothing_there_says_what_it_skipped_and_why() {
         "{line}"
     );
     assert!(line.contains("opencode.db (no file"), "{line}");
-    assert!(err.contains("outcome=no_opencode"), "{err}");
+    assert!(err.contains("outcome=no_source"), "{err}");
 
     // A garbled registry is a clear skip reason, not silence.
     write_registry(&home, "{not json");
-    let out = agentwatch(
-        &home,
-        &path,
-        &["opencode", "--once", "--now", &T0.to_string()],
-    );
+    let out = agentwatch(&home, &path, &["watch", "--once", "--now", &T0.to_string()]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let line = sources_line(&err);
@@ -164,11 +160,7 @@ fn no_config_and_nothing_there_says_what_it_skipped_and_why() {
 
     // A registry entry without a scheme is named too.
     write_registry(&home, r#"["localhost:4096"]"#);
-    let out = agentwatch(
-        &home,
-        &path,
-        &["opencode", "--once", "--now", &T0.to_string()],
-    );
+    let out = agentwatch(&home, &path, &["watch", "--once", "--now", &T0.to_string()]);
     let line = stderr(&out);
     let line = sources_line(&line);
     assert!(line.contains("registry 1 server;"), "{line}");
@@ -182,7 +174,7 @@ fn a_server_without_its_scheme_is_a_usage_error_naming_the_fix() {
     let out = agentwatch(
         &tmp.path,
         &path,
-        &["opencode", "--once", "--server", "localhost:4096"],
+        &["watch", "--once", "--server", "localhost:4096"],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(64), "{err}");
@@ -216,14 +208,7 @@ fn a_source_failing_three_ticks_is_an_alert_that_resolves_when_it_answers() {
         let out = agentwatch(
             &home,
             &stand_ins.path_env(),
-            &[
-                "opencode",
-                "--once",
-                "--server",
-                &url,
-                "--now",
-                &t.to_string(),
-            ],
+            &["watch", "--once", "--server", &url, "--now", &t.to_string()],
         );
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(0), "{err}");

@@ -115,7 +115,7 @@ fn the_shipped_config_routes_loops_and_a_dead_watchdog_inhibits_them() {
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(["opencode", "--once", "--demo", "--config"])
+        .args(["watch", "--once", "--demo", "--config"])
         .arg(&cfg)
         .arg("--db")
         .arg(home.path.join("agentwatch.db"))
@@ -148,7 +148,7 @@ fn the_shipped_config_routes_loops_and_a_dead_watchdog_inhibits_them() {
     post_alerts(
         &am,
         &json!([{
-            "labels": {"alertname": "AgentwatchWatchdogDown", "host": "devbox", "job": "opencode",
+            "labels": {"alertname": "AgentwatchWatchdogDown", "host": "devbox", "job": "watch",
                        "severity": "critical", "instance": "devbox:8080"},
             "annotations": {"summary": "agentwatch opencode on devbox stopped ticking"},
             "startsAt": agentwatch_runtime::clock::iso8601(now),

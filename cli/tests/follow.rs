@@ -44,7 +44,7 @@ struct Follower {
 
 impl Follower {
     fn start(home: &Path) -> Self {
-        Self::start_with(home, &["opencode", "--follow"])
+        Self::start_with(home, &["watch", "--follow"])
     }
 
     fn start_with(home: &Path, args: &[&str]) -> Self {
@@ -305,7 +305,7 @@ fn a_server_without_the_event_stream_is_polled() {
         &tmp,
         &format!(
             "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n[opencode]\nservers = [\"{}\"]\n\
-             [follow]\nmin_interval_s = 1\n[run]\nopencode_interval_s = 1\n\
+             [follow]\nmin_interval_s = 1\n[run]\nwatch_interval_s = 1\n\
              [[channels]]\nname = \"log\"\ntype = \"log\"\n",
             server.url()
         ),
@@ -365,7 +365,7 @@ fn a_restarted_server_is_followed_again_and_counts_match_a_full_read() {
     drop(follower);
     // A full re-read of the server judges the same.
     let out = isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &s.home)
-        .args(["opencode", "--once", "--full-read", "--dry-run", "--json"])
+        .args(["watch", "--once", "--full-read", "--dry-run", "--json"])
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout)
@@ -521,23 +521,23 @@ fn tick_reasons(journal: &str) -> Vec<&str> {
 fn run_follows_when_configured_and_stops_on_sigterm() {
     let s = setup(
         "aw-follow-run",
-        "[follow]\nenabled = true\n[run]\njobs = [\"opencode\"]\n",
+        "[follow]\nenabled = true\n[run]\njobs = [\"watch\"]\n",
     );
     let looping = new_session(&s.url);
     let mut run = Follower::start_with(&s.home, &["run"]);
-    run.wait_for(" job=opencode result=", 1);
+    run.wait_for(" job=watch result=", 1);
     let key = format!("opencode-loop:{looping}");
     let mut sent = 0;
     while !received(&s.webhook).iter().any(|(_, k)| k == &key) {
         assert!(sent < 60, "no alert after {sent} calls:\n{}", run.journal());
-        let ticks = run.journal().matches(" job=opencode result=").count();
+        let ticks = run.journal().matches(" job=watch result=").count();
         shell(&s.url, &looping, FAILING);
         sent += 1;
-        run.wait_for(" job=opencode result=", ticks + 1);
+        run.wait_for(" job=watch result=", ticks + 1);
     }
     let journal = run.journal();
     assert!(
-        journal.contains(" state=start jobs=opencode:follow "),
+        journal.contains(" state=start jobs=watch:follow "),
         "{journal}"
     );
     // The alert came from the follower's events, not from a scheduled tick.
@@ -552,7 +552,7 @@ fn run_follows_when_configured_and_stops_on_sigterm() {
     // One run line per follower tick, saying the next one comes with an event.
     let run_lines: Vec<&str> = journal
         .lines()
-        .filter(|l| l.starts_with("run=") && l.contains(" job=opencode "))
+        .filter(|l| l.starts_with("run=") && l.contains(" job=watch "))
         .collect();
     assert!(
         run_lines

@@ -133,7 +133,7 @@ impl World {
 
     fn tick(&self, now: i64) -> Output {
         agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &self.home)
-            .args(["opencode", "--once", "--now", &now.to_string(), "--db"])
+            .args(["watch", "--once", "--now", &now.to_string(), "--db"])
             .arg(self.db())
             .arg("--set")
             .arg(format!("opencode.db={:?}", self.oc.display().to_string()))

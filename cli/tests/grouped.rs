@@ -70,7 +70,7 @@ impl World {
     }
 
     fn tick(&self, at: i64, roots: &[usize]) -> String {
-        let mut args: Vec<String> = ["opencode", "--once", "--now"]
+        let mut args: Vec<String> = ["watch", "--once", "--now"]
             .iter()
             .map(|s| (*s).to_owned())
             .collect();

@@ -115,14 +115,14 @@ fn a_tick_journal_has_priorities_and_a_quiet_tick_is_one_line() {
         &tmp.path,
         "tick1",
         &[
-            "opencode", "--once", "--demo", "--db", db, "--now", &first, "--set", SOURCE,
+            "watch", "--once", "--demo", "--db", db, "--now", &first, "--set", SOURCE,
         ],
     );
     assert_eq!(code, Some(0), "{text}");
     journal_lines(&text);
     insta::assert_snapshot!("demo_tick_journal", text);
 
-    // The next tick sees the same loop: the open alert is flagged again, nothing is sent, and
+    // The next tick sees the same loops: the open alerts are flagged again, nothing is sent, and
     // besides its one line about its sources the tick is one line that counts it (no line per
     // tree).
     let second = (T0 + 60).to_string();
@@ -130,7 +130,7 @@ fn a_tick_journal_has_priorities_and_a_quiet_tick_is_one_line() {
         &tmp.path,
         "tick2",
         &[
-            "opencode", "--once", "--demo", "--db", db, "--now", &second, "--set", SOURCE,
+            "watch", "--once", "--demo", "--db", db, "--now", &second, "--set", SOURCE,
         ],
     );
     assert_eq!(code, Some(0), "{text}");
@@ -139,7 +139,7 @@ fn a_tick_journal_has_priorities_and_a_quiet_tick_is_one_line() {
     assert!(lines[0].1.contains(" sources="), "{text}");
     assert_eq!(lines[1].0, 6, "{text}");
     assert!(
-        lines[1].1.contains(" tick=done ") && lines[1].1.contains(" still_flagged=1"),
+        lines[1].1.contains(" tick=done ") && lines[1].1.contains(" still_flagged=3"),
         "{text}"
     );
 }
@@ -149,7 +149,7 @@ fn a_pipe_gets_no_priority_prefix() {
     let tmp = TempDir::new("aw-journal-pipe");
     let db = tmp.path.join("aw.db");
     let out = agentwatch(&tmp.path)
-        .args(["opencode", "--once", "--demo", "--now", &T0.to_string()])
+        .args(["watch", "--once", "--demo", "--now", &T0.to_string()])
         .arg("--db")
         .arg(&db)
         // A JOURNAL_STREAM inherited from a service whose stderr was redirected since.
@@ -188,7 +188,7 @@ fn a_hostile_id_or_title_cannot_forge_a_journal_line() {
         &tmp.path,
         "journal",
         &[
-            "opencode",
+            "watch",
             "--once",
             "--verbose",
             "--now",

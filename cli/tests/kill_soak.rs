@@ -147,7 +147,7 @@ impl Soak {
     fn command(&self, db: &Path, now: i64) -> Command {
         let mut cmd =
             agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &self.home);
-        cmd.args(["opencode", "--once", "--now", &now.to_string(), "--db"])
+        cmd.args(["watch", "--once", "--now", &now.to_string(), "--db"])
             .arg(db)
             .arg("--set")
             .arg(format!("opencode.db={:?}", self.oc.display().to_string()))

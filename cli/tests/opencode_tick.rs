@@ -186,7 +186,7 @@ program = "{notify}"
             &home,
             None,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--json",
                 "--verbose",
@@ -316,22 +316,18 @@ fn misbehaving_servers_are_skipped_and_a_silent_world_is_no_opencode() {
             garbage.url()
         ),
     );
-    let run = agentwatch(
-        &home,
-        None,
-        &["opencode", "--once", "--now", &T0.to_string()],
-    );
+    let run = agentwatch(&home, None, &["watch", "--once", "--now", &T0.to_string()]);
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
     for server in [&hang, &boom, &garbage] {
         assert!(run.stderr().contains(&server.url()), "{}", run.stderr());
     }
     assert!(
-        run.stderr().contains("outcome=no_opencode"),
+        run.stderr().contains("outcome=no_source"),
         "{}",
         run.stderr()
     );
     let status = agentwatch(&home, None, &["status", "--json"]).json();
-    assert_eq!(status["last_tick"]["outcome"], "no_opencode");
+    assert_eq!(status["last_tick"]["outcome"], "no_source");
 }
 
 #[test]
@@ -340,7 +336,7 @@ fn demo_tick_shows_verdicts_and_events() {
     let run = agentwatch(
         &tmp.path,
         None,
-        &["opencode", "--once", "--demo", "--now", &T0.to_string()],
+        &["watch", "--once", "--demo", "--now", &T0.to_string()],
     );
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
     let out = run.stdout();
@@ -352,7 +348,17 @@ fn demo_tick_shows_verdicts_and_events() {
         out.contains("alert trigger opencode-loop:ses_demo_build severity=warning"),
         "{out}"
     );
-    assert!(run.stderr().contains(" fired=1 "), "{}", run.stderr());
+    // Every agent's demo session: Claude Code's subagent and Codex loop, Gemini's is healthy.
+    for line in [
+        "tree 2e4f2b19-19ea-4857-8d93-6a73a095ecf4 sessions=2 FLAGGED by 2e4f2b19-19ea-4857-8d93-6a73a095ecf4:agent-a3f9675c40e0f8931",
+        "tree 01a24936-6831-7872-909d-00f87fd6ae98 sessions=1 FLAGGED by 01a24936-6831-7872-909d-00f87fd6ae98",
+        "tree 8c07095f-908c-4130-9f45-3ed6e980280c sessions=1 ok",
+        "alert trigger claude-loop:2e4f2b19-19ea-4857-8d93-6a73a095ecf4 severity=warning",
+        "alert trigger codex-loop:01a24936-6831-7872-909d-00f87fd6ae98 severity=warning",
+    ] {
+        assert!(out.contains(line), "{line}: {out}");
+    }
+    assert!(run.stderr().contains(" fired=3 "), "{}", run.stderr());
 }
 
 #[test]
@@ -366,7 +372,7 @@ fn a_corrupt_database_is_reported_and_kept() {
         &tmp.path,
         None,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--sessions",
             "-",
@@ -387,7 +393,7 @@ fn a_held_lock_exits_75_at_once() {
     let db = tmp.path.join("state/agentwatch/agentwatch.db");
     let lock_path = db.with_file_name(".agentwatch.db.opencode.lock");
     let _held = agentwatch_store::RunLock::acquire(&lock_path).unwrap();
-    let run = agentwatch(&tmp.path, None, &["opencode", "--once", "--now", "1"]);
+    let run = agentwatch(&tmp.path, None, &["watch", "--once", "--now", "1"]);
     assert_eq!(run.code(), Some(75), "{}", run.stderr());
     assert!(
         run.stderr()
@@ -486,7 +492,7 @@ fn an_unreachable_model_is_logged_once_per_outage() {
             &tmp.path,
             None,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--sessions",
                 sample,
@@ -560,7 +566,7 @@ fn the_model_falls_back_to_verification_model_and_local_compute_gates_it() {
         );
         let before = model.requests().len();
         let mut args = vec![
-            "opencode",
+            "watch",
             "--once",
             "--sessions",
             sample,
@@ -690,7 +696,7 @@ fn channels_set_and_test_alert_through_a_stand_in() {
 fn the_shipped_units_run_without_editing_paths() {
     let unit = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/agentwatch-opencode.service"
+        "/../deploy/agentwatch-watch.service"
     ))
     .unwrap();
     let exec = unit
@@ -704,18 +710,18 @@ fn the_shipped_units_run_without_editing_paths() {
         "installed by `cargo install --path cli`"
     );
     let args: Vec<&str> = words.collect();
-    assert_eq!(args, ["opencode", "--once"]);
+    assert_eq!(args, ["watch", "--once"]);
     let timer = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/agentwatch-opencode.timer"
+        "/../deploy/agentwatch-watch.timer"
     ))
     .unwrap();
     assert!(timer.contains("OnUnitActiveSec=5min"));
-    // The unit's command works on a machine with no opencode at all: a no_opencode tick.
+    // The unit's command works on a machine with no opencode at all: a no_source tick.
     let tmp = TempDir::new("aw-unit");
     let run = agentwatch(&tmp.path, None, &args);
     assert_eq!(run.code(), Some(0), "{}", run.stderr());
-    assert!(run.stderr().contains("outcome=no_opencode"));
+    assert!(run.stderr().contains("outcome=no_source"));
 }
 
 /// opencode does not bump a session's `time.updated` for calls through
@@ -755,7 +761,7 @@ fn calls_through_shell_are_read_though_time_updated_stays() {
         v.calls_since_landed
     };
     let tick = || {
-        let run = agentwatch(&home, None, &["opencode", "--once", "--verbose"]);
+        let run = agentwatch(&home, None, &["watch", "--once", "--verbose"]);
         assert_eq!(run.code(), Some(0), "{}", run.stderr());
         run
     };
@@ -833,7 +839,7 @@ fn opencode_db_is_read_incrementally() {
         let run = agentwatch(
             &home,
             None,
-            &["opencode", "--once", "--verbose", "--now", &at.to_string()],
+            &["watch", "--once", "--verbose", "--now", &at.to_string()],
         );
         assert_eq!(run.code(), Some(0), "{}", run.stderr());
         assert!(run.stderr().contains(expect), "{expect}: {}", run.stderr());

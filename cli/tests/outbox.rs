@@ -80,7 +80,7 @@ impl World {
         let out = agentwatch(
             &self.home,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--now",
                 &at.to_string(),

@@ -103,7 +103,7 @@ fn no_home_and_no_state_dir_is_a_clear_error_not_a_db_in_the_working_dir() {
     let work = tmp.path.join("work");
     std::fs::create_dir_all(&work).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(["opencode", "--once", "--now", &T0.to_string()])
+        .args(["watch", "--once", "--now", &T0.to_string()])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .current_dir(&work)
@@ -129,7 +129,7 @@ fn hostile_ids_and_titles_cannot_forge_lines_or_reach_the_terminal() {
     for args in [
         vec!["detect", file.to_str().unwrap()],
         vec![
-            "opencode",
+            "watch",
             "--once",
             "--verbose",
             "--now",

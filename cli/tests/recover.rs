@@ -352,7 +352,7 @@ fn two_probes_then_a_restart_then_a_one_hour_cooldown() {
 /// The opencode job on the same config writes the loop report (`recover.opencode_report`).
 fn opencode_tick(rig: &Rig, sessions: &Path, now: i64) -> Ran {
     let out = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
-        .args(["opencode", "--once", "--config"])
+        .args(["watch", "--once", "--config"])
         .arg(&rig.config)
         .arg("--sessions")
         .arg(sessions)

@@ -194,7 +194,7 @@ fn run_ticks_every_job_on_real_sources_and_stops_on_sigterm() {
     let world = World::new(
         "all",
         &format!(
-            "[opencode]\nservers = [{:?}]\n\n[run]\nopencode_interval_s = 3600\nrecover_interval_s = 3600\n\n[serve]\nenabled = true\nlisten = \"127.0.0.1:0\"\n",
+            "[opencode]\nservers = [{:?}]\n\n[run]\nwatch_interval_s = 3600\nrecover_interval_s = 3600\n\n[serve]\nenabled = true\nlisten = \"127.0.0.1:0\"\n",
             opencode.url()
         ),
     );
@@ -213,13 +213,13 @@ fn run_ticks_every_job_on_real_sources_and_stops_on_sigterm() {
 
     let mut daemon = world.start(&[]);
     until(&daemon, "a tick of each job", || {
-        world.tick_of("opencode").is_some()
+        world.tick_of("watch").is_some()
             && world.tick_of("recover").is_some()
             && world.tick_of("deck").is_some_and(|e| e.count >= 2)
     });
     drop(held);
     assert_eq!(world.tick_of("recover").unwrap().result, "locked");
-    let opencode_result = world.tick_of("opencode").unwrap().result;
+    let opencode_result = world.tick_of("watch").unwrap().result;
     assert!(
         ["ok", "flagged"].contains(&opencode_result.as_str()),
         "{opencode_result}"
@@ -238,7 +238,7 @@ fn run_ticks_every_job_on_real_sources_and_stops_on_sigterm() {
     assert!(metrics.contains("deck"), "{metrics}");
 
     // Between its ticks `run` holds no lock: a oneshot of the same job runs meanwhile.
-    let oneshot = world.command(&["opencode", "--once"]).output().unwrap();
+    let oneshot = world.command(&["watch", "--once"]).output().unwrap();
     assert_eq!(
         oneshot.status.code(),
         Some(0),
@@ -265,12 +265,12 @@ fn run_ticks_every_job_on_real_sources_and_stops_on_sigterm() {
 
     // The journal: a start line, one line per tick after the job's own, a stop line.
     let run_lines: Vec<&str> = journal.lines().filter(|l| l.starts_with("run=")).collect();
-    assert!(run_lines[0].contains(" state=start jobs=opencode:3600s,deck:1s,recover:3600s "));
+    assert!(run_lines[0].contains(" state=start jobs=watch:3600s,deck:1s,recover:3600s "));
     assert!(
         run_lines.last().unwrap().contains(" state=stop ticks="),
         "{journal}"
     );
-    for job in ["opencode", "deck", "recover"] {
+    for job in ["watch", "deck", "recover"] {
         assert!(
             run_lines
                 .iter()
@@ -364,7 +364,7 @@ fn run_tells_systemd_ready_watchdog_and_stopping_and_stops_on_sigint() {
 fn a_bad_cadence_is_a_config_error_before_anything_starts() {
     let world = World::new("bad", "");
     for (set, named) in [
-        ("run.opencode_interval_s=0", "run.opencode_interval_s"),
+        ("run.watch_interval_s=0", "run.watch_interval_s"),
         ("run.recover_interval_s=999999999", "run.recover_interval_s"),
         ("run.jobs=[\"deck\",\"deck\"]", "run.jobs"),
         // Named by its key; the value is never echoed (issue 14).
@@ -381,11 +381,11 @@ fn a_bad_cadence_is_a_config_error_before_anything_starts() {
 #[test]
 fn a_job_command_without_once_keeps_running_that_job_alone() {
     let opencode = HttpServer::start(opencode_like);
-    for job in ["opencode", "recover"] {
+    for job in ["watch", "recover"] {
         let world = World::new(
             job,
             &format!(
-                "[opencode]\nservers = [{:?}]\n\n[run]\nopencode_interval_s = 3600\nrecover_interval_s = 3600\n",
+                "[opencode]\nservers = [{:?}]\n\n[run]\nwatch_interval_s = 3600\nrecover_interval_s = 3600\n",
                 opencode.url()
             ),
         );
@@ -410,9 +410,8 @@ fn a_job_command_without_once_keeps_running_that_job_alone() {
 fn a_one_tick_flag_without_once_is_a_usage_error_naming_it() {
     let world = World::new("flags", "");
     for (args, flag) in [
-        (&["opencode", "--demo"][..], "--demo"),
-        (&["opencode", "--now", "1700000000"], "--now"),
-        (&["opencode", "--server", "http://127.0.0.1:9"], "--server"),
+        (&["watch", "--now", "1700000000"][..], "--now"),
+        (&["watch", "--server", "http://127.0.0.1:9"], "--server"),
         (&["recover", "--json"], "--json"),
     ] {
         let out = world.command(args).output().unwrap();
@@ -451,37 +450,37 @@ fn watchdog_enabled_is_read_at_every_tick_so_the_switch_works_both_ways_live() {
     let world = World::new(
         "switch",
         &format!(
-            "[opencode]\nservers = [{:?}]\n\n[run]\njobs = [\"opencode\"]\nopencode_interval_s = 1\n",
+            "[opencode]\nservers = [{:?}]\n\n[run]\njobs = [\"watch\"]\nwatch_interval_s = 1\n",
             opencode.url()
         ),
     );
     // Off when `run` starts: the job is scheduled all the same, and its ticks do nothing.
     write_overlay(&world, "[watchdog]\nenabled = false\n");
     let mut daemon = world.start(&[]);
-    let disabled = |d: &Daemon| d.stderr().matches(" job=opencode result=disabled ").count();
+    let disabled = |d: &Daemon| d.stderr().matches(" job=watch result=disabled ").count();
     until(&daemon, "a disabled tick", || disabled(&daemon) == 1);
     assert!(
-        daemon.stderr().contains(" state=start jobs=opencode:1s "),
+        daemon.stderr().contains(" state=start jobs=watch:1s "),
         "{}",
         daemon.stderr()
     );
     assert!(
-        world.tick_of("opencode").is_none(),
+        world.tick_of("watch").is_none(),
         "a disabled tick reads nothing"
     );
     // Switched on in the overlay (as the admin page does): the next tick runs, no restart.
     write_overlay(&world, "[watchdog]\nenabled = true\n");
     until(&daemon, "an opencode tick", || {
-        world.tick_of("opencode").is_some()
+        world.tick_of("watch").is_some()
     });
     // And off again: ticks stop.
     write_overlay(&world, "[watchdog]\nenabled = false\n");
     until(&daemon, "disabled again", || disabled(&daemon) == 2);
-    let ran = world.tick_of("opencode").unwrap().count;
+    let ran = world.tick_of("watch").unwrap().count;
     daemon.signal("TERM");
     assert_eq!(daemon.wait().code(), Some(0), "{}", daemon.stderr());
     assert_eq!(
-        world.tick_of("opencode").unwrap().count,
+        world.tick_of("watch").unwrap().count,
         ran,
         "no tick once off"
     );

@@ -110,7 +110,7 @@ fn serve_shows_the_demo_looping_tree() {
     run(
         &dir.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--demo",
             "--db",
@@ -123,12 +123,16 @@ fn serve_shows_the_demo_looping_tree() {
     let server = serve(&dir.path, &[], &["--db", db_arg, "--listen", "127.0.0.1:0"]);
     let loops = get_json(&format!("{}/api/watchdog/loops", server.url));
     let loops = loops["loops"].as_array().unwrap();
-    assert_eq!(loops.len(), 1, "{loops:?}");
-    assert_eq!(loops[0]["session_root"], "ses_demo_build");
-    assert_eq!(loops[0]["dedup_key"], "opencode-loop:ses_demo_build");
-    assert_eq!(loops[0]["tree_url"], "/trees/ses_demo_build");
+    // The demo's looping trees: opencode's, Claude Code's and Codex's.
+    assert_eq!(loops.len(), 3, "{loops:?}");
+    let opencode = loops
+        .iter()
+        .find(|l| l["session_root"] == "ses_demo_build")
+        .expect("the opencode demo's loop");
+    assert_eq!(opencode["dedup_key"], "opencode-loop:ses_demo_build");
+    assert_eq!(opencode["tree_url"], "/trees/ses_demo_build");
     let status = get_json(&format!("{}/api/watchdog/status", server.url));
-    assert_eq!(status["open_alerts"], 1);
+    assert_eq!(status["open_alerts"], 3);
     assert_eq!(status["last_tick"]["ticked_at"], T0);
     let (code, page) = get(&format!("{}/", server.url));
     assert_eq!(code, 200);
@@ -166,12 +170,7 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
         let out = run(
             &dir.path,
             &[
-                &[
-                    "opencode",
-                    "--once",
-                    "--sessions",
-                    sample().to_str().unwrap(),
-                ][..],
+                &["watch", "--once", "--sessions", sample().to_str().unwrap()][..],
                 &common,
                 &["--now", &now.to_string(), "--set", &base],
             ]
@@ -186,8 +185,8 @@ fn edits_through_the_api_are_what_the_next_tick_uses() {
     assert!(err.contains("channel=log delivery=sent"), "{err}");
     let (_, metrics) = get(&format!("{}/metrics", server.url));
     for line in [
-        "agentwatch_deliveries_total{job=\"opencode\",channel=\"log\",result=\"sent\"} 1",
-        "agentwatch_tick_duration_seconds_count{job=\"opencode\"} 1",
+        "agentwatch_deliveries_total{job=\"watch\",channel=\"log\",result=\"sent\"} 1",
+        "agentwatch_tick_duration_seconds_count{job=\"watch\"} 1",
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
     }
@@ -384,7 +383,7 @@ fn verdicts_carry_model_provider_and_cost_since_landed() {
         run(
             &dir.path,
             &[
-                "opencode",
+                "watch",
                 "--once",
                 "--server",
                 &opencode.url(),
@@ -456,7 +455,7 @@ fn opencode_db_sessions_carry_model_provider_and_cost_too() {
     run(
         &dir.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--db",
             db.to_str().unwrap(),

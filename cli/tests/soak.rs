@@ -35,7 +35,7 @@ fn session(dir: &Path, looping: bool, name: &str) -> PathBuf {
 
 fn command(home: &Path, db: &Path, sessions: &Path, now: i64) -> Command {
     let mut cmd = agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home);
-    cmd.args(["opencode", "--once", "--now", &now.to_string(), "--db"])
+    cmd.args(["watch", "--once", "--now", &now.to_string(), "--db"])
         .arg(db)
         .arg("--sessions")
         .arg(sessions)

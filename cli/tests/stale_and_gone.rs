@@ -77,7 +77,7 @@ fn tick(home: &Path, store: &Path, oc: &Path, now: i64, sets: &[&str]) -> (Value
 fn tick_reading(home: &Path, store: &Path, now: i64, source_args: &[&str]) -> (Value, String) {
     let now = now.to_string();
     let mut args = vec![
-        "opencode",
+        "watch",
         "--once",
         "--json",
         "--db",
@@ -244,7 +244,7 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     let (report, stderr) = agentwatch(
         &tmp.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--json",
             "--now",
@@ -266,7 +266,7 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     let (report, stderr) = agentwatch(
         &tmp.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--json",
             "--now",
@@ -293,7 +293,7 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     let (report, stderr) = agentwatch(
         &tmp.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--json",
             "--now",
@@ -319,7 +319,7 @@ fn gone_belongs_to_the_source_that_saw_the_tree() {
     let (report, stderr) = agentwatch(
         &tmp.path,
         &[
-            "opencode",
+            "watch",
             "--once",
             "--json",
             "--now",

@@ -37,15 +37,7 @@ fn acks_and_silences_read_as_times() {
     let at = |t: i64| t.to_string();
     agentwatch(
         &tmp.path,
-        &[
-            "opencode",
-            "--once",
-            "--demo",
-            "--db",
-            &db,
-            "--now",
-            &at(T0),
-        ],
+        &["watch", "--once", "--demo", "--db", &db, "--now", &at(T0)],
     );
     agentwatch(
         &tmp.path,

@@ -15,7 +15,7 @@ fn agentwatch(args: &[&str]) -> Output {
 #[test]
 fn usage_errors_exit_64() {
     for args in [
-        &["opencode", "--bogus"][..],
+        &["watch", "--bogus"][..],
         &["no-such-command"],
         &["deck", "--now", "soon"],
         &[],
@@ -28,7 +28,7 @@ fn usage_errors_exit_64() {
 
 #[test]
 fn help_and_version_exit_0() {
-    for args in [&["--help"][..], &["--version"], &["opencode", "--help"]] {
+    for args in [&["--help"][..], &["--version"], &["watch", "--help"]] {
         let out = agentwatch(args);
         assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
         assert!(!out.stdout.is_empty(), "{args:?}");

@@ -1644,20 +1644,22 @@ fn precise_outputs_show_landings() {
     }
 }
 
-/// Issue 48, "a landing is new work" (precise, rule `repeated_writes`): a commit whose output
-/// names a commit the session landed already, and an edit or write whose metadata says it wrote
-/// the file as it was, are no landing. Rows: the calls after a loop of failing tests, and the
-/// calls among them (indices) that land under `precise` and under the design.
-#[test]
-fn precise_a_landing_is_new_work() {
+/// `git commit --amend` that made the commit `hash`.
+fn amend_commit(hash: &str) -> Call {
+    bash("git commit --amend --no-edit")
+        .with_metadata(json!({"exit": 0}))
+        .with_output(&format!(
+            "[main {hash}] fix\n 1 file changed, 1 insertion(+)"
+        ))
+}
+
+/// What, the calls, which of them land under `precise`, under the design.
+type LandingRow = (&'static str, Vec<Call>, Vec<usize>, Vec<usize>);
+
+/// Issue 48's landings, after eight failing test runs.
+fn landing_rows() -> Vec<LandingRow> {
     let a_py = format!("{DIR}/a.py");
-    let commit = |hash: &str| {
-        bash("git commit --amend --no-edit")
-            .with_metadata(json!({"exit": 0}))
-            .with_output(&format!(
-                "[main {hash}] fix\n 1 file changed, 1 insertion(+)"
-            ))
-    };
+    let commit = amend_commit;
     let write = |meta: Value| {
         Call::completed("write", json!({"filePath": a_py, "content": "x = 1\n"}))
             .with_metadata(meta)
@@ -1672,9 +1674,7 @@ fn precise_a_landing_is_new_work() {
         .with_output("Edit applied successfully.")
     };
     let zero = json!({"additions": 0, "deletions": 0});
-    // (what, the calls, which of them land under `precise`, under the design)
-    type Row<'a> = (&'a str, Vec<Call>, Vec<usize>, Vec<usize>);
-    let rows: Vec<Row<'_>> = vec![
+    vec![
         (
             "a commit, the same commit named again, a new commit",
             vec![commit("4e1f0a2"), commit("4e1f0a2"), commit("9b7c3d1")],
@@ -1730,11 +1730,19 @@ fn precise_a_landing_is_new_work() {
             vec![0],
             vec![0],
         ),
-    ];
+    ]
+}
+
+/// Issue 48, "a landing is new work" (precise, rule `repeated_writes`): a commit whose output
+/// names a commit the session landed already, and an edit or write whose metadata says it wrote
+/// the file as it was, are no landing. Rows: the calls after a loop of failing tests, and the
+/// calls among them (indices) that land under `precise` and under the design.
+#[test]
+fn precise_a_landing_is_new_work() {
     let looping: Vec<Call> = (0..8)
         .map(|_| bash_exit("pytest -q", 1).with_output("1 failed"))
         .collect();
-    for (name, after, precise_lands, design_lands) in rows {
+    for (name, after, precise_lands, design_lands) in landing_rows() {
         let mut calls = looping.clone();
         calls.extend(after);
         let landed = |config: &DetectConfig| -> Vec<usize> {
@@ -1760,7 +1768,7 @@ fn precise_a_landing_is_new_work() {
         );
     }
     // The same commit amended again and again: the first lands, the rest repeat it.
-    let calls: Vec<Call> = (0..6).map(|_| commit("4e1f0a2")).collect();
+    let calls: Vec<Call> = (0..6).map(|_| amend_commit("4e1f0a2")).collect();
     let v = judge_with(&precise(), calls.clone());
     assert_eq!(v.signals, vec![Signal::Repeat], "{}", v.summary());
     assert_eq!(v.reason.calls_since_landed, 5);

@@ -325,7 +325,7 @@ impl TranscriptsSection {
 #[serde(default, deny_unknown_fields)]
 pub struct FollowSection {
     /// `agentwatch run` follows the event streams instead of ticking opencode every
-    /// `run.opencode_interval_s` (which stays the poll of a server without a stream).
+    /// `run.watch_interval_s` (which stays the poll of a server without a stream).
     pub enabled: bool,
     /// The alert lifecycle runs at most once per this many seconds (the events in between are
     /// judged together).
@@ -471,8 +471,10 @@ impl Default for RecoverSection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobName {
-    /// The opencode loop watchdog (`agentwatch opencode --once`).
-    Opencode,
+    /// The sessions watchdog of every agent (`agentwatch watch --once`); `opencode`, its old
+    /// name, still reads.
+    #[serde(alias = "opencode")]
+    Watch,
     /// The agent-deck watchdog (`agentwatch deck --once`).
     Deck,
     /// The confirmed-loop restart (`agentwatch recover --once`).
@@ -481,34 +483,34 @@ pub enum JobName {
 
 impl JobName {
     /// Every job, in the order ties are run.
-    pub const ALL: [Self; 3] = [Self::Opencode, Self::Deck, Self::Recover];
+    pub const ALL: [Self; 3] = [Self::Watch, Self::Deck, Self::Recover];
 
     /// The job's name, as in the config, the journal and its run lock.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Opencode => "opencode",
+            Self::Watch => "watch",
             Self::Deck => "deck",
             Self::Recover => "recover",
         }
     }
 
-    /// Why the job has nothing to do under `config`, if it has not: opencode while
+    /// Why the job has nothing to do under `config`, if it has not: watch while
     /// `watchdog.enabled = false`, recover while `recover.unit` names no unit. `agentwatch run`
     /// asks at every tick (so the switch works both ways without a restart) and `status` shows
     /// such a job as disabled, never as stale.
     pub fn disabled_because(self, config: &Config) -> Option<&'static str> {
         match self {
-            Self::Opencode if !config.watchdog.enabled => Some("watchdog.enabled = false"),
+            Self::Watch if !config.watchdog.enabled => Some("watchdog.enabled = false"),
             Self::Recover if config.recover.unit.is_empty() => Some("recover.unit is not set"),
             _ => None,
         }
     }
 
-    /// Seconds between the job's ticks: `run.opencode_interval_s`, `deck.interval_s`,
+    /// Seconds between the job's ticks: `run.watch_interval_s`, `deck.interval_s`,
     /// `run.recover_interval_s`.
     pub fn interval_s(self, config: &Config) -> u64 {
         match self {
-            Self::Opencode => config.run.opencode_interval_s,
+            Self::Watch => config.run.watch_interval_s,
             Self::Deck => config.deck.interval_s,
             Self::Recover => config.run.recover_interval_s,
         }
@@ -519,12 +521,14 @@ impl JobName {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSection {
-    /// The jobs to run (`opencode`, `deck`, `recover`), each scheduled from the start; a tick of
-    /// opencode while `watchdog.enabled = false`, or of recover while `recover.unit` is empty, does
+    /// The jobs to run (`watch`, `deck`, `recover`), each scheduled from the start; a tick of
+    /// watch while `watchdog.enabled = false`, or of recover while `recover.unit` is empty, does
     /// nothing (`result=disabled`).
     pub jobs: Vec<JobName>,
-    /// Seconds between opencode ticks (the timer's 5 minutes).
-    pub opencode_interval_s: u64,
+    /// Seconds between the sessions watchdog's ticks (the timer's 5 minutes); its old name
+    /// reads too.
+    #[serde(alias = "opencode_interval_s")]
+    pub watch_interval_s: u64,
     /// Seconds between recover checks (the timer's minute). The deck's is `deck.interval_s`.
     pub recover_interval_s: u64,
 }
@@ -533,7 +537,7 @@ impl Default for RunSection {
     fn default() -> Self {
         Self {
             jobs: JobName::ALL.to_vec(),
-            opencode_interval_s: 300,
+            watch_interval_s: 300,
             recover_interval_s: 60,
         }
     }
@@ -720,6 +724,9 @@ pub struct Loaded {
     pub files: Vec<PathBuf>,
     /// The `--set` flags, applied last (a server's live edits show the values they decide).
     pub sets: Vec<String>,
+    /// Old names the configuration still uses, each with its new name (`OLD: now NEW`): read as
+    /// the new ones, noted once per load, listed by `doctor`.
+    pub old_names: Vec<String>,
 }
 
 /// Environment lookups, passed in so tests and callers control them.
@@ -819,7 +826,7 @@ fn present_jobs(config: &Config, table: &Table, env: Env<'_>) -> Vec<JobName> {
     JobName::ALL
         .into_iter()
         .filter(|job| match job {
-            JobName::Opencode => true,
+            JobName::Watch => true,
             JobName::Deck => deck,
             JobName::Recover => !config.recover.unit.is_empty(),
         })
@@ -1211,6 +1218,7 @@ fn load_layers(
             set_path(&mut table, &key, value)?;
         }
     }
+    let old_names = noted_old_names(&table);
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
@@ -1220,7 +1228,38 @@ fn load_layers(
         config,
         files,
         sets: sets.to_vec(),
+        old_names,
     })
+}
+
+/// [`old_names`], each noted in the journal (`config=… message="run.watch_interval_s: now
+/// run.watch_interval_s (the old name still works; …)"`).
+fn noted_old_names(table: &Table) -> Vec<String> {
+    let old_names = old_names(table);
+    for note in &old_names {
+        crate::journal::Line::warning("config", crate::clock::now_or_clock(None))
+            .field(
+                "message",
+                format!("{note} (the old name still works; rename it when you next edit the file)"),
+            )
+            .emit();
+    }
+    old_names
+}
+
+/// The names a configuration uses that the sessions job's rename (from `opencode` to `watch`)
+/// replaced, each as `OLD: now NEW`.
+pub fn old_names(table: &Table) -> Vec<String> {
+    let run = table.get("run").and_then(Value::as_table);
+    let mut out = Vec::new();
+    if run.is_some_and(|r| r.contains_key("opencode_interval_s")) {
+        out.push("run.opencode_interval_s: now run.watch_interval_s".to_owned());
+    }
+    let jobs = run.and_then(|r| r.get("jobs")).and_then(Value::as_array);
+    if jobs.is_some_and(|j| j.iter().any(|v| v.as_str() == Some("opencode"))) {
+        out.push(r#"run.jobs "opencode": now "watch""#.to_owned());
+    }
+    out
 }
 
 impl Config {
@@ -1725,12 +1764,12 @@ pub const BOUNDS: &[Bound] = &[
         |c| vec![c.follow.max_backoff_s as f64]
     ),
     bound!(
-        "run.opencode_interval_s",
+        "run.watch_interval_s",
         1.0,
         false,
         DAY,
         "a tick at least daily",
-        |c| vec![c.run.opencode_interval_s as f64]
+        |c| vec![c.run.watch_interval_s as f64]
     ),
     bound!(
         "run.recover_interval_s",
@@ -2258,15 +2297,15 @@ mod tests {
         let listed = "[run]\njobs = [\"opencode\", \"deck\"]\n";
         // (config text, agent-deck on PATH, run.jobs)
         let cases: [(&str, bool, &[JobName]); 5] = [
-            ("", false, &[JobName::Opencode]),
-            ("", true, &[JobName::Opencode, JobName::Deck]),
+            ("", false, &[JobName::Watch]),
+            ("", true, &[JobName::Watch, JobName::Deck]),
             (
                 "[deck]\ninterval_s = 60\n",
                 false,
-                &[JobName::Opencode, JobName::Deck],
+                &[JobName::Watch, JobName::Deck],
             ),
-            (recover, false, &[JobName::Opencode, JobName::Recover]),
-            (listed, false, &[JobName::Opencode, JobName::Deck]),
+            (recover, false, &[JobName::Watch, JobName::Recover]),
+            (listed, false, &[JobName::Watch, JobName::Deck]),
         ];
         for (text, on_path, jobs) in cases {
             let file = write(&dir, "config.toml", text);

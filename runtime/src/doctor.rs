@@ -204,6 +204,14 @@ fn config_checks(loaded: &Loaded, env: Env<'_>) -> Vec<Check> {
             format!("{what} not configured: the defaults apply"),
         ));
     }
+    checks.extend(loaded.old_names.iter().map(|note| {
+        check(
+            "config",
+            "old name",
+            Status::Warn,
+            format!("{note}: it still works; rename it when you next edit the file"),
+        )
+    }));
     checks
 }
 

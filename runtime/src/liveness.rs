@@ -37,7 +37,7 @@ pub fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec
             None => Vec::new(),
         };
         let mut last = ticks.first().map(|e| (e.at, e.result.clone()));
-        if let (None, JobName::Opencode, Some(s)) = (&last, job, store) {
+        if let (None, JobName::Watch, Some(s)) = (&last, job, store) {
             last = s
                 .last_tick()
                 .map_err(Error::from)?
@@ -50,7 +50,7 @@ pub fn job_ticks(store: Option<&Store>, config: &Config, now: i64) -> Result<Vec
         let alive_at = last_alive_tick(&ticks).or(last
             .as_ref()
             .map(|(at, _)| *at)
-            .filter(|_| job == JobName::Opencode));
+            .filter(|_| job == JobName::Watch));
         let stale = disabled.is_none()
             && alive_at.is_some_and(|at| {
                 now.saturating_sub(at) > interval_s.saturating_mul(STALE_INTERVALS)
@@ -143,13 +143,13 @@ mod tests {
         let now = t0 + 3_100;
         // (run.jobs, the deck is stale and raised)
         let cases = [
-            (vec![JobName::Opencode], None),
-            (vec![JobName::Opencode, JobName::Deck], Some(t0)),
+            (vec![JobName::Watch], None),
+            (vec![JobName::Watch, JobName::Deck], Some(t0)),
         ];
         for (jobs, stale_since) in cases {
             let mut config = Config::default();
             config.run.jobs = jobs.clone();
-            let stale = stale_jobs(&store, &config, now, JobName::Opencode).expect("read");
+            let stale = stale_jobs(&store, &config, now, JobName::Watch).expect("read");
             let deck = stale.iter().find(|j| j.job == "deck").map(|j| j.last_at);
             assert_eq!(deck, stale_since, "run.jobs = {jobs:?}");
         }

@@ -9,7 +9,7 @@
 //! } -> STOPPING=1, exit 0
 //! ```
 //!
-//! * **Cadence**: opencode every `run.opencode_interval_s`, deck every `deck.interval_s`, recover
+//! * **Cadence**: opencode every `run.watch_interval_s`, deck every `deck.interval_s`, recover
 //!   every `run.recover_interval_s`, counted from the start of the job's last tick; a job may ask
 //!   to be called sooner ([`TickOutcome::next_wakeup`]: its cores' `next_wakeup`, a cooldown's
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
@@ -112,7 +112,7 @@ impl Schedule {
 /// What one tick of a job came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickOutcome {
-    /// The job's outcome (`ok`, `flagged`, `no_opencode`, a recover decision, ...), or
+    /// The job's outcome (`ok`, `flagged`, `no_source`, a recover decision, ...), or
     /// `locked`, `disabled`, `error`.
     pub result: String,
     /// The exit code the oneshot would have had.
@@ -245,7 +245,7 @@ impl Jobs for JobRunner<'_> {
             Err(err) => return TickOutcome::failed(&err),
         }
         let result = match job {
-            JobName::Opencode => {
+            JobName::Watch => {
                 let result = jobs::sessions::run(&jobs::sessions::Options {
                     now: Some(now),
                     ..opencode_options(o)
@@ -341,7 +341,7 @@ fn start_follower(
         .spawn(move || {
             let followed = jobs::sessions::follow::follow_on_system_clock(&args, &stop, |tick| {
                 let record = TickRecord {
-                    job: JobName::Opencode,
+                    job: JobName::Watch,
                     started: tick.started,
                     took: tick.took,
                     outcome: opencode_outcome(tick.result),
@@ -351,7 +351,7 @@ fn start_follower(
             });
             if let Err(e) = followed {
                 Line::err("run", now_or_clock(None))
-                    .field("job", JobName::Opencode.as_str())
+                    .field("job", JobName::Watch.as_str())
                     .field("result", "error")
                     .field("error", e.to_string())
                     .emit();
@@ -470,7 +470,7 @@ fn refuse_a_disabled_job(options: &Options, config: &Config) -> Result<(), Error
     };
     Err(Error::config(match job {
         JobName::Recover => "recover.unit: not set; nothing to restart (see `agentwatch config`)",
-        JobName::Opencode => "watchdog.enabled is false: the opencode job has nothing to do",
+        JobName::Watch => "watchdog.enabled is false: the opencode job has nothing to do",
         JobName::Deck => "the deck job is not enabled",
     }))
 }
@@ -524,7 +524,7 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     // The follower does the sessions job's ticks (it leaves the schedule): with
     // `follow.enabled`, or when a source's directory can wake it (an agent's transcripts).
     let live = loaded.config.follow.enabled || watches_directories(&loaded.config, options, env);
-    let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Opencode);
+    let follow = live && cadences.iter().any(|(j, _)| *j == JobName::Watch);
     let mut clock = SystemClock::with_signals()?;
     let notifier = notifier_or_none(env, clock.now());
     let store = if options.dry_run {
@@ -538,11 +538,11 @@ pub fn run(options: &Options) -> Result<u8, Error> {
     let listed: Vec<String> = cadences
         .iter()
         .map(|&(job, every)| match job {
-            JobName::Opencode if follow => format!("{}:follow", job.as_str()),
+            JobName::Watch if follow => format!("{}:follow", job.as_str()),
             _ => format!("{}:{every}s", job.as_str()),
         })
         .collect();
-    cadences.retain(|(job, _)| !follow || *job != JobName::Opencode);
+    cadences.retain(|(job, _)| !follow || *job != JobName::Watch);
     start_line(start, &listed, &db, options.dry_run, &notifier);
     let ping_every = notifier
         .watchdog_interval()
@@ -715,7 +715,7 @@ mod tests {
         let mut w = world(1000 + 125, 0);
         let mut s = Schedule::new(
             &[
-                (JobName::Opencode, 60),
+                (JobName::Watch, 60),
                 (JobName::Deck, 15),
                 (JobName::Recover, 60),
             ],
@@ -729,12 +729,12 @@ mod tests {
                 .map(|t| t.1 - 1000)
                 .collect()
         };
-        assert_eq!(at(JobName::Opencode), [0, 60, 120]);
+        assert_eq!(at(JobName::Watch), [0, 60, 120]);
         assert_eq!(at(JobName::Deck), [0, 15, 30, 45, 60, 75, 90, 105, 120]);
         assert_eq!(at(JobName::Recover), [0, 60, 120]);
         // Ties run in the listed order.
         let first: Vec<JobName> = seen.ticks.iter().take(3).map(|t| t.0).collect();
-        assert_eq!(first, [JobName::Opencode, JobName::Deck, JobName::Recover]);
+        assert_eq!(first, [JobName::Watch, JobName::Deck, JobName::Recover]);
     }
 
     #[test]
@@ -763,7 +763,7 @@ mod tests {
     fn a_stop_during_a_tick_lets_it_finish_and_runs_nothing_more() {
         let mut w = world(i64::MAX, 3);
         w.jobs.stop_during = Some(2);
-        let mut s = Schedule::new(&[(JobName::Opencode, 60), (JobName::Deck, 60)], 1000);
+        let mut s = Schedule::new(&[(JobName::Watch, 60), (JobName::Deck, 60)], 1000);
         let seen = run_world(&mut w, &mut s, None);
         assert_eq!(
             seen.ticks.len(),
@@ -776,7 +776,7 @@ mod tests {
     #[test]
     fn the_watchdog_is_pinged_between_ticks() {
         let mut w = world(1000 + 100, 0);
-        let mut s = Schedule::new(&[(JobName::Opencode, 60)], 1000);
+        let mut s = Schedule::new(&[(JobName::Watch, 60)], 1000);
         let seen = run_world(&mut w, &mut s, Some(30));
         let pings: Vec<i64> = seen.pings.iter().map(|p| p - 1000).collect();
         assert_eq!(pings, [30, 60, 90]);
@@ -821,20 +821,20 @@ mod tests {
         assert_eq!(
             cadences(&c),
             [
-                (JobName::Opencode, 300),
+                (JobName::Watch, 300),
                 (JobName::Deck, 15),
                 (JobName::Recover, 60)
             ]
         );
         // A job switched off stays scheduled: its ticks ask again (the switch works live).
         c.watchdog.enabled = false;
-        c.run.jobs = vec![JobName::Recover, JobName::Opencode];
+        c.run.jobs = vec![JobName::Recover, JobName::Watch];
         assert_eq!(
             cadences(&c),
-            [(JobName::Opencode, 300), (JobName::Recover, 60)]
+            [(JobName::Watch, 300), (JobName::Recover, 60)]
         );
         assert_eq!(
-            JobName::Opencode.disabled_because(&c),
+            JobName::Watch.disabled_because(&c),
             Some("watchdog.enabled = false")
         );
         c.recover.unit.clear();

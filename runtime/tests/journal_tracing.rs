@@ -118,10 +118,15 @@ fn an_embedders_subscriber_receives_the_journal_with_its_fields() {
         ]
     );
     assert_eq!(done.get("fired"), Some(report.fired().to_string().as_str()));
-    // The demo's loop fires: an alert line at the level of its severity, its title a field.
+    // The demo's opencode loop fires: an alert line at the level of its severity, its title a
+    // field (the demo's Claude Code and Codex loops have theirs too).
     let alert = seen
         .iter()
-        .find(|e| e.get("journal") == Some("alert"))
+        .find(|e| {
+            e.get("journal") == Some("alert")
+                && e.get("dedup")
+                    .is_some_and(|d| d.starts_with("opencode-loop:"))
+        })
         .expect("an alert line");
     assert!(
         matches!(alert.level, Level::ERROR | Level::WARN),

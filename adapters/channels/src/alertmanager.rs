@@ -21,7 +21,7 @@ pub const ALERT_KINDS: &[AlertKind] = &[
     AlertKind {
         prefix: alert_state::DEDUP_KEY_PREFIX,
         alertname: "AgentwatchSessionLoop",
-        job: "opencode",
+        job: "watch",
     },
     AlertKind {
         prefix: "agent-deck:",
@@ -45,7 +45,7 @@ pub struct AlertKind {
     pub prefix: &'static str,
     /// The `alertname` label (`AgentwatchSessionLoop`).
     pub alertname: &'static str,
-    /// The `job` label: the agentwatch job that raises it (`opencode`).
+    /// The `job` label: the agentwatch job that raises it (`watch`).
     pub job: &'static str,
 }
 
@@ -346,7 +346,7 @@ mod tests {
                 "opencode-loop:ses_a",
                 json!({"root": "ses_a", "opened_at": 10, "link": "http://devbox:8080/admin/trees/ses_a"}),
                 "AgentwatchSessionLoop",
-                "opencode",
+                "watch",
                 "ses_a",
             ),
             (
@@ -400,7 +400,7 @@ mod tests {
             json!({
                 "labels": {
                     "alertname": "AgentwatchSessionLoop", "dedup_key": "opencode-loop:ses_a",
-                    "root": "ses_a", "severity": "warning", "host": "devbox", "job": "opencode",
+                    "root": "ses_a", "severity": "warning", "host": "devbox", "job": "watch",
                 },
                 "annotations": {
                     "summary": "opencode loop: explore",

@@ -2,7 +2,7 @@
 //!
 //! One database file (WAL) holds what a oneshot run must remember for the next one:
 //! - `watchdog_ticks`: one row per tick (`ticked_at`, `sessions_seen`, `outcome` ok / flagged /
-//!   no_opencode, alerts fired);
+//!   no_source, alerts fired);
 //! - `watchdog_verdicts`: each session's verdict with the reason's figures, stored at the tick
 //!   it changed (an unchanged verdict is not written again), and `watchdog_current_verdicts`,
 //!   which points each session of the last tick at its newest row; each tick row keeps its own
@@ -102,7 +102,7 @@ const MIGRATIONS: &[&str] = &[
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         ticked_at INTEGER NOT NULL,
         sessions_seen INTEGER NOT NULL,
-        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'flagged', 'no_opencode')),
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'flagged', 'no_source')),
         alerts_fired INTEGER NOT NULL DEFAULT 0,
         servers TEXT NOT NULL DEFAULT '[]'
     );
@@ -902,7 +902,7 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// How many ticks ended with each outcome (`ok`, `flagged`, `no_opencode`).
+    /// How many ticks ended with each outcome (`ok`, `flagged`, `no_source`).
     pub fn tick_outcomes(&self) -> Result<Vec<(String, i64)>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT outcome, COUNT(*) FROM watchdog_ticks GROUP BY outcome ORDER BY outcome",

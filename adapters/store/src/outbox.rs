@@ -46,7 +46,7 @@ pub struct OutboxRow {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TickWrite<'a> {
     pub ticked_at: i64,
-    /// `ok`, `flagged` or `no_opencode`.
+    /// `ok`, `flagged` or `no_source`.
     pub outcome: &'a str,
     pub sessions_seen: i64,
     pub alerts_fired: i64,

@@ -73,16 +73,16 @@ impl Metrics {
         metrics
     }
 
-    /// The opencode job's ticks (its own table), its latest tick and the open alerts.
+    /// The watch job's ticks (its own table), its latest tick and the open alerts.
     fn read_opencode(&self, store: &Store) -> Result<(), StoreError> {
         for (outcome, count) in store.tick_outcomes()? {
             self.ticks
-                .get_or_create(&labels(&[("job", "opencode"), ("outcome", &outcome)]))
+                .get_or_create(&labels(&[("job", "watch"), ("outcome", &outcome)]))
                 .inc_by(to_u64(count));
         }
         if let Some(tick) = store.last_tick()? {
             self.last_tick
-                .get_or_create(&labels(&[("job", "opencode")]))
+                .get_or_create(&labels(&[("job", "watch")]))
                 .set(tick.ticked_at as f64);
             self.sessions_seen.set(tick.sessions_seen);
             self.trees_flagged.set(store.flagged_trees(tick.id)?);
@@ -105,8 +105,9 @@ impl Metrics {
     /// Every job's events: ticks, deliveries, restarts and tick durations.
     fn read_events(&self, store: &Store) -> Result<(), StoreError> {
         for e in store.event_counts(EventKind::Tick)? {
-            // The opencode job's ticks are counted from its own table.
-            if e.job != "opencode" {
+            // The watch job's ticks are counted from its own table (`opencode`: its old name,
+            // in the events of a store it wrote before the rename).
+            if e.job != "watch" && e.job != "opencode" {
                 self.ticks
                     .get_or_create(&labels(&[("job", &e.job), ("outcome", &e.result)]))
                     .inc_by(to_u64(e.count));

@@ -388,7 +388,7 @@ fn metric_labels_are_escaped() {
     store
         .record_events(&[JobEvent {
             at: T0,
-            job: "opencode".into(),
+            job: "watch".into(),
             kind: EventKind::Delivery,
             name: "ops \"east\" \\ log\nnext".into(),
             result: "failed".into(),
@@ -408,7 +408,7 @@ fn metric_labels_are_escaped() {
             .unwrap_or_else(|| panic!("no delivery line in\n{body}"));
         assert_eq!(
             line,
-            "agentwatch_deliveries_total{job=\"opencode\",channel=\"ops \\\"east\\\" \\\\ log\\nnext\",result=\"failed\"} 1",
+            "agentwatch_deliveries_total{job=\"watch\",channel=\"ops \\\"east\\\" \\\\ log\\nnext\",result=\"failed\"} 1",
             "{accept}"
         );
     }
@@ -473,8 +473,8 @@ fn metrics_count_what_the_store_holds() {
     );
     assert!(!classic.body.contains("# EOF"));
     for line in [
-        "agentwatch_ticks_total{job=\"opencode\",outcome=\"flagged\"} 3",
-        "agentwatch_last_tick_timestamp_seconds{job=\"opencode\"} 1790000600.0",
+        "agentwatch_ticks_total{job=\"watch\",outcome=\"flagged\"} 3",
+        "agentwatch_last_tick_timestamp_seconds{job=\"watch\"} 1790000600.0",
         "agentwatch_sessions_seen 3",
         "agentwatch_trees_flagged 1",
         "agentwatch_open_alerts{severity=\"critical\"} 1",
@@ -516,17 +516,10 @@ fn metrics_show_recorded_job_events() {
                 "succeeded",
                 None,
             ),
+            ev(T0 + 60, "watch", EventKind::Delivery, "log", "sent", None),
             ev(
                 T0 + 60,
-                "opencode",
-                EventKind::Delivery,
-                "log",
-                "sent",
-                None,
-            ),
-            ev(
-                T0 + 60,
-                "opencode",
+                "watch",
                 EventKind::Delivery,
                 "hook",
                 "failed",
@@ -544,7 +537,7 @@ fn metrics_show_recorded_job_events() {
         "agentwatch_ticks_total{job=\"recover\",outcome=\"ok\"} 2",
         "agentwatch_last_tick_timestamp_seconds{job=\"recover\"} 1790000060.0",
         "agentwatch_restarts_total{job=\"recover\",result=\"succeeded\"} 1",
-        "agentwatch_deliveries_total{job=\"opencode\",channel=\"hook\",result=\"failed\"} 1",
+        "agentwatch_deliveries_total{job=\"watch\",channel=\"hook\",result=\"failed\"} 1",
         "agentwatch_tick_duration_seconds_count{job=\"recover\"} 2",
         "agentwatch_tick_duration_seconds_bucket{job=\"recover\",le=\"0.05\"} 1",
     ] {
@@ -615,7 +608,7 @@ fn promtool_accepts_the_metrics() {
         .unwrap()
         .record_events(&[agentwatch_store::JobEvent {
             at: T0,
-            job: "opencode".into(),
+            job: "watch".into(),
             kind: agentwatch_store::EventKind::Delivery,
             name: "ops \"east\" \\ log".into(),
             result: "failed".into(),

@@ -74,7 +74,7 @@ fn launch(dir: &Path, args: &[&str]) -> Serve {
 /// defaults, and two channels (one enabled as `on` says, one the other way).
 fn config(on: bool) -> String {
     format!(
-        "[serve]\nenabled = true\nlisten = \"127.0.0.1:0\"\n\n[run]\njobs = [\"opencode\"]\n\n\
+        "[serve]\nenabled = true\nlisten = \"127.0.0.1:0\"\n\n[run]\njobs = [\"watch\"]\n\n\
          [opencode]\ndb = \"/nonexistent/opencode.db\"\n\n[watchdog]\nenabled = {on}\nlocal_llm_enabled = {on}\n\n[watchdog.detector]\n\
          top_min = 14\ndup_min = 0.3\n\n\
          [[channels]]\nname = \"log\"\ntype = \"log\"\npath = \"alerts.jsonl\"\nenabled = {on}\nmin_severity = \"critical\"\n\n\

@@ -41,7 +41,7 @@ pub fn repo_root() -> PathBuf {
 /// One tick of the opencode job over the demo sessions file at `now`.
 pub fn tick(dir: &Path, now: i64, extra: &[&str]) -> String {
     let out = Command::new(agentwatch_bin())
-        .args(["opencode", "--once", "--sessions"])
+        .args(["watch", "--once", "--sessions"])
         .arg(repo_root().join("fixtures/sample.json"))
         .arg("--db")
         .arg(dir.join("agentwatch.db"))

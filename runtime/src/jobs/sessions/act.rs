@@ -499,7 +499,7 @@ fn abort_loops(
         let events: Vec<_> = done
             .iter()
             .map(|(session, result)| {
-                job_event(now, "opencode", EventKind::Abort, session, result, None)
+                job_event(now, "watch", EventKind::Abort, session, result, None)
             })
             .collect();
         record_events(store, &events);

@@ -319,7 +319,7 @@ pub fn step(
 ) -> Result<(SourceHealth, Option<TickOutcome>), Error> {
     health.observe(failed, now);
     let stale_jobs = match store {
-        Some(store) => crate::liveness::stale_jobs(store, config, now, JobName::Opencode)?,
+        Some(store) => crate::liveness::stale_jobs(store, config, now, JobName::Watch)?,
         None => Vec::new(),
     };
     let threshold = config.watchdog.blind_after_ticks;

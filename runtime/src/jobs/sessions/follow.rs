@@ -19,7 +19,7 @@
 //! * **Resync**: the first tick, and the first after a stream (re)opens, reads its server as a
 //!   tick does (every changed session after its cursor), so nothing said while the stream was
 //!   down is missed. A frame that could not be read also asks for one.
-//! * **Polls**: every `run.opencode_interval_s` a tick reads every source, the streamed servers
+//! * **Polls**: every `run.watch_interval_s` a tick reads every source, the streamed servers
 //!   through their focus and the others (a server that answers `/global/event` with 404 or 405,
 //!   `opencode.db`) as `--once` does, so nothing without a stream goes unread and the job's last
 //!   tick is never older than its interval.
@@ -301,14 +301,14 @@ impl Follower {
             pacer: Pacer::new(config.follow.min_interval_s),
             pending: Pending::default(),
             streaming: HashSet::new(),
-            poll_every: i64::try_from(config.run.opencode_interval_s).unwrap_or(300),
+            poll_every: i64::try_from(config.run.watch_interval_s).unwrap_or(300),
             last_poll: None,
             wakeup: None,
             first: true,
         }
     }
 
-    /// Every source is read at least every `run.opencode_interval_s` (a server without a
+    /// Every source is read at least every `run.watch_interval_s` (a server without a
     /// stream, opencode.db), so the job's tick is never older than its interval.
     fn poll_due(&self, now: i64) -> bool {
         self.last_poll

@@ -73,6 +73,17 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         demo_config(&mut config);
     }
     let manual = ManualStore::new(args, &mut config, now);
+    let _demo = if args.demo {
+        Some(sources::demo::DemoFiles::write(&mut config).map_err(|e| {
+            let dir = std::env::temp_dir();
+            Error::io(format!(
+                "writing the demo's transcripts under {}: {e}",
+                dir.display()
+            ))
+        })?)
+    } else {
+        None
+    };
     let db_path = match &manual {
         Some(manual) => manual.db_path(),
         None => store_path(&config, args.db.as_deref(), env)?,
@@ -171,6 +182,8 @@ fn open_store(
     if dry_run {
         return Ok((None, open_existing_read_only(db_path)?));
     }
+    // The lock keeps the job's old name: a timer installed before the rename and one after
+    // must never tick together.
     let lock = take_lock(db_path, "opencode")?;
     Ok((Some(lock), Some(Store::open(db_path).map_err(Error::from)?)))
 }

@@ -44,15 +44,15 @@ pub struct Options {
 }
 
 impl Options {
-    /// Without `--once` or `--follow`, `agentwatch opencode` keeps running: the opencode job of
-    /// `agentwatch run` alone, on the configured sources (`None` for one tick or the follower).
+    /// Without `--once`, `--follow` or `--demo` (one tick of its own), `agentwatch watch` keeps
+    /// running: the watch job of `agentwatch run` alone, on the configured sources (`None` for
+    /// one tick or the follower).
     pub fn daemon(&self) -> Result<Option<crate::run_options::Options>, Error> {
-        if self.once || self.follow {
+        if self.once || self.follow || self.demo {
             return Ok(None);
         }
         let one_tick = [
             ("--now", self.now.is_some()),
-            ("--demo", self.demo),
             ("--sessions", !self.session_files.is_empty()),
             ("--full-read", self.full_read),
             ("--server", !self.servers.is_empty()),
@@ -60,7 +60,7 @@ impl Options {
             ("--verbose", self.verbose),
         ];
         crate::run_options::Options::job_alone(
-            config::JobName::Opencode,
+            config::JobName::Watch,
             &one_tick,
             self.config.clone(),
             self.db.clone(),

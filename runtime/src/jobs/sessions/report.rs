@@ -46,7 +46,7 @@ impl TickReport {
     pub(super) fn empty(now: i64, collected: &Collected) -> Self {
         Self {
             now,
-            outcome: "no_opencode",
+            outcome: "no_source",
             sources: collected.answered.clone(),
             failed: collected.failed.clone(),
             deadline_skipped: collected.deadline_skipped,
@@ -68,7 +68,7 @@ impl TickReport {
     pub fn events(&self, duration_ms: Option<i64>) -> Vec<JobEvent> {
         let tick = job_event(
             self.now,
-            "opencode",
+            "watch",
             EventKind::Tick,
             "",
             self.outcome,
@@ -86,7 +86,7 @@ impl TickReport {
             .map(|(channel, result)| {
                 job_event(
                     self.now,
-                    "opencode",
+                    "watch",
                     EventKind::Delivery,
                     channel,
                     result,

@@ -64,7 +64,7 @@ pub fn blind_tick(
     env: Env<'_>,
 ) -> Result<TickReport, Error> {
     Line::warning("watchdog", now)
-        .field("outcome", "no_opencode")
+        .field("outcome", "no_source")
         .field("reason", "no source answered")
         .emit();
     let mut report = TickReport::empty(now, collected);
@@ -93,7 +93,7 @@ pub fn blind_tick(
         store
             .commit_tick(&TickWrite {
                 ticked_at: now,
-                outcome: "no_opencode",
+                outcome: "no_source",
                 sessions_seen: 0,
                 alerts_fired: i64::try_from(fired(&decisions)).unwrap_or(i64::MAX),
                 servers: &[],

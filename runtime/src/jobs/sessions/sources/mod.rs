@@ -15,6 +15,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod demo;
 pub mod files;
 pub mod gemini;
 pub mod opencode_db;
@@ -272,6 +273,11 @@ pub fn sources(
         .collect();
     if configured_sources(config, args) {
         out.extend(opencode_db::DbSource::configured(config, env));
+        out.extend(claude::ClaudeSource::configured(config, env));
+        out.extend(codex::CodexSource::configured(config, env));
+        out.extend(gemini::GeminiSource::configured(config, env));
+    } else if args.demo {
+        // The demo's transcripts, where `demo::DemoFiles` pointed each agent's section.
         out.extend(claude::ClaudeSource::configured(config, env));
         out.extend(codex::CodexSource::configured(config, env));
         out.extend(gemini::GeminiSource::configured(config, env));
