@@ -83,6 +83,13 @@ impl World {
     }
 
     fn run(&self, args: &[&str]) -> Run {
+        Run {
+            out: self.command(args).output().unwrap(),
+        }
+    }
+
+    /// `agentwatch deck ARGS` in this world.
+    fn command(&self, args: &[&str]) -> Command {
         let path = std::env::var("PATH").unwrap_or_default();
         let path = if self.on_path {
             format!("{}:{path}", self.deck.dir().display())
@@ -103,9 +110,7 @@ impl World {
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }
-        Run {
-            out: cmd.output().unwrap(),
-        }
+        cmd
     }
 
     /// `deck --once --json --now NOW [extra]`, which must exit 0.
@@ -1252,4 +1257,50 @@ fn a_second_run_exits_75_and_now_needs_once() {
 
     let run = world.run(&["--now", &T0.to_string()]);
     assert_eq!(run.code(), Some(64));
+}
+
+/// Issue 50: the daemon stops cleanly on SIGTERM or SIGINT between its ticks, as `run` does:
+/// exit 0, the tick's states in the store, and a `daemon=stop` line saying why.
+#[test]
+fn the_daemon_stops_on_sigterm_or_sigint_with_its_state_written() {
+    use agentwatch_runtime::jobs::deck::{ALERT_STATE_KEY, GUARD_STATE_KEY, SEEN_STATE_KEY};
+    use std::io::BufRead;
+    for signal in ["TERM", "INT"] {
+        let world = World::new(&format!("signal-{signal}"));
+        world.config("[deck]\ninterval_s = 3600\n");
+        world.deck.script(&crashing_conductor_script());
+        let mut child = world
+            .command(&["--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A tick's report is printed once the tick is stored; the daemon then waits an hour.
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let tick: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+        assert!(tick["sessions"].is_array(), "{tick}");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+        let out = child.wait_with_output().unwrap();
+        let journal = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "SIG{signal}: {journal}");
+        assert!(
+            journal.contains("daemon=stop") && journal.contains("reason=signal"),
+            "SIG{signal}: {journal}"
+        );
+        let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
+        for key in [GUARD_STATE_KEY, ALERT_STATE_KEY, SEEN_STATE_KEY] {
+            assert!(
+                store.load_state(key).unwrap().is_some(),
+                "SIG{signal}: no {key} state: {journal}"
+            );
+        }
+    }
 }
