@@ -455,3 +455,78 @@ fn alertmanager_down_fails_the_delivery_not_the_tick_and_catches_up() {
             .is_empty()
     );
 }
+
+/// Issue 50: what Alertmanager must be told is stored with the alert transition, in the tick's
+/// transaction, not after the post. A tick killed (SIGKILL) while its post of a new alert is
+/// in flight leaves the alert for the next tick's post, carrying the event's id: at least once.
+/// The receiver is a stand-in (the real Alertmanager answers before a kill could land); it
+/// kills the tick when the first post arrives.
+#[test]
+fn a_tick_killed_during_its_post_leaves_the_alert_to_the_next_post() {
+    use std::sync::{Arc, Mutex};
+    // The tick's pid, and whether it was killed already.
+    let victim: Arc<Mutex<(Option<u32>, bool)>> = Arc::default();
+    let am = {
+        let victim = Arc::clone(&victim);
+        HttpServer::start(move |_| {
+            // The first post waits for the pid (the spawn returns it after the tick started).
+            while let (None, false) = *victim.lock().unwrap() {
+                std::thread::yield_now();
+            }
+            let mut victim = victim.lock().unwrap();
+            if let (Some(pid), false) = *victim {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                *victim = (None, true);
+            }
+            Reply::json(200, &json!({}))
+        })
+    };
+    let host = Host::new(&[am.url()]);
+    let path = |name: &str| host.dir.path.join(name).to_str().unwrap().to_owned();
+    let now = clock().to_string();
+    let args = [
+        "opencode",
+        "--once",
+        "--config",
+        &path("config.toml"),
+        "--db",
+        &path("agentwatch.db"),
+        "--sessions",
+        &path("looping.json"),
+        "--now",
+        &now,
+    ];
+    let child =
+        agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &host.dir.path)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    victim.lock().unwrap().0 = Some(child.id());
+    let status = child.wait_with_output().unwrap().status;
+    assert_eq!(
+        status.code(),
+        None,
+        "the tick was killed during its post: {status:?}"
+    );
+    let killed_post = am.requests();
+    assert_eq!(killed_post.len(), 1, "the killed tick's post arrived");
+    let first = &killed_post[0].body_json()[0];
+
+    // The next tick (no new event: the alert is open already) posts the alert again.
+    let report = host.tick("looping");
+    assert_eq!(report["alertmanager"][0]["result"], "sent", "{report}");
+    let posts = am.requests();
+    let again = &posts.last().unwrap().body_json()[0];
+    assert_eq!(again["labels"]["dedup_key"], KEY, "{again}");
+    assert_eq!(again["labels"], first["labels"]);
+    let id = again["annotations"]["event_id"].as_str().unwrap_or("");
+    assert!(!id.is_empty(), "{again}");
+    assert_eq!(
+        again["annotations"]["event_id"],
+        first["annotations"]["event_id"]
+    );
+}
