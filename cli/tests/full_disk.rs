@@ -623,6 +623,10 @@ fn receipt_round(
     failed
 }
 
+/// A receipt sweep: the state whose record finds the disk full, the store it starts from,
+/// what the receiver heard before, and the ticks it runs.
+type ReceiptRound<'a> = (&'static str, &'a Path, &'a [Value], &'a [(bool, i64)]);
+
 #[test]
 #[ignore = "needs root to mount a tmpfs"]
 fn a_disk_filled_between_a_send_and_its_record_loses_no_resolve() {
@@ -645,7 +649,7 @@ fn a_disk_filled_between_a_send_and_its_record_loses_no_resolve() {
     std::fs::copy(world.db(), &triggered).unwrap();
 
     // The trigger's record, then the resolving tick, on the full disk; the resolve's record.
-    let rounds: [(&str, &Path, &[Value], &[(bool, i64)]); 2] = [
+    let rounds: [ReceiptRound<'_>; 2] = [
         ("trigger", &empty, &[], &FULL_TICKS),
         ("resolve", &triggered, &trigger, &FULL_TICKS[1..]),
     ];
