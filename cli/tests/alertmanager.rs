@@ -190,18 +190,8 @@ fn show(step: &str, value: &Value) {
     eprintln!("--- GET /api/v2/alerts, {step}:\n{value:#}");
 }
 
-#[test]
-#[ignore = "needs prometheus-alertmanager"]
-fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
-    let hook = receiver();
-    let am = start(&hook);
-    let host = Host::new(&[am.url()]);
-
-    // Trigger: the looping tree's alert, with every label and annotation.
-    let report = host.tick("looping");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
-    let alert = wait_for_severity(&am, "warning");
-    show("after the trigger", &alert);
+/// The trigger's alert in Alertmanager: every label and annotation.
+fn trigger_as_the_design_says(alert: &Value) {
     let labels = &alert["labels"];
     for (name, value) in [
         ("alertname", "AgentwatchSessionLoop"),
@@ -230,20 +220,18 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         annotations["dashboard"],
         "http://devbox.example:8080/admin/trees/ses_demo_build"
     );
+    assert!(
+        annotations["event_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("evt_")),
+        "{alert:#}"
+    );
     assert_eq!(alert["status"]["state"], "active");
+}
 
-    // A second flagged tick re-asserts (no new notification: nothing routed, nothing sent).
-    let report = host.tick("looping");
-    assert!(sends(&report).is_empty(), "{report:#}");
-    assert_eq!(report["alertmanager"][0]["result"], "sent");
-    assert_eq!(report["alertmanager"][0]["open"], 1);
-
-    // Escalation on the third flagged tick: critical, and the warning alert ends.
-    let report = host.tick("looping");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
-    let alert = wait_for_severity(&am, "critical");
-    show("after the escalation", &alert);
-
+/// A silence created through Alertmanager's API silences the alert, and a re-assertion keeps
+/// it silenced; then the silence is expired.
+fn silence_holds_across_reassertions(am: &Alertmanager, host: &Host) {
     // A silence created through Alertmanager's API silences it.
     let now = clock();
     let silence = am
@@ -273,19 +261,11 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         "still silenced"
     );
     am.expire_silence(&silence).unwrap();
+}
 
-    // The fix resolves it: Alertmanager drops it from the active alerts and notifies the
-    // resolve.
-    let report = host.tick("fixed");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+/// The notification of the critical alert's resolve Alertmanager sent its webhook receiver.
+fn resolved_notification(hook: &HttpServer) -> Value {
     wait_for(
-        LIMIT,
-        || our_alerts(&am).is_empty().then_some(()),
-        || format!("{:#}", Value::Array(our_alerts(&am))),
-    )
-    .unwrap();
-    show("after the fix", &Value::Array(our_alerts(&am)));
-    let resolved = wait_for(
         LIMIT,
         || {
             hook.requests().iter().find_map(|r| {
@@ -299,7 +279,49 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         },
         || format!("{} notification(s)", hook.requests().len()),
     )
+    .unwrap()
+}
+
+#[test]
+#[ignore = "needs prometheus-alertmanager"]
+fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
+    let hook = receiver();
+    let am = start(&hook);
+    let host = Host::new(&[am.url()]);
+
+    // Trigger: the looping tree's alert, with every label and annotation.
+    let report = host.tick("looping");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    let alert = wait_for_severity(&am, "warning");
+    show("after the trigger", &alert);
+    trigger_as_the_design_says(&alert);
+
+    // A second flagged tick re-asserts (no new notification: nothing routed, nothing sent).
+    let report = host.tick("looping");
+    assert!(sends(&report).is_empty(), "{report:#}");
+    assert_eq!(report["alertmanager"][0]["result"], "sent");
+    assert_eq!(report["alertmanager"][0]["open"], 1);
+
+    // Escalation on the third flagged tick: critical, and the warning alert ends.
+    let report = host.tick("looping");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    let alert = wait_for_severity(&am, "critical");
+    show("after the escalation", &alert);
+
+    silence_holds_across_reassertions(&am, &host);
+
+    // The fix resolves it: Alertmanager drops it from the active alerts and notifies the
+    // resolve.
+    let report = host.tick("fixed");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    wait_for(
+        LIMIT,
+        || our_alerts(&am).is_empty().then_some(()),
+        || format!("{:#}", Value::Array(our_alerts(&am))),
+    )
     .unwrap();
+    show("after the fix", &Value::Array(our_alerts(&am)));
+    let resolved = resolved_notification(&hook);
     eprintln!(
         "--- the resolved notification Alertmanager sent its webhook receiver:\n{resolved:#}"
     );

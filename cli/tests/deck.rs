@@ -205,6 +205,48 @@ fn crashing_conductor_script() -> DeckScript {
         .show(WORKER, &worker_shown("error"))
 }
 
+/// The crashing conductor's logs and stored history: three restarts, one escalation, five
+/// ticks, one delivery to the chat.
+fn three_restarts_and_one_escalation_are_logged_and_stored(world: &World) {
+    let restart_log = world.log("restart.log");
+    assert_eq!(restart_log.len(), 3);
+    for (record, dt) in restart_log.iter().zip([0, 60, 120]) {
+        assert_eq!(record["ts"], T0 + dt);
+        assert_eq!(record["id"], COND);
+        assert_eq!(record["result"], "restarted");
+        assert_eq!(record["trigger"], "error");
+    }
+    let escalations = world.log("escalations.log");
+    assert_eq!(escalations.len(), 1);
+    assert_eq!(escalations[0]["severity"], "restart-limit");
+    assert_eq!(escalations[0]["sid"], COND);
+    assert_eq!(escalations[0]["telegram"], true);
+
+    // The history the recovery page and /metrics show: five ticks, three restarts, one delivery.
+    let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
+    let events = |kind| store.recent_events(kind, Some("deck"), 50).unwrap();
+    use agentwatch_store::EventKind;
+    assert_eq!(events(EventKind::Tick).len(), 5);
+    let restarts: Vec<(i64, String, String)> = events(EventKind::Restart)
+        .into_iter()
+        .map(|e| (e.at, e.name, e.result))
+        .collect();
+    let restarted = |dt| (T0 + dt, COND.to_owned(), "succeeded".to_owned());
+    assert_eq!(restarts, [restarted(120), restarted(60), restarted(0)]);
+    let deliveries: Vec<(String, String)> = events(EventKind::Delivery)
+        .into_iter()
+        .map(|e| (e.name, e.result))
+        .collect();
+    // Newest first: the chat, and the default `journal` log channel (no [[channels]] configured).
+    assert_eq!(
+        deliveries,
+        [
+            ("telegram-escalation".into(), "sent".into()),
+            ("journal".into(), "sent".into())
+        ]
+    );
+}
+
 #[test]
 fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_escalation() {
     let server = telegram_server();
@@ -274,43 +316,7 @@ fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_esca
         "{body}"
     );
 
-    let restart_log = world.log("restart.log");
-    assert_eq!(restart_log.len(), 3);
-    for (record, dt) in restart_log.iter().zip([0, 60, 120]) {
-        assert_eq!(record["ts"], T0 + dt);
-        assert_eq!(record["id"], COND);
-        assert_eq!(record["result"], "restarted");
-        assert_eq!(record["trigger"], "error");
-    }
-    let escalations = world.log("escalations.log");
-    assert_eq!(escalations.len(), 1);
-    assert_eq!(escalations[0]["severity"], "restart-limit");
-    assert_eq!(escalations[0]["sid"], COND);
-    assert_eq!(escalations[0]["telegram"], true);
-
-    // The history the recovery page and /metrics show: five ticks, three restarts, one delivery.
-    let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
-    let events = |kind| store.recent_events(kind, Some("deck"), 50).unwrap();
-    use agentwatch_store::EventKind;
-    assert_eq!(events(EventKind::Tick).len(), 5);
-    let restarts: Vec<(i64, String, String)> = events(EventKind::Restart)
-        .into_iter()
-        .map(|e| (e.at, e.name, e.result))
-        .collect();
-    let restarted = |dt| (T0 + dt, COND.to_owned(), "succeeded".to_owned());
-    assert_eq!(restarts, [restarted(120), restarted(60), restarted(0)]);
-    let deliveries: Vec<(String, String)> = events(EventKind::Delivery)
-        .into_iter()
-        .map(|e| (e.name, e.result))
-        .collect();
-    // Newest first: the chat, and the default `journal` log channel (no [[channels]] configured).
-    assert_eq!(
-        deliveries,
-        [
-            ("telegram-escalation".into(), "sent".into()),
-            ("journal".into(), "sent".into())
-        ]
-    );
+    three_restarts_and_one_escalation_are_logged_and_stored(&world);
 }
 
 #[test]
@@ -454,31 +460,11 @@ fn an_auth_held_session_is_escalated_once_and_never_restarted() {
     assert_eq!(world.log("escalations.log")[0]["severity"], "auth-hold");
 }
 
-#[test]
-fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
-    const OTHER: &str = "5d6e7f80-1713779999";
-    let server = telegram_server();
-    let mut world = World::new("alerts");
-    let config = with_telegram(&mut world, &server).display().to_string();
-    let held = |id: &str| {
-        let mut shown = conductor_shown(id, "error");
-        shown["auth_hold"] = json!({"reason": "auth_death"});
-        shown
-    };
-    world.deck.script(
-        &DeckScript::new()
-            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
-            .show(COND, &held(COND))
-            .show(OTHER, &held(OTHER)),
-    );
-    // Two escalations in one tick: two alerts open, but the Telegram chat's rate limit lets
-    // only the first through.
-    let first = world.once(T0, &["--config", &config]);
+/// The first tick's two escalations: the chat groups by channel (a person reads it), so its
+/// rate limit lets only the first through; the journal's log channel groups by key and takes
+/// both.
+fn the_chat_takes_the_first_and_the_journal_both(first: &Value) {
     let escalations = first["escalations"].as_array().unwrap();
-    assert_eq!(escalations.len(), 2, "{first:#}");
-    assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
-    // The chat groups by channel (a person reads it); the journal's log channel groups by key
-    // and takes both.
     let on = |e: &Value, channel: &str| -> Value {
         e["deliveries"]
             .as_array()
@@ -505,6 +491,32 @@ fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
         "sent",
         "{first:#}"
     );
+}
+
+#[test]
+fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
+    const OTHER: &str = "5d6e7f80-1713779999";
+    let server = telegram_server();
+    let mut world = World::new("alerts");
+    let config = with_telegram(&mut world, &server).display().to_string();
+    let held = |id: &str| {
+        let mut shown = conductor_shown(id, "error");
+        shown["auth_hold"] = json!({"reason": "auth_death"});
+        shown
+    };
+    world.deck.script(
+        &DeckScript::new()
+            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
+            .show(COND, &held(COND))
+            .show(OTHER, &held(OTHER)),
+    );
+    // Two escalations in one tick: two alerts open, but the Telegram chat's rate limit lets
+    // only the first through.
+    let first = world.once(T0, &["--config", &config]);
+    let escalations = first["escalations"].as_array().unwrap();
+    assert_eq!(escalations.len(), 2, "{first:#}");
+    assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
+    the_chat_takes_the_first_and_the_journal_both(&first);
     assert_eq!(server.requests().len(), 1);
     let alerts = || {
         agentwatch_store::Store::open_read_only(&world.db())
@@ -949,6 +961,32 @@ fn spec_environment_variables_all_work() {
     );
 }
 
+/// The live conductor's poller: a real process with `bun … telegram` in its command line and
+/// `TELEGRAM_STATE_DIR` in its environment, running once this returns.
+fn live_poller(live_state: &Path) -> std::process::Child {
+    let mut poller = Command::new("python3")
+        .args([
+            "-c",
+            "import time; print('ready', flush=True); time.sleep(120)",
+            "bun",
+            "run",
+            "telegram",
+        ])
+        .env("TELEGRAM_STATE_DIR", live_state)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the poller runs: before its exec the command line is still the launcher's.
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(poller.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    poller
+}
+
 #[test]
 fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
     let mut world = World::new("poller");
@@ -976,27 +1014,7 @@ fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
         ),
     )
     .unwrap();
-    // The live conductor's poller: a real process with `bun … telegram` in its command line.
-    let mut poller = Command::new("python3")
-        .args([
-            "-c",
-            "import time; print('ready', flush=True); time.sleep(120)",
-            "bun",
-            "run",
-            "telegram",
-        ])
-        .env("TELEGRAM_STATE_DIR", &live_state)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the poller runs: before its exec the command line is still the launcher's.
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(poller.stdout.take().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let mut poller = live_poller(&live_state);
     let conductor = |id: &str, name: &str| {
         json!({"id": id, "title": format!("conductor-{name}"), "group": "conductor",
                "status": "waiting", "profile": "personal",

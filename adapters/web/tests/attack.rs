@@ -365,12 +365,19 @@ fn memory_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// The issue's requests against `agentwatch serve` itself: it answers every one, stays up, and
-/// its peak memory grows by less than 64 MB.
-#[test]
-fn agentwatch_serve_survives_the_issues_requests() {
-    let dir = TempDir::new("aw-attack-process");
-    filled(&dir);
+/// An `agentwatch serve` process, killed when dropped.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `agentwatch serve` on a free loopback port, on the store and config of `dir`: the process
+/// and where it listens.
+fn serve_process(dir: &TempDir) -> (Kill, SocketAddr) {
     let mut child = std::process::Command::new(agentwatch_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(dir.path.join("agentwatch.db"))
@@ -380,24 +387,27 @@ fn agentwatch_serve_survives_the_issues_requests() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let mut child = Kill(child);
+    let child = Kill(child);
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("{line:?}"))
         .parse()
         .unwrap();
+    (child, addr)
+}
+
+/// The issue's requests against `agentwatch serve` itself: it answers every one, stays up, and
+/// its peak memory grows by less than 64 MB.
+#[test]
+fn agentwatch_serve_survives_the_issues_requests() {
+    let dir = TempDir::new("aw-attack-process");
+    filled(&dir);
+    let (mut child, addr) = serve_process(&dir);
     let pid = child.0.id();
     assert_eq!(normal(addr, Duration::from_secs(5)), 200);
     let before = memory_kb(pid, "VmHWM:");
