@@ -244,11 +244,11 @@ fn silence_holds_across_reassertions(am: &Alertmanager, host: &Host) {
         .unwrap();
     let silenced = wait_for(
         LIMIT,
-        || match our_alerts(&am).as_slice() {
+        || match our_alerts(am).as_slice() {
             [one] if one["status"]["state"] == "suppressed" => Some(one.clone()),
             _ => None,
         },
-        || format!("{:#}", Value::Array(our_alerts(&am))),
+        || format!("{:#}", Value::Array(our_alerts(am))),
     )
     .unwrap();
     show("silenced", &silenced);
@@ -256,7 +256,7 @@ fn silence_holds_across_reassertions(am: &Alertmanager, host: &Host) {
     // Re-asserting a silenced alert keeps it silenced.
     host.tick("looping");
     assert_eq!(
-        our_alerts(&am)[0]["status"]["state"],
+        our_alerts(am)[0]["status"]["state"],
         "suppressed",
         "still silenced"
     );
