@@ -190,18 +190,8 @@ fn show(step: &str, value: &Value) {
     eprintln!("--- GET /api/v2/alerts, {step}:\n{value:#}");
 }
 
-#[test]
-#[ignore = "needs prometheus-alertmanager"]
-fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
-    let hook = receiver();
-    let am = start(&hook);
-    let host = Host::new(&[am.url()]);
-
-    // Trigger: the looping tree's alert, with every label and annotation.
-    let report = host.tick("looping");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
-    let alert = wait_for_severity(&am, "warning");
-    show("after the trigger", &alert);
+/// The trigger's alert in Alertmanager: every label and annotation.
+fn trigger_as_the_design_says(alert: &Value) {
     let labels = &alert["labels"];
     for (name, value) in [
         ("alertname", "AgentwatchSessionLoop"),
@@ -230,20 +220,18 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         annotations["dashboard"],
         "http://devbox.example:8080/admin/trees/ses_demo_build"
     );
+    assert!(
+        annotations["event_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("evt_")),
+        "{alert:#}"
+    );
     assert_eq!(alert["status"]["state"], "active");
+}
 
-    // A second flagged tick re-asserts (no new notification: nothing routed, nothing sent).
-    let report = host.tick("looping");
-    assert!(sends(&report).is_empty(), "{report:#}");
-    assert_eq!(report["alertmanager"][0]["result"], "sent");
-    assert_eq!(report["alertmanager"][0]["open"], 1);
-
-    // Escalation on the third flagged tick: critical, and the warning alert ends.
-    let report = host.tick("looping");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
-    let alert = wait_for_severity(&am, "critical");
-    show("after the escalation", &alert);
-
+/// A silence created through Alertmanager's API silences the alert, and a re-assertion keeps
+/// it silenced; then the silence is expired.
+fn silence_holds_across_reassertions(am: &Alertmanager, host: &Host) {
     // A silence created through Alertmanager's API silences it.
     let now = clock();
     let silence = am
@@ -256,11 +244,11 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         .unwrap();
     let silenced = wait_for(
         LIMIT,
-        || match our_alerts(&am).as_slice() {
+        || match our_alerts(am).as_slice() {
             [one] if one["status"]["state"] == "suppressed" => Some(one.clone()),
             _ => None,
         },
-        || format!("{:#}", Value::Array(our_alerts(&am))),
+        || format!("{:#}", Value::Array(our_alerts(am))),
     )
     .unwrap();
     show("silenced", &silenced);
@@ -268,24 +256,16 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
     // Re-asserting a silenced alert keeps it silenced.
     host.tick("looping");
     assert_eq!(
-        our_alerts(&am)[0]["status"]["state"],
+        our_alerts(am)[0]["status"]["state"],
         "suppressed",
         "still silenced"
     );
     am.expire_silence(&silence).unwrap();
+}
 
-    // The fix resolves it: Alertmanager drops it from the active alerts and notifies the
-    // resolve.
-    let report = host.tick("fixed");
-    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+/// The notification of the critical alert's resolve Alertmanager sent its webhook receiver.
+fn resolved_notification(hook: &HttpServer) -> Value {
     wait_for(
-        LIMIT,
-        || our_alerts(&am).is_empty().then_some(()),
-        || format!("{:#}", Value::Array(our_alerts(&am))),
-    )
-    .unwrap();
-    show("after the fix", &Value::Array(our_alerts(&am)));
-    let resolved = wait_for(
         LIMIT,
         || {
             hook.requests().iter().find_map(|r| {
@@ -299,7 +279,49 @@ fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
         },
         || format!("{} notification(s)", hook.requests().len()),
     )
+    .unwrap()
+}
+
+#[test]
+#[ignore = "needs prometheus-alertmanager"]
+fn a_loop_triggers_escalates_is_silenced_and_resolves_in_alertmanager() {
+    let hook = receiver();
+    let am = start(&hook);
+    let host = Host::new(&[am.url()]);
+
+    // Trigger: the looping tree's alert, with every label and annotation.
+    let report = host.tick("looping");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    let alert = wait_for_severity(&am, "warning");
+    show("after the trigger", &alert);
+    trigger_as_the_design_says(&alert);
+
+    // A second flagged tick re-asserts (no new notification: nothing routed, nothing sent).
+    let report = host.tick("looping");
+    assert!(sends(&report).is_empty(), "{report:#}");
+    assert_eq!(report["alertmanager"][0]["result"], "sent");
+    assert_eq!(report["alertmanager"][0]["open"], 1);
+
+    // Escalation on the third flagged tick: critical, and the warning alert ends.
+    let report = host.tick("looping");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    let alert = wait_for_severity(&am, "critical");
+    show("after the escalation", &alert);
+
+    silence_holds_across_reassertions(&am, &host);
+
+    // The fix resolves it: Alertmanager drops it from the active alerts and notifies the
+    // resolve.
+    let report = host.tick("fixed");
+    assert_eq!(sends(&report), [("am".to_owned(), "sent".to_owned())]);
+    wait_for(
+        LIMIT,
+        || our_alerts(&am).is_empty().then_some(()),
+        || format!("{:#}", Value::Array(our_alerts(&am))),
+    )
     .unwrap();
+    show("after the fix", &Value::Array(our_alerts(&am)));
+    let resolved = resolved_notification(&hook);
     eprintln!(
         "--- the resolved notification Alertmanager sent its webhook receiver:\n{resolved:#}"
     );
@@ -453,5 +475,80 @@ fn alertmanager_down_fails_the_delivery_not_the_tick_and_catches_up() {
             .as_array()
             .unwrap()
             .is_empty()
+    );
+}
+
+/// Issue 50: what Alertmanager must be told is stored with the alert transition, in the tick's
+/// transaction, not after the post. A tick killed (SIGKILL) while its post of a new alert is
+/// in flight leaves the alert for the next tick's post, carrying the event's id: at least once.
+/// The receiver is a stand-in (the real Alertmanager answers before a kill could land); it
+/// kills the tick when the first post arrives.
+#[test]
+fn a_tick_killed_during_its_post_leaves_the_alert_to_the_next_post() {
+    use std::sync::{Arc, Mutex};
+    // The tick's pid, and whether it was killed already.
+    let victim: Arc<Mutex<(Option<u32>, bool)>> = Arc::default();
+    let am = {
+        let victim = Arc::clone(&victim);
+        HttpServer::start(move |_| {
+            // The first post waits for the pid (the spawn returns it after the tick started).
+            while let (None, false) = *victim.lock().unwrap() {
+                std::thread::yield_now();
+            }
+            let mut victim = victim.lock().unwrap();
+            if let (Some(pid), false) = *victim {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                *victim = (None, true);
+            }
+            Reply::json(200, &json!({}))
+        })
+    };
+    let host = Host::new(&[am.url()]);
+    let path = |name: &str| host.dir.path.join(name).to_str().unwrap().to_owned();
+    let now = clock().to_string();
+    let args = [
+        "opencode",
+        "--once",
+        "--config",
+        &path("config.toml"),
+        "--db",
+        &path("agentwatch.db"),
+        "--sessions",
+        &path("looping.json"),
+        "--now",
+        &now,
+    ];
+    let child =
+        agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &host.dir.path)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    victim.lock().unwrap().0 = Some(child.id());
+    let status = child.wait_with_output().unwrap().status;
+    assert_eq!(
+        status.code(),
+        None,
+        "the tick was killed during its post: {status:?}"
+    );
+    let killed_post = am.requests();
+    assert_eq!(killed_post.len(), 1, "the killed tick's post arrived");
+    let first = &killed_post[0].body_json()[0];
+
+    // The next tick (no new event: the alert is open already) posts the alert again.
+    let report = host.tick("looping");
+    assert_eq!(report["alertmanager"][0]["result"], "sent", "{report}");
+    let posts = am.requests();
+    let again = &posts.last().unwrap().body_json()[0];
+    assert_eq!(again["labels"]["dedup_key"], KEY, "{again}");
+    assert_eq!(again["labels"], first["labels"]);
+    let id = again["annotations"]["event_id"].as_str().unwrap_or("");
+    assert!(!id.is_empty(), "{again}");
+    assert_eq!(
+        again["annotations"]["event_id"],
+        first["annotations"]["event_id"]
     );
 }

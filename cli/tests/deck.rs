@@ -83,6 +83,13 @@ impl World {
     }
 
     fn run(&self, args: &[&str]) -> Run {
+        Run {
+            out: self.command(args).output().unwrap(),
+        }
+    }
+
+    /// `agentwatch deck ARGS` in this world.
+    fn command(&self, args: &[&str]) -> Command {
         let path = std::env::var("PATH").unwrap_or_default();
         let path = if self.on_path {
             format!("{}:{path}", self.deck.dir().display())
@@ -103,9 +110,7 @@ impl World {
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }
-        Run {
-            out: cmd.output().unwrap(),
-        }
+        cmd
     }
 
     /// `deck --once --json --now NOW [extra]`, which must exit 0.
@@ -200,6 +205,48 @@ fn crashing_conductor_script() -> DeckScript {
         .show(WORKER, &worker_shown("error"))
 }
 
+/// The crashing conductor's logs and stored history: three restarts, one escalation, five
+/// ticks, one delivery to the chat.
+fn three_restarts_and_one_escalation_are_logged_and_stored(world: &World) {
+    let restart_log = world.log("restart.log");
+    assert_eq!(restart_log.len(), 3);
+    for (record, dt) in restart_log.iter().zip([0, 60, 120]) {
+        assert_eq!(record["ts"], T0 + dt);
+        assert_eq!(record["id"], COND);
+        assert_eq!(record["result"], "restarted");
+        assert_eq!(record["trigger"], "error");
+    }
+    let escalations = world.log("escalations.log");
+    assert_eq!(escalations.len(), 1);
+    assert_eq!(escalations[0]["severity"], "restart-limit");
+    assert_eq!(escalations[0]["sid"], COND);
+    assert_eq!(escalations[0]["telegram"], true);
+
+    // The history the recovery page and /metrics show: five ticks, three restarts, one delivery.
+    let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
+    let events = |kind| store.recent_events(kind, Some("deck"), 50).unwrap();
+    use agentwatch_store::EventKind;
+    assert_eq!(events(EventKind::Tick).len(), 5);
+    let restarts: Vec<(i64, String, String)> = events(EventKind::Restart)
+        .into_iter()
+        .map(|e| (e.at, e.name, e.result))
+        .collect();
+    let restarted = |dt| (T0 + dt, COND.to_owned(), "succeeded".to_owned());
+    assert_eq!(restarts, [restarted(120), restarted(60), restarted(0)]);
+    let deliveries: Vec<(String, String)> = events(EventKind::Delivery)
+        .into_iter()
+        .map(|e| (e.name, e.result))
+        .collect();
+    // Newest first: the chat, and the default `journal` log channel (no [[channels]] configured).
+    assert_eq!(
+        deliveries,
+        [
+            ("telegram-escalation".into(), "sent".into()),
+            ("journal".into(), "sent".into())
+        ]
+    );
+}
+
 #[test]
 fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_escalation() {
     let server = telegram_server();
@@ -269,43 +316,7 @@ fn critical_session_erroring_four_times_in_300s_gets_three_restarts_and_one_esca
         "{body}"
     );
 
-    let restart_log = world.log("restart.log");
-    assert_eq!(restart_log.len(), 3);
-    for (record, dt) in restart_log.iter().zip([0, 60, 120]) {
-        assert_eq!(record["ts"], T0 + dt);
-        assert_eq!(record["id"], COND);
-        assert_eq!(record["result"], "restarted");
-        assert_eq!(record["trigger"], "error");
-    }
-    let escalations = world.log("escalations.log");
-    assert_eq!(escalations.len(), 1);
-    assert_eq!(escalations[0]["severity"], "restart-limit");
-    assert_eq!(escalations[0]["sid"], COND);
-    assert_eq!(escalations[0]["telegram"], true);
-
-    // The history the recovery page and /metrics show: five ticks, three restarts, one delivery.
-    let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
-    let events = |kind| store.recent_events(kind, Some("deck"), 50).unwrap();
-    use agentwatch_store::EventKind;
-    assert_eq!(events(EventKind::Tick).len(), 5);
-    let restarts: Vec<(i64, String, String)> = events(EventKind::Restart)
-        .into_iter()
-        .map(|e| (e.at, e.name, e.result))
-        .collect();
-    let restarted = |dt| (T0 + dt, COND.to_owned(), "succeeded".to_owned());
-    assert_eq!(restarts, [restarted(120), restarted(60), restarted(0)]);
-    let deliveries: Vec<(String, String)> = events(EventKind::Delivery)
-        .into_iter()
-        .map(|e| (e.name, e.result))
-        .collect();
-    // Newest first: the chat, and the default `journal` log channel (no [[channels]] configured).
-    assert_eq!(
-        deliveries,
-        [
-            ("telegram-escalation".into(), "sent".into()),
-            ("journal".into(), "sent".into())
-        ]
-    );
+    three_restarts_and_one_escalation_are_logged_and_stored(&world);
 }
 
 #[test]
@@ -449,31 +460,11 @@ fn an_auth_held_session_is_escalated_once_and_never_restarted() {
     assert_eq!(world.log("escalations.log")[0]["severity"], "auth-hold");
 }
 
-#[test]
-fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
-    const OTHER: &str = "5d6e7f80-1713779999";
-    let server = telegram_server();
-    let mut world = World::new("alerts");
-    let config = with_telegram(&mut world, &server).display().to_string();
-    let held = |id: &str| {
-        let mut shown = conductor_shown(id, "error");
-        shown["auth_hold"] = json!({"reason": "auth_death"});
-        shown
-    };
-    world.deck.script(
-        &DeckScript::new()
-            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
-            .show(COND, &held(COND))
-            .show(OTHER, &held(OTHER)),
-    );
-    // Two escalations in one tick: two alerts open, but the Telegram chat's rate limit lets
-    // only the first through.
-    let first = world.once(T0, &["--config", &config]);
+/// The first tick's two escalations: the chat groups by channel (a person reads it), so its
+/// rate limit lets only the first through; the journal's log channel groups by key and takes
+/// both.
+fn the_chat_takes_the_first_and_the_journal_both(first: &Value) {
     let escalations = first["escalations"].as_array().unwrap();
-    assert_eq!(escalations.len(), 2, "{first:#}");
-    assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
-    // The chat groups by channel (a person reads it); the journal's log channel groups by key
-    // and takes both.
     let on = |e: &Value, channel: &str| -> Value {
         e["deliveries"]
             .as_array()
@@ -500,6 +491,32 @@ fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
         "sent",
         "{first:#}"
     );
+}
+
+#[test]
+fn a_deck_escalation_is_an_alert_that_resolves_when_the_session_recovers() {
+    const OTHER: &str = "5d6e7f80-1713779999";
+    let server = telegram_server();
+    let mut world = World::new("alerts");
+    let config = with_telegram(&mut world, &server).display().to_string();
+    let held = |id: &str| {
+        let mut shown = conductor_shown(id, "error");
+        shown["auth_hold"] = json!({"reason": "auth_death"});
+        shown
+    };
+    world.deck.script(
+        &DeckScript::new()
+            .list(&json!([conductor_listed(COND), conductor_listed(OTHER)]))
+            .show(COND, &held(COND))
+            .show(OTHER, &held(OTHER)),
+    );
+    // Two escalations in one tick: two alerts open, but the Telegram chat's rate limit lets
+    // only the first through.
+    let first = world.once(T0, &["--config", &config]);
+    let escalations = first["escalations"].as_array().unwrap();
+    assert_eq!(escalations.len(), 2, "{first:#}");
+    assert_eq!(escalations[0]["dedup_key"], format!("deck:{COND}"));
+    the_chat_takes_the_first_and_the_journal_both(&first);
     assert_eq!(server.requests().len(), 1);
     let alerts = || {
         agentwatch_store::Store::open_read_only(&world.db())
@@ -944,6 +961,32 @@ fn spec_environment_variables_all_work() {
     );
 }
 
+/// The live conductor's poller: a real process with `bun … telegram` in its command line and
+/// `TELEGRAM_STATE_DIR` in its environment, running once this returns.
+fn live_poller(live_state: &Path) -> std::process::Child {
+    let mut poller = Command::new("python3")
+        .args([
+            "-c",
+            "import time; print('ready', flush=True); time.sleep(120)",
+            "bun",
+            "run",
+            "telegram",
+        ])
+        .env("TELEGRAM_STATE_DIR", live_state)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the poller runs: before its exec the command line is still the launcher's.
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(poller.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    poller
+}
+
 #[test]
 fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
     let mut world = World::new("poller");
@@ -971,27 +1014,7 @@ fn a_deaf_conductor_is_restarted_once_per_poller_dedup() {
         ),
     )
     .unwrap();
-    // The live conductor's poller: a real process with `bun … telegram` in its command line.
-    let mut poller = Command::new("python3")
-        .args([
-            "-c",
-            "import time; print('ready', flush=True); time.sleep(120)",
-            "bun",
-            "run",
-            "telegram",
-        ])
-        .env("TELEGRAM_STATE_DIR", &live_state)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the poller runs: before its exec the command line is still the launcher's.
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(poller.stdout.take().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let mut poller = live_poller(&live_state);
     let conductor = |id: &str, name: &str| {
         json!({"id": id, "title": format!("conductor-{name}"), "group": "conductor",
                "status": "waiting", "profile": "personal",
@@ -1252,4 +1275,50 @@ fn a_second_run_exits_75_and_now_needs_once() {
 
     let run = world.run(&["--now", &T0.to_string()]);
     assert_eq!(run.code(), Some(64));
+}
+
+/// Issue 50: the daemon stops cleanly on SIGTERM or SIGINT between its ticks, as `run` does:
+/// exit 0, the tick's states in the store, and a `daemon=stop` line saying why.
+#[test]
+fn the_daemon_stops_on_sigterm_or_sigint_with_its_state_written() {
+    use agentwatch_runtime::jobs::deck::{ALERT_STATE_KEY, GUARD_STATE_KEY, SEEN_STATE_KEY};
+    use std::io::BufRead;
+    for signal in ["TERM", "INT"] {
+        let world = World::new(&format!("signal-{signal}"));
+        world.config("[deck]\ninterval_s = 3600\n");
+        world.deck.script(&crashing_conductor_script());
+        let mut child = world
+            .command(&["--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A tick's report is printed once the tick is stored; the daemon then waits an hour.
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let tick: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+        assert!(tick["sessions"].is_array(), "{tick}");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+        let out = child.wait_with_output().unwrap();
+        let journal = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "SIG{signal}: {journal}");
+        assert!(
+            journal.contains("daemon=stop") && journal.contains("reason=signal"),
+            "SIG{signal}: {journal}"
+        );
+        let store = agentwatch_store::Store::open_read_only(&world.db()).unwrap();
+        for key in [GUARD_STATE_KEY, ALERT_STATE_KEY, SEEN_STATE_KEY] {
+            assert!(
+                store.load_state(key).unwrap().is_some(),
+                "SIG{signal}: no {key} state: {journal}"
+            );
+        }
+    }
 }

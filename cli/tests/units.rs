@@ -43,3 +43,45 @@ fn systemd_analyze_verify_accepts_every_unit() {
         assert!(!text.contains("Documentation=man:"), "{unit}");
     }
 }
+
+/// The crontab for systems without systemd (`deploy/crontab`): each line is five time fields
+/// and one `--once` tick of a job at its systemd timer's cadence, and the job exists.
+#[test]
+fn the_crontab_runs_each_job_once_at_its_timers_cadence() {
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let crontab = std::fs::read_to_string(deploy.join("crontab")).unwrap();
+    let mut jobs = Vec::new();
+    for line in crontab
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (schedule, command) = fields.split_at(5);
+        assert_eq!(
+            command[..3],
+            ["$HOME/.cargo/bin/agentwatch", command[1], "--once"],
+            "{line}"
+        );
+        let job = command[1];
+        let timer = if job == "deck" { "deck-once" } else { job };
+        let timer = std::fs::read_to_string(deploy.join(format!("agentwatch-{timer}.timer")))
+            .unwrap_or_else(|e| panic!("{job}: no timer ({e})"));
+        let minutes = if timer.contains("OnUnitActiveSec=5min") {
+            "*/5"
+        } else {
+            "*"
+        };
+        assert!(
+            timer.contains("OnUnitActiveSec=1min") || timer.contains("OnUnitActiveSec=5min"),
+            "{job}: {timer}"
+        );
+        assert_eq!(schedule, [minutes, "*", "*", "*", "*"], "{line}");
+        let help = Command::new(env!("CARGO_BIN_EXE_agentwatch"))
+            .args([job, "--help"])
+            .output()
+            .unwrap();
+        assert!(help.status.success(), "`agentwatch {job}` does not exist");
+        jobs.push(job);
+    }
+    assert_eq!(jobs, ["opencode", "deck", "recover"]);
+}

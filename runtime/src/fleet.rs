@@ -192,30 +192,28 @@ pub fn configured(config: &Config) -> bool {
         .any(|c| c.channel_type == ALERTMANAGER_TYPE)
 }
 
-/// One tick of every Alertmanager channel: fold in the events the router delivered to it
-/// (`routed`: channel name, event), then post what it holds to every peer (unless `dry_run`, or
-/// the channel is disabled). Channels no longer configured are forgotten. Never fails: a failed
-/// post is reported and kept for the next tick.
-pub fn sync(
+/// Fold the events the router delivered to each Alertmanager channel (`routed`: channel name,
+/// event) into what it holds, end what the alert state no longer has open (`open_keys`), and
+/// drop endings Alertmanager ended on its own. Channels no longer configured are forgotten.
+///
+/// A real tick folds before its transaction, which stores what the channels hold together
+/// with the alert state: a transition and what Alertmanager must be told are one truth, and a
+/// tick that ends (kill, full disk) before its post leaves the post to the next tick's (at
+/// least once; each alert carries its event's `event_id`).
+pub fn fold(
     config: &Config,
     held: &mut HeldAlerts,
     routed: &[(String, AlertEvent)],
     open_keys: &BTreeSet<&str>,
     now: i64,
-    dry_run: bool,
-) -> Vec<SyncReport> {
+) {
     held.channels.retain(|name, _| {
         config
             .channels
             .iter()
             .any(|c| &c.name == name && c.channel_type == ALERTMANAGER_TYPE)
     });
-    let mut reports = Vec::new();
-    for section in config
-        .channels
-        .iter()
-        .filter(|c| c.channel_type == ALERTMANAGER_TYPE)
-    {
+    for section in alertmanager_sections(config) {
         let channel = alertmanager_channel(section);
         let state = held.channels.entry(section.name.clone()).or_default();
         state.apply(
@@ -227,6 +225,33 @@ pub fn sync(
             now,
         );
         state.prune(&channel, now);
+    }
+}
+
+/// The configured Alertmanager channels.
+fn alertmanager_sections(config: &Config) -> impl Iterator<Item = &crate::config::ChannelSection> {
+    config
+        .channels
+        .iter()
+        .filter(|c| c.channel_type == ALERTMANAGER_TYPE)
+}
+
+/// One tick of every Alertmanager channel: [`fold`] in `routed` (empty when the tick folded
+/// them already), then post what each holds to every peer (unless `dry_run`, or the channel is
+/// disabled). Never fails: a failed post is reported and kept for the next tick.
+pub fn sync(
+    config: &Config,
+    held: &mut HeldAlerts,
+    routed: &[(String, AlertEvent)],
+    open_keys: &BTreeSet<&str>,
+    now: i64,
+    dry_run: bool,
+) -> Vec<SyncReport> {
+    fold(config, held, routed, open_keys, now);
+    let mut reports = Vec::new();
+    for section in alertmanager_sections(config) {
+        let channel = alertmanager_channel(section);
+        let state = held.channels.entry(section.name.clone()).or_default();
         let alerts = state.alerts(&channel, now);
         let report = |result: &str, message: Option<String>| SyncReport {
             channel: section.name.clone(),

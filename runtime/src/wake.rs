@@ -37,6 +37,18 @@ impl SystemClock {
         Self { stop }
     }
 
+    /// Wait `span`, or less when a stop is asked for (now or earlier): [`Wake::Stop`] then.
+    pub fn sleep(&mut self, span: Duration) -> Wake {
+        match self.stop.recv_timeout(span) {
+            Ok(_) => Wake::Stop,
+            Err(RecvTimeoutError::Timeout) => Wake::Due,
+            Err(RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(span);
+                Wake::Due
+            }
+        }
+    }
+
     /// A clock woken by SIGTERM or SIGINT. A second signal ends the process at once
     /// (128 + the signal's number).
     pub fn with_signals() -> Result<Self, Error> {

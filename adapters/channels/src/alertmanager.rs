@@ -163,6 +163,9 @@ impl AmAlert {
         if let Some(link) = &link {
             annotations.insert("dashboard".to_owned(), link.clone());
         }
+        // The transition this alert tells (as every other channel sends it): a receiver of
+        // posts repeated at least once knows them for the same event.
+        annotations.insert("event_id".to_owned(), event.event_id());
         // What agentwatch's hook refused in the tree, on every post of an alert that has any
         // (the labels stay: a refusal is the same alert, told more).
         if let Some(refusals) = event.refusals() {
@@ -405,6 +408,7 @@ mod tests {
                 "annotations": {
                     "summary": "opencode loop: explore",
                     "description": "ses_c: top: read money.py x22",
+                    "event_id": e.event_id(),
                 },
                 "startsAt": "2026-01-15T14:30:01+00:00",
                 "endsAt": "2026-01-15T14:45:01+00:00",

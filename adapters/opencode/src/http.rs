@@ -6,6 +6,8 @@
 //! Failures come back as [`SourceError`]s naming the server; the caller skips and reports them.
 
 use crate::convert::session_from_messages;
+use crate::listing::read_listing;
+pub use crate::listing::{MAX_LISTED_SESSIONS, MAX_TITLE_BYTES, SessionInfo, SessionTime};
 use crate::lite::{LiteMessage, read_messages};
 use crate::problem::parse_problem;
 use crate::sse::{Event, Frame, FrameParser, parse_event};
@@ -13,8 +15,7 @@ use agentwatch_http::{
     Client, Failure, HttpError, Redacted, Settings, Target, basic_auth, percent_encode,
 };
 use detect_core::Session;
-use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -309,9 +310,10 @@ impl OpencodeServer {
     /// Session infos of every project (`GET /experimental/session`), falling back to the
     /// server's current project (`GET /session`) on servers without the experimental route.
     ///
-    /// The list is read typed (see [`SessionInfo`]): only the fields agentwatch uses are kept,
-    /// and a list holding anything but session objects with a string `id` is an error, never
-    /// a shorter (and so "complete") list. Each info comes back as the JSON object of its kept
+    /// The list is read typed as it streams ([`crate::listing`]): only the fields agentwatch
+    /// uses are kept, one entry per session id, at most [`MAX_LISTED_SESSIONS`]; a list holding
+    /// anything but session objects with a string `id`, or more sessions, is an error, never a
+    /// shorter (and so "complete") list. Each info comes back as the JSON object of its kept
     /// fields.
     pub fn list_sessions(&self) -> Result<Vec<Value>, SourceError> {
         Ok(self
@@ -323,7 +325,7 @@ impl OpencodeServer {
 
     /// As [`OpencodeServer::list_sessions`], typed.
     pub fn list_session_infos(&self) -> Result<Vec<SessionInfo>, SourceError> {
-        let parse = |body: &mut dyn Read| serde_json::from_reader::<_, Vec<SessionInfo>>(body);
+        let parse = |body: &mut dyn Read| read_listing(body, MAX_LISTED_SESSIONS);
         match self.get_parsed("/experimental/session", parse) {
             Ok(page) => Ok(page.body),
             Err(SourceError::Status { status: 404, .. }) => {
@@ -579,98 +581,6 @@ impl EventStream {
                 StreamItem::Skipped(why) => skipped(&why),
             }
         }
-    }
-}
-
-/// One entry of a session list, typed: the fields agentwatch reads. Unknown fields are skipped
-/// without being built; a wrong-typed known field fails the whole list.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct SessionInfo {
-    pub id: String,
-    #[serde(default, rename = "parentID")]
-    pub parent_id: Option<String>,
-    /// Cut to [`MAX_TITLE_BYTES`].
-    #[serde(default, deserialize_with = "bounded_text")]
-    pub title: Option<String>,
-    /// Cut to [`MAX_TITLE_BYTES`].
-    #[serde(default, deserialize_with = "bounded_text")]
-    pub directory: Option<String>,
-    #[serde(default)]
-    pub agent: Option<String>,
-    #[serde(default)]
-    pub time: Option<SessionTime>,
-}
-
-/// The longest title or directory kept of a listed session, in bytes: the rest is cut (a
-/// session's title is shown in alerts and pages, not read whole by anything).
-pub const MAX_TITLE_BYTES: usize = 4096;
-
-/// An optional string cut to [`MAX_TITLE_BYTES`] (at a character boundary); anything but a
-/// string or null is an error, as for a plain `Option<String>`.
-fn bounded_text<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<String>, D::Error> {
-    struct Bounded;
-    impl<'de> serde::de::Visitor<'de> for Bounded {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a string")
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            let mut end = v.len().min(MAX_TITLE_BYTES);
-            while !v.is_char_boundary(end) {
-                end -= 1;
-            }
-            Ok(Some(v[..end].to_owned()))
-        }
-        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_str(self)
-        }
-    }
-    deserializer.deserialize_option(Bounded)
-}
-
-/// A session's `time` object (milliseconds since the epoch).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct SessionTime {
-    #[serde(default)]
-    pub created: Option<Number>,
-    #[serde(default)]
-    pub updated: Option<Number>,
-}
-
-impl SessionInfo {
-    /// The info as the JSON object opencode sent, minus the fields not kept.
-    #[must_use]
-    pub fn into_json(self) -> Value {
-        let mut object = Map::new();
-        object.insert("id".into(), Value::String(self.id));
-        for (key, value) in [
-            ("parentID", self.parent_id),
-            ("title", self.title),
-            ("directory", self.directory),
-            ("agent", self.agent),
-        ] {
-            if let Some(value) = value {
-                object.insert(key.into(), Value::String(value));
-            }
-        }
-        if let Some(time) = self.time {
-            let mut t = Map::new();
-            for (key, value) in [("created", time.created), ("updated", time.updated)] {
-                if let Some(value) = value {
-                    t.insert(key.into(), Value::Number(value));
-                }
-            }
-            object.insert("time".into(), Value::Object(t));
-        }
-        Value::Object(object)
     }
 }
 

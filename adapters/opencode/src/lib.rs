@@ -10,6 +10,7 @@ pub mod convert;
 pub mod db;
 pub mod discover;
 pub mod http;
+pub mod listing;
 pub mod lite;
 mod problem;
 pub mod sse;

@@ -8,6 +8,7 @@
 //! without being copied, and hashed ([`detect_core::output_hash`]); so is `metadata.output` (the
 //! output of a user-run shell part).
 
+use crate::problem::TOO_MANY;
 use detect_core::{
     COMMITTED_KEY, Call, CallStatus, CallTime, HOOK_MARKER, output_commit, output_hash,
     total_lines_in_output,
@@ -17,11 +18,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// One message: its info and its parts, reduced.
+/// One message: its info and its tool parts, reduced (text, reasoning and step parts are read
+/// through and not kept: nothing of them reaches the detector).
 #[derive(Debug, Clone, Deserialize)]
 pub struct LiteMessage {
     pub info: LiteInfo,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "tool_parts")]
     pub parts: Vec<LitePart>,
 }
 
@@ -58,28 +60,60 @@ pub struct LiteMessageTime {
     pub completed: Option<i64>,
 }
 
-/// A part; only tool parts carry a state.
-#[derive(Debug, Clone, Deserialize)]
+/// A tool part (the only parts kept): the tool and its state, boxed (a part without one costs
+/// a pointer).
+#[derive(Debug, Clone)]
 pub struct LitePart {
-    #[serde(rename = "type")]
-    pub kind: String,
-    #[serde(default)]
     pub tool: Option<String>,
+    pub state: Option<Box<LiteState>>,
+}
+
+/// A part as it is read: any part, its `type` said.
+#[derive(Deserialize)]
+struct AnyPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    tool: Option<String>,
     #[serde(default, deserialize_with = "object_or_none")]
-    pub state: Option<LiteState>,
+    state: Option<Box<LiteState>>,
+}
+
+/// A message's parts, the tool parts kept (see [`LiteMessage`]).
+fn tool_parts<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<LitePart>, D::Error> {
+    struct ToolParts;
+    impl<'de> Visitor<'de> for ToolParts {
+        type Value = Vec<LitePart>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of parts")
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut parts = Vec::new();
+            while let Some(part) = seq.next_element::<AnyPart>()? {
+                if part.kind == "tool" {
+                    parts.push(LitePart {
+                        tool: part.tool,
+                        state: part.state,
+                    });
+                }
+            }
+            Ok(parts)
+        }
+    }
+    deserializer.deserialize_seq(ToolParts)
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct LiteState {
     pub status: String,
-    /// The call's input; one over [`MAX_INPUT_BYTES`] of JSON text is its stand-in
-    /// (`bounded_input`).
-    #[serde(default, deserialize_with = "bounded_input")]
-    pub input: Option<Value>,
+    /// The call's input as its JSON text, read as a value only when its call is made
+    /// ([`Input::value`]).
     #[serde(default)]
-    pub metadata: Option<DetectorMetadata>,
+    pub input: Option<Input>,
     #[serde(default)]
-    pub output: Option<OutputNote>,
+    pub metadata: Option<Box<DetectorMetadata>>,
+    #[serde(default)]
+    pub output: Option<Box<OutputNote>>,
     #[serde(default, deserialize_with = "object_or_none")]
     pub time: Option<LiteCallTime>,
     /// An error state whose message begins with [`HOOK_MARKER`]: agentwatch's hook refused
@@ -132,21 +166,44 @@ fn hook_refusal<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::E
 /// text, so a call repeated with it still repeats.
 pub const MAX_INPUT_BYTES: usize = 1 << 20;
 
-/// A tool input read as its raw text first (about its size in memory, and a broken one fails
-/// before anything is built), then as JSON when it is at most [`MAX_INPUT_BYTES`].
-fn bounded_input<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    let Some(raw) = Option::<Box<serde_json::value::RawValue>>::deserialize(deserializer)? else {
-        return Ok(None);
-    };
-    let text = raw.get();
-    if text.len() > MAX_INPUT_BYTES {
-        return Ok(Some(serde_json::json!({
-            "oversized_input": {"bytes": text.len(), "hash": output_hash(text)}
-        })));
+/// A tool input as the answer wrote it: its JSON text (about its size in memory; a page of
+/// calls costs its text, whatever the inputs' shape, where values built at once cost up to 16
+/// times it), or the stand-in of one over [`MAX_INPUT_BYTES`].
+#[derive(Debug, Clone)]
+pub enum Input {
+    Text(Box<serde_json::value::RawValue>),
+    Oversized { bytes: usize, hash: String },
+}
+
+impl<'de> Deserialize<'de> for Input {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        let text = raw.get();
+        Ok(if text.len() > MAX_INPUT_BYTES {
+            Self::Oversized {
+                bytes: text.len(),
+                hash: output_hash(text),
+            }
+        } else {
+            Self::Text(raw)
+        })
     }
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(de::Error::custom)
+}
+
+impl Input {
+    /// The input as a value, built now: the stand-in of an oversized input; one that is JSON
+    /// but no value (nested deeper than serde_json builds, a number past `f64`) stands as
+    /// `{"unreadable_input": {"bytes": N, "hash": H}}`, the same for the same text.
+    #[must_use]
+    pub fn value(&self) -> Value {
+        let stand_in = |key: &str, bytes: usize, hash: &str| serde_json::json!({ key: {"bytes": bytes, "hash": hash} });
+        match self {
+            Self::Oversized { bytes, hash } => stand_in("oversized_input", *bytes, hash),
+            Self::Text(raw) => serde_json::from_str(raw.get()).unwrap_or_else(|_| {
+                stand_in("unreadable_input", raw.get().len(), &output_hash(raw.get()))
+            }),
+        }
+    }
 }
 
 /// `Some` only for a JSON object; anything else reads as absent, as the export reader
@@ -344,10 +401,9 @@ impl LiteMessage {
         };
         info_done
             && self.parts.iter().all(|p| {
-                p.kind != "tool"
-                    || p.state
-                        .as_ref()
-                        .is_some_and(|s| s.status == "completed" || s.status == "error")
+                p.state
+                    .as_ref()
+                    .is_some_and(|s| s.status == "completed" || s.status == "error")
             })
     }
 
@@ -373,12 +429,9 @@ impl LitePart {
 }
 
 fn lite_call(part: &LitePart) -> Option<Call> {
-    if part.kind != "tool" {
-        return None;
-    }
     let state = part.state.as_ref()?;
     let DetectorMetadata(mut metadata, metadata_output, metadata_commit) =
-        state.metadata.clone().unwrap_or_default();
+        state.metadata.as_deref().cloned().unwrap_or_default();
     if !metadata.contains_key("total_lines")
         && let Some(total) = state.output.as_ref().and_then(|o| o.total_lines)
     {
@@ -396,8 +449,8 @@ fn lite_call(part: &LitePart) -> Option<Call> {
     }
     Some(Call {
         tool,
-        input: match &state.input {
-            Some(v @ Value::Object(_)) => v.clone(),
+        input: match state.input.as_ref().map(Input::value) {
+            Some(v @ Value::Object(_)) => v,
             _ => Value::Object(Map::new()),
         },
         status: match CallStatus::from_text(&state.status) {
@@ -488,15 +541,61 @@ impl Spend {
     }
 }
 
-/// Parse a `/session/:id/message` answer.
+/// Most messages one answer may hold (a page is asked for [`crate::http::MESSAGE_PAGE`]; a
+/// server that ignores the page size answers with a whole session, and none has this many).
+pub const MAX_PAGE_MESSAGES: usize = 10_000;
+
+/// Most tool calls one answer may hold, over all its messages.
+pub const MAX_PAGE_CALLS: usize = 100_000;
+
+/// Parse a `/session/:id/message` answer: at most [`MAX_PAGE_MESSAGES`] messages and
+/// [`MAX_PAGE_CALLS`] tool calls, else an error (`more than N … in one answer (the limit)`).
 pub fn parse_messages(text: &str) -> Result<Vec<LiteMessage>, serde_json::Error> {
-    serde_json::from_str(text)
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let messages = deserializer.deserialize_seq(Page)?;
+    deserializer.end()?;
+    Ok(messages)
 }
 
 /// [`parse_messages`] from a reader, as the answer arrives (buffer it: serde_json reads byte
-/// by byte): only what the lean structs keep is held.
+/// by byte): only what the lean structs keep is held, each message judged against the bounds
+/// as it is read.
 pub fn read_messages(reader: impl std::io::Read) -> Result<Vec<LiteMessage>, serde_json::Error> {
-    serde_json::from_reader(reader)
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    let messages = deserializer.deserialize_seq(Page)?;
+    deserializer.end()?;
+    Ok(messages)
+}
+
+/// The visitor of a page of messages, within [`MAX_PAGE_MESSAGES`] and [`MAX_PAGE_CALLS`].
+struct Page;
+
+impl<'de> Visitor<'de> for Page {
+    type Value = Vec<LiteMessage>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of messages")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut messages = Vec::new();
+        let mut calls = 0usize;
+        while let Some(message) = seq.next_element::<LiteMessage>()? {
+            calls += message.parts.len();
+            let over = if messages.len() >= MAX_PAGE_MESSAGES {
+                Some((MAX_PAGE_MESSAGES, "messages"))
+            } else {
+                (calls > MAX_PAGE_CALLS).then_some((MAX_PAGE_CALLS, "tool calls"))
+            };
+            if let Some((limit, what)) = over {
+                return Err(de::Error::custom(format!(
+                    "{TOO_MANY}{limit} {what} in one answer (the limit)"
+                )));
+            }
+            messages.push(message);
+        }
+        Ok(messages)
+    }
 }
 
 #[cfg(test)]
@@ -557,7 +656,13 @@ mod tests {
         let read = |input: &str| {
             let text = page(input);
             let messages = read_messages(text.as_bytes()).unwrap();
-            messages[0].parts[0].state.as_ref().unwrap().input.clone()
+            messages[0].parts[0]
+                .state
+                .as_ref()
+                .unwrap()
+                .input
+                .as_ref()
+                .map(Input::value)
         };
         let stand_in = read(&huge).unwrap();
         assert_eq!(stand_in["oversized_input"]["bytes"], huge.len());

@@ -1,6 +1,10 @@
 //! Errors of a server's JSON told without its text (a hostile answer must not reach a log):
 //! shared by the HTTP answers and the event stream.
 
+/// How our own bounds on an answer's entries begin their errors ("more than 50000 sessions in
+/// one listing (the limit)"), told as they are.
+pub(crate) const TOO_MANY: &str = "more than ";
+
 /// What a server's JSON did wrong, without quoting it (a hostile answer's text must not reach
 /// a log): the kind of problem and where.
 pub(crate) fn parse_problem(error: &serde_json::Error) -> String {
@@ -12,7 +16,10 @@ pub(crate) fn parse_problem(error: &serde_json::Error) -> String {
     };
     let what = if error.classify() == serde_json::error::Category::Data {
         let text = error.to_string();
-        if text.contains("expected") {
+        if text.starts_with(TOO_MANY) {
+            // Our own bound (a listing's sessions, a page's messages): no text of the server's.
+            format!(" ({})", text.split(" at line ").next().unwrap_or(""))
+        } else if text.contains("expected") {
             // serde's "invalid type: string \"…\", expected …": keep the expectation only.
             let expected = text
                 .split_once("expected ")

@@ -355,9 +355,8 @@ fn part_updated(kind: &str, props: Option<&Properties>) -> Result<Event, EventEr
         .ok_or_else(|| missing("messageID"))?;
     let part_id = part.id.clone().ok_or_else(|| missing("part id"))?;
     let lite = LitePart {
-        kind: part.kind.clone(),
         tool: part.tool.clone(),
-        state: part.state.clone(),
+        state: part.state.clone().map(Box::new),
     };
     let call = lite.call().ok_or_else(|| missing("tool"))?;
     Ok(Event::ToolSettled {

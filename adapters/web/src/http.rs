@@ -15,10 +15,18 @@
 //! ```
 //!
 //! A panic in a handler is a 500 for that request; nothing a request does ends the server.
+//!
+//! Every answer is JSON with the security headers of every other answer, the limits' own
+//! included ([`limit_reply`]): the 413 and 408 the tower layers answer by themselves are
+//! replaced on their way out (`uniform`), and the 400, 414 and 431 hyper writes by itself when a
+//! head does not parse or is too large are replaced on the socket, where they are the only
+//! answers without our headers ([`StallGuard`] swallows them and writes ours, then the
+//! connection closes as hyper closes it).
 
 use crate::api::App;
 use crate::{Incoming, Reply};
 use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming as Body;
 use hyper::{Request, Response, StatusCode};
@@ -37,6 +45,9 @@ use tower::ServiceBuilder;
 use tower_http::body::Limited;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
+
+/// The error of a response body as hyper takes it.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What one request and one connection may cost. The defaults keep the whole server under about
 /// 64 MB whatever arrives: response bytes are bounded by `response_budget_bytes`, handlers by
@@ -163,8 +174,9 @@ struct Shared {
 
 async fn connection(stream: TcpStream, shared: Shared, limits: Limits) {
     let _ = stream.set_nodelay(true);
-    let io = TokioIo::new(StallGuard::new(stream, limits.write_stall));
+    let io = TokioIo::new(StallGuard::new(stream, limits));
     let service = ServiceBuilder::new()
+        .map_response(move |response| uniform(response, &limits))
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -229,6 +241,81 @@ async fn answer(request: Request<Limited<Body>>, shared: Shared) -> Response<Ful
     }
 }
 
+/// The answer the server's own limits give for `status`, as JSON with every answer's headers:
+/// 400 (a head that does not parse), 408, 413, 414 and 431, saying which limit.
+pub(crate) fn limit_reply(status: u16, limits: &Limits) -> Reply {
+    let message = match status {
+        400 => "the request is not HTTP/1.1 this server reads".to_owned(),
+        408 => format!(
+            "the request did not arrive within {} s",
+            limits.request_timeout.as_secs()
+        ),
+        413 => format!("body over {} bytes", limits.max_body_bytes),
+        414 => "the request target is too long".to_owned(),
+        431 => format!(
+            "request line and headers over {} bytes or {} header lines",
+            limits.max_head_bytes, limits.max_headers
+        ),
+        _ => StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("refused")
+            .to_owned(),
+    };
+    Reply::error(status, None, message)
+}
+
+/// Whether a response carries the headers every answer of ours has (a layer's own does not).
+fn ours<B>(response: &Response<B>) -> bool {
+    response.headers().contains_key(MARK_HEADER)
+}
+
+/// The header that marks an answer as ours (one of [`Reply::all_headers`]' fixed ones).
+const MARK_HEADER: &str = "x-content-type-options";
+
+/// A response as it leaves: ours as it is, a tower layer's own (413, 408) replaced by
+/// [`limit_reply`].
+fn uniform<B>(response: Response<B>, limits: &Limits) -> Response<UnsyncBoxBody<Bytes, BoxError>>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    if ours(&response) {
+        return response.map(|body| body.map_err(Into::into).boxed_unsync());
+    }
+    let reply = limit_reply(response.status().as_u16(), limits);
+    respond(reply, None).map(|body| body.map_err(|never| match never {}).boxed_unsync())
+}
+
+/// The raw bytes of a [`limit_reply`] on a connection that closes after it (hyper's own answers
+/// replaced on the socket).
+fn limit_answer_bytes(status: u16, limits: &Limits) -> Vec<u8> {
+    let reply = limit_reply(status, limits);
+    let reason = StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut head = format!("HTTP/1.1 {status} {reason}\r\n");
+    for (name, value) in reply.all_headers() {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!(
+        "content-length: {}\r\nconnection: close\r\n\r\n",
+        reply.body.len()
+    ));
+    [head.into_bytes(), reply.body].concat()
+}
+
+/// The status of an answer hyper wrote by itself, when `bytes` begin one: a status line and a
+/// head without our [`MARK_HEADER`].
+fn hypers_own(bytes: &[u8]) -> Option<u16> {
+    let rest = bytes.strip_prefix(b"HTTP/1.1 ")?;
+    let status = std::str::from_utf8(rest.get(..3)?).ok()?.parse().ok()?;
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&bytes[..end]).to_ascii_lowercase();
+    (!head.contains(MARK_HEADER)).then_some(status)
+}
+
 /// The answer's bytes, holding their share of the response budget until the last reference to
 /// them (hyper's write buffer) is dropped.
 struct Budgeted {
@@ -263,20 +350,58 @@ fn respond(reply: Reply, room: Option<OwnedSemaphorePermit>) -> Response<Full<By
 }
 
 /// A socket whose writes fail once they make no progress for `stall` (a client that stopped
-/// reading), so an answer it never takes is not kept for ever.
+/// reading), so an answer it never takes is not kept for ever; and where an answer hyper writes
+/// by itself ([`hypers_own`]) is replaced by ours ([`limit_answer_bytes`]).
 struct StallGuard {
     stream: TcpStream,
-    stall: Duration,
+    limits: Limits,
     waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Our answer in place of hyper's own, and how much of it is written; once set, whatever
+    /// hyper writes after is taken and dropped (it closes the connection after such an answer).
+    replaced: Option<(Vec<u8>, usize)>,
 }
 
 impl StallGuard {
-    fn new(stream: TcpStream, stall: Duration) -> Self {
+    fn new(stream: TcpStream, limits: Limits) -> Self {
         Self {
             stream,
-            stall,
+            limits,
             waiting: None,
+            replaced: None,
         }
+    }
+
+    /// Write what is left of our replacing answer: ready once all of it is written.
+    fn drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((bytes, at)) = self.replaced.as_mut().filter(|(b, at)| *at < b.len()) {
+            let rest = bytes[*at..].to_vec();
+            match self.guard(cx, |s, cx| s.poll_write(cx, &rest)) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    if let Some((_, at)) = self.replaced.as_mut() {
+                        *at += n;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// A write of hyper's: `first` is its first bytes, `len` all of them. `None`: write them as
+    /// they are; else what to tell hyper (taken whole, ours written in their place).
+    fn take_over(
+        &mut self,
+        cx: &mut Context<'_>,
+        first: &[u8],
+        len: usize,
+    ) -> Option<Poll<io::Result<usize>>> {
+        if self.replaced.is_none() {
+            let status = hypers_own(first)?;
+            self.replaced = Some((limit_answer_bytes(status, &self.limits), 0));
+        }
+        Some(self.drain(cx).map_ok(|()| len))
     }
 
     /// `poll` of a write: progress clears the stall timer, a pending write starts it.
@@ -291,7 +416,7 @@ impl StallGuard {
                 Poll::Ready(result)
             }
             Poll::Pending => {
-                let stall = self.stall;
+                let stall = self.limits.write_stall;
                 let timer = self
                     .waiting
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
@@ -324,7 +449,11 @@ impl AsyncWrite for StallGuard {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().guard(cx, |s, cx| s.poll_write(cx, buf))
+        let this = self.get_mut();
+        if let Some(taken) = this.take_over(cx, buf, buf.len()) {
+            return taken;
+        }
+        this.guard(cx, |s, cx| s.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -332,8 +461,16 @@ impl AsyncWrite for StallGuard {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut()
-            .guard(cx, |s, cx| s.poll_write_vectored(cx, bufs))
+        let this = self.get_mut();
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if let Some(taken) = this.take_over(cx, first, len) {
+            return taken;
+        }
+        this.guard(cx, |s, cx| s.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -341,11 +478,19 @@ impl AsyncWrite for StallGuard {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().guard(cx, AsyncWrite::poll_flush)
+        let this = self.get_mut();
+        if this.drain(cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        this.guard(cx, AsyncWrite::poll_flush)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().guard(cx, AsyncWrite::poll_shutdown)
+        let this = self.get_mut();
+        if this.drain(cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        this.guard(cx, AsyncWrite::poll_shutdown)
     }
 }
 

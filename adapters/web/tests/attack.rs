@@ -131,6 +131,70 @@ fn the_issues_requests_are_refused_and_the_server_stays() {
     }
 }
 
+/// The headers every answer of the server carries, as `name: value` lines of a head.
+const EVERY_ANSWERS_HEADERS: &[&str] = &[
+    "content-type: application/json",
+    "cache-control: no-store",
+    "x-content-type-options: nosniff",
+    "x-frame-options: DENY",
+    "referrer-policy: no-referrer",
+    "content-security-policy: ",
+];
+
+/// Issue 50: the answers of the server's own limits (a body too large, a head too large, a
+/// request too slow, a head that does not parse) are JSON saying which limit, with the headers
+/// of every other answer, not a layer's or hyper's bare text.
+#[test]
+fn every_limit_answer_is_json_with_every_answers_headers() {
+    let dir = TempDir::new("aw-attack-limits");
+    filled(&dir);
+    let server = server_with(&dir, short());
+    let addr = server.local_addr();
+    let rows: &[(u16, &str, Vec<u8>)] = &[
+        (
+            413,
+            "a POST body over the limit",
+            b"POST /api/watchdog/channels HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 65537\r\n\r\n{".to_vec(),
+        ),
+        (
+            431,
+            "a header line of 1 MiB",
+            [b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ".as_slice(), &[b'a'; 1 << 20], b"\r\n\r\n"].concat(),
+        ),
+        (
+            431,
+            "500 headers",
+            [b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n".as_slice(), &b"X-A: b\r\n".repeat(500), b"\r\n"].concat(),
+        ),
+        (
+            408,
+            "a body that never comes",
+            b"POST /api/watchdog/channels HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{".to_vec(),
+        ),
+        (400, "garbage", b"\x00\x01\x02 not http at all\r\n\r\n".to_vec()),
+    ];
+    for (status, name, request) in rows {
+        let answer = exchange(addr, request, Duration::from_secs(10));
+        assert_eq!(status_of(&answer), *status, "{name}");
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+        let head = head.to_ascii_lowercase();
+        for header in EVERY_ANSWERS_HEADERS {
+            assert!(
+                head.contains(&header.to_ascii_lowercase()),
+                "{name}: no `{header}` in {head}"
+            );
+        }
+        let error: serde_json::Value = serde_json::from_str(body)
+            .unwrap_or_else(|e| panic!("{name}: the body is not JSON ({e}): {body:?}"));
+        assert!(
+            error["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{name}: {error}"
+        );
+        assert_eq!(normal(addr, Duration::from_secs(5)), 200, "after {name}");
+    }
+}
+
 /// A request line of 64 MiB: refused once the head passes its limit; the sender is cut off.
 #[test]
 fn a_64_mib_request_line_is_cut_off() {
@@ -301,12 +365,19 @@ fn memory_kb(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// The issue's requests against `agentwatch serve` itself: it answers every one, stays up, and
-/// its peak memory grows by less than 64 MB.
-#[test]
-fn agentwatch_serve_survives_the_issues_requests() {
-    let dir = TempDir::new("aw-attack-process");
-    filled(&dir);
+/// An `agentwatch serve` process, killed when dropped.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `agentwatch serve` on a free loopback port, on the store and config of `dir`: the process
+/// and where it listens.
+fn serve_process(dir: &TempDir) -> (Kill, SocketAddr) {
     let mut child = std::process::Command::new(agentwatch_bin())
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(dir.path.join("agentwatch.db"))
@@ -316,24 +387,27 @@ fn agentwatch_serve_survives_the_issues_requests() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let mut child = Kill(child);
+    let child = Kill(child);
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("{line:?}"))
         .parse()
         .unwrap();
+    (child, addr)
+}
+
+/// The issue's requests against `agentwatch serve` itself: it answers every one, stays up, and
+/// its peak memory grows by less than 64 MB.
+#[test]
+fn agentwatch_serve_survives_the_issues_requests() {
+    let dir = TempDir::new("aw-attack-process");
+    filled(&dir);
+    let (mut child, addr) = serve_process(&dir);
     let pid = child.0.id();
     assert_eq!(normal(addr, Duration::from_secs(5)), 200);
     let before = memory_kb(pid, "VmHWM:");

@@ -38,6 +38,7 @@ use crate::stored::{
     save_policy, store_path, take_lock,
 };
 use crate::text::{escape_control, quote};
+use crate::wake::{SystemClock, Wake};
 use agentwatch_agentdeck::cli::{
     AgentDeck, DEFAULT_BIN, Listing, SessionInfo, Shown, find_on_path,
 };
@@ -837,8 +838,22 @@ pub fn run(args: &Options, on_tick: &mut dyn FnMut(&TickReport)) -> Result<u8, E
         .field("root", rt.root.display())
         .field("dry_run", dry_run)
         .emit();
+    let mut clock = SystemClock::with_signals()?;
     let store = store.as_mut().filter(|_| !dry_run);
-    daemon(&rt, &config.deck, &mut states, store, args, on_tick)
+    let ticks = daemon(
+        &rt,
+        &config.deck,
+        (&mut states, store),
+        &mut clock,
+        args,
+        on_tick,
+    );
+    Line::info("deck", now_or_clock(None))
+        .field("daemon", "stop")
+        .field("ticks", ticks)
+        .field("reason", "signal")
+        .emit();
+    Ok(code::OK)
 }
 
 /// Store what a tick left: the policies' states, the alert state, the sessions seen, the
@@ -871,18 +886,21 @@ fn save_tick(
 }
 
 /// The daemon: a tick every `deck.interval_s`, sooner on a hook change or a wakeup the tick
-/// asked for, until the process ends. A tick that cannot be stored is logged and the next one
-/// goes on.
+/// asked for, until SIGTERM or SIGINT (`clock`): a tick that is running is finished and
+/// stored, then the daemon returns how many ticks it ran (a second signal ends the process at
+/// once, as `run`'s does). A tick that cannot be stored is logged and the next one goes on.
 fn daemon(
     rt: &Runtime<'_>,
     deck_cfg: &DeckSection,
-    states: &mut States,
-    mut store: Option<&mut Store>,
+    (states, mut store): (&mut States, Option<&mut Store>),
+    clock: &mut SystemClock,
     args: &Options,
     on_tick: &mut dyn FnMut(&TickReport),
-) -> Result<u8, Error> {
+) -> u64 {
     let mut watch: Option<HookWatch> = None;
+    let mut ticks: u64 = 0;
     loop {
+        ticks += 1;
         let hooks = rt.hooks_dir();
         let now = now_or_clock(None);
         watch = watch_hooks(watch, hooks.as_deref(), now);
@@ -908,8 +926,11 @@ fn daemon(
             report.next_wakeup,
             hooks.as_deref(),
             before,
-            &mut watch,
+            (&mut watch, clock),
         );
+        if woke == STOPPED {
+            return ticks;
+        }
         if args.verbose {
             Line::info("deck", now_or_clock(None))
                 .field("wake", woke)
@@ -917,6 +938,12 @@ fn daemon(
         }
     }
 }
+
+/// What [`wait_for_next`] says when a stop was asked for.
+const STOPPED: &str = "stop";
+
+/// The longest the daemon waits on the hook watch without looking for a stop request.
+const STOP_SLICE: Duration = Duration::from_millis(200);
 
 /// The watch on the hook directory for this tick: `current` while it still watches `hooks`,
 /// else a new one. Where none can be set up (no directory, the system's watch limit) the
@@ -948,7 +975,8 @@ fn watch_hooks(current: Option<HookWatch>, hooks: Option<&Path>, now: i64) -> Op
 /// Sleeps until the next tick: `interval_s` after the last one started, or at the tick's
 /// wakeup if sooner, or sooner still (but not before `min_tick_gap_s`) when the hook status
 /// files changed: told by `watch` at once, else seen by polling their mtimes every
-/// `hook_poll_s`. A watch that stops working is dropped (the caller sets up a new one).
+/// `hook_poll_s`. A watch that stops working is dropped (the caller sets up a new one). A stop
+/// asked for (`clock`), before or during the wait, ends it at once with [`STOPPED`].
 fn wait_for_next(
     deck: &DeckSection,
     started: Instant,
@@ -956,7 +984,7 @@ fn wait_for_next(
     wakeup: Option<i64>,
     hooks: Option<&Path>,
     before: Option<(SystemTime, SystemTime, usize)>,
-    watch: &mut Option<HookWatch>,
+    (watch, clock): (&mut Option<HookWatch>, &mut SystemClock),
 ) -> &'static str {
     let until_wakeup =
         wakeup.map(|at| Duration::from_secs(u64::try_from(at.saturating_sub(now)).unwrap_or(0)));
@@ -964,16 +992,22 @@ fn wait_for_next(
     let gap = Duration::from_secs(deck.min_tick_gap_s);
     let poll = Duration::from_secs(deck.hook_poll_s);
     loop {
+        if clock.sleep(Duration::ZERO) == Wake::Stop {
+            return STOPPED;
+        }
         let elapsed = started.elapsed();
         if elapsed >= interval {
             return "interval";
         }
         if let Some(w) = watch.as_ref() {
-            match w.wait(interval - elapsed) {
+            match w.wait((interval - elapsed).min(STOP_SLICE)) {
                 Woken::Changed => {
                     // Not sooner than the gap after the last tick started.
-                    std::thread::sleep(gap.min(interval).saturating_sub(started.elapsed()));
-                    return "hook-change";
+                    let rest = gap.min(interval).saturating_sub(started.elapsed());
+                    return match clock.sleep(rest) {
+                        Wake::Stop => STOPPED,
+                        Wake::Due => "hook-change",
+                    };
                 }
                 Woken::Timeout => continue,
                 Woken::Lost => {
@@ -986,7 +1020,9 @@ fn wait_for_next(
                 }
             }
         }
-        std::thread::sleep(poll.min(interval - elapsed));
+        if clock.sleep(poll.min(interval - elapsed)) == Wake::Stop {
+            return STOPPED;
+        }
         if let Some(dir) = hooks
             && started.elapsed() >= gap
             && hooks_fingerprint(dir) != before
@@ -1064,6 +1100,8 @@ mod tests {
         assert_eq!(deck.waiting_patrol.threshold, 600);
         assert_eq!(deck.waiting_patrol.nudge_dedup, 3600);
         assert_eq!(deck.waiting_patrol.message, "report status?");
+        // Unset, every profile is watched (the design's `default`: a deliberate difference).
+        assert_eq!(deck.profile, None);
     }
 
     #[test]
@@ -1122,7 +1160,17 @@ mod tests {
             std::fs::rename(&temp, hook.join("3f9a1c2e-1713770000.json")).unwrap();
             Instant::now()
         });
-        let woke = wait_for_next(&deck, Instant::now(), 0, None, Some(dir), before, watch);
+        // A clock no signal reaches: only time and the hooks wake it.
+        let mut clock = SystemClock::new(std::sync::mpsc::channel().1);
+        let woke = wait_for_next(
+            &deck,
+            Instant::now(),
+            0,
+            None,
+            Some(dir),
+            before,
+            (watch, &mut clock),
+        );
         let written = writer.join().unwrap();
         eprintln!("woke ({woke}) {:?} after the write", written.elapsed());
         woke

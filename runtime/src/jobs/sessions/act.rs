@@ -162,6 +162,16 @@ fn perform(
             aborts,
         });
     };
+    if memory.alertmanager {
+        // Stored with the alert state in the tick's transaction (`commit`): one truth.
+        let open_keys = outcome
+            .state
+            .open_alerts
+            .keys()
+            .map(String::as_str)
+            .collect();
+        fleet::fold(config, &mut memory.held, routed, &open_keys, now);
+    }
     commit(
         store,
         collected,
@@ -311,6 +321,15 @@ fn commit(
 ) -> Result<(), Error> {
     let state_json =
         serde_json::to_string(&outcome.state).map_err(|e| Error::software(e.to_string()))?;
+    let mut states = vec![
+        (ALERT_STATE_KEY.to_owned(), state_json),
+        blind::state_row(&memory.health)?,
+    ];
+    if memory.alertmanager {
+        let held =
+            serde_json::to_string(&memory.held).map_err(|e| Error::software(e.to_string()))?;
+        states.push((ALERTMANAGER_STATE_KEY.to_owned(), held));
+    }
     store
         .commit_tick(&TickWrite {
             ticked_at: now,
@@ -320,10 +339,7 @@ fn commit(
             servers: &collected.answered,
             verdicts: &verdict_rows(&judged.judgement, collected, opinions),
             alerts: &alert_rows(&outcome.decisions),
-            states: &[
-                (ALERT_STATE_KEY.to_owned(), state_json),
-                blind::state_row(&memory.health)?,
-            ],
+            states: &states,
             outbox: &deliver::outbox_events(&outcome.decisions)?,
             supersede: &deliver::resolved_keys(&outcome.decisions),
         })
@@ -354,7 +370,8 @@ fn commit(
     Ok(())
 }
 
-/// Post every Alertmanager channel's alerts and record what the posts took: a delivery counts
+/// Post every Alertmanager channel's alerts (`routed` were folded in before the tick's
+/// transaction, [`fleet::fold`]) and record what the posts took: a delivery counts
 /// (rate-limit window, resolve receivers) once the post took it, and Alertmanager holds every
 /// alert a successful post carried (a trigger that failed and went out re-asserted included),
 /// so their resolves go to it. The alert state and what the channels hold are stored.
@@ -366,7 +383,7 @@ fn sync_fleet(
     state: &mut AlertState,
     now: i64,
 ) -> Result<Vec<SyncReport>, Error> {
-    let syncs = sync_alertmanager(config, held, routed, state, now, false);
+    let syncs = sync_alertmanager(config, held, &[], state, now, false);
     let posted = |channel: &str| {
         syncs
             .iter()
