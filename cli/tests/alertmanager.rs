@@ -509,7 +509,7 @@ fn a_tick_killed_during_its_post_leaves_the_alert_to_the_next_post() {
     let path = |name: &str| host.dir.path.join(name).to_str().unwrap().to_owned();
     let now = clock().to_string();
     let args = [
-        "opencode",
+        "watch",
         "--once",
         "--config",
         &path("config.toml"),

@@ -202,7 +202,7 @@ fn peak(pid: u32) -> u64 {
 
 fn tick(home: &std::path::Path, port: u16) -> Child {
     agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), home)
-        .args(["opencode", "--once", "--now", &NOW.to_string(), "--server"])
+        .args(["watch", "--once", "--now", &NOW.to_string(), "--server"])
         .arg(format!("http://127.0.0.1:{port}"))
         .arg("--db")
         .arg(home.join("aw.db"))

@@ -83,5 +83,5 @@ fn the_crontab_runs_each_job_once_at_its_timers_cadence() {
         assert!(help.status.success(), "`agentwatch {job}` does not exist");
         jobs.push(job);
     }
-    assert_eq!(jobs, ["opencode", "deck", "recover"]);
+    assert_eq!(jobs, ["watch", "deck", "recover"]);
 }
