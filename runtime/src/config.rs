@@ -56,11 +56,6 @@ pub struct Config {
     /// never read from or written to a file.
     #[serde(skip)]
     pub silences: std::collections::BTreeMap<String, i64>,
-    /// Channels whose `type` this build cannot deliver to, `(name, type)`: set aside by
-    /// [`load`] (with an error line) so the others keep working; each is a
-    /// `blind:channel:NAME` alert and a `doctor` failure. Never read from or written to a file.
-    #[serde(skip)]
-    pub unknown_channels: Vec<(String, String)>,
 }
 
 /// What [`load`] filled in because the configuration named none.
@@ -73,6 +68,9 @@ pub struct Defaulted {
     /// `channels` was not configured: the journal (a log channel) and, when `notify-send` is
     /// on PATH, the desktop.
     pub channels: bool,
+    /// `watchdog.local_llm_enabled` was not configured: the second opinion is asked only while
+    /// something answers at `watchdog.llm.url` (a model nobody set up is off, not a failure).
+    pub local_llm: bool,
 }
 
 /// The server a configuration that names no source reads when it answers (opencode's port).
@@ -102,7 +100,8 @@ pub struct WatchdogSection {
     /// The `source` of alert events; default `agentwatch@<host>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// Base URL for links in alerts.
+    /// Base URL for links in alerts; not set: where `[serve] listen` serves the pages
+    /// (`http://127.0.0.1:8080/admin`), so a link follows the server. Empty: no links.
     pub dashboard_base_url: String,
     /// A tree whose newest call is older than this many seconds is stale: not judged as looping
     /// now, its open alert resolves (`resolve_stale`), and live sources (servers, opencode.db)
@@ -632,8 +631,16 @@ impl ChannelSection {
                 "{at}.min_severity: must be info, warning or critical"
             ))
         })?;
-        if self.channel_type == "webhook" && self.url.is_none() {
-            return Err(config_err(format!("{at}.url: required for a webhook")));
+        if self.channel_type == "webhook" {
+            let Some(url) = &self.url else {
+                return Err(config_err(format!("{at}.url: required for a webhook")));
+            };
+            if !is_http_url(url) {
+                // Not echoed: a webhook's path is often its secret.
+                return Err(config_err(format!(
+                    "{at}.url: must start with http:// or https:// (https://host/path)"
+                )));
+            }
         }
         if let Some(mode) = &self.mode
             && agentwatch_channels::WebhookMode::from_name(mode).is_none()
@@ -649,10 +656,7 @@ impl ChannelSection {
                     "{at}.urls: required for alertmanager (the peers' base URLs)"
                 )));
             }
-            if let Some(url) = urls
-                .iter()
-                .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-            {
+            if let Some(url) = urls.iter().find(|u| !is_http_url(u)) {
                 return Err(config_err(format!(
                     "{at}.urls: {:?} is not an http:// or https:// URL",
                     agentwatch_channels::shown_url(url)
@@ -678,6 +682,12 @@ impl ChannelSection {
             _ => GroupBy::Key,
         })
     }
+}
+
+/// Whether `url` starts with `http://` or `https://` (in any case).
+fn is_http_url(url: &str) -> bool {
+    let lower = url.trim_start().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
 }
 
 impl Default for ChannelSection {
@@ -770,6 +780,16 @@ pub fn find_program(program: &str, env: Env<'_>) -> Option<PathBuf> {
 
 /// Fill in the sources and channels a configuration does not name (see [`Defaulted`]).
 fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
+    let watchdog_names = |key: &str| {
+        table
+            .get("watchdog")
+            .and_then(Value::as_table)
+            .is_some_and(|t| t.contains_key(key))
+    };
+    config.defaulted.local_llm = !watchdog_names("local_llm_enabled");
+    if !watchdog_names("dashboard_base_url") {
+        config.watchdog.dashboard_base_url = dashboard_at(&config.serve.listen);
+    }
     let opencode = table.get("opencode").and_then(Value::as_table);
     let names_source = opencode.is_some_and(|t| {
         ["servers", "registry", "db"]
@@ -805,6 +825,24 @@ fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
                 ..ChannelSection::default()
             });
         }
+    }
+}
+
+/// The pages `serve` gives at `listen` (`[serve] listen`), as an alert links them when
+/// `watchdog.dashboard_base_url` is not set: `http://127.0.0.1:8080/admin`; an address that
+/// listens everywhere is linked through its loopback.
+fn dashboard_at(listen: &str) -> String {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(mut addr) => {
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr {
+                    std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            format!("http://{addr}/admin")
+        }
+        Err(_) => format!("http://{listen}/admin"),
     }
 }
 
@@ -858,6 +896,23 @@ pub fn expand_home(path: &str, env: Env<'_>) -> PathBuf {
 
 fn config_err(message: String) -> Error {
     Error::config(message)
+}
+
+/// A check's error (`channels[1].type: must be one of …`) with where its key was set: the last
+/// layer (a file, `--set KEY`) that sets its section (`/home/me/.config/agentwatch/config.toml:
+/// channels[1].type: …`).
+fn where_set(error: Error, layers: &[(String, Table)]) -> Error {
+    let Error::Config(message) = &error else {
+        return error;
+    };
+    let section: String = message
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    match layers.iter().rev().find(|(_, t)| t.contains_key(&section)) {
+        Some((from, _)) => config_err(format!("{from}: {message}")),
+        None => error,
+    }
 }
 
 /// A TOML error as it may be shown: where (the key, or the line and column) and what kind of
@@ -1156,22 +1211,30 @@ fn load_layers(
 ) -> Result<Loaded, Error> {
     let mut table = Table::new();
     let mut files = Vec::new();
+    // Where each layer came from, for an error naming the file that set a bad key.
+    let mut layers: Vec<(String, Table)> = Vec::new();
     let main = match explicit {
         Some(p) => Some(p.to_path_buf()),
         None => default_config_path(env).filter(|p| p.is_file()),
     };
     if let Some(main) = &main {
-        merge(&mut table, read_table(main)?);
+        let read = read_table(main)?;
+        layers.push((main.display().to_string(), read.clone()));
+        merge(&mut table, read);
         files.push(main.clone());
     }
     if let Some(overlay) = overlay_path(explicit, env) {
-        match overlay_text {
-            Some(text) => merge(&mut table, read_text(&overlay, text)?),
+        let read = match overlay_text {
+            Some(text) => Some(read_text(&overlay, text)?),
             None if overlay.is_file() => {
-                merge(&mut table, read_table(&overlay)?);
-                files.push(overlay);
+                files.push(overlay.clone());
+                Some(read_table(&overlay)?)
             }
-            None => {}
+            None => None,
+        };
+        if let Some(read) = read {
+            layers.push((overlay.display().to_string(), read.clone()));
+            merge(&mut table, read);
         }
     }
     if let Some(db) = env("AGENTWATCH_DB") {
@@ -1208,14 +1271,16 @@ fn load_layers(
         if value.as_str() == Some("null") {
             remove_path(&mut table, &key);
         } else {
+            let mut set = Table::new();
+            set_path(&mut set, &key, value.clone())?;
+            layers.push((format!("--set {key}"), set));
             set_path(&mut table, &key, value)?;
         }
     }
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
-    config.set_aside_unknown_channels();
-    config.validate()?;
+    config.validate().map_err(|e| where_set(e, &layers))?;
     Ok(Loaded {
         config,
         files,
@@ -1305,29 +1370,6 @@ impl Config {
     /// `watchdog.local_llm_enabled` (the design's two gates).
     pub fn local_llm_enabled(&self) -> bool {
         self.local_compute.enabled && self.watchdog.local_llm_enabled
-    }
-
-    /// Moves the channels of a type this build cannot deliver to into
-    /// [`Config::unknown_channels`], saying so on standard error: one bad channel must not
-    /// stop every other alert.
-    pub fn set_aside_unknown_channels(&mut self) {
-        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut self.channels)
-            .into_iter()
-            .enumerate()
-            .partition(|(_, c)| CHANNEL_TYPES.contains(&c.channel_type.as_str()));
-        self.channels = known.into_iter().map(|(_, c)| c).collect();
-        for c in unknown {
-            // The type is not echoed: a value in the wrong place may be a secret.
-            eprintln!(
-                "{}agentwatch: error: channels[{}] {:?}: type must be one of {}: this channel is \
-                 skipped (the other channels keep working)",
-                crate::journal::prefix(crate::journal::Priority::Err),
-                c.0,
-                crate::text::escape_control(&c.1.name),
-                CHANNEL_TYPES.join(", ")
-            );
-            self.unknown_channels.push((c.1.name, c.1.channel_type));
-        }
     }
 
     /// The `group_by` of the channel called `name` (`channel` for one not configured, such as
@@ -2492,23 +2534,37 @@ mod tests {
             assert!(err.to_string().contains(named), "{text:?}: {err}");
             assert_eq!(err.exit_code(), code::CONFIG, "{text:?}");
         }
-        // An unknown channel type is set aside, never an error: the other channels keep working.
-        let path = write(
-            &dir,
-            "config.toml",
-            "[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n[[channels]]\nname = \"b\"\ntype = \"log\"\n",
-        );
-        let loaded = load(Some(&path), &[], &no_env).expect("an unknown type is skipped");
-        let names: Vec<&str> = loaded
-            .config
-            .channels
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
-        assert_eq!(names, ["b"]);
-        assert_eq!(
-            loaded.config.unknown_channels,
-            [("a".to_owned(), "pigeon".to_owned())]
+        // A channel's mistakes fail at load, naming the key and the file that set it (issue 49):
+        // an unknown type, a webhook URL without its scheme (never echoed: it may be a secret).
+        for (text, named) in [
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"log\"\n[[channels]]\nname = \"b\"\ntype = \"webhok\"\n",
+                "channels[1].type: must be one of",
+            ),
+            (
+                "[[channels]]\nname = \"h\"\ntype = \"webhook\"\nurl = \"hooks.example/T0/SECRET\"\n",
+                "channels[0].url: must start with http:// or https://",
+            ),
+        ] {
+            let path = write(&dir, "config.toml", text);
+            let err = load(Some(&path), &[], &no_env).unwrap_err();
+            let shown = err.to_string();
+            assert!(
+                shown.starts_with(&format!("{}: {named}", path.display())),
+                "{shown}"
+            );
+            assert!(
+                !shown.contains("webhok") && !shown.contains("SECRET"),
+                "{shown}"
+            );
+            assert_eq!(err.exit_code(), code::CONFIG);
+        }
+        let set = ["channels=[{name = \"x\", type = \"pigeon\"}]".to_owned()];
+        let err = load(None, &set, &no_env).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--set channels: channels[0].type"),
+            "{err}"
         );
         let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");
