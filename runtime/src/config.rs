@@ -1203,6 +1203,39 @@ pub fn overlay_path(explicit: Option<&Path>, env: Env<'_>) -> Option<PathBuf> {
         .map(|main| main.with_file_name("config.local.toml"))
 }
 
+/// The environment's settings over the files' (`AGENTWATCH_DB`, the deck and recover
+/// variables, `WD_LOOP_INTERVAL`).
+fn apply_env(table: &mut Table, env: Env<'_>) -> Result<(), Error> {
+    if let Some(db) = env("AGENTWATCH_DB") {
+        set_path(table, "store.path", Value::String(db))?;
+    }
+    if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
+        set_path(table, "opencode.username", Value::String(user))?;
+    }
+    apply_deck_env(table, env)?;
+    for (var, key) in RECOVER_ENV {
+        if let Some(value) = env(var) {
+            set_path(table, key, Value::String(value))?;
+        }
+    }
+    if let Some(interval) = env("WD_LOOP_INTERVAL") {
+        let gap = interval
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|s| *s >= 0)
+            .ok_or_else(|| {
+                config_err("WD_LOOP_INTERVAL: must be a whole number of seconds".to_owned())
+            })?;
+        set_path(
+            table,
+            "recover.min_probe_gap",
+            Value::Integer((gap - 30).max(0)),
+        )?;
+    }
+    Ok(())
+}
+
 fn load_layers(
     explicit: Option<&Path>,
     overlay_text: Option<&str>,
@@ -1237,33 +1270,7 @@ fn load_layers(
             merge(&mut table, read);
         }
     }
-    if let Some(db) = env("AGENTWATCH_DB") {
-        set_path(&mut table, "store.path", Value::String(db))?;
-    }
-    if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
-        set_path(&mut table, "opencode.username", Value::String(user))?;
-    }
-    apply_deck_env(&mut table, env)?;
-    for (var, key) in RECOVER_ENV {
-        if let Some(value) = env(var) {
-            set_path(&mut table, key, Value::String(value))?;
-        }
-    }
-    if let Some(interval) = env("WD_LOOP_INTERVAL") {
-        let gap = interval
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|s| *s >= 0)
-            .ok_or_else(|| {
-                config_err("WD_LOOP_INTERVAL: must be a whole number of seconds".to_owned())
-            })?;
-        set_path(
-            &mut table,
-            "recover.min_probe_gap",
-            Value::Integer((gap - 30).max(0)),
-        )?;
-    }
+    apply_env(&mut table, env)?;
     for item in sets {
         let (key, value) = parse_set(item)?;
         // `KEY=null` (TOML has no null): the key unset, as if absent (`watchdog.model=null`

@@ -581,26 +581,34 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         options,
         said: jobs::sessions::SaidSkipped::default(),
     };
-    let mut ticks = drive_jobs(
+    let ticks = drive_jobs(
         &mut schedule,
         &mut clock,
         &mut runner,
         &mut shared,
         ping_every,
     );
-    // The follower finishes the tick it is running, as the loop did; its ticks are `run`'s.
-    stop_follower.store(true, Ordering::SeqCst);
-    if let Some(follower) = follower {
-        ticks += follower.join().unwrap_or(0);
-    }
-    let _ = lock(&reporter).notifier.stopping("stopping");
+    let followed = stop_following(&stop_follower, follower, &reporter);
     drop(serve);
     Line::info("run", clock.now())
         .field("state", "stop")
-        .field("ticks", ticks)
+        .field("ticks", ticks + followed)
         .field("reason", "signal")
         .emit();
     Ok(code::OK)
+}
+
+/// The follower finishes the tick it is running, as the loop did: the ticks it ran (they are
+/// `run`'s too); the service manager is told `run` stops.
+fn stop_following(
+    stop: &AtomicBool,
+    follower: Option<std::thread::JoinHandle<u64>>,
+    reporter: &Mutex<Reporter>,
+) -> u64 {
+    stop.store(true, Ordering::SeqCst);
+    let followed = follower.map_or(0, |f| f.join().unwrap_or(0));
+    let _ = lock(reporter).notifier.stopping("stopping");
+    followed
 }
 
 #[cfg(test)]

@@ -785,13 +785,8 @@ fn a_trees_refusals_are_on_its_alert_and_its_page() {
     );
 }
 
-/// The sessions page and API list every agent's followed sessions (agent, title, directory,
-/// calls, verdict, last activity) with their tree's page, filtered by agent, verdict and text
-/// (issue 49); the tree page names the signal that fired and plots when (`repeat`).
-#[test]
-fn sessions_are_listed_and_filtered_and_the_tree_shows_what_fired() {
-    let dir = TempDir::new("aw-web-sessions");
-    filled(&dir);
+/// A Claude Code session and its subagent, and a Gemini CLI session, in the session cache.
+fn seed_sessions(dir: &TempDir) {
     let mut store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
     let row = |source: &str, id: &str, info: serde_json::Value, verdict: serde_json::Value| {
         agentwatch_store::SessionCacheRow {
@@ -834,7 +829,16 @@ fn sessions_are_listed_and_filtered_and_the_tree_shows_what_fired() {
     store
         .update_session_cache("/home/me/.gemini", &[gemini], &none)
         .unwrap();
-    drop(store);
+}
+
+/// The sessions page and API list every agent's followed sessions (agent, title, directory,
+/// calls, verdict, last activity) with their tree's page, filtered by agent, verdict and text
+/// (issue 49); the tree page names the signal that fired and plots when (`repeat`).
+#[test]
+fn sessions_are_listed_and_filtered_and_the_tree_shows_what_fired() {
+    let dir = TempDir::new("aw-web-sessions");
+    filled(&dir);
+    seed_sessions(&dir);
     let server = start(options(&dir));
     let url = server.url();
     let listed = |query: &str| -> Vec<(String, String)> {

@@ -192,6 +192,9 @@ mod tests {
         repeats
     }
 
+    /// A repeated call's figures: `(shown, times, over, failed, same)`.
+    type Figures<'a> = (&'a str, u32, u32, u32, bool);
+
     /// Table: the calls read, and what repeats as a sentence's figures
     /// `(shown, times, over, failed, same, returned)`.
     #[test]
@@ -204,7 +207,7 @@ mod tests {
             )
         };
         let ls = || bash("ls", 0, "a b");
-        let rows: Vec<(&str, Vec<Call>, Option<(&str, u32, u32, u32, bool)>)> = vec![
+        let rows: Vec<(&str, Vec<Call>, Option<Figures<'_>>)> = vec![
             ("one call", vec![failing()], None),
             (
                 "a failing command four times",
