@@ -157,6 +157,9 @@ pub use opinion::{
     parse_llm_opinion, plan_llm_opinions,
 };
 pub use refusal::Refusals;
-pub use router::{Delivery, LastAlarm, Route, RouterState, Suppression, window_is_of, window_of};
+pub use router::{
+    Delivery, LastAlarm, Route, RouterState, Suppression, alarm_window, window_is_of, window_of,
+    windows_of,
+};
 pub use state::{Alert, AlertState};
 pub use time::iso8601;

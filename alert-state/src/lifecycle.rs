@@ -6,7 +6,7 @@ use crate::opinion::{
     LlmOpinion, OpinionDecision, OpinionPlan, OpinionVerdict, Opinions, plan_llm_opinions,
 };
 use crate::refusal::Refusals;
-use crate::router::{Route, window_of};
+use crate::router::{Route, windows_of};
 use crate::state::{Alert, AlertState};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -456,8 +456,9 @@ pub(crate) fn route_events(
                 .iter()
                 .filter(|c| c.group_by == GroupBy::Key)
             {
-                let window = window_of(&channel.name, channel.group_by, &event.dedup_key);
-                next.router.last_alarm.remove(&window);
+                for window in windows_of(&channel.name, channel.group_by, &event.dedup_key) {
+                    next.router.last_alarm.remove(&window);
+                }
             }
         }
         if let Some(decision) = decisions.get_mut(index) {
@@ -857,6 +858,9 @@ pub(crate) fn resolve(
     let mut details = base_details(&alert);
     details.insert("resolved_at".to_owned(), Value::from(now));
     details.insert("resolved_because".to_owned(), Value::from(because));
+    // A resolve may reach a channel before the escalate it ends (held, then superseded): it
+    // says what the alert had become.
+    details.insert("was_severity".to_owned(), Value::from(was.as_str()));
     let event = event_for(
         &alert,
         EventState::Resolve,

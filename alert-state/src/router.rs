@@ -1,7 +1,7 @@
 //! Notification routing: which configured channel gets an event, and why not when it does not.
 
 use crate::config::{ChannelConfig, GroupBy};
-use crate::event::{AlertEvent, EventState};
+use crate::event::{AlertEvent, EventState, Severity};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -91,6 +91,34 @@ pub fn window_of(channel: &str, group_by: GroupBy, dedup_key: &str) -> String {
     }
 }
 
+/// The rate-limit window a `severity` event of `dedup_key` starts on `channel`: a critical
+/// event has a window of its own beside [`window_of`]'s (`{window}\ncritical`), so an escalate
+/// is never held behind the warning that opened its alert (Alertmanager, too, notifies again
+/// when the severity changes); a warning or info event waits for both.
+#[must_use]
+pub fn alarm_window(
+    channel: &str,
+    group_by: GroupBy,
+    dedup_key: &str,
+    severity: Severity,
+) -> String {
+    let window = window_of(channel, group_by, dedup_key);
+    if severity == Severity::Critical {
+        format!("{window}\n{CRITICAL_WINDOW}")
+    } else {
+        window
+    }
+}
+
+/// What ends a critical window's name (see [`alarm_window`]).
+const CRITICAL_WINDOW: &str = "critical";
+
+/// Both windows of `dedup_key` on `channel` (the usual one and the critical one).
+#[must_use]
+pub fn windows_of(channel: &str, group_by: GroupBy, dedup_key: &str) -> [String; 2] {
+    [Severity::Warning, Severity::Critical].map(|s| alarm_window(channel, group_by, dedup_key, s))
+}
+
 /// Whether a stored window belongs to the channel called `name`.
 #[must_use]
 pub fn window_is_of(window: &str, name: &str) -> bool {
@@ -108,7 +136,8 @@ impl RouterState {
     /// Trigger and escalate events are delivered to a channel when it is enabled, the event's
     /// severity is at least its `min_severity`, and it delivered no trigger or escalate in the
     /// half-open window `(now - rate_limit_s, now]`: a channel that delivered at `t` is free
-    /// again at exactly `t + rate_limit_s`. A delivery stamped after `now` (the clock went back)
+    /// again at exactly `t + rate_limit_s`. A critical event counts only critical deliveries
+    /// (its own window, [`alarm_window`]): an escalate is never held behind a warning. A delivery stamped after `now` (the clock went back)
     /// counts as recent. Reasons are checked in this order: disabled, below severity, rate
     /// limited.
     ///
@@ -147,15 +176,18 @@ impl RouterState {
                     );
                 }
                 if event.state == EventState::Resolve && channel.group_by == GroupBy::Key {
-                    self.last_alarm.remove(&window_of(
-                        &channel.name,
-                        channel.group_by,
-                        &event.dedup_key,
-                    ));
+                    for window in windows_of(&channel.name, channel.group_by, &event.dedup_key) {
+                        self.last_alarm.remove(&window);
+                    }
                 }
                 if delivery.is_delivered() && event.state != EventState::Resolve {
                     self.last_alarm.insert(
-                        window_of(&channel.name, channel.group_by, &event.dedup_key),
+                        alarm_window(
+                            &channel.name,
+                            channel.group_by,
+                            &event.dedup_key,
+                            event.severity,
+                        ),
                         LastAlarm {
                             at: now,
                             dedup_key: event.dedup_key.clone(),
@@ -181,16 +213,43 @@ impl RouterState {
         routes
     }
 
-    /// Whether `channel` may take a trigger or escalate of `dedup_key` at `now`: it delivered
-    /// none in that key's window ([`window_of`]) in the half-open interval
-    /// `(now - rate_limit_s, now]` (one stamped after `now`, the clock having gone back, counts
-    /// as recent). A caller holding rate-limited events sends them once this is true.
+    /// Whether `channel` may take a trigger or escalate of `dedup_key` and `severity` at `now`:
+    /// it delivered none in that key's windows ([`alarm_window`]: a critical event's own, a
+    /// lower one's and the critical one) in the half-open interval `(now - rate_limit_s, now]`
+    /// (one stamped after `now`, the clock having gone back, counts as recent). A caller
+    /// holding rate-limited events sends them once this is true.
     #[must_use]
-    pub fn is_free(&self, channel: &ChannelConfig, dedup_key: &str, now: i64) -> bool {
-        let window = window_of(&channel.name, channel.group_by, dedup_key);
-        self.last_alarm.get(&window).is_none_or(|last| {
-            i128::from(now) - i128::from(last.at) >= i128::from(channel.rate_limit_s)
-        })
+    pub fn is_free(
+        &self,
+        channel: &ChannelConfig,
+        dedup_key: &str,
+        severity: Severity,
+        now: i64,
+    ) -> bool {
+        self.blocking(channel, dedup_key, severity, now).is_none()
+    }
+
+    /// The delivery that holds a `severity` event of `dedup_key` back on `channel` at `now`,
+    /// if one does.
+    fn blocking(
+        &self,
+        channel: &ChannelConfig,
+        dedup_key: &str,
+        severity: Severity,
+        now: i64,
+    ) -> Option<&LastAlarm> {
+        let tiers: &[Severity] = if severity == Severity::Critical {
+            &[Severity::Critical]
+        } else {
+            &[Severity::Critical, Severity::Warning]
+        };
+        tiers
+            .iter()
+            .filter_map(|tier| {
+                let window = alarm_window(&channel.name, channel.group_by, dedup_key, *tier);
+                self.last_alarm.get(&window)
+            })
+            .find(|last| i128::from(now) - i128::from(last.at) < i128::from(channel.rate_limit_s))
     }
 
     /// Whether `channel` takes `event`, and why: a resolve follows the alert's earlier
@@ -266,11 +325,7 @@ impl RouterState {
         event: &AlertEvent,
         now: i64,
     ) -> Option<String> {
-        if self.is_free(channel, &event.dedup_key, now) {
-            return None;
-        }
-        let window = window_of(&channel.name, channel.group_by, &event.dedup_key);
-        let last = self.last_alarm.get(&window)?;
+        let last = self.blocking(channel, &event.dedup_key, event.severity, now)?;
         let limit = i128::from(channel.rate_limit_s);
         let elapsed = i128::from(now) - i128::from(last.at);
         let free_at = i128::from(last.at) + limit;

@@ -3,7 +3,7 @@
 use crate::config::{AlertConfig, GroupBy};
 use crate::event::{AlertEvent, EventState, Severity, is_loop_key};
 use crate::refusal::Refusals;
-use crate::router::{RouterState, window_is_of, window_of};
+use crate::router::{RouterState, alarm_window, window_is_of};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -116,7 +116,7 @@ impl AlertState {
             return;
         }
         self.router.last_alarm.insert(
-            window_of(channel, group_by, &event.dedup_key),
+            alarm_window(channel, group_by, &event.dedup_key, event.severity),
             crate::router::LastAlarm {
                 at,
                 dedup_key: event.dedup_key.clone(),

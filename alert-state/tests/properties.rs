@@ -356,16 +356,30 @@ impl Stream {
                     );
                 } else {
                     prop_assert!(event.severity >= channel.min_severity);
-                    if let Some(last) = self.last_alarm_delivery.get(&channel.name) {
-                        prop_assert!(
-                            now - last >= channel.rate_limit_s as i64,
-                            "{} got two alarms {} s apart (limit {})",
-                            channel.name,
-                            now - last,
-                            channel.rate_limit_s
-                        );
+                    // A critical event has a window of its own; a lower one waits for both.
+                    let critical = format!("{}\ncritical", channel.name);
+                    let tiers = if event.severity == Severity::Critical {
+                        vec![critical.clone()]
+                    } else {
+                        vec![critical.clone(), channel.name.clone()]
+                    };
+                    for tier in &tiers {
+                        if let Some(last) = self.last_alarm_delivery.get(tier) {
+                            prop_assert!(
+                                now - last >= channel.rate_limit_s as i64,
+                                "{} got two alarms {} s apart (limit {})",
+                                channel.name,
+                                now - last,
+                                channel.rate_limit_s
+                            );
+                        }
                     }
-                    self.last_alarm_delivery.insert(channel.name.clone(), now);
+                    let window = if event.severity == Severity::Critical {
+                        critical
+                    } else {
+                        channel.name.clone()
+                    };
+                    self.last_alarm_delivery.insert(window, now);
                     alert.delivered_to.insert(channel.name.clone());
                 }
             }

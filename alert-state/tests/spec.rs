@@ -793,6 +793,38 @@ fn severity_gate_and_disabled_channel() {
     );
 }
 
+/// A critical event has its own rate-limit window (Alertmanager, too, notifies again when the
+/// severity changes): an escalate 10 s after its trigger is not held behind it, and a warning
+/// after a critical waits for both windows. A resolve tells what the alert had become.
+#[test]
+fn an_escalate_is_not_held_behind_the_warning_that_opened_its_alert() {
+    let mut watchdog = Watchdog::new(config());
+    let trigger = watchdog.tick_at(T0, vec![flagged("ses_a", NONE)], &[]);
+    assert_eq!(suppression(&routes(only(&trigger))[0]), None);
+    let escalate = watchdog.tick_at(T0 + 10, vec![flagged("ses_a", YES)], &[]);
+    assert_eq!(event(only(&escalate)).state, EventState::Escalate);
+    assert_eq!(
+        suppression(&routes(only(&escalate))[0]),
+        None,
+        "{:?}",
+        routes(only(&escalate))
+    );
+    // Another loop's warning 20 s later waits: the critical's window holds it too.
+    let held = watchdog.tick_at(
+        T0 + 20,
+        vec![flagged("ses_a", YES), flagged("ses_b", NONE)],
+        &[],
+    );
+    let warning = decision_for(&held, "ses_b", DecisionKind::Trigger);
+    assert_eq!(
+        suppression(&routes(warning)[0]),
+        Some(Suppression::RateLimited)
+    );
+    let resolve = watchdog.tick_at(T0 + 30, vec![healthy("ses_a")], &[]);
+    let resolved = decision_for(&resolve, "ses_a", DecisionKind::ResolveFixed);
+    assert_eq!(event(resolved).details["was_severity"], "critical");
+}
+
 /// Alertmanager's `group_by`: on a `key` channel each dedup key has its own rate-limit window,
 /// so a second loop's first word is never held behind the first loop's; on a `channel` channel
 /// the burst shares one window (a person reads it). A key's window ends with its resolve.

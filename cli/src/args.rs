@@ -335,6 +335,7 @@ impl From<WatchArgs> for jobs::sessions::Options {
             opencode_db: a.opencode_db,
             follow: a.follow,
             focus: None,
+            said: None,
         }
     }
 }

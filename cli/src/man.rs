@@ -44,15 +44,51 @@ pub fn run(args: &ManArgs, cmd: clap::Command) -> CliResult {
         std::fs::write(&path, text)
             .map_err(|e| Error::io(format!("man: cannot write {}: {e}", path.display())))?;
     }
-    write_stdout(
-        "man",
-        &format!(
-            "wrote {} pages to {} (`man agentwatch`)\n",
-            pages.len(),
-            dir.display()
-        ),
-    )?;
+    let mut said = format!(
+        "wrote {} pages to {} (`man agentwatch`)\n",
+        pages.len(),
+        dir.display()
+    );
+    if let Some(hint) = manpath_hint(&dir) {
+        said.push_str(&hint);
+    }
+    write_stdout("man", &said)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to make `man agentwatch` find pages written to `dir` when `man` does not look there:
+/// `man` reads pages from the `man1` directory of each root on `MANPATH` (unset: the roots it
+/// derives from `PATH`, among them the user's `~/.local/share/man`, the default `--dir`'s).
+/// `None` when it finds them.
+fn manpath_hint(dir: &Path) -> Option<String> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let shown = dir.display();
+    if dir.file_name().and_then(|n| n.to_str()) != Some("man1") {
+        return Some(format!(
+            "`man` reads pages from a man1 directory: give --dir ROOT/man1, or read one with \
+             `man -l {shown}/agentwatch.1`\n"
+        ));
+    }
+    let root = dir.parent()?;
+    let same = |other: &Path| {
+        other == root || std::fs::canonicalize(other).ok() == std::fs::canonicalize(root).ok()
+    };
+    let found = match var("MANPATH") {
+        Some(manpath) => std::env::split_paths(&manpath).any(|p| same(&p)),
+        None => default_dir()
+            .ok()
+            .and_then(|d| d.parent().map(Path::to_path_buf))
+            .is_some_and(|d| same(&d)),
+    };
+    (!found).then(|| {
+        format!(
+            "`man agentwatch` will not find them: {} is not on MANPATH; add it with \
+             `export MANPATH=\"{}:$(manpath)\"` (in your shell's profile), or read a page \
+             with `man -l {shown}/agentwatch.1`\n",
+            root.display(),
+            root.display()
+        )
+    })
 }
 
 /// `$XDG_DATA_HOME/man/man1`, else `$HOME/.local/share/man/man1`.

@@ -132,34 +132,46 @@ fn a_channel_that_keeps_failing_is_an_alert_to_the_others() {
     }
 }
 
+/// A channel's mistake fails at load (issue 49): an unknown type (`webhok`) or a webhook URL
+/// without its scheme is a configuration error (exit 78) naming the file and the key, never
+/// echoing the value; nothing is delivered, and `doctor` says the same.
 #[test]
-fn a_channel_of_an_unknown_type_is_skipped_with_an_error_and_an_alert() {
-    let tmp = TempDir::new("aw-channel-unknown");
-    let good = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
-    setup(
-        &tmp,
-        &good,
-        "[[channels]]\nname = \"pigeon\"\ntype = \"carrier-pigeon\"\n",
-    );
-    let journal = tick(&tmp, T0);
-    assert!(
-        journal.contains("channels[1] \"pigeon\": type must be one of")
-            && journal.contains("skipped")
-            && !journal.contains("carrier-pigeon"),
-        "{journal}"
-    );
-    let mut got = received(&good);
-    got.sort();
-    assert_eq!(
-        got,
-        [
-            ("blind:channel:pigeon".to_owned(), "trigger".to_owned()),
-            (format!("opencode-loop:{ROOT}"), "trigger".to_owned())
-        ],
-        "{journal}"
-    );
-    let doctor = agentwatch(&tmp.path, &["doctor"]);
-    let text = String::from_utf8_lossy(&doctor.stdout);
-    assert_ne!(doctor.status.code(), Some(0), "{text}");
-    assert!(text.contains("pigeon"), "{text}");
+fn a_channel_mistake_is_a_config_error_naming_the_file_and_the_key() {
+    for (name, extra, key) in [
+        (
+            "type",
+            "[[channels]]\nname = \"pigeon\"\ntype = \"webhok\"\n",
+            "channels[1].type: must be one of",
+        ),
+        (
+            "url",
+            "[[channels]]\nname = \"slack\"\ntype = \"webhook\"\nurl = \"hooks.example/T0/SECRET\"\n",
+            "channels[1].url: must start with http:// or https://",
+        ),
+    ] {
+        let tmp = TempDir::new(&format!("aw-channel-{name}"));
+        let good = HttpServer::start(|_: &Request| Reply::json(200, &json!({"ok": true})));
+        setup(&tmp, &good, extra);
+        let db = tmp.path.join("aw.db").display().to_string();
+        let sessions = tmp.path.join("s.json").display().to_string();
+        let now = T0.to_string();
+        let args = [
+            "watch",
+            "--once",
+            "--now",
+            &now,
+            "--db",
+            &db,
+            "--sessions",
+            &sessions,
+        ];
+        let out = agentwatch(&tmp.path, &args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(78), "{err}");
+        assert!(err.contains(&format!("config.toml: {key}")), "{err}");
+        assert!(!err.contains("webhok") && !err.contains("SECRET"), "{err}");
+        assert!(received(&good).is_empty());
+        let doctor = agentwatch(&tmp.path, &["doctor"]);
+        assert_eq!(doctor.status.code(), Some(78), "{doctor:?}");
+    }
 }

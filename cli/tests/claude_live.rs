@@ -146,3 +146,52 @@ fn a_subagents_loop_is_alerted_on_its_parent() {
         world.events()
     );
 }
+
+/// The first week (issue 49): `run` starts on a home with no `~/.claude` (Claude Code installed
+/// afterwards); the directory is made and a session loops on a failing command. The alert comes
+/// while it runs (the directory followed from the moment it appeared), keyed `claude-loop:`,
+/// with `details.agent` = `claude`, naming the whole command and what it returned; its link
+/// (to where `run` serves) lands on the tree's page with the alert; the sessions page lists it.
+#[test]
+#[ignore = "needs claude (npm @anthropic-ai/claude-code)"]
+fn an_agent_installed_after_run_started_is_followed_and_its_alert_says_what_repeats() {
+    let mut world = World::served("claude-first-week", "");
+    world.start();
+    std::fs::create_dir_all(world.home().join(".claude")).unwrap();
+    let command = "python3 -c \"import nosuchmodule\"";
+    let turns = (0..40)
+        .map(|_| {
+            Turn::tool(
+                "Bash",
+                json!({"command": command, "description": "Check the module"}),
+            )
+        })
+        .collect();
+    let server = ModelServer::start(
+        Script::new()
+            .conversation("AW-FIRST-WEEK", turns)
+            .paced(Duration::from_millis(200)),
+    );
+    let run = claude(&world, &server, "AW-FIRST-WEEK: import the module", &[]);
+    let config_dir = run.config_dir.clone();
+    let growth = common::Growth::watch(move || {
+        let projects = std::fs::read_dir(config_dir.join("projects")).ok()?;
+        projects
+            .flatten()
+            .flat_map(|p| std::fs::read_dir(p.path()).into_iter().flatten().flatten())
+            .map(|f| f.path())
+            .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+    });
+    let mut claude = run.spawn().unwrap();
+    let trigger = world.trigger_while_running(&mut claude);
+    common::report_latency(&world, &growth, "claude");
+    let id = main_session(&run.config_dir);
+    common::assert_first_week(
+        &world,
+        &trigger,
+        "claude",
+        &id,
+        command,
+        "ModuleNotFoundError: No module named 'nosuchmodule'",
+    );
+}

@@ -104,6 +104,36 @@ fn the_default_directory_is_the_users_man1_and_print_writes_nothing() {
     assert!(!other.path.join(".local").exists());
 }
 
+/// Pages written where `man` does not look say how to make it look there (issue 49); the
+/// default directory, or a root on `MANPATH`, says nothing more.
+#[test]
+fn a_directory_man_does_not_search_says_how_to_add_it() {
+    let tmp = TempDir::new("aw-man-path");
+    let dir = tmp.path.join("pages/man1");
+    let said = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = agentwatch(&tmp.path, &["man", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let root = tmp.path.join("pages");
+    assert!(
+        said(&out).contains(&format!("export MANPATH=\"{}:$(manpath)\"", root.display())),
+        "{}",
+        said(&out)
+    );
+    let on_path = agentwatch_testkit::isolated_command(env!("CARGO_BIN_EXE_agentwatch"), &tmp.path)
+        .env("MANPATH", format!("/usr/share/man:{}", root.display()))
+        .args(["man", "--dir", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!said(&on_path).contains("MANPATH"), "{}", said(&on_path));
+    let default = agentwatch(&tmp.path, &["man"]);
+    assert!(!said(&default).contains("MANPATH"), "{}", said(&default));
+    let flat = agentwatch(
+        &tmp.path,
+        &["man", "--dir", tmp.path.join("flat").to_str().unwrap()],
+    );
+    assert!(said(&flat).contains("man -l "), "{}", said(&flat));
+}
+
 /// The pages as `man` renders them (preconv for the UTF-8 text, `-k`): groff reads every page
 /// without a warning.
 #[test]

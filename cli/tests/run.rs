@@ -55,7 +55,7 @@ impl World {
         let text = format!(
             // The opencode stand-in serves recorded sessions from long ago, on the real clock:
             // judge them however old (no stale limit).
-            "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n\n[deck]\nroot = {root:?}\n\n[recover]\nunit = \"agent.service\"\nreport = {report:?}\nnotice = {notice:?}\nenv_file = \"\"\n\n{config}",
+            "[watchdog]\nlocal_llm_enabled = false\nstale_after_s = 0\n\n[deck]\nroot = {root:?}\n\n[recover]\nunit = \"agent.service\"\nreport = {report:?}\nnotice = {notice:?}\nenv_file = \"\"\n\n[claude]\nenabled = false\n\n[codex]\nenabled = false\n\n[gemini]\nenabled = false\n\n{config}",
             root = tmp.path.join("agent-deck-root").display().to_string(),
             report = tmp.path.join("wd/loop.json").display().to_string(),
             notice = tmp.path.join("wd/notice.json").display().to_string(),

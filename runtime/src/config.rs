@@ -20,7 +20,7 @@ use toml::{Table, Value};
 pub struct Config {
     pub watchdog: WatchdogSection,
     pub opencode: OpencodeSection,
-    /// `[follow]`: `agentwatch opencode --follow`.
+    /// `[follow]`: `agentwatch watch --follow`.
     pub follow: FollowSection,
     pub store: StoreSection,
     /// `[deck]`: the agent-deck watchdog (`agentwatch deck`).
@@ -56,11 +56,6 @@ pub struct Config {
     /// never read from or written to a file.
     #[serde(skip)]
     pub silences: std::collections::BTreeMap<String, i64>,
-    /// Channels whose `type` this build cannot deliver to, `(name, type)`: set aside by
-    /// [`load`] (with an error line) so the others keep working; each is a
-    /// `blind:channel:NAME` alert and a `doctor` failure. Never read from or written to a file.
-    #[serde(skip)]
-    pub unknown_channels: Vec<(String, String)>,
 }
 
 /// What [`load`] filled in because the configuration named none.
@@ -73,6 +68,9 @@ pub struct Defaulted {
     /// `channels` was not configured: the journal (a log channel) and, when `notify-send` is
     /// on PATH, the desktop.
     pub channels: bool,
+    /// `watchdog.local_llm_enabled` was not configured: the second opinion is asked only while
+    /// something answers at `watchdog.llm.url` (a model nobody set up is off, not a failure).
+    pub local_llm: bool,
 }
 
 /// The server a configuration that names no source reads when it answers (opencode's port).
@@ -102,7 +100,8 @@ pub struct WatchdogSection {
     /// The `source` of alert events; default `agentwatch@<host>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    /// Base URL for links in alerts.
+    /// Base URL for links in alerts; not set: where `[serve] listen` serves the pages
+    /// (`http://127.0.0.1:8080/admin`), so a link follows the server. Empty: no links.
     pub dashboard_base_url: String,
     /// A tree whose newest call is older than this many seconds is stale: not judged as looping
     /// now, its open alert resolves (`resolve_stale`), and live sources (servers, opencode.db)
@@ -320,7 +319,7 @@ impl TranscriptsSection {
     }
 }
 
-/// `[follow]`: `agentwatch opencode --follow`, the servers' event streams.
+/// `[follow]`: `agentwatch watch --follow`, the servers' event streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FollowSection {
@@ -636,8 +635,16 @@ impl ChannelSection {
                 "{at}.min_severity: must be info, warning or critical"
             ))
         })?;
-        if self.channel_type == "webhook" && self.url.is_none() {
-            return Err(config_err(format!("{at}.url: required for a webhook")));
+        if self.channel_type == "webhook" {
+            let Some(url) = &self.url else {
+                return Err(config_err(format!("{at}.url: required for a webhook")));
+            };
+            if !is_http_url(url) {
+                // Not echoed: a webhook's path is often its secret.
+                return Err(config_err(format!(
+                    "{at}.url: must start with http:// or https:// (https://host/path)"
+                )));
+            }
         }
         if let Some(mode) = &self.mode
             && agentwatch_channels::WebhookMode::from_name(mode).is_none()
@@ -653,10 +660,7 @@ impl ChannelSection {
                     "{at}.urls: required for alertmanager (the peers' base URLs)"
                 )));
             }
-            if let Some(url) = urls
-                .iter()
-                .find(|u| !(u.starts_with("http://") || u.starts_with("https://")))
-            {
+            if let Some(url) = urls.iter().find(|u| !is_http_url(u)) {
                 return Err(config_err(format!(
                     "{at}.urls: {:?} is not an http:// or https:// URL",
                     agentwatch_channels::shown_url(url)
@@ -682,6 +686,12 @@ impl ChannelSection {
             _ => GroupBy::Key,
         })
     }
+}
+
+/// Whether `url` starts with `http://` or `https://` (in any case).
+fn is_http_url(url: &str) -> bool {
+    let lower = url.trim_start().to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
 }
 
 impl Default for ChannelSection {
@@ -777,6 +787,16 @@ pub fn find_program(program: &str, env: Env<'_>) -> Option<PathBuf> {
 
 /// Fill in the sources and channels a configuration does not name (see [`Defaulted`]).
 fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
+    let watchdog_names = |key: &str| {
+        table
+            .get("watchdog")
+            .and_then(Value::as_table)
+            .is_some_and(|t| t.contains_key(key))
+    };
+    config.defaulted.local_llm = !watchdog_names("local_llm_enabled");
+    if !watchdog_names("dashboard_base_url") {
+        config.watchdog.dashboard_base_url = dashboard_at(&config.serve.listen);
+    }
     let opencode = table.get("opencode").and_then(Value::as_table);
     let names_source = opencode.is_some_and(|t| {
         ["servers", "registry", "db"]
@@ -812,6 +832,24 @@ fn apply_defaults(config: &mut Config, table: &Table, env: Env<'_>) {
                 ..ChannelSection::default()
             });
         }
+    }
+}
+
+/// The pages `serve` gives at `listen` (`[serve] listen`), as an alert links them when
+/// `watchdog.dashboard_base_url` is not set: `http://127.0.0.1:8080/admin`; an address that
+/// listens everywhere is linked through its loopback.
+fn dashboard_at(listen: &str) -> String {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(mut addr) => {
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr {
+                    std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            format!("http://{addr}/admin")
+        }
+        Err(_) => format!("http://{listen}/admin"),
     }
 }
 
@@ -865,6 +903,23 @@ pub fn expand_home(path: &str, env: Env<'_>) -> PathBuf {
 
 fn config_err(message: String) -> Error {
     Error::config(message)
+}
+
+/// A check's error (`channels[1].type: must be one of …`) with where its key was set: the last
+/// layer (a file, `--set KEY`) that sets its section (`/home/me/.config/agentwatch/config.toml:
+/// channels[1].type: …`).
+fn where_set(error: Error, layers: &[(String, Table)]) -> Error {
+    let Error::Config(message) = &error else {
+        return error;
+    };
+    let section: String = message
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    match layers.iter().rev().find(|(_, t)| t.contains_key(&section)) {
+        Some((from, _)) => config_err(format!("{from}: {message}")),
+        None => error,
+    }
 }
 
 /// A TOML error as it may be shown: where (the key, or the line and column) and what kind of
@@ -1155,42 +1210,19 @@ pub fn overlay_path(explicit: Option<&Path>, env: Env<'_>) -> Option<PathBuf> {
         .map(|main| main.with_file_name("config.local.toml"))
 }
 
-fn load_layers(
-    explicit: Option<&Path>,
-    overlay_text: Option<&str>,
-    sets: &[String],
-    env: Env<'_>,
-) -> Result<Loaded, Error> {
-    let mut table = Table::new();
-    let mut files = Vec::new();
-    let main = match explicit {
-        Some(p) => Some(p.to_path_buf()),
-        None => default_config_path(env).filter(|p| p.is_file()),
-    };
-    if let Some(main) = &main {
-        merge(&mut table, read_table(main)?);
-        files.push(main.clone());
-    }
-    if let Some(overlay) = overlay_path(explicit, env) {
-        match overlay_text {
-            Some(text) => merge(&mut table, read_text(&overlay, text)?),
-            None if overlay.is_file() => {
-                merge(&mut table, read_table(&overlay)?);
-                files.push(overlay);
-            }
-            None => {}
-        }
-    }
+/// The environment's settings over the files' (`AGENTWATCH_DB`, the deck and recover
+/// variables, `WD_LOOP_INTERVAL`).
+fn apply_env(table: &mut Table, env: Env<'_>) -> Result<(), Error> {
     if let Some(db) = env("AGENTWATCH_DB") {
-        set_path(&mut table, "store.path", Value::String(db))?;
+        set_path(table, "store.path", Value::String(db))?;
     }
     if let Some(user) = env("OPENCODE_SERVER_USERNAME") {
-        set_path(&mut table, "opencode.username", Value::String(user))?;
+        set_path(table, "opencode.username", Value::String(user))?;
     }
-    apply_deck_env(&mut table, env)?;
+    apply_deck_env(table, env)?;
     for (var, key) in RECOVER_ENV {
         if let Some(value) = env(var) {
-            set_path(&mut table, key, Value::String(value))?;
+            set_path(table, key, Value::String(value))?;
         }
     }
     if let Some(interval) = env("WD_LOOP_INTERVAL") {
@@ -1203,11 +1235,49 @@ fn load_layers(
                 config_err("WD_LOOP_INTERVAL: must be a whole number of seconds".to_owned())
             })?;
         set_path(
-            &mut table,
+            table,
             "recover.min_probe_gap",
             Value::Integer((gap - 30).max(0)),
         )?;
     }
+    Ok(())
+}
+
+fn load_layers(
+    explicit: Option<&Path>,
+    overlay_text: Option<&str>,
+    sets: &[String],
+    env: Env<'_>,
+) -> Result<Loaded, Error> {
+    let mut table = Table::new();
+    let mut files = Vec::new();
+    // Where each layer came from, for an error naming the file that set a bad key.
+    let mut layers: Vec<(String, Table)> = Vec::new();
+    let main = match explicit {
+        Some(p) => Some(p.to_path_buf()),
+        None => default_config_path(env).filter(|p| p.is_file()),
+    };
+    if let Some(main) = &main {
+        let read = read_table(main)?;
+        layers.push((main.display().to_string(), read.clone()));
+        merge(&mut table, read);
+        files.push(main.clone());
+    }
+    if let Some(overlay) = overlay_path(explicit, env) {
+        let read = match overlay_text {
+            Some(text) => Some(read_text(&overlay, text)?),
+            None if overlay.is_file() => {
+                files.push(overlay.clone());
+                Some(read_table(&overlay)?)
+            }
+            None => None,
+        };
+        if let Some(read) = read {
+            layers.push((overlay.display().to_string(), read.clone()));
+            merge(&mut table, read);
+        }
+    }
+    apply_env(&mut table, env)?;
     for item in sets {
         let (key, value) = parse_set(item)?;
         // `KEY=null` (TOML has no null): the key unset, as if absent (`watchdog.model=null`
@@ -1215,6 +1285,9 @@ fn load_layers(
         if value.as_str() == Some("null") {
             remove_path(&mut table, &key);
         } else {
+            let mut set = Table::new();
+            set_path(&mut set, &key, value.clone())?;
+            layers.push((format!("--set {key}"), set));
             set_path(&mut table, &key, value)?;
         }
     }
@@ -1222,8 +1295,7 @@ fn load_layers(
     let mut config = Config::deserialize(Value::Table(table.clone()))
         .map_err(|e| config_err(format!("configuration: {}", shown_toml_error(&e, None))))?;
     apply_defaults(&mut config, &table, env);
-    config.set_aside_unknown_channels();
-    config.validate()?;
+    config.validate().map_err(|e| where_set(e, &layers))?;
     Ok(Loaded {
         config,
         files,
@@ -1344,29 +1416,6 @@ impl Config {
     /// `watchdog.local_llm_enabled` (the design's two gates).
     pub fn local_llm_enabled(&self) -> bool {
         self.local_compute.enabled && self.watchdog.local_llm_enabled
-    }
-
-    /// Moves the channels of a type this build cannot deliver to into
-    /// [`Config::unknown_channels`], saying so on standard error: one bad channel must not
-    /// stop every other alert.
-    pub fn set_aside_unknown_channels(&mut self) {
-        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut self.channels)
-            .into_iter()
-            .enumerate()
-            .partition(|(_, c)| CHANNEL_TYPES.contains(&c.channel_type.as_str()));
-        self.channels = known.into_iter().map(|(_, c)| c).collect();
-        for c in unknown {
-            // The type is not echoed: a value in the wrong place may be a secret.
-            eprintln!(
-                "{}agentwatch: error: channels[{}] {:?}: type must be one of {}: this channel is \
-                 skipped (the other channels keep working)",
-                crate::journal::prefix(crate::journal::Priority::Err),
-                c.0,
-                crate::text::escape_control(&c.1.name),
-                CHANNEL_TYPES.join(", ")
-            );
-            self.unknown_channels.push((c.1.name, c.1.channel_type));
-        }
     }
 
     /// The `group_by` of the channel called `name` (`channel` for one not configured, such as
@@ -2531,23 +2580,37 @@ mod tests {
             assert!(err.to_string().contains(named), "{text:?}: {err}");
             assert_eq!(err.exit_code(), code::CONFIG, "{text:?}");
         }
-        // An unknown channel type is set aside, never an error: the other channels keep working.
-        let path = write(
-            &dir,
-            "config.toml",
-            "[[channels]]\nname = \"a\"\ntype = \"pigeon\"\n[[channels]]\nname = \"b\"\ntype = \"log\"\n",
-        );
-        let loaded = load(Some(&path), &[], &no_env).expect("an unknown type is skipped");
-        let names: Vec<&str> = loaded
-            .config
-            .channels
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
-        assert_eq!(names, ["b"]);
-        assert_eq!(
-            loaded.config.unknown_channels,
-            [("a".to_owned(), "pigeon".to_owned())]
+        // A channel's mistakes fail at load, naming the key and the file that set it (issue 49):
+        // an unknown type, a webhook URL without its scheme (never echoed: it may be a secret).
+        for (text, named) in [
+            (
+                "[[channels]]\nname = \"a\"\ntype = \"log\"\n[[channels]]\nname = \"b\"\ntype = \"webhok\"\n",
+                "channels[1].type: must be one of",
+            ),
+            (
+                "[[channels]]\nname = \"h\"\ntype = \"webhook\"\nurl = \"hooks.example/T0/SECRET\"\n",
+                "channels[0].url: must start with http:// or https://",
+            ),
+        ] {
+            let path = write(&dir, "config.toml", text);
+            let err = load(Some(&path), &[], &no_env).unwrap_err();
+            let shown = err.to_string();
+            assert!(
+                shown.starts_with(&format!("{}: {named}", path.display())),
+                "{shown}"
+            );
+            assert!(
+                !shown.contains("webhok") && !shown.contains("SECRET"),
+                "{shown}"
+            );
+            assert_eq!(err.exit_code(), code::CONFIG);
+        }
+        let set = ["channels=[{name = \"x\", type = \"pigeon\"}]".to_owned()];
+        let err = load(None, &set, &no_env).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--set channels: channels[0].type"),
+            "{err}"
         );
         let err = load(None, &["watchdog.nonsense=1".to_owned()], &no_env).unwrap_err();
         assert!(err.to_string().contains("nonsense"), "{err}");

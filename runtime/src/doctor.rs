@@ -540,23 +540,8 @@ fn answers(url: &str) -> Result<(), String> {
     Err(last)
 }
 
-/// A failure per channel skipped for a type this build cannot send to.
-fn unknown_channel_checks(config: &Config) -> Vec<Check> {
-    config
-        .unknown_channels
-        .iter()
-        .map(|(name, _)| {
-            let detail = format!(
-                "type must be one of {}: this channel is skipped",
-                crate::config::CHANNEL_TYPES.join(", ")
-            );
-            fail("channel", name.clone(), code::CONFIG, detail)
-        })
-        .collect()
-}
-
 fn channel_checks(config: &Config, env: Env<'_>) -> Vec<Check> {
-    let mut checks = unknown_channel_checks(config);
+    let mut checks = Vec::new();
     if config.channels.is_empty() {
         checks.push(check(
             "channel",

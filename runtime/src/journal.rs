@@ -119,6 +119,7 @@ const NAMES: &[&str] = &[
     "severity",
     "shown",
     "signal",
+    "skipped",
     "source",
     "sources",
     "state",

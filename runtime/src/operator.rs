@@ -197,7 +197,7 @@ pub fn status(args: &StatusArgs) -> Result<Shown, Error> {
     status_alerts_text(&view, &notes, &mut out);
     status_restarts_text(&view, &mut out);
     out.push('\n');
-    if config.channels.is_empty() && config.unknown_channels.is_empty() {
+    if config.channels.is_empty() {
         out.push_str("channels: none configured\n");
     } else {
         out.push_str(&table(
@@ -407,10 +407,9 @@ fn status_restarts_text(v: &StatusView, out: &mut String) {
 }
 
 /// The `status` table's channel rows: each configured channel with whether it delivers (its
-/// streak of failed deliveries and last error, the channel's own text, free of secrets), then
-/// the channels skipped for a type this build cannot send to.
+/// streak of failed deliveries and last error, the channel's own text, free of secrets).
 fn channel_rows(config: &Config, health: &ChannelHealth) -> Vec<Vec<String>> {
-    let mut rows: Vec<Vec<String>> = config
+    config
         .channels
         .iter()
         .map(|c| {
@@ -432,20 +431,7 @@ fn channel_rows(config: &Config, health: &ChannelHealth) -> Vec<Vec<String>> {
                 state,
             ]
         })
-        .collect();
-    rows.extend(config.unknown_channels.iter().map(|(name, _)| {
-        let skipped = "SKIPPED: its type is not one this build can send to";
-        let cell = |t: &str| t.to_owned();
-        vec![
-            name.clone(),
-            cell("?"),
-            cell("-"),
-            cell("-"),
-            cell("-"),
-            cell(skipped),
-        ]
-    }));
-    rows
+        .collect()
 }
 
 /// One line per open alert an operator acknowledged or silenced, its times as a person reads

@@ -15,11 +15,13 @@
 //!   end for recover, the end of a restart-guard hold or a patrol's nudge time for deck, a
 //!   rate-limited channel holding an outbox event free again for opencode). A tick that overruns its interval makes
 //!   the job due as soon as it ends; jobs due together run in the order opencode, deck, recover.
-//! * **Follow**: with `follow.enabled`, or when an agent's transcript directory is there to
-//!   watch, the sessions job leaves the schedule: its follower
-//!   ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events come
-//!   (a server's stream with `follow.enabled`, a transcript written),
-//!   each tick reported as a scheduled one is (`next=event`); it stops with the loop.
+//! * **Follow**: with `follow.enabled`, or when an agent is enabled (`[claude]`, `[codex]`,
+//!   `[gemini]`: its transcript directory is watched from the moment it appears, so an agent
+//!   installed after `run` started is followed live), the sessions job leaves the schedule: its
+//!   follower ([`crate::jobs::sessions::follow`]) runs on a thread of its own and ticks as events
+//!   come (a server's stream with `follow.enabled`, a transcript written), each tick reported as
+//!   a scheduled one is (`next=event`); it stops with the loop, and the stop line's `ticks`
+//!   counts its ticks with the loop's.
 //! * **Stopping**: a signal wakes the wait at once. A tick that is running is finished (each job
 //!   stores its state at the end of its tick, and recover saves its decision before its
 //!   countdown), then the process says `STOPPING=1` and exits 0. A second signal exits at once
@@ -230,6 +232,8 @@ pub fn drive_jobs(
 #[derive(Debug)]
 struct JobRunner<'a> {
     options: &'a Options,
+    /// What the opencode job's last tick said it skipped (said again only when it changes).
+    said: jobs::sessions::SaidSkipped,
 }
 
 impl Jobs for JobRunner<'_> {
@@ -248,6 +252,7 @@ impl Jobs for JobRunner<'_> {
             JobName::Watch => {
                 let result = jobs::sessions::run(&jobs::sessions::Options {
                     now: Some(now),
+                    said: Some(self.said.clone()),
                     ..opencode_options(o)
                 });
                 Ok(opencode_outcome(result.as_ref().map(Option::as_ref)))
@@ -319,7 +324,8 @@ fn opencode_outcome(result: Result<Option<&jobs::sessions::TickReport>, &Error>)
     }
 }
 
-/// Whether a source of the sessions job has a directory to watch (an agent's transcripts).
+/// Whether a source of the sessions job has a directory to watch: an enabled agent's
+/// transcripts, there yet or not (an agent installed after `run` started is followed live).
 fn watches_directories(config: &config::Config, options: &Options, env: Env<'_>) -> bool {
     use jobs::sessions::sources::{WakeOn, wakers};
     wakers(config, &opencode_options(options), env)
@@ -329,12 +335,12 @@ fn watches_directories(config: &config::Config, options: &Options, env: Env<'_>)
 
 /// With `follow.enabled`, opencode's ticks come from its follower on a thread of their own
 /// (the other jobs keep their schedule): each is reported as a scheduled tick is. It stops,
-/// after the tick it is running, once `stop` is set.
+/// after the tick it is running, once `stop` is set; the thread returns the ticks it ran.
 fn start_follower(
     options: &Options,
     observer: Arc<Mutex<Reporter>>,
     stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, Error> {
+) -> Result<std::thread::JoinHandle<u64>, Error> {
     let args = opencode_options(options);
     std::thread::Builder::new()
         .name("agentwatch-follow".to_owned())
@@ -349,12 +355,16 @@ fn start_follower(
                 };
                 lock(&observer).tick(&record);
             });
-            if let Err(e) = followed {
-                Line::err("run", now_or_clock(None))
-                    .field("job", JobName::Watch.as_str())
-                    .field("result", "error")
-                    .field("error", e.to_string())
-                    .emit();
+            match followed {
+                Ok(report) => report.ticks,
+                Err(e) => {
+                    Line::err("run", now_or_clock(None))
+                        .field("job", JobName::Watch.as_str())
+                        .field("result", "error")
+                        .field("error", e.to_string())
+                        .emit();
+                    0
+                }
             }
         })
         .map_err(|e| Error::io(format!("run: cannot start the follower: {e}")))
@@ -567,7 +577,10 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         None
     };
     let mut schedule = Schedule::new(&cadences, start);
-    let mut runner = JobRunner { options };
+    let mut runner = JobRunner {
+        options,
+        said: jobs::sessions::SaidSkipped::default(),
+    };
     let ticks = drive_jobs(
         &mut schedule,
         &mut clock,
@@ -575,19 +588,27 @@ pub fn run(options: &Options) -> Result<u8, Error> {
         &mut shared,
         ping_every,
     );
-    // The follower finishes the tick it is running, as the loop did.
-    stop_follower.store(true, Ordering::SeqCst);
-    if let Some(follower) = follower {
-        let _ = follower.join();
-    }
-    let _ = lock(&reporter).notifier.stopping("stopping");
+    let followed = stop_following(&stop_follower, follower, &reporter);
     drop(serve);
     Line::info("run", clock.now())
         .field("state", "stop")
-        .field("ticks", ticks)
+        .field("ticks", ticks + followed)
         .field("reason", "signal")
         .emit();
     Ok(code::OK)
+}
+
+/// The follower finishes the tick it is running, as the loop did: the ticks it ran (they are
+/// `run`'s too); the service manager is told `run` stops.
+fn stop_following(
+    stop: &AtomicBool,
+    follower: Option<std::thread::JoinHandle<u64>>,
+    reporter: &Mutex<Reporter>,
+) -> u64 {
+    stop.store(true, Ordering::SeqCst);
+    let followed = follower.map_or(0, |f| f.join().unwrap_or(0));
+    let _ = lock(reporter).notifier.stopping("stopping");
+    followed
 }
 
 #[cfg(test)]

@@ -20,6 +20,11 @@ pub enum Wake {
 pub trait Clock {
     /// Unix seconds.
     fn now(&self) -> i64;
+    /// Unix milliseconds, for what is paced finer than a second (the follower's ticks); a clock
+    /// that knows only seconds gives its seconds.
+    fn now_ms(&self) -> i64 {
+        self.now().saturating_mul(1000)
+    }
     /// Wait until `at` (unix seconds) or a stop request, whichever comes first. A stop asked for
     /// earlier (during a tick) is returned at once.
     fn wait_until(&mut self, at: i64) -> Wake;
@@ -133,6 +138,12 @@ fn forward_signals(signals: impl Iterator<Item = i32>, stop: &Sender<i32>) {
 impl Clock for SystemClock {
     fn now(&self) -> i64 {
         now_or_clock(None)
+    }
+
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
     }
 
     fn wait_until(&mut self, at: i64) -> Wake {

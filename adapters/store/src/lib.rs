@@ -17,6 +17,9 @@
 //!   transaction ([`Store::commit_tick`]) and marked delivered after each send, so a crash
 //!   anywhere gives at-least-once delivery (receivers deduplicate on the dedup key).
 //!
+//! - `opencode_session_cache`: each followed session's detector snapshot, cursor and verdict,
+//!   listed for the sessions page by [`Store::sessions`].
+//!
 //! The schema is versioned with `PRAGMA user_version` and migrated in place on open. A second
 //! run is kept out by [`RunLock`], an exclusive lock on a file beside the database.
 //! A file that is not a database is reported, never overwritten.
@@ -30,8 +33,10 @@ use std::path::{Path, PathBuf};
 
 mod models;
 mod outbox;
+mod sessions;
 pub use models::{BLOCKED_MODELS_KEY, BlockError, BlockedModel, MAX_BLOCKED};
 pub use outbox::{OutboxEvent, OutboxRow, TickWrite};
+pub use sessions::{MAX_SESSIONS, SessionListing};
 
 /// Why the store cannot be used.
 #[derive(Debug, thiserror::Error)]

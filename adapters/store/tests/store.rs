@@ -797,3 +797,81 @@ fn blocked_models_are_kept_and_unblocked() {
     let store = Store::open_read_only(&dir.path.join("a.db")).unwrap();
     assert_eq!(store.blocked_models().unwrap().len(), 1);
 }
+
+/// The sessions page's listing: every source's cached sessions, newest activity first, with
+/// what their info and verdict say; a row whose JSON does not read is left out, a field an
+/// older row lacks is `None`.
+#[test]
+fn sessions_are_listed_from_every_sources_cache() {
+    let dir = TempDir::new("aw-store-sessions");
+    let mut store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+    let row = |source: &str, id: &str, info: &str, verdict: &str| SessionCacheRow {
+        source: source.into(),
+        session_id: id.into(),
+        fingerprint: "fp".into(),
+        updated_ms: Some(1),
+        cursor: None,
+        info: info.into(),
+        detector: "{}".into(),
+        verdict: verdict.into(),
+        seen_at: 1_796_000_000,
+    };
+    let none = std::collections::HashSet::new();
+    store
+        .update_session_cache(
+            "/home/me/.claude",
+            &[
+                row(
+                    "/home/me/.claude",
+                    "c1",
+                    r#"{"id":"c1","title":"Fix the tests","directory":"/w/shop","calls":[]}"#,
+                    r#"{"verdict":{"id":"c1","flagged":true,"signals":["repeat"]},"agent":"claude","newest_call_ms":1796000000500,"repeats":{"calls":4}}"#,
+                ),
+                row("/home/me/.claude", "broken", "{not json", "{}"),
+            ],
+            &none,
+        )
+        .unwrap();
+    store
+        .update_session_cache(
+            "http://127.0.0.1:4096",
+            &[row(
+                "http://127.0.0.1:4096",
+                "ses_old",
+                r#"{"id":"ses_old","parent_id":"ses_root","calls":[]}"#,
+                r#"{"verdict":{"id":"ses_old","flagged":false,"signals":[]},"newest_call_ms":1796000000000}"#,
+            )],
+            &none,
+        )
+        .unwrap();
+    let listed = store.sessions(10).unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, ["c1", "ses_old"]);
+    let c1 = &listed[0];
+    assert_eq!(
+        (
+            c1.agent.as_deref(),
+            c1.title.as_deref(),
+            c1.directory.as_deref(),
+            c1.calls,
+            c1.flagged,
+            c1.signals.clone(),
+            c1.last_activity_ms
+        ),
+        (
+            Some("claude"),
+            Some("Fix the tests"),
+            Some("/w/shop"),
+            Some(4),
+            true,
+            vec!["repeat".to_owned()],
+            Some(1_796_000_000_500)
+        )
+    );
+    let old = &listed[1];
+    assert_eq!(
+        (old.agent.as_deref(), old.calls, old.parent_id.as_deref()),
+        (None, None, Some("ses_root"))
+    );
+    assert_eq!(store.sessions(1).unwrap().len(), 1);
+}

@@ -16,6 +16,53 @@ pub const TREE_ROWS_DEFAULT: usize = 2_000;
 pub const NOTICE_MAX_BYTES: u64 = 16_384;
 /// Restarts and checks of a job's history returned.
 pub const HISTORY_ROWS: usize = 50;
+/// Sessions a listing looks at (the newest first; the filters apply to these).
+pub const SESSIONS_LISTED: usize = 1_000;
+
+/// What a sessions listing keeps (`GET /api/watchdog/sessions`, `/sessions.html`): `agent`
+/// (`claude`), `flagged=1` (only flagged sessions), `q` (text in the id, title or directory,
+/// case-insensitive).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SessionFilter {
+    pub agent: Option<String>,
+    pub flagged: bool,
+    pub text: Option<String>,
+}
+
+impl SessionFilter {
+    /// The filter a request's query asks for.
+    pub(crate) fn of(req: &Incoming) -> Self {
+        let param = |key: &str| {
+            req.query_param(key)
+                .map(|v| percent_decode(&v.replace('+', " ")).trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        Self {
+            agent: param("agent"),
+            flagged: param("flagged").is_some_and(|v| v != "0"),
+            text: param("q").map(|q| q.to_lowercase()),
+        }
+    }
+
+    /// Whether `session` is kept.
+    #[must_use]
+    pub fn keeps(&self, session: &agentwatch_store::SessionListing) -> bool {
+        let agent = session.agent.as_deref().unwrap_or("opencode");
+        let has = |text: &str| {
+            [
+                Some(session.session_id.as_str()),
+                session.title.as_deref(),
+                session.directory.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|field| field.to_lowercase().contains(text))
+        };
+        self.agent.as_deref().is_none_or(|a| a == agent)
+            && (!self.flagged || session.flagged)
+            && self.text.as_deref().is_none_or(has)
+    }
+}
 
 /// The shared state of the workers.
 pub(crate) struct App {
@@ -51,6 +98,34 @@ impl App {
         Store::open_read_only(&self.options.db)
             .map(Some)
             .map_err(|e| store_error(&e))
+    }
+
+    /// The sessions the watch follows that `filter` keeps, newest activity first.
+    pub(crate) fn session_listing(
+        &self,
+        filter: &SessionFilter,
+    ) -> Result<Vec<agentwatch_store::SessionListing>, Reply> {
+        let listed = match self.read_store()? {
+            Some(store) => store
+                .sessions(SESSIONS_LISTED)
+                .map_err(|e| store_error(&e))?,
+            None => Vec::new(),
+        };
+        Ok(listed.into_iter().filter(|s| filter.keeps(s)).collect())
+    }
+
+    /// `GET /api/watchdog/sessions`: `{"sessions": [...]}`, each with its tree's page.
+    pub(crate) fn sessions(&self, req: &Incoming) -> Handled {
+        let listed = self.session_listing(&SessionFilter::of(req))?;
+        let sessions: Vec<Value> = listed
+            .iter()
+            .map(|s| {
+                let mut value = serde_json::to_value(s).unwrap_or(Value::Null);
+                value["tree_url"] = Value::String(tree_path(&tree_root(s, &listed)));
+                value
+            })
+            .collect();
+        Ok(Reply::json(200, &json!({ "sessions": sessions })))
     }
 
     pub(crate) fn loops(&self) -> Handled {
@@ -623,6 +698,26 @@ pub fn alert_json(a: &AlertRow) -> Value {
         "refusals": a.refusals,
         "blocked": alert_state::Refusals::sentence_of(a.refusals.as_ref()),
     })
+}
+
+/// The root of `session`'s tree: its ancestors followed through `listed` (a cycle or a parent
+/// not listed ends the walk at the last one known).
+pub fn tree_root(
+    session: &agentwatch_store::SessionListing,
+    listed: &[agentwatch_store::SessionListing],
+) -> String {
+    let mut root = session;
+    let mut steps = 0;
+    while let Some(parent) = root.parent_id.as_deref() {
+        match listed.iter().find(|s| s.session_id == parent) {
+            Some(up) if steps < 64 => {
+                root = up;
+                steps += 1;
+            }
+            _ => return parent.to_owned(),
+        }
+    }
+    root.session_id.clone()
 }
 
 /// `/trees/{root}`, the tree page of a root session.

@@ -2,7 +2,7 @@
 //! models and recovery pages rendered here (the tree's plots as inline SVG). Assets are
 //! embedded; every value is HTML-escaped.
 
-use crate::api::{App, TreeTick, group_ticks};
+use crate::api::{App, SessionFilter, TreeTick, group_ticks, tree_path, tree_root};
 use crate::{Incoming, Reply};
 use agentwatch_http::percent_decode;
 use std::fmt::Write;
@@ -41,6 +41,7 @@ fn time(unix: Option<i64>) -> String {
 fn layout(page: &str, title: &str, body: &str) -> String {
     let nav = [
         ("loops", "/", "Loops"),
+        ("sessions", "/sessions.html", "Sessions"),
         ("controls", "/controls.html", "Watchdog"),
         ("models", "/models.html", "Models"),
         ("recovery", "/recovery.html", "Recovery"),
@@ -102,6 +103,7 @@ pub fn page(app: &App, path: &str, req: &Incoming) -> Result<Reply, Reply> {
             ))
         }
         "/models.html" => models(app),
+        "/sessions.html" => sessions(app, req),
         "/splash.html" => Ok(Reply::html(200, splash_layout())),
         "/recovery.html" => recovery(app),
         "/assets/style.css" => Ok(Reply::text(200, "text/css; charset=utf-8", STYLE)),
@@ -116,6 +118,64 @@ pub fn page(app: &App, path: &str, req: &Incoming) -> Result<Reply, Reply> {
             ),
         )),
     }
+}
+
+/// The agents a session may be of, for the sessions page's filter.
+const AGENTS: [&str; 4] = ["opencode", "claude", "codex", "gemini"];
+
+/// The sessions page: every session the watch follows, of every agent (its agent, title,
+/// directory, calls, verdict and last activity, linked to its tree's page), filtered by the
+/// query (`agent`, `flagged`, `q`) through a plain GET form.
+fn sessions(app: &App, req: &Incoming) -> Result<Reply, Reply> {
+    let filter = SessionFilter::of(req);
+    let listed = app.session_listing(&filter)?;
+    let mut options = String::from("<option value=\"\">every agent</option>");
+    for agent in AGENTS {
+        let selected = if filter.agent.as_deref() == Some(agent) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(options, "<option{selected}>{agent}</option>");
+    }
+    let mut body = format!(
+        "<section class=\"card\" id=\"sessions\"><h2>Sessions</h2>\
+         <form class=\"row\" method=\"get\" action=\"sessions.html\">\
+         <select name=\"agent\">{options}</select>\
+         <label><input type=\"checkbox\" name=\"flagged\" value=\"1\"{checked}> flagged only</label>\
+         <input name=\"q\" value=\"{q}\" placeholder=\"title, directory or id\">\
+         <button type=\"submit\">Filter</button></form>\
+         <table><thead><tr><th>Agent</th><th>Session</th><th>Title</th><th>Directory</th>\
+         <th>Calls</th><th>Verdict</th><th>Last activity</th></tr></thead><tbody>",
+        checked = if filter.flagged { " checked" } else { "" },
+        q = esc(filter.text.as_deref().unwrap_or("")),
+    );
+    for s in &listed {
+        let verdict = if s.flagged {
+            format!("looping: {}", esc(&s.signals.join(", ")))
+        } else {
+            "ok".to_owned()
+        };
+        let _ = write!(
+            body,
+            "<tr class=\"session {cls}\" data-agent=\"{agent}\"><td>{agent}</td>\
+             <td><a href=\"{tree}\"><code>{id}</code></a></td><td>{title}</td>\
+             <td><code>{dir}</code></td><td>{calls}</td><td>{verdict}</td><td>{at}</td></tr>",
+            cls = if s.flagged { "flagged" } else { "quiet" },
+            agent = esc(s.agent.as_deref().unwrap_or("opencode")),
+            tree = esc(tree_path(&tree_root(s, &listed)).trim_start_matches('/')),
+            id = esc(&s.session_id),
+            title = esc(s.title.as_deref().unwrap_or("")),
+            dir = esc(s.directory.as_deref().unwrap_or("")),
+            calls = s.calls.map_or_else(|| "—".to_owned(), |c| c.to_string()),
+            at = time(s.last_activity_ms.map(|ms| ms / 1000).or(Some(s.seen_at))),
+        );
+    }
+    if listed.is_empty() {
+        body.push_str("<tr><td colspan=\"7\" class=\"empty\">No session matches.</td></tr>");
+    }
+    body.push_str("</tbody></table></section>");
+    Ok(Reply::html(200, layout("sessions", "Sessions", &body)))
 }
 
 /// One signal's plot: its per-tick value (the tree's largest over its sessions) against its
@@ -252,8 +312,44 @@ fn tree(app: &App, root: &str, req: &Incoming) -> Result<Reply, Reply> {
     Ok(Reply::html(200, layout("", &format!("Tree {root}"), &body)))
 }
 
+/// The signals with a figure of their own on the tree page.
+const PLOTTED: [&str; 4] = ["dup", "top", "slow", "coverage"];
+
+/// Every signal that fired at some tick of the tree, by name.
+fn fired_signals(ticks: &[TreeTick<'_>]) -> std::collections::BTreeSet<String> {
+    ticks
+        .iter()
+        .flat_map(|t| t.sessions.iter())
+        .flat_map(|s| s.verdict.signals.iter().cloned())
+        .collect()
+}
+
+/// A plot per signal that fired with no figure plotted of its own (`repeat`, `cycle`,
+/// `stall`, …): 1 at the ticks where it fired.
+fn fired_series<'a>(
+    ticks: &[TreeTick<'_>],
+    fired: &'a std::collections::BTreeSet<String>,
+) -> Vec<Series<'a>> {
+    fired
+        .iter()
+        .filter(|n| !PLOTTED.contains(&n.as_str()))
+        .map(|name| Series {
+            title: name,
+            values: ticks
+                .iter()
+                .map(|t| {
+                    let on = t.sessions.iter().any(|s| s.verdict.signals.contains(name));
+                    if on { 1.0 } else { 0.0 }
+                })
+                .collect(),
+            thresholds: Vec::new(),
+        })
+        .collect()
+}
+
 /// The tree page's plots: each signal's largest value over the tree's sessions, tick by tick,
-/// with the thresholds in force (`th`, from the API) and the flagged ticks.
+/// with the thresholds in force (`th`, from the API) and the flagged ticks; a signal that
+/// fired with no figure of its own (`repeat`) is plotted as when it fired, and named.
 fn tree_plots(ticks: &[TreeTick<'_>], th: &serde_json::Value, body: &mut String) {
     let at = |label: &'static str, key: &str| th[key].as_f64().map(|t| (label, t));
     let max_of = |f: &dyn Fn(&agentwatch_store::VerdictRow) -> f64| -> Vec<f64> {
@@ -268,7 +364,7 @@ fn tree_plots(ticks: &[TreeTick<'_>], th: &serde_json::Value, body: &mut String)
             .collect()
     };
     let flagged: Vec<bool> = ticks.iter().map(|t| t.flagged).collect();
-    let series = [
+    let mut series = vec![
         Series {
             title: "dup",
             values: max_of(&|v| v.dup),
@@ -298,9 +394,23 @@ fn tree_plots(ticks: &[TreeTick<'_>], th: &serde_json::Value, body: &mut String)
             thresholds: Vec::new(),
         },
     ];
+    let fired = fired_signals(ticks);
+    series.extend(fired_series(ticks, &fired));
+    let fired_line = if fired.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Fired: <b class=\"fired\">{}</b> (1 where it fired).",
+            esc(&fired
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", "))
+        )
+    };
     let _ = write!(
         body,
-        "<p class=\"msg\">Each signal's largest value over the tree's sessions, tick by tick, from {} to {}; the dashed line is the threshold in force, red dots are flagged ticks.</p><div class=\"plots\">",
+        "<p class=\"msg\">Each signal's largest value over the tree's sessions, tick by tick, from {} to {}; the dashed line is the threshold in force, red dots are flagged ticks.{fired_line}</p><div class=\"plots\">",
         time(ticks.first().map(|t| t.ticked_at)),
         time(ticks.last().map(|t| t.ticked_at)),
     );

@@ -24,6 +24,7 @@ pub(crate) fn handle(app: &App, req: &Incoming) -> Reply {
     };
     let result = match (req.method.as_str(), page_path) {
         ("GET", "/api/watchdog/loops") => app.loops(),
+        ("GET", "/api/watchdog/sessions") => app.sessions(req),
         ("GET", "/api/watchdog/status") => app.status(),
         ("GET", "/api/watchdog/channels") => app.channels().map(|c| Reply::json(200, &c)),
         ("POST", "/api/watchdog/channels") => app.set_channel(req),

@@ -777,3 +777,117 @@ fn a_trees_refusals_are_on_its_alert_and_its_page() {
         "{page}"
     );
 }
+
+/// A Claude Code session and its subagent, and a Gemini CLI session, in the session cache.
+fn seed_sessions(dir: &TempDir) {
+    let mut store = Store::open(&dir.path.join("agentwatch.db")).unwrap();
+    let row = |source: &str, id: &str, info: serde_json::Value, verdict: serde_json::Value| {
+        agentwatch_store::SessionCacheRow {
+            source: source.into(),
+            session_id: id.into(),
+            fingerprint: "fp".into(),
+            updated_ms: None,
+            cursor: None,
+            info: info.to_string(),
+            detector: "{}".into(),
+            verdict: verdict.to_string(),
+            seen_at: T0,
+        }
+    };
+    let claude = row(
+        "/home/me/.claude",
+        "c-1",
+        serde_json::json!({"id": "c-1", "title": "Fix <the> tests", "directory": "/w/shop", "calls": []}),
+        serde_json::json!({"verdict": {"flagged": true, "signals": ["repeat"]}, "agent": "claude",
+            "newest_call_ms": (T0 + 5) * 1000, "repeats": {"calls": 4}}),
+    );
+    let sub = row(
+        "/home/me/.claude",
+        "c-1:agent-a",
+        serde_json::json!({"id": "c-1:agent-a", "parent_id": "c-1", "title": "Study", "calls": []}),
+        serde_json::json!({"verdict": {"flagged": false, "signals": []}, "agent": "claude",
+            "newest_call_ms": T0 * 1000, "repeats": {"calls": 2}}),
+    );
+    let gemini = row(
+        "/home/me/.gemini",
+        "g-1",
+        serde_json::json!({"id": "g-1", "title": "Make the check pass", "directory": "/w/app", "calls": []}),
+        serde_json::json!({"verdict": {"flagged": false, "signals": []}, "agent": "gemini",
+            "newest_call_ms": (T0 - 60) * 1000, "repeats": {"calls": 9}}),
+    );
+    let none = std::collections::HashSet::new();
+    store
+        .update_session_cache("/home/me/.claude", &[claude, sub], &none)
+        .unwrap();
+    store
+        .update_session_cache("/home/me/.gemini", &[gemini], &none)
+        .unwrap();
+}
+
+/// The sessions page and API list every agent's followed sessions (agent, title, directory,
+/// calls, verdict, last activity) with their tree's page, filtered by agent, verdict and text
+/// (issue 49); the tree page names the signal that fired and plots when (`repeat`).
+#[test]
+fn sessions_are_listed_and_filtered_and_the_tree_shows_what_fired() {
+    let dir = TempDir::new("aw-web-sessions");
+    filled(&dir);
+    seed_sessions(&dir);
+    let server = start(options(&dir));
+    let url = server.url();
+    let listed = |query: &str| -> Vec<(String, String)> {
+        get(&format!("{url}/api/watchdog/sessions{query}")).json()["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["session_id"].as_str().unwrap().to_owned(),
+                    s["tree_url"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |id: &str, tree: &str| (id.to_owned(), tree.to_owned());
+    assert_eq!(
+        listed(""),
+        [
+            pair("c-1", "/trees/c-1"),
+            pair("c-1:agent-a", "/trees/c-1"),
+            pair("g-1", "/trees/g-1")
+        ]
+    );
+    assert_eq!(listed("?agent=gemini"), [pair("g-1", "/trees/g-1")]);
+    assert_eq!(listed("?flagged=1"), [pair("c-1", "/trees/c-1")]);
+    assert_eq!(listed("?q=%2Fw%2Fapp"), [pair("g-1", "/trees/g-1")]);
+    let all = get(&format!("{url}/api/watchdog/sessions")).json();
+    let first = &all["sessions"][0];
+    assert_eq!(
+        (&first["agent"], &first["calls"], &first["directory"]),
+        (
+            &serde_json::json!("claude"),
+            &serde_json::json!(4),
+            &serde_json::json!("/w/shop")
+        )
+    );
+
+    let page = get(&format!("{url}/admin/sessions.html?agent=claude&q=fix"));
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Fix &lt;the&gt; tests"), "{}", page.body);
+    assert!(page.body.contains("looping: repeat"), "{}", page.body);
+    assert!(page.body.contains("href=\"trees/c-1\""), "{}", page.body);
+    assert!(!page.body.contains("Make the check pass"), "{}", page.body);
+    assert!(page.body.contains("<option selected>claude</option>"));
+
+    let tree = get(&format!("{url}/trees/ses_demo_build"));
+    assert!(
+        tree.body.contains("data-signal=\"repeat\""),
+        "{}",
+        tree.body
+    );
+    assert!(
+        tree.body
+            .contains("Fired: <b class=\"fired\">coverage, repeat, reread, top</b>"),
+        "{}",
+        tree.body
+    );
+}

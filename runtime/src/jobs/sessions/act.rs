@@ -74,6 +74,7 @@ pub fn act(
         .iter()
         .any(|t| t.flagged && !judged.stale_trees.contains(&t.root));
     let tick_outcome = if any_flagged { "flagged" } else { "ok" };
+    let open_flagged = open_flagged(&judged, &outcome.state);
     let performed = perform(
         config,
         store.filter(|_| !args.dry_run),
@@ -112,7 +113,24 @@ pub fn act(
         alertmanager: syncs,
         next_wakeup,
         aborts,
+        open_flagged,
     })
+}
+
+/// Open loop alerts whose tree is flagged now and not stale: the tick's `still_flagged`.
+fn open_flagged(judged: &Judged, state: &AlertState) -> usize {
+    let flagged: HashSet<&str> = judged
+        .judgement
+        .trees
+        .iter()
+        .filter(|t| t.flagged && !judged.stale_trees.contains(&t.root))
+        .map(|t| t.root.as_str())
+        .collect();
+    state
+        .open_alerts
+        .values()
+        .filter(|a| alert_state::is_loop_key(&a.dedup_key) && flagged.contains(a.root.as_str()))
+        .count()
 }
 
 /// What the act step did past the journal: deliveries (`None` under `--dry-run` or without a

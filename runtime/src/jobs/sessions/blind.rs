@@ -158,9 +158,9 @@ pub fn channel_key(name: &str) -> String {
     format!("{BLIND_KEY_PREFIX}channel:{name}")
 }
 
-/// Alarms for the channels that cannot deliver: a configured type this build does not know,
-/// and a channel whose last `fail_after` deliveries all failed (its error is the channel's own
-/// text, already free of secrets).
+/// Alarms for the channels that cannot deliver: a channel whose last `fail_after` deliveries
+/// all failed (its error is the channel's own text, already free of secrets). A type this
+/// build does not know never gets here: the configuration does not load.
 fn channel_alarms(config: &Config, health: &ChannelHealth, now: i64) -> Vec<Alarm> {
     let alarm = |name: &str, summary: String, details| Alarm {
         dedup_key: channel_key(name),
@@ -171,18 +171,7 @@ fn channel_alarms(config: &Config, health: &ChannelHealth, now: i64) -> Vec<Alar
         summary,
         details,
     };
-    let mut alarms: Vec<Alarm> = config
-        .unknown_channels
-        .iter()
-        .map(|(name, _)| {
-            let summary = format!(
-                "Channel {name} has a type this agentwatch cannot send to (one of {}): it is \
-                 skipped, the other channels keep working.",
-                crate::config::CHANNEL_TYPES.join(", ")
-            );
-            alarm(name, summary, json!({"channel": name}))
-        })
-        .collect();
+    let mut alarms: Vec<Alarm> = Vec::new();
     for section in &config.channels {
         let Some(f) = health.failing.get(&section.name) else {
             continue;

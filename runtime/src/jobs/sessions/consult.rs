@@ -42,6 +42,8 @@ pub fn opinions(
 /// timeout per tick, not one per root); failures leave the opinion empty. An unreachable model is
 /// logged once per outage: the first failure is a warning and starts `llm_down_since` (kept with
 /// the sources' streaks), later ones are silent until it answers again, which is logged too.
+/// With `watchdog.local_llm_enabled` not configured the model is off while nothing answers: an
+/// info line says so, no warning.
 fn ask_opinions(
     config: &Config,
     roots: &[RootObservation],
@@ -89,15 +91,29 @@ fn ask_opinions(
         && llm_down_since.is_none()
     {
         *llm_down_since = Some(now);
-        Line::warning("watchdog", now)
-            .field("root", root)
-            .field("llm_opinion", "none")
-            .field("problem", e)
-            .field(
-                "action",
-                "no second opinion until it answers; logged once per outage",
-            )
-            .emit();
+        if config.defaulted.local_llm {
+            // Nobody set a model up: nothing answering at its URL is no failure.
+            Line::info("watchdog", now)
+                .field("llm", "off")
+                .field(
+                    "reason",
+                    format!(
+                        "nothing answers at {} and watchdog.local_llm_enabled is not set",
+                        agentwatch_http::shown_url(&config.watchdog.llm.url)
+                    ),
+                )
+                .emit();
+        } else {
+            Line::warning("watchdog", now)
+                .field("root", root)
+                .field("llm_opinion", "none")
+                .field("problem", e)
+                .field(
+                    "action",
+                    "no second opinion until it answers; logged once per outage",
+                )
+                .emit();
+        }
     }
     opinions
 }

@@ -166,7 +166,12 @@ pub fn observe(
                     .filter_map(|id| tracked.get(id.as_str()))
                     .map(|s| &s.refusals),
             );
-            root_observation(t, &by_id)
+            // `details.agent` is the agent (`claude`); opencode's keeps its own agent's name.
+            let mut observation = root_observation(t, &by_id);
+            if family != super::agent::Agent::Opencode.family() {
+                family.clone_into(&mut observation.agent);
+            }
+            observation
                 .from_source(source)
                 .of_family(family)
                 .titled(work_title(collected, &by_id, &t.root))
@@ -262,7 +267,7 @@ fn work_title(collected: &Collected, by_id: &BTreeMap<&str, &Session>, root: &st
     by_id
         .get(root)
         .filter(|s| s.title.as_deref().is_some_and(|t| !t.trim().is_empty()))
-        .map(|s| notice::headline_beside(s, beside(collected, root)))
+        .map(|s| notice::headline_beside(s, beside(collected, None, root, 0)))
         .unwrap_or_default()
 }
 
@@ -275,15 +280,26 @@ fn tree_summary(tree: &TreeVerdict) -> String {
         .join("; ")
 }
 
-/// The agent and branch of a root session, for its notification.
-fn beside<'a>(collected: &'a Collected, root: &str) -> notice::Beside<'a> {
+/// The agent and branch of a root session, what repeats in the tree's first flagged session,
+/// and the stale age, for its notification.
+fn beside<'a>(
+    collected: &'a Collected,
+    tree: Option<&TreeVerdict>,
+    root: &str,
+    stale_after_s: u64,
+) -> notice::Beside<'a> {
     let session = collected.sessions.iter().find(|s| s.info.id == root);
+    let looping = tree
+        .and_then(|t| t.flagged_sessions.first())
+        .and_then(|v| collected.sessions.iter().find(|s| s.info.id == v.id));
     notice::Beside {
         agent: session.map_or(super::agent::Agent::Opencode, |s| {
             collected.agent_of(&s.source)
         }),
         branch: session.and_then(|s| s.branch.as_deref()),
         agent_verdict: session.and_then(|s| s.agent_verdict.as_deref()),
+        repeated: looping.and_then(|s| s.repeats.current()),
+        stale_after_s,
     }
 }
 
@@ -316,7 +332,12 @@ pub fn lifecycle(
                 &mut dispatch.event,
                 tree,
                 &by_id,
-                beside(collected, &decision.root),
+                beside(
+                    collected,
+                    tree,
+                    &decision.root,
+                    config.watchdog.stale_after_s,
+                ),
             );
             if !base.trim().is_empty() {
                 dispatch

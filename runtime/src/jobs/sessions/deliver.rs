@@ -210,7 +210,8 @@ pub fn deliver_pending(
             continue;
         };
         let (ready, held): (Vec<_>, Vec<_>) = batch.into_iter().partition(|(_, e)| {
-            e.state == EventState::Resolve || state.router.is_free(gates, &e.dedup_key, now)
+            e.state == EventState::Resolve
+                || state.router.is_free(gates, &e.dedup_key, e.severity, now)
         });
         for (row, event) in &held {
             Line::info("watchdog", now)

@@ -1,4 +1,4 @@
-//! `agentwatch opencode --follow`: the servers' event streams, judged as they happen.
+//! `agentwatch watch --follow`: the servers' event streams, judged as they happen.
 //!
 //! ```text
 //! one thread per server: GET /global/event -> events -> channel   (dropped: reconnect with
@@ -43,32 +43,54 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-/// When the next tick may run: at least `min_interval` seconds after the last one.
+/// Milliseconds between two ticks at least, while no loop is alerted: a change is judged as it
+/// comes, so the tick that flags a loop never waits for the pace.
+pub const QUICK_MS: i64 = 200;
+
+/// When the next tick may run. Changes are judged as they come ([`QUICK_MS`] apart at least);
+/// after a tick that found a loop alerted (a trigger, or a tree flagged again), the next ones
+/// are at least `min_interval` apart, so the loop's further calls coalesce into one judgement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacer {
-    min_interval: i64,
-    last: Option<i64>,
+    min_interval_ms: i64,
+    last_ms: Option<i64>,
+    /// The last tick found a loop alerted.
+    hold: bool,
 }
 
 impl Pacer {
     #[must_use]
     pub fn new(min_interval_s: u64) -> Self {
         Self {
-            min_interval: i64::try_from(min_interval_s).unwrap_or(i64::MAX),
-            last: None,
+            min_interval_ms: i64::try_from(min_interval_s)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
+            last_ms: None,
+            hold: false,
         }
     }
 
-    /// Whether a tick may run at `now` (unix seconds).
+    /// When the next tick may run (unix ms), `None`: now.
     #[must_use]
-    pub fn due(&self, now: i64) -> bool {
-        self.last
-            .is_none_or(|last| now >= last.saturating_add(self.min_interval))
+    pub fn next_ms(&self) -> Option<i64> {
+        let gap = if self.hold {
+            self.min_interval_ms
+        } else {
+            QUICK_MS.min(self.min_interval_ms)
+        };
+        self.last_ms.map(|last| last.saturating_add(gap))
     }
 
-    /// A tick ran at `now`.
-    pub fn ran(&mut self, now: i64) {
-        self.last = Some(now);
+    /// Whether a tick may run at `now_ms` (unix milliseconds).
+    #[must_use]
+    pub fn due(&self, now_ms: i64) -> bool {
+        self.next_ms().is_none_or(|at| now_ms >= at)
+    }
+
+    /// A tick ran at `now_ms`; `alerted`: it found a loop alerted.
+    pub fn ran(&mut self, now_ms: i64, alerted: bool) {
+        self.last_ms = Some(now_ms);
+        self.hold = alerted;
     }
 }
 
@@ -192,12 +214,12 @@ pub fn follow(
         .field("directories", wakers.watches.len())
         .emit();
     while !stop.load(Ordering::SeqCst) {
-        let now = clock.now();
-        if let Some(reason) = follower.due(now) {
-            follower.tick(args, reason, now, &mut on_tick);
+        let (now, now_ms) = (clock.now(), clock.now_ms());
+        if let Some(reason) = follower.due(now, now_ms) {
+            follower.tick(args, reason, (now, now_ms), &mut on_tick);
             continue;
         }
-        let wait = follower.wait(now);
+        let wait = follower.wait(now, now_ms);
         match rx.recv_timeout(wait) {
             Ok(note) => follower.handle(note, clock),
             Err(RecvTimeoutError::Timeout) => {}
@@ -234,8 +256,9 @@ struct Wakers {
 }
 
 /// Start a stream thread per server the tick would read (when `streams`: `--follow` or
-/// `follow.enabled`) and a watch on every directory a source reads. A directory that cannot be
-/// watched is polled at the job's cadence, with a warning.
+/// `follow.enabled`) and a watch on every agent's transcript directory, there yet or not (it is
+/// followed from the moment it appears). A directory that cannot be watched is polled at the
+/// job's cadence, with a warning.
 fn start_wakers(
     config: &Config,
     args: &Options,
@@ -292,6 +315,8 @@ struct Follower {
     wakeup: Option<i64>,
     /// The first tick reads everything.
     first: bool,
+    /// What the last tick said it skipped.
+    said: super::SaidSkipped,
 }
 
 impl Follower {
@@ -305,6 +330,7 @@ impl Follower {
             last_poll: None,
             wakeup: None,
             first: true,
+            said: super::SaidSkipped::default(),
         }
     }
 
@@ -316,11 +342,11 @@ impl Follower {
     }
 
     /// Why a tick is due now, if one is (and the pace allows it).
-    fn due(&self, now: i64) -> Option<&'static str> {
+    fn due(&self, now: i64, now_ms: i64) -> Option<&'static str> {
         let poll_due = self.poll_due(now);
         let wakeup_due = self.wakeup.is_some_and(|at| now >= at);
         let wanted = self.first || poll_due || wakeup_due || self.pending.wants_tick();
-        if !wanted || !self.pacer.due(now) {
+        if !wanted || !self.pacer.due(now_ms) {
             return None;
         }
         Some(if self.first {
@@ -338,13 +364,20 @@ impl Follower {
         })
     }
 
-    /// How long to wait for a note: a tick wanted (held back by the pace) or a wakeup within
-    /// the second looks again soon.
-    fn wait(&self, now: i64) -> Duration {
-        let soon = self.pending.wants_tick()
-            || self.poll_due(now)
-            || self.wakeup.is_some_and(|at| at <= now + 1);
-        Duration::from_millis(if soon { 100 } else { 1000 })
+    /// How long to wait for a note: a tick wanted (held back by the pace) looks again when the
+    /// pace allows it, a wakeup within the second soon.
+    fn wait(&self, now: i64, now_ms: i64) -> Duration {
+        let millis = if self.pending.wants_tick() || self.poll_due(now) {
+            self.pacer
+                .next_ms()
+                .map_or(0, |at| at.saturating_sub(now_ms))
+                .clamp(10, 1000)
+        } else if self.wakeup.is_some_and(|at| at <= now + 1) {
+            100
+        } else {
+            1000
+        };
+        Duration::from_millis(u64::try_from(millis).unwrap_or(1000))
     }
 
     /// Run one tick. Streams keep their focus; the other sources, and every one at the first
@@ -353,7 +386,7 @@ impl Follower {
         &mut self,
         args: &Options,
         reason: &'static str,
-        now: i64,
+        (now, now_ms): (i64, i64),
         on_tick: &mut impl FnMut(&FollowTick<'_>),
     ) {
         let mut focus = self.pending.take(&self.streaming);
@@ -364,10 +397,10 @@ impl Follower {
             self.last_poll = Some(now);
         }
         self.first = false;
-        self.pacer.ran(now);
         let tick_args = Options {
             focus: Some(focus),
             follow: false,
+            said: Some(self.said.clone()),
             ..args.clone()
         };
         Line::info("watchdog", now)
@@ -377,11 +410,10 @@ impl Follower {
         self.report.ticks += 1;
         let started = std::time::Instant::now();
         let result = super::run(&tick_args);
-        self.wakeup = result
-            .as_ref()
-            .ok()
-            .and_then(Option::as_ref)
-            .and_then(|r| r.next_wakeup);
+        let report = result.as_ref().ok().and_then(Option::as_ref);
+        self.wakeup = report.and_then(|r| r.next_wakeup);
+        self.pacer
+            .ran(now_ms, report.is_some_and(TickReport::found_loop_alerted));
         if let Err(e) = &result {
             Line::warning("watchdog", now)
                 .field("follow", "tick")
@@ -545,7 +577,7 @@ pub fn follow_on_system_clock(
     follow(args, &clock, stop, on_tick)
 }
 
-/// [`follow`] on the system clock until SIGTERM or SIGINT (`agentwatch opencode --follow`);
+/// [`follow`] on the system clock until SIGTERM or SIGINT (`agentwatch watch --follow`);
 /// `on_tick` gets the report of each tick that ran.
 ///
 /// # Errors
@@ -571,14 +603,26 @@ pub fn follow_until_signal(
 mod tests {
     use super::*;
 
+    /// A change is judged at once (at most [`QUICK_MS`] after the last tick); after a tick that
+    /// found a loop alerted, the next ones wait `min_interval_s`.
     #[test]
-    fn ticks_are_at_least_the_min_interval_apart() {
+    fn ticks_coalesce_after_an_alerted_loop_not_before() {
         let mut pacer = Pacer::new(2);
-        assert!(pacer.due(100));
-        pacer.ran(100);
-        for (now, due) in [(100, false), (101, false), (102, true), (500, true)] {
+        assert!(pacer.due(100_000));
+        pacer.ran(100_000, false);
+        for (now, due) in [(100_000, false), (100_199, false), (100_200, true)] {
             assert_eq!(pacer.due(now), due, "{now}");
         }
+        pacer.ran(100_300, true);
+        for (now, due) in [(100_500, false), (102_299, false), (102_300, true)] {
+            assert_eq!(pacer.due(now), due, "{now}");
+        }
+        pacer.ran(102_300, false);
+        assert!(pacer.due(102_500));
+        // A follow.min_interval_s of 0 never waits.
+        let mut eager = Pacer::new(0);
+        eager.ran(100_000, true);
+        assert!(eager.due(100_000));
     }
 
     fn tool(session: &str) -> Event {

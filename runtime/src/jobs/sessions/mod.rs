@@ -1,4 +1,4 @@
-//! The sessions job (`agentwatch opencode --once`, `--follow`, and inside `agentwatch run`):
+//! The sessions job (`agentwatch watch --once`, `--follow`, and inside `agentwatch run`):
 //! every agent's sessions, judged for loops, alerted on once.
 //!
 //! ```text
@@ -18,7 +18,8 @@
 //! - [`follow`]: the live loop (event streams), ticking as things change.
 //! - [`deliver`]: the outbox; [`blind`]: sources and jobs that stopped answering;
 //!   [`notice`]: an alert's text as a person reads it; [`loop_report`]: the report `recover`
-//!   reads; [`refusals`]: what agentwatch's own hook refused in each session.
+//!   reads; [`refusals`]: what agentwatch's own hook refused in each session; [`repeats`]:
+//!   what repeats in each, for its alert's sentence.
 
 pub mod act;
 pub mod agent;
@@ -32,13 +33,14 @@ pub mod memory;
 pub mod notice;
 mod options;
 pub mod refusals;
+pub mod repeats;
 mod report;
 pub mod sources;
 pub mod tick;
 pub mod tracked;
 
 pub use memory::ALERT_STATE_KEY;
-pub use options::Options;
+pub use options::{Options, SaidSkipped};
 pub use report::TickReport;
 pub use sources::{Collected, ServerUrl, registry_servers, server_urls};
 
@@ -93,19 +95,7 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
         apply_stored_settings(&mut config, store);
     }
     let mut collected = sources::collect(&config, args, store.as_ref(), env, now);
-    // One line: what the tick read, what it skipped and why.
-    let line = if collected.failed.is_empty() {
-        Line::info("watchdog", now)
-    } else {
-        Line::warning("watchdog", now)
-    };
-    let line = line.field("sources", collected.sources_line());
-    if collected.deadline_skipped > 0 {
-        line.field("deadline_skipped", collected.deadline_skipped)
-    } else {
-        line
-    }
-    .emit();
+    sources_line(&collected, args.said.as_ref(), now).emit();
     let result = if collected.answered.is_empty() {
         tick::blind_tick(&config, store.as_mut(), &collected, now, args.dry_run, env)?
     } else {
@@ -117,6 +107,30 @@ pub fn run(args: &Options) -> Result<Option<TickReport>, Error> {
     result.done_line(args.verbose).emit();
     drop(manual);
     Ok(Some(result))
+}
+
+/// One line: what the tick read, what it skipped and why. A process that ticks again and again
+/// (`said`) says what it skipped only when that changed (`skipped=none` once nothing is).
+fn sources_line(collected: &Collected, said: Option<&options::SaidSkipped>, now: i64) -> Line {
+    let skipped = collected.skipped_line();
+    let news = said.is_none_or(|said| said.is_news(&skipped));
+    let line = if collected.failed.is_empty() || !news {
+        Line::info("watchdog", now)
+    } else {
+        Line::warning("watchdog", now)
+    };
+    let line = match (news, skipped.is_empty(), said.is_some()) {
+        (true, false, _) => line.field("sources", collected.sources_line()),
+        (true, true, true) => line
+            .field("sources", collected.read_line())
+            .field("skipped", "none"),
+        _ => line.field("sources", collected.read_line()),
+    };
+    if collected.deadline_skipped > 0 {
+        line.field("deadline_skipped", collected.deadline_skipped)
+    } else {
+        line
+    }
 }
 
 /// The demo logs its alerts (never the user's desktop) and asks no model.

@@ -4,6 +4,7 @@
 //! the journal, in `details.reason` and in `--json`.
 
 use super::agent::Agent;
+use super::repeats::Repeated;
 use alert_state::{AlertEvent, EventState};
 use detect_core::{Reason, Session, SessionVerdict, Signal, TreeVerdict};
 use serde_json::Value;
@@ -36,6 +37,10 @@ pub struct Beside<'a> {
     /// The agent's own verdict that the session loops (Gemini CLI's "Potential loop
     /// detected"), said after ours.
     pub agent_verdict: Option<&'a str>,
+    /// What repeats in the tree's first flagged session, when its source counted it.
+    pub repeated: Option<&'a Repeated>,
+    /// `watchdog.stale_after_s`: how long without a call a stale resolve waited.
+    pub stale_after_s: u64,
 }
 
 /// [`headline`] with what is [`Beside`] it: `Claude Code: Fix the money rounding in
@@ -61,6 +66,57 @@ fn action(top_what: &str, times: u32) -> String {
         "grep" | "glob" if !what.is_empty() => format!("searched for {what:?} {times} times"),
         _ => format!("called {top_what} {times} times"),
     }
+}
+
+/// [`evidence`], naming the call that repeats when the session repeats one (`repeated`, as its
+/// source counted it): the whole command, how often and over how many calls, and what it
+/// returned (`ran `python3 -c "import x"` 4 times in a row without an edit; it failed 4 times
+/// with `ModuleNotFoundError: …``). A loop the window's signals tell better (one file read or
+/// searched again and again, a file shown over) keeps [`evidence`]'s sentence.
+pub fn evidence_of(verdict: &SessionVerdict, repeated: Option<&Repeated>) -> String {
+    let r = &verdict.reason;
+    let fired = |s: Signal| verdict.signals.contains(&s);
+    let names_a_command = r.top_what.starts_with("bash ");
+    let window_tells = (fired(Signal::Top) && !r.top_what.is_empty() && !names_a_command)
+        || ((fired(Signal::Coverage) || fired(Signal::Reread)) && !fired(Signal::Top));
+    match repeated.filter(|rep| rep.times >= 2 && !window_tells) {
+        Some(rep) => repeated_sentence(rep, r.landed),
+        None => evidence(verdict),
+    }
+}
+
+/// `ran `CMD` 4 times in a row without an edit; it failed 4 times with `ERROR``.
+fn repeated_sentence(rep: &Repeated, landed: bool) -> String {
+    let verb = if rep.command { "ran" } else { "repeated" };
+    let how_often = if rep.over <= rep.times {
+        format!("{} times in a row", rep.times)
+    } else {
+        format!("{} times in its last {} calls", rep.times, rep.over)
+    };
+    let edit = if landed {
+        "since its last edit"
+    } else {
+        "without an edit"
+    };
+    let said = |text: &str| format!("`{text}`");
+    let returned = rep.returned.as_deref().filter(|e| !e.trim().is_empty());
+    let outcome = match (rep.failed, returned) {
+        (f, Some(e)) if f == rep.times => format!("; it failed {f} times with {}", said(e)),
+        (f, None) if f == rep.times => format!("; it failed {f} times"),
+        (0, Some(e)) if rep.same && rep.command => {
+            format!("; it returned the same each time: {}", said(e))
+        }
+        (0, _) if rep.same => "; it returned the same each time".to_owned(),
+        (0, Some(e)) if rep.command => format!("; it last returned {}", said(e)),
+        (0, _) => String::new(),
+        (f, Some(e)) => format!(
+            "; it failed {f} of {} times, last with {}",
+            rep.times,
+            said(e)
+        ),
+        (f, None) => format!("; it failed {f} of {} times", rep.times),
+    };
+    format!("{verb} `{}` {how_often} {edit}{outcome}", rep.shown)
 }
 
 /// One plain sentence of evidence for a flagged session, from the strongest signal it fired:
@@ -109,6 +165,11 @@ pub fn evidence(verdict: &SessionVerdict) -> String {
         )
     } else if fired(Signal::Cycle) {
         format!("repeated one block of calls for {} calls {edit}", r.cycle)
+    } else if fired(Signal::Repeat) && r.repeat > 0 {
+        format!(
+            "repeated the same call with the same result {} times in a row {edit}",
+            r.repeat
+        )
     } else {
         format!("kept going for {} calls {edit}", r.calls_since_landed)
     }
@@ -137,10 +198,10 @@ pub fn rewrite(
         Some(root) => format!("{prefix}: {}", headline_beside(root, beside)),
         None => format!("{prefix}: {}", event.title),
     };
-    let looping = tree.and_then(|t| tree_evidence(t, sessions));
+    let looping = tree.and_then(|t| tree_evidence(t, sessions, beside.repeated));
     let refused = event.refusals().map(|r| r.sentence());
     event.summary = match (event.state, tree, looping, refused) {
-        (EventState::Resolve, ..) => resolved(event, tree.is_some()),
+        (EventState::Resolve, ..) => resolved(event, tree.is_some(), beside.stale_after_s),
         (EventState::Blocked, _, Some(looping), Some(refused)) => {
             format!("{refused}. {looping}.")
         }
@@ -172,32 +233,53 @@ pub fn rewrite(
 }
 
 /// Why a tree's alert closed, for a person: its resolve's `details.resolved_because` (a tree
-/// not in this tick is gone).
-fn resolved(event: &AlertEvent, in_tick: bool) -> String {
+/// not in this tick is gone), and what it had become when it was critical (its escalate may
+/// not have reached every channel before this).
+fn resolved(event: &AlertEvent, in_tick: bool, stale_after_s: u64) -> String {
     let because = event
         .details
         .get("resolved_because")
         .and_then(Value::as_str);
     let stopped = event.refusals().is_some_and(|r| r.stopped);
-    match because {
-        Some("gone") => "The session is gone from every source; the alert is closed.".to_owned(),
+    let why = match because {
+        Some("gone") => "The session is gone from every source".to_owned(),
         Some("stale") if stopped => {
-            "agentwatch stopped the session and it made no call since; the alert is closed."
-                .to_owned()
+            "agentwatch stopped the session and it made no call since".to_owned()
         }
-        Some("stale") => {
-            "The session made no new call for a while; the alert is closed.".to_owned()
-        }
-        _ if in_tick => {
-            "The session made progress (it landed a change); the alert is closed.".to_owned()
-        }
-        _ => "The session is gone from every source; the alert is closed.".to_owned(),
+        Some("stale") if stale_after_s > 0 => format!(
+            "The session had no activity for {} (watchdog.stale_after_s)",
+            age(stale_after_s)
+        ),
+        Some("stale") => "The session made no new call for a while".to_owned(),
+        _ if in_tick => "The session made progress (it landed a change)".to_owned(),
+        _ => "The session is gone from every source".to_owned(),
+    };
+    let was_critical =
+        event.details.get("was_severity").and_then(Value::as_str) == Some("critical");
+    if was_critical {
+        format!("{why}; the alert, critical, is closed.")
+    } else {
+        format!("{why}; the alert is closed.")
+    }
+}
+
+/// `1 h`, `90 min`, `30 s`: an age as a person says it.
+fn age(seconds: u64) -> String {
+    let seconds = i64::try_from(seconds).unwrap_or(i64::MAX);
+    if seconds >= 3_600 && seconds % 3_600 == 0 {
+        format!("{} h", seconds / 3_600)
+    } else {
+        crate::text::duration(seconds)
     }
 }
 
 /// Who in a flagged tree does what, without the closing period: `The session read money.py
 /// 22 times in 44 calls without an edit`; `None` when no session of it is flagged.
-fn tree_evidence(tree: &TreeVerdict, sessions: &BTreeMap<&str, &Session>) -> Option<String> {
+fn tree_evidence(
+    tree: &TreeVerdict,
+    sessions: &BTreeMap<&str, &Session>,
+    repeated: Option<&Repeated>,
+) -> Option<String> {
     let v = tree.flagged_sessions.first()?;
     let who = if v.id == tree.root {
         "The session".to_owned()
@@ -214,7 +296,7 @@ fn tree_evidence(tree: &TreeVerdict, sessions: &BTreeMap<&str, &Session>) -> Opt
         1 => " (1 more session of the tree is looping too)".to_owned(),
         n => format!(" ({n} more sessions of the tree are looping too)"),
     };
-    Some(format!("{who} {}{also}", evidence(v)))
+    Some(format!("{who} {}{also}", evidence_of(v, repeated)))
 }
 
 #[cfg(test)]
@@ -393,7 +475,7 @@ mod tests {
         let beside = Beside {
             agent: Agent::Claude,
             branch: Some("main"),
-            agent_verdict: None,
+            ..Beside::default()
         };
         let mut out = String::new();
         for (name, state, tree, blocked, core) in [
@@ -480,8 +562,8 @@ mod tests {
         };
         let beside = Beside {
             agent: Agent::Gemini,
-            branch: None,
             agent_verdict: Some("Potential loop detected. Details: repeated tool calls."),
+            ..Beside::default()
         };
         let mut trigger = event(EventState::Trigger);
         rewrite(&mut trigger, Some(&tree), &sessions, beside);

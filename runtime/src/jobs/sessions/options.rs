@@ -41,6 +41,30 @@ pub struct Options {
     /// Set by the follower: what the streams said changed; only trees with a session read
     /// fresh are judged for the alert lifecycle.
     pub focus: Option<tracked::Focus>,
+    /// Set by a process that ticks again and again (the follower, `run`): what the last tick
+    /// said it skipped and why, so a tick says it again only when it changed.
+    pub said: Option<SaidSkipped>,
+}
+
+/// What a tick last said it skipped (`sources=… ; skipped …`), shared by the ticks of one
+/// process: the same sources skipped for the same reasons are not said again every tick.
+#[derive(Debug, Clone, Default)]
+pub struct SaidSkipped(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl SaidSkipped {
+    /// Whether `skipped` (this tick's, empty: nothing) is news, remembering it: not what the
+    /// last tick said (before the first tick, nothing was skipped).
+    pub fn is_news(&self, skipped: &str) -> bool {
+        let mut said = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if said.as_deref().unwrap_or("") == skipped {
+            return false;
+        }
+        *said = Some(skipped.to_owned());
+        true
+    }
 }
 
 impl Options {

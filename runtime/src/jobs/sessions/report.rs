@@ -40,6 +40,8 @@ pub struct TickReport {
     pub next_wakeup: Option<i64>,
     /// Sessions stopped (`opencode.on_loop = "abort"`): session, `sent`, `failed` or `dry_run`.
     pub aborts: Vec<(String, String)>,
+    /// Open loop alerts whose tree is flagged now (judged this tick or kept from the store).
+    pub open_flagged: usize,
 }
 
 impl TickReport {
@@ -61,7 +63,24 @@ impl TickReport {
             alertmanager: vec![],
             next_wakeup: None,
             aborts: vec![],
+            open_flagged: 0,
         }
+    }
+
+    /// Whether the tick found a loop alerted: it opened an alert, or a tree with an open alert
+    /// was judged flagged again (the follower then lets the loop's next calls coalesce).
+    pub fn found_loop_alerted(&self) -> bool {
+        self.decisions.iter().any(|d| {
+            alert_state::is_loop_key(&d.dedup_key)
+                && matches!(
+                    d.kind,
+                    DecisionKind::Trigger
+                        | DecisionKind::Escalate
+                        | DecisionKind::StillFlagged
+                        | DecisionKind::Repeat
+                        | DecisionKind::Blocked
+                )
+        })
     }
 
     /// The tick and its deliveries, as history for `/metrics` (`agentwatch_events`).
@@ -101,15 +120,12 @@ impl TickReport {
         fired(&self.decisions)
     }
 
-    /// The tick's closing journal line: what it saw and fired, and how many open alerts were
-    /// flagged again (each on its own line only with `verbose`), so a quiet tick is one line.
+    /// The tick's closing journal line: what it saw and fired, and how many open alerts have
+    /// their tree flagged now (`still_flagged`, with each alert flagged again on its own line
+    /// only with `verbose`), so a quiet tick is one line.
     pub fn done_line(&self, verbose: bool) -> Line {
         let trees = &self.judgement.trees;
-        let still = self
-            .decisions
-            .iter()
-            .filter(|d| d.kind == DecisionKind::StillFlagged)
-            .count();
+        let still = self.open_flagged;
         let line = Line::info("watchdog", self.now)
             .field("tick", "done")
             .field("outcome", self.outcome)

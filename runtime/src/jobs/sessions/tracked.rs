@@ -10,7 +10,9 @@
 //!   again next tick. A cursor the server no longer has means the history changed: start over.
 //! - Descendant landings are passed up the tree every tick; they are idempotent.
 
+use super::agent::Agent;
 use super::refusals::SessionRefusals;
+use super::repeats::{Repeats, push_call};
 use agentwatch_opencode::lite::{LiteInfo, Spend};
 use agentwatch_store::{SessionCacheRow, Store};
 use detect_core::{
@@ -42,6 +44,10 @@ pub struct Tracked {
     /// What agentwatch's own hook refused in it, counted as its calls were read (kept in its
     /// stored row, as its verdict is).
     pub refusals: SessionRefusals,
+    /// What repeats in it, for its alert's sentence (kept in its stored row too).
+    pub repeats: Repeats,
+    /// The agent whose source read it (set when its source's answer is taken).
+    pub agent: Agent,
     state: State,
 }
 
@@ -98,6 +104,11 @@ struct VerdictMeta {
     agent_verdict: Option<String>,
     #[serde(default, skip_serializing_if = "SessionRefusals::is_empty")]
     refusals: SessionRefusals,
+    #[serde(default)]
+    repeats: Repeats,
+    /// The agent that wrote it (`claude`), for the sessions page.
+    #[serde(default)]
+    agent: Agent,
 }
 
 /// The fingerprint of a detector configuration: state built under another one is dropped.
@@ -112,9 +123,9 @@ impl Tracked {
     pub fn whole(source: &str, session: &Session, config: &DetectConfig) -> Self {
         let mut detector = SessionDetector::new(session, config);
         let mut refusals = SessionRefusals::default();
+        let mut repeats = Repeats::default();
         for call in &session.calls {
-            detector.push(call);
-            refusals.observe(call, || detector.flagged());
+            push_call(&mut detector, call, &mut refusals, &mut repeats);
         }
         Self {
             source: source.to_owned(),
@@ -128,6 +139,8 @@ impl Tracked {
             branch: None,
             agent_verdict: None,
             refusals,
+            repeats,
+            agent: Agent::default(),
             state: State::Live {
                 detector: Box::new(detector),
                 cursor: None,
@@ -162,6 +175,8 @@ impl Tracked {
             branch: meta.branch.clone(),
             agent_verdict: meta.agent_verdict.clone(),
             refusals: meta.refusals.clone(),
+            repeats: meta.repeats.clone(),
+            agent: meta.agent,
             state: State::Stored {
                 row: Box::new(row),
                 meta: Box::new(meta),
@@ -191,6 +206,8 @@ impl Tracked {
             branch: None,
             agent_verdict: None,
             refusals: SessionRefusals::default(),
+            repeats: Repeats::default(),
+            agent: Agent::default(),
             state: State::Live {
                 detector: Box::new(detector),
                 cursor,
@@ -264,6 +281,8 @@ pub(crate) struct Restored {
     pub newest_call_ms: Option<i64>,
     /// What the hook refused in it up to the cursor.
     pub refusals: SessionRefusals,
+    /// What repeats in it up to the cursor.
+    pub repeats: Repeats,
 }
 
 /// A stored row's session, to continue from its cursor (`None`: the row does not read, or its
@@ -285,6 +304,7 @@ pub(crate) fn restore(
             .as_ref()
             .map(|m| m.refusals.clone())
             .unwrap_or_default(),
+        repeats: meta.as_ref().map(|m| m.repeats.clone()).unwrap_or_default(),
         newest_call_ms: meta.and_then(|m| m.newest_call_ms),
     })
 }
@@ -401,6 +421,8 @@ pub fn judge(
                     branch: t.branch.clone(),
                     agent_verdict: t.agent_verdict.clone(),
                     refusals: t.refusals.clone(),
+                    repeats: t.repeats.clone(),
+                    agent: t.agent,
                 };
                 verdicts.push(verdict);
                 entry.written.push(SessionCacheRow {

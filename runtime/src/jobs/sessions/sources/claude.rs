@@ -287,7 +287,8 @@ impl ClaudeSource {
             .and_then(|meta| meta.agent_type);
         FileState {
             file: FileCursor::default(),
-            reader: ClaudeReader::new(file.transcript.file_kind(agent_type)),
+            // Each call's output excerpt: the alert says what the repeated call returned.
+            reader: ClaudeReader::new(file.transcript.file_kind(agent_type)).with_excerpts(),
         }
     }
 

@@ -165,7 +165,8 @@ impl CodexSource {
             .and_then(|r| restore_file::<FileState>(r, ctx));
         let fresh = || FileState {
             file: FileCursor::default(),
-            reader: CodexReader::new(Some(file.id.clone())),
+            // Each call's output excerpt: the alert says what the repeated call returned.
+            reader: CodexReader::new(Some(file.id.clone())).with_excerpts(),
         };
         let (mut state, mut thread) = match restored {
             Some((state, restored)) => (state, Reading::from_restored(restored, ctx)),

@@ -179,7 +179,9 @@ impl GeminiSource {
             None => (
                 FileState {
                     file: FileCursor::default(),
-                    reader: GeminiReader::new(file.transcript.gemini_file()),
+                    // Each call's output excerpt: the alert says what the repeated call
+                    // returned.
+                    reader: GeminiReader::new(file.transcript.gemini_file()).with_excerpts(),
                 },
                 Reading::new(base_info(&file.id, file.parent.as_deref()), ctx),
             ),

@@ -32,14 +32,48 @@ use std::collections::{HashMap, HashSet};
 
 pub use servers::{ServerSource, ServerUrl, registry_servers, server_urls};
 
-/// The sources that wake the job (streams and directories), as the tick would read them.
+/// The sources that wake the job: the streams of the servers the tick would read, and every
+/// enabled agent's transcript directory, there yet or not ([`agent_directories`]), named as
+/// its source is.
 pub fn wakers(config: &Config, args: &Options, env: Env<'_>) -> Vec<(String, WakeOn)> {
     let mut ignored = Collected::default();
-    sources(config, args, env, &mut ignored)
+    let mut wakers: Vec<(String, WakeOn)> = sources(config, args, env, &mut ignored)
         .iter()
         .map(|s| (s.name().to_owned(), s.wake_on()))
-        .filter(|(_, wake)| !matches!(wake, WakeOn::Poll))
-        .collect()
+        .filter(|(_, wake)| !matches!(wake, WakeOn::Poll | WakeOn::Directory(_)))
+        .collect();
+    wakers.extend(
+        agent_directories(config, args, env)
+            .into_iter()
+            .map(|dir| (dir.display().to_string(), WakeOn::Directory(dir))),
+    );
+    wakers
+}
+
+/// The transcript directory of every agent that is enabled (`[claude]`, `[codex]`, `[gemini]`)
+/// where the configured sources are read, whether it exists yet or not: an agent installed
+/// after the watch started is followed from the moment its directory appears.
+pub fn agent_directories(config: &Config, args: &Options, env: Env<'_>) -> Vec<std::path::PathBuf> {
+    if !configured_sources(config, args) {
+        return Vec::new();
+    }
+    [
+        (
+            config.claude.enabled,
+            claude::ClaudeSource::directory(config, env),
+        ),
+        (
+            config.codex.enabled,
+            codex::CodexSource::directory(config, env),
+        ),
+        (
+            config.gemini.enabled,
+            gemini::GeminiSource::directory(config, env),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(enabled, dir)| enabled.then_some(dir))
+    .collect()
 }
 
 /// What every source needs to read incrementally.
@@ -210,7 +244,12 @@ impl Collected {
         self.read.push(read.line);
         self.session_counts
             .insert(name.clone(), read.sessions.len());
-        self.add(read.sessions);
+        let agent = source.agent();
+        let mut sessions = read.sessions;
+        for session in &mut sessions {
+            session.agent = agent;
+        }
+        self.add(sessions);
         self.answered.push(name);
         self.sources.push(source);
     }
@@ -232,22 +271,30 @@ impl Collected {
     /// (`registry 2 servers, opencode.db 14 sessions; skipped http://127.0.0.1:4096 (connection
     /// refused)`).
     pub fn sources_line(&self) -> String {
-        let read = if self.read.is_empty() {
+        match self.skipped_line() {
+            skipped if skipped.is_empty() => self.read_line(),
+            skipped => format!("{}; skipped {skipped}", self.read_line()),
+        }
+    }
+
+    /// What the sources gave (`registry 2 servers, opencode.db 14 sessions`, `none`).
+    pub fn read_line(&self) -> String {
+        if self.read.is_empty() {
             "none".to_owned()
         } else {
             self.read.join(", ")
-        };
-        let skipped: Vec<String> = self
-            .failed
+        }
+    }
+
+    /// What was skipped and why (`http://127.0.0.1:4096 (connection refused)`); empty when
+    /// nothing was.
+    pub fn skipped_line(&self) -> String {
+        self.failed
             .iter()
             .chain(&self.skipped)
             .map(|(source, why)| format!("{source} ({why})"))
-            .collect();
-        if skipped.is_empty() {
-            read
-        } else {
-            format!("{read}; skipped {}", skipped.join(", "))
-        }
+            .collect::<Vec<String>>()
+            .join(", ")
     }
 }
 

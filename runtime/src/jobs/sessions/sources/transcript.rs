@@ -3,6 +3,7 @@
 
 use super::{Answer, ReadContext, SourceRead, count};
 use crate::jobs::sessions::refusals::SessionRefusals;
+use crate::jobs::sessions::repeats::{Repeats, push_call};
 use crate::jobs::sessions::tracked::{
     self, Restored, Tracked, active_with_ancestors, cached_rows, newest_call,
 };
@@ -414,6 +415,7 @@ pub(crate) struct Reading {
     pub newest: Option<i64>,
     pub fresh: bool,
     pub refusals: SessionRefusals,
+    pub repeats: Repeats,
 }
 
 impl Reading {
@@ -434,6 +436,7 @@ impl Reading {
             newest: restored.newest_call_ms,
             fresh: false,
             refusals: restored.refusals,
+            repeats: restored.repeats,
         }
     }
 
@@ -446,6 +449,7 @@ impl Reading {
             newest: None,
             fresh: true,
             refusals: SessionRefusals::default(),
+            repeats: Repeats::default(),
         }
     }
 
@@ -456,6 +460,7 @@ impl Reading {
         self.newest = None;
         self.fresh = true;
         self.refusals = SessionRefusals::default();
+        self.repeats = Repeats::default();
     }
 
     /// Say what the reader learnt of the session (`describe` sets it on its info), before
@@ -472,9 +477,7 @@ impl Reading {
             .detector
             .get_or_insert_with(|| SessionDetector::new(&self.info, &self.config));
         for call in calls {
-            detector.push(call);
-            let pushed = &*detector;
-            self.refusals.observe(call, || pushed.flagged());
+            push_call(detector, call, &mut self.refusals, &mut self.repeats);
         }
         self.newest = newest_call(calls.iter(), self.newest);
         self.fresh = true;
@@ -496,6 +499,7 @@ impl Reading {
             Some(marker),
         );
         tracked.refusals = self.refusals;
+        tracked.repeats = self.repeats;
         tracked
     }
 }

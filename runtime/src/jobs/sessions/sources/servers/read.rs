@@ -10,6 +10,7 @@
 //! - With a stale age, only sessions active since the cutoff and their ancestors are read; a few
 //!   quiet ones are asked for their newest message each tick, so a `/shell` call is found.
 
+use crate::jobs::sessions::repeats::push_call;
 use crate::jobs::sessions::tracked::{
     self, Focus, Tracked, active_with_ancestors, cached_rows, newest_call, stored_newest_call,
 };
@@ -388,6 +389,7 @@ impl Reading<'_> {
             mut spend,
             newest_call_ms: mut newest,
             mut refusals,
+            mut repeats,
         } = start.unwrap_or_else(|| self.new_session(&base, messages));
         // The listing may carry a newer title; keep the identity fields fresh.
         session.title = base.title.clone().or(session.title);
@@ -402,8 +404,7 @@ impl Reading<'_> {
             }
             let landing = detector.latest_own_landing();
             for call in message.calls() {
-                detector.push(&call);
-                refusals.observe(&call, || detector.flagged());
+                push_call(&mut detector, &call, &mut refusals, &mut repeats);
                 newest = newest_call(std::iter::once(&call), newest);
             }
             spend.observe(message, detector.latest_own_landing() != landing);
@@ -417,6 +418,7 @@ impl Reading<'_> {
             source, session, spend, newest, fresh, detector, cursor, updated,
         );
         tracked.refusals = refusals;
+        tracked.repeats = repeats;
         (tracked, consumed)
     }
 
@@ -437,6 +439,7 @@ impl Reading<'_> {
             spend: Spend::default(),
             newest_call_ms: None,
             refusals: Default::default(),
+            repeats: Default::default(),
         }
     }
 }
