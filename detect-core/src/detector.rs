@@ -75,6 +75,18 @@ pub fn subagent_name(title: &str) -> Option<&str> {
 /// The figures of a span and its window, shared by both forms so they cannot drift apart.
 fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> SessionVerdict {
     let mut signals = Vec::new();
+    fired(&reason, config, |signal| signals.push(signal));
+    SessionVerdict {
+        id: id.to_owned(),
+        flagged: !signals.is_empty(),
+        signals,
+        reason,
+    }
+}
+
+/// Each signal the figures fire, in the verdict's order (nothing allocated: `flagged` asks at
+/// every call).
+fn fired(reason: &Reason, config: &DetectConfig, mut signal: impl FnMut(Signal)) {
     // `SessionDetector::flagged` relies on two things here: only `repeat`, `stall` and the
     // figures they read are looked at before `min_calls` (it computes no other figure then),
     // and every signal only grows with its figures but `stale_span_calls` (it reads their
@@ -100,35 +112,29 @@ fn verdict_from_figures(id: &str, reason: Reason, config: &DetectConfig) -> Sess
             config.top_min
         };
         if reason.dup > config.dup_min {
-            signals.push(Signal::Dup);
+            signal(Signal::Dup);
         }
         if reason.top >= top_min {
-            signals.push(Signal::Top);
+            signal(Signal::Top);
         }
         if reason.slow >= config.cum_min {
-            signals.push(Signal::Slow);
+            signal(Signal::Slow);
         }
         if reason.coverage >= config.cover_min {
-            signals.push(Signal::Coverage);
+            signal(Signal::Coverage);
         }
         if config.applies(Rule::Cycle) && reason.cycle >= config.cycle_min {
-            signals.push(Signal::Cycle);
+            signal(Signal::Cycle);
         }
         if config.applies(Rule::Rereads) && reason.reread >= config.reread_min {
-            signals.push(Signal::Reread);
+            signal(Signal::Reread);
         }
     }
     if repeat {
-        signals.push(Signal::Repeat);
+        signal(Signal::Repeat);
     }
     if stall {
-        signals.push(Signal::Stall);
-    }
-    SessionVerdict {
-        id: id.to_owned(),
-        flagged: !signals.is_empty(),
-        signals,
-        reason,
+        signal(Signal::Stall);
     }
 }
 
@@ -1132,20 +1138,21 @@ impl SessionDetector {
     /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
     /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
     /// figures are not computed then: the same answer for less work.
-    /// The history's figures are bounded first (`Figures::Bounds`), and computed only when
-    /// the bounds flag the verdict.
+    /// Every figure is bounded first (`Figures::Bounds`, [`Peaks`]); the history's are
+    /// computed when the bounds flag the verdict, and the window's (which look over the window)
+    /// only when the bounds of the window with the history's exact figures flag it still.
     pub fn flagged(&self) -> bool {
-        let figures = |how| {
+        let figures = |exact_window: bool, how| {
             let mut reason = if self.span.len() < self.config.min_calls {
                 Reason {
                     calls_since_landed: self.span.len(),
                     repeat: self.repeat,
                     ..Reason::default()
                 }
-            } else if how == Figures::Bounds {
-                self.window_bounds()
-            } else {
+            } else if exact_window {
                 self.window_figures(false)
+            } else {
+                self.window_bounds()
             };
             history_figures(
                 &self.progress,
@@ -1154,9 +1161,14 @@ impl SessionDetector {
                 &mut reason,
                 how,
             );
-            verdict_from_figures("", reason, &self.config).flagged
+            let mut flagged = false;
+            fired(&reason, &self.config, |_| flagged = true);
+            flagged
         };
-        figures(Figures::Bounds) && figures(Figures::Exact)
+        // Before `min_calls` the window's figures are not looked at: the second answer is final.
+        figures(false, Figures::Bounds)
+            && figures(false, Figures::Exact)
+            && (self.span.len() < self.config.min_calls || figures(true, Figures::Exact))
     }
 
     /// [`SessionDetector::window_figures`] with the figures that look over the window replaced

@@ -204,16 +204,39 @@ pub(crate) struct Staleness {
     /// The calls since the session last landed, and how many of them echoed.
     pub(crate) since_landed: (u32, u32),
     /// Bit `i` is set when the call `i` calls before the last (0: the last) echoed: `recent`
-    /// as bits, for [`Staleness::bounds`]. A history restored from a snapshot sets them all.
+    /// as bits, so that [`Staleness::count`] looks back without a walk (it runs at every call).
     echoes: u32,
+    /// Bit `i` is set when the call `i` calls before the last is a poll ([`Echo::poll`]), as
+    /// `history` holds it.
+    polls: u32,
+    /// Bit `i` is set when that call is a success whose echo rests on its status alone
+    /// ([`Echo::blind`]).
+    blinds: u32,
     /// Bit `i` is set when that call may have been a repeat ([`Echo::repeated`]); set for the
     /// calls of a restored history, which may predate the flag.
     repeats: u32,
+    /// Bit `i` is set when that call is a repeat as `history` holds it ([`Echo::repeated`]):
+    /// `recur` and `circle` look back only when there is one.
+    repeated: u32,
 }
 
 /// How many of the last `n` calls (`n` < 32) have their bit set in `bits`.
 fn among_last(bits: u32, n: usize) -> u32 {
-    (bits & ((1u32 << n) - 1)).count_ones()
+    (bits & low_bits(n)).count_ones()
+}
+
+/// Flags of calls, oldest first, as bits: bit `i` for the call `i` calls before the last.
+fn last_bits(flags: impl DoubleEndedIterator<Item = bool>) -> u32 {
+    flags
+        .rev()
+        .take(32)
+        .enumerate()
+        .fold(0, |bits, (i, set)| bits | u32::from(set) << i)
+}
+
+/// The bits of the last `n` calls (`n` < 32).
+fn low_bits(n: usize) -> u32 {
+    (1u32 << n) - 1
 }
 
 impl Staleness {
@@ -224,10 +247,13 @@ impl Staleness {
         since_landed: (u32, u32),
     ) -> Self {
         Self {
+            echoes: last_bits(recent.iter().copied()),
+            polls: last_bits(history.iter().map(|e| e.poll)),
+            blinds: last_bits(history.iter().map(|e| e.blind)),
+            repeated: last_bits(history.iter().map(|e| e.repeated)),
             history,
             recent,
             since_landed,
-            echoes: u32::MAX,
             repeats: u32::MAX,
         }
     }
@@ -330,7 +356,10 @@ impl Staleness {
         }
         self.recent.push_back(echoed);
         self.echoes = self.echoes << 1 | u32::from(echoed);
+        self.polls = self.polls << 1 | u32::from(facts.wait);
+        self.blinds = self.blinds << 1 | u32::from(blind);
         self.repeats = self.repeats << 1 | u32::from(repeated);
+        self.repeated = self.repeated << 1 | u32::from(repeated);
         self.since_landed = if facts.landed {
             (0, 0)
         } else {
@@ -349,16 +378,13 @@ impl Staleness {
     /// on a silent job alone is `stall`'s; calls known to have run, not what they saw, are no
     /// loop by themselves).
     pub(crate) fn count(&self, window: usize) -> u32 {
-        let kinds = self.history.iter().rev().map(|e| (e.poll, e.blind));
-        let (mut others, mut waits, mut blind) = (0u32, 0u32, 0u32);
-        for (echoed, kind) in self.recent.iter().rev().zip(kinds).take(window) {
-            match (echoed, kind) {
-                (true, (true, _)) => waits += 1,
-                (true, (false, true)) => blind += 1,
-                (true, (false, false)) => others += 1,
-                _ => {}
-            }
-        }
+        // The last calls that both `recent` and `history` hold, as bits (the two are pushed
+        // together; a restored pair may differ in length).
+        let calls = window.min(self.recent.len()).min(self.history.len());
+        let echoed = self.echoes & low_bits(calls);
+        let waits = (echoed & self.polls).count_ones();
+        let blind = (echoed & !self.polls & self.blinds).count_ones();
+        let others = (echoed & !self.polls & !self.blinds).count_ones();
         others + waits.min(others) + blind.min(others)
     }
 
@@ -374,6 +400,9 @@ impl Staleness {
     /// only by their status counted as in [`Staleness::count`]), when they are repeats of at
     /// most [`CIRCLE_CALLS`] different calls (0 otherwise).
     pub(crate) fn circle(&self) -> u32 {
+        if among_last(self.repeated, CIRCLE_WINDOW) == 0 {
+            return 0;
+        }
         let from = self.history.len().saturating_sub(CIRCLE_WINDOW);
         let mut distinct: [u64; CIRCLE_CALLS] = [0; CIRCLE_CALLS];
         let (mut kinds, mut others, mut waits, mut blind) = (0, 0u32, 0u32, 0u32);
@@ -431,13 +460,7 @@ impl Staleness {
         // RECUR_RECENT_MIN times among the recent calls was a repeat at each occurrence but its
         // first (the first was still in the history then, and a result is never seen again
         // once forgotten), so fewer repeats than that among them leave nothing to count.
-        let repeats = self
-            .history
-            .iter()
-            .skip(recent_from)
-            .filter(|e| e.repeated)
-            .count();
-        if u32::try_from(repeats).unwrap_or(u32::MAX) + 1 < RECUR_RECENT_MIN {
+        if among_last(self.repeated, RECUR_RECENT_WINDOW) + 1 < RECUR_RECENT_MIN {
             return 0;
         }
         // A success a landing confirmed is no recurrence ([`Echo::confirmed`]).

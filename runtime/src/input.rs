@@ -251,7 +251,7 @@ fn read_document<T: Send>(source: Source<'_>, how: &Reading<'_, T>) -> Result<Ba
     let head = transcripts::read_head(&mut opened).map_err(|e| Error::read(origin, e))?;
     let whole = std::io::Cursor::new(head).chain(opened);
     let head = whole.get_ref().0.get_ref();
-    if let Ok(agent) = agentwatch_transcripts::identify(head) {
+    if let Some(agent) = agentwatch_transcripts::transcript_agent(head) {
         let placement = transcripts::placement_of(agent, source.transcript_name(), head);
         return transcripts::read_placed(placement, origin, whole, how.export);
     }

@@ -60,7 +60,7 @@ pub use gemini::{
     AgentVerdict, GeminiFile, GeminiMeta, GeminiReader, GeminiSpawn, GeminiTitleSource,
     read_gemini_sessions,
 };
-pub use sniff::{TranscriptAgent, identify, identify_line};
+pub use sniff::{TranscriptAgent, identify, identify_line, transcript_agent};
 pub use survey::{Survey, survey};
 pub use tail::{FileCursor, NewText, read_new};
 pub use watch::{DirWatch, WatchError};

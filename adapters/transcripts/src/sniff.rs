@@ -203,16 +203,11 @@ pub fn identify_line(line: &[u8]) -> Option<TranscriptAgent> {
 /// [`SNIFF_LINES`] non-blank lines that says, else, for one JSON document spread over lines,
 /// its top-level keys; else why none does.
 pub fn identify(bytes: &[u8]) -> Result<TranscriptAgent, String> {
-    let mut lines = bytes
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-        .peekable();
-    let Some(first) = lines.peek().copied() else {
-        return Err("it is empty".to_owned());
+    let first = match by_lines(bytes) {
+        Lines::Empty => return Err("it is empty".to_owned()),
+        Lines::Agent(agent) => return Ok(agent),
+        Lines::Unknown(first) => first,
     };
-    if let Some(agent) = lines.take(SNIFF_LINES).find_map(identify_line) {
-        return Ok(agent);
-    }
     match document_keys(bytes, first) {
         Some(keys) => document_agent(&keys).ok_or_else(|| {
             format!(
@@ -224,6 +219,50 @@ pub fn identify(bytes: &[u8]) -> Result<TranscriptAgent, String> {
             "none of its first {SNIFF_LINES} lines is a record of Claude Code, Codex CLI or \
              Gemini CLI"
         )),
+    }
+}
+
+/// What the first lines of a file say ([`identify`]).
+enum Lines<'a> {
+    /// No line that is not blank.
+    Empty,
+    /// The first of the first [`SNIFF_LINES`] that says.
+    Agent(TranscriptAgent),
+    /// None says; the first line that is not blank.
+    Unknown(&'a [u8]),
+}
+
+fn by_lines(bytes: &[u8]) -> Lines<'_> {
+    let mut lines = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .peekable();
+    let Some(first) = lines.peek().copied() else {
+        return Lines::Empty;
+    };
+    match lines.take(SNIFF_LINES).find_map(identify_line) {
+        Some(agent) => Lines::Agent(agent),
+        None => Lines::Unknown(first),
+    }
+}
+
+/// [`identify`]'s agent, without the reason when there is none: for a caller that only asks
+/// whether a document is a transcript (`detect` on a session file). The same answer for less
+/// work: only Gemini writes one document, told by its key `sessionId`, so bytes that cannot
+/// spell that key (neither the word nor a `\u` escape is in them) are not read through for
+/// their keys (on a 227 MB session file that read was 10% of `detect` on 100 000 calls, none of
+/// it in parallel).
+pub fn transcript_agent(bytes: &[u8]) -> Option<TranscriptAgent> {
+    match by_lines(bytes) {
+        Lines::Empty => None,
+        Lines::Agent(agent) => Some(agent),
+        Lines::Unknown(_)
+            if memchr::memmem::find(bytes, b"sessionId").is_none()
+                && memchr::memmem::find(bytes, b"\\u").is_none() =>
+        {
+            None
+        }
+        Lines::Unknown(first) => document_keys(bytes, first).and_then(|k| document_agent(&k)),
     }
 }
 
@@ -428,5 +467,29 @@ mod tests {
         assert_eq!(identify(doc.as_bytes()), Ok(Gemini));
         let no_id = "{\n  \"projectHash\": \"h\",\n  \"messages\": []\n}\n";
         assert!(identify(no_id.as_bytes()).is_err());
+    }
+
+    /// `transcript_agent` is `identify` without the reasons: the same agent for every document,
+    /// a key spelled through an escape included.
+    #[test]
+    fn transcript_agent_answers_as_identify() {
+        let escaped =
+            "{\n  \"session\\u0049d\": \"s\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n";
+        for doc in [
+            "",
+            "<html>\n",
+            r#"{"type":"summary","summary":"s","leafUuid":"u"}"#,
+            "{\n  \"format\": \"agentwatch-sessions/1\",\n  \"sessions\": [\n",
+            "{\n  \"sessionId\": \"s\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n",
+            "{\n  \"projectHash\": \"h\",\n  \"messages\": []\n}\n",
+            escaped,
+        ] {
+            assert_eq!(
+                transcript_agent(doc.as_bytes()),
+                identify(doc.as_bytes()).ok(),
+                "{doc}"
+            );
+        }
+        assert_eq!(transcript_agent(escaped.as_bytes()), Some(Gemini));
     }
 }
