@@ -16,7 +16,8 @@ pub fn duration(seconds: f64) -> std::time::Duration {
 /// The range of one numeric key, and why its upper end is there: past it a tick could stall,
 /// a signal could never fire, or memory would grow with the value. [`Config::validate`] checks
 /// every row (a file, `--set`, the environment), and the live edits of `agentwatch serve` check
-/// their key against the same row before they write; the README's table is [`bounds_table`].
+/// their key against the same row before they write; `docs/configuration.md`'s table is
+/// [`bounds_table`].
 #[derive(Debug, Clone, Copy)]
 pub struct Bound {
     /// The dotted key; `channels[].x` is every channel's `x`.
@@ -558,6 +559,18 @@ pub fn bounds_table() -> String {
     let mut out = String::from("| key | range | why the upper end |\n|---|---|---|\n");
     for b in BOUNDS {
         out.push_str(&format!("| `{}` | {} | {} |\n", b.key, b.range(), b.why));
+    }
+    out
+}
+
+/// Every key with its default and range, as `agentwatch man` lists them: the reference table of
+/// `docs/configuration.md` (a test keeps it in step).
+pub fn keys_table() -> String {
+    let mut out = String::from("| key | default | range |\n|---|---|---|\n");
+    for KeyDefault { key, value, range } in default_keys() {
+        let value = value.replace('|', "\\|");
+        let range = range.unwrap_or_default();
+        out.push_str(&format!("| `{key}` | `{value}` | {range} |\n"));
     }
     out
 }

@@ -581,6 +581,5 @@ impl Config {
     }
 }
 
-
 #[cfg(test)]
 mod tests;

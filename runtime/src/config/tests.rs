@@ -449,24 +449,25 @@ fn config_errors_name_the_key_and_never_echo_the_value() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// docs/configuration.md's table of bounds is the code's (`AGENTWATCH_BLESS_README=1`
-/// rewrites it).
+/// A generated table of `docs/configuration.md` is the code's (`AGENTWATCH_BLESS_README=1`
+/// rewrites them): the bounds (`BOUNDS`) and every key with its default.
 #[test]
-fn the_readme_lists_every_bound() {
+fn the_configuration_page_lists_every_bound_and_key() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let start =
-        "<!-- bounds:start (runtime/src/config.rs BOUNDS; a test keeps this table in step) -->\n";
-    let end = "<!-- bounds:end -->";
-    let (head, rest) = readme
-        .split_once(start)
-        .expect("the README's bounds section");
-    let (table, tail) = rest.split_once(end).expect("its end");
-    if std::env::var_os("AGENTWATCH_BLESS_README").is_some() {
-        std::fs::write(&path, format!("{head}{start}{}{end}{tail}", bounds_table())).unwrap();
-        return;
+    for (name, made) in [("bounds", bounds_table()), ("keys", keys_table())] {
+        let page = std::fs::read_to_string(&path).unwrap();
+        let start = format!(
+            "<!-- {name}:start (runtime/src/config/bounds.rs; a test keeps this table in step) -->\n"
+        );
+        let end = format!("<!-- {name}:end -->");
+        let (head, rest) = page.split_once(&start).expect("the table's start");
+        let (table, tail) = rest.split_once(&end).expect("its end");
+        if std::env::var_os("AGENTWATCH_BLESS_README").is_some() {
+            std::fs::write(&path, format!("{head}{start}{made}{end}{tail}")).unwrap();
+            continue;
+        }
+        assert_eq!(table, made, "{name}: run with AGENTWATCH_BLESS_README=1");
     }
-    assert_eq!(table, bounds_table(), "run with AGENTWATCH_BLESS_README=1");
 }
 
 /// Each bound refuses the value past it and takes the value at it, by file and by `--set`.
