@@ -1138,7 +1138,7 @@ impl SessionDetector {
     /// call (`detect`'s first flagged call). Before `min_calls` calls since the last landing
     /// only the signals that speak before it (`repeat`, `stall`) can fire, so the window's
     /// figures are not computed then: the same answer for less work.
-    /// Every figure is bounded first (`Figures::Bounds`, [`Peaks`]); the history's are
+    /// Every figure is bounded first (`Figures::Bounds`, `Peaks`); the history's are
     /// computed when the bounds flag the verdict, and the window's (which look over the window)
     /// only when the bounds of the window with the history's exact figures flag it still.
     pub fn flagged(&self) -> bool {
@@ -1172,7 +1172,7 @@ impl SessionDetector {
     }
 
     /// [`SessionDetector::window_figures`] with the figures that look over the window replaced
-    /// by their bounds ([`Peaks`]).
+    /// by their bounds (`Peaks`).
     fn window_bounds(&self) -> Reason {
         let window_calls = self.span.len() - self.window_start;
         Reason {
