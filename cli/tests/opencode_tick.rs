@@ -285,8 +285,9 @@ program = "{notify}"
     );
     // (Its top repeat under the default profile: the failing test run it keeps rerunning.)
     assert!(
-        argv[0][4].starts_with("Its subagent explore ran `pytest -x tests/test_money.py` ")
-            && argv[0][4].contains(" without an edit."),
+        argv[0][4].starts_with(
+            "Its subagent explore ran `cd /tmp/proj && pytest -x tests/test_money.py` "
+        ) && argv[0][4].contains(" without an edit; it failed 15 times."),
         "{argv:?}"
     );
     assert_eq!(argv[1][..2], ["-u", "critical"]);

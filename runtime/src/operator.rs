@@ -295,7 +295,7 @@ fn status_jobs_text(v: &StatusView, colour: bool, out: &mut String) {
     ));
     if let (Some(t), Some(c)) = (&v.tick, &v.counts) {
         out.push_str(&format!(
-            "\nopencode: {} sessions seen, {}/{} verdicts flagged at the last tick\n",
+            "\nwatch: {} sessions seen, {}/{} verdicts flagged at the last tick\n",
             t.sessions_seen, c.flagged, c.total
         ));
     }

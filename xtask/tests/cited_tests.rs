@@ -66,7 +66,12 @@ fn place(
         (crates.get(krate).map(PathBuf::as_path), test_file(file))
     } else if let Some((krate, module)) = qualifier.split_once(' ') {
         let module = module.trim_end_matches("::tests").replace("::", "/");
-        let files = vec![format!("src/{module}.rs"), format!("src/{module}/mod.rs")];
+        // A module's tests may sit in its file or in a `tests.rs` of its own.
+        let files = vec![
+            format!("src/{module}.rs"),
+            format!("src/{module}/mod.rs"),
+            format!("src/{module}/tests.rs"),
+        ];
         (crates.get(krate).map(PathBuf::as_path), files)
     } else {
         (last.map(|p| p.dir.as_path()), test_file(qualifier))

@@ -128,10 +128,12 @@ fn every_page_renders_in_chromium() {
         "the page acted on its query string"
     );
 
-    // Tree page: one plot per signal, the threshold drawn, flagged ticks marked.
+    // Tree page: one plot per signal, the threshold drawn, flagged ticks marked; the signals
+    // that fired (`repeat`, `reread`) are drawn too (issue 49).
     let dom = dump(&profile, &format!("{url}/trees/ses_demo_build"));
     assert!(dom.contains("data-ticks=\"3\""), "{dom}");
-    assert_eq!(count(&dom, "<svg class=\"signal\""), 5, "{dom}");
+    assert_eq!(count(&dom, "<svg class=\"signal\""), 7, "{dom}");
+    assert!(dom.contains("data-signal=\"repeat\""), "{dom}");
     assert_eq!(count(&dom, "class=\"threshold\""), 5);
     assert!(count(&dom, "class=\"flag\"") >= 3);
     assert!(dom.contains("<span class=\"badge sev-critical\">critical</span>"));

@@ -59,6 +59,13 @@ impl ClaudeSource {
             dir,
         }
     }
+
+    /// The source under another name than its directory's (the demo's, which lives in a
+    /// temporary directory).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_owned();
+        self
+    }
 }
 
 /// What a transcript's cache row keeps as its cursor: where the tail stands and the reader's

@@ -324,10 +324,20 @@ pub fn sources(
         out.extend(codex::CodexSource::configured(config, env));
         out.extend(gemini::GeminiSource::configured(config, env));
     } else if args.demo {
-        // The demo's transcripts, where `demo::DemoFiles` pointed each agent's section.
-        out.extend(claude::ClaudeSource::configured(config, env));
-        out.extend(codex::CodexSource::configured(config, env));
-        out.extend(gemini::GeminiSource::configured(config, env));
+        // The demo's transcripts, where `demo::DemoFiles` pointed each agent's section, under
+        // names that do not change with the temporary directory.
+        out.push(Box::new(
+            claude::ClaudeSource::at(claude::ClaudeSource::directory(config, env))
+                .named("Claude Code demo"),
+        ));
+        out.push(Box::new(
+            codex::CodexSource::at(codex::CodexSource::directory(config, env))
+                .named("Codex CLI demo"),
+        ));
+        out.push(Box::new(
+            gemini::GeminiSource::at(gemini::GeminiSource::directory(config, env))
+                .named("Gemini CLI demo"),
+        ));
     }
     out.extend(files::configured(args));
     out
